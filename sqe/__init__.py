@@ -1,0 +1,31 @@
+"""SQE on Spark: declarative stream-processing topologies on Spark Structured Streaming.
+
+The public surface is small: the StreamMetadata codec, topology loading and
+planning, and the error classes.  Everything else is reached through its
+module (``sqe.options``, ``sqe.settings``, ...).
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from sqe.errors import OptionError, PrerequisiteError, SqeError, TopologyError
+from sqe.metadata import StreamMetadata, decode_keys, encode_keys, pid_for
+from sqe.plan import TopologyPlan, plan_topology
+from sqe.topology import Topology, load_topology
+
+__all__ = [
+    "__version__",
+    "StreamMetadata",
+    "decode_keys",
+    "encode_keys",
+    "pid_for",
+    "Topology",
+    "load_topology",
+    "TopologyPlan",
+    "plan_topology",
+    "SqeError",
+    "OptionError",
+    "TopologyError",
+    "PrerequisiteError",
+]

@@ -1,0 +1,158 @@
+"""The ``sqe`` command line: validate topologies, list options, inspect keys.
+
+Exit codes: 0 success, 2 invalid input (a topology, an option, a key),
+1 a failure of the machine (missing prerequisite).  Errors are printed as
+sentences on stderr, never as stack traces.
+
+    sqe validate topologies/*.yaml --config topologies/local.yaml
+    sqe options --markdown
+    sqe keys decode 0000011f71fb04cb00000007000000000000002a
+    sqe keys encode 1234567890123 7 42
+    sqe keys pid enrich Events <cluster id>/events
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from sqe import __version__
+from sqe.errors import PrerequisiteError, SqeError
+from sqe.metadata import StreamMetadata, pid_for
+from sqe.options import REGISTRY, RETIRED, Option
+from sqe.plan import plan_topology
+from sqe.settings import load_config, parse_conf_pairs
+from sqe.topology import load_topology
+
+__all__ = ["main"]
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    configs = [load_config(c) for c in args.config]
+    conf = parse_conf_pairs(args.conf)
+    failed = False
+    for path in args.files:
+        try:
+            plan = plan_topology(load_topology(path, args.name), configs, conf)
+        except SqeError as exc:
+            failed = True
+            print(f"error: {exc}".replace("\n", "\nerror: "), file=sys.stderr)
+            continue
+        for warning in plan.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        t = plan.topology
+        print(f"OK {path}: topology {t.name!r}, {len(t.streams)} stream(s), "
+              f"{len(t.queries)} query(ies)")
+    return 2 if failed else 0
+
+
+def _default_text(option: Option) -> str:
+    if option.default is None:
+        return "-"
+    if isinstance(option.default, bool):
+        return str(option.default).lower()
+    if isinstance(option.default, list):
+        return "[]" if not option.default else ",".join(option.default)
+    return str(option.default)
+
+
+def _cmd_options(args: argparse.Namespace) -> int:
+    options = list(REGISTRY.values())
+    if args.markdown:
+        print("| key | type | default | description |")
+        print("| --- | --- | --- | --- |")
+        for o in options:
+            doc = o.doc + (f" *Ignored on Spark: {o.ignored}.*" if o.ignored else "")
+            print(f"| `{o.key}` | {o.type_name} | `{_default_text(o)}` | {doc} |")
+        for key, why in RETIRED.items():
+            print(f"| `{key}` | retired | - | {why[0].upper() + why[1:]}. |")
+        return 0
+    width = max(len(o.key) for o in options)
+    for o in options:
+        print(f"{o.key:<{width}}  {o.type_name}  (default {_default_text(o)})")
+        print(f"{'':<{width}}  {o.doc}" + (f" Ignored on Spark: {o.ignored}." if o.ignored else ""))
+    for key, why in RETIRED.items():
+        print(f"{key:<{width}}  retired: {why}")
+    return 0
+
+
+def _cmd_keys(args: argparse.Namespace) -> int:
+    if args.keys_command == "decode":
+        status = 0
+        for text in args.hex:
+            try:
+                m = StreamMetadata.from_bytes(bytes.fromhex(text))
+            except ValueError as exc:
+                print(f"error: key {text!r}: {exc}", file=sys.stderr)
+                status = 2
+                continue
+            print(f"pid={m.pid} partition={m.partition} offset={m.offset}")
+        return status
+    if args.keys_command == "encode":
+        try:
+            m = StreamMetadata(args.pid, args.partition, args.offset)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(m.to_bytes().hex())
+        return 0
+    print(pid_for(args.topology, args.stream, args.secondary_id))
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sqe", description="SQE on Spark: declarative streaming topologies on Spark.")
+    parser.add_argument("--version", action="version", version=f"sqe {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    v = sub.add_parser("validate", help="check topology files without starting Spark")
+    v.add_argument("files", nargs="+", metavar="FILE", help="topology files (YAML or JSON)")
+    v.add_argument("--config", action="append", default=[], metavar="FILE",
+                   help="YAML config with SQE: options and Spark: conf (repeatable)")
+    v.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a jw.sqe.* option that wins over the files (repeatable)")
+    v.add_argument("--name", help="topology name used in PIDs (default: the file's stem)")
+    v.set_defaults(func=_cmd_validate)
+
+    o = sub.add_parser("options", help="list every jw.sqe.* option")
+    o.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    o.set_defaults(func=_cmd_options)
+
+    k = sub.add_parser("keys", help="encode and decode 20-byte StreamMetadata keys")
+    ksub = k.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    d = ksub.add_parser("decode", help="hex key(s) to pid, partition, offset")
+    d.add_argument("hex", nargs="+", metavar="HEX")
+    e = ksub.add_parser("encode", help="pid, partition, offset to a hex key")
+    e.add_argument("pid", type=int)
+    e.add_argument("partition", type=int)
+    e.add_argument("offset", type=int)
+    p = ksub.add_parser("pid", help="the PID of topology + stream + secondary id")
+    p.add_argument("topology")
+    p.add_argument("stream")
+    p.add_argument("secondary_id", metavar="SECONDARY_ID",
+                   help="for a Kafka stream: '<cluster id>/<topic>'")
+    k.set_defaults(func=_cmd_keys)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``sqe`` console script; returns the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except BrokenPipeError:  # e.g. `sqe options | head`: the reader left, not an error
+        sys.stdout = open(os.devnull, "w")
+        return 0
+    except PrerequisiteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except SqeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Error classes of SQE on Spark.
+
+Every error a user can cause derives from :class:`SqeError` and carries a
+message that says what was wrong and where (file, command, option key,
+topic/partition/offset).  The CLI prints the message as one sentence and
+never a stack trace.  Errors about bad values also derive from
+:class:`ValueError`, so code that validates inputs can catch them as such.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SqeError",
+    "OptionError",
+    "TopologyError",
+    "PrerequisiteError",
+]
+
+
+class SqeError(Exception):
+    """Base class of every error SQE reports to a user."""
+
+
+class OptionError(SqeError, ValueError):
+    """A ``jw.sqe.*`` option is unknown, retired or has a value of the wrong type."""
+
+
+class TopologyError(SqeError, ValueError):
+    """A topology file is malformed; the message names the file and the path inside it."""
+
+    def __init__(self, messages: list[str] | str) -> None:
+        self.messages = [messages] if isinstance(messages, str) else list(messages)
+        super().__init__("\n".join(self.messages))
+
+
+class PrerequisiteError(SqeError, RuntimeError):
+    """Something the machine must provide (Java 17+, a service binary) is missing."""

@@ -1,0 +1,271 @@
+"""The ``jw.sqe.*`` option registry: every key declared once, with type, default and doc.
+
+This module owns what an option *is* (:class:`Option`), the registry
+(:data:`REGISTRY`), the retired keys and what to do instead
+(:data:`RETIRED`), and turning a raw value into a typed one
+(:func:`coerce`).  Where values come from and which one wins is
+:mod:`sqe.settings`.
+
+Values arrive typed from YAML/JSON files and as strings from ``--conf`` and
+Spark conf, so every kind accepts its string spelling too (``"true"``,
+``"42"``, ``"a,b"``).  Example::
+
+    >>> coerce(REGISTRY["jw.sqe.state.kafka.keytype"], "StreamMetadata", "--conf")
+    'streammetadata'
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import yaml
+
+from sqe.errors import OptionError
+
+__all__ = ["Option", "OptionKind", "REGISTRY", "RETIRED", "PREFIX", "coerce", "lookup", "suggest"]
+
+PREFIX = "jw.sqe."
+
+OptionKind = Literal["bool", "int", "float", "str", "list", "choice", "rows"]
+Scope = Literal["topology", "stream", "state"]
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One declared option.
+
+    ``choices`` (for ``kind="choice"``) are matched case-insensitively and
+    normalised to the spelling given here.  ``check`` validates a coerced
+    value further and returns an error text or ``None``.  ``ignored`` is set
+    for SQE keys accepted for compatibility that have no effect on Spark: it
+    says why, and validation reports it as a warning.
+    """
+
+    key: str
+    kind: OptionKind
+    default: Any
+    doc: str
+    scope: Scope = "topology"
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+    check: Callable[[Any], str | None] | None = None
+    ignored: str | None = None
+
+    @property
+    def type_name(self) -> str:
+        """A short human name of the accepted type, for docs and errors."""
+        if self.kind == "choice":
+            return " | ".join(self.choices)
+        return {
+            "bool": "boolean",
+            "int": "integer" if self.minimum is None else f"integer >= {self.minimum}",
+            "float": "number",
+            "str": "string",
+            "list": "list of strings (or comma-separated string)",
+            "rows": "list of lists",
+        }[self.kind]
+
+
+def _check_partitioner(name: str) -> str | None:
+    from partitioners import resolve  # local: partitioners imports sqe.metadata
+
+    try:
+        resolve(name)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _check_redis_url(url: str) -> str | None:
+    if not re.match(r"^(redis|rediss|unix)://", url):
+        return "expected a redis://, rediss:// or unix:// URL"
+    return None
+
+
+_DECLARED = [
+    # -- topology-wide ---------------------------------------------------------------
+    Option("jw.sqe.pid", "int", None,
+           "Override the PID stamped on this topology's records (default: MurmurHash64A of "
+           "topology + stream + '<cluster id>/<topic>')."),
+    Option("jw.sqe.parallelism.hint", "int", 1,
+           "SQE (Storm) parallelism hint; accepted for compatibility.", minimum=1,
+           ignored="Spark's parallelism follows the Kafka partitions and "
+                   "spark.sql.shuffle.partitions"),
+    # -- Kafka streams (CreateStream spoutName KAFKA) --------------------------------
+    Option("jw.sqe.spout.kafka.brokers", "list", ["localhost:9092"],
+           "Bootstrap servers of the source topic (list or comma-separated host:port).",
+           scope="stream"),
+    Option("jw.sqe.spout.kafka.clientid", "str", None,
+           "Kafka client.id of the source consumers (SQE key).", scope="stream"),
+    Option("jw.sqe.spout.kafka.startingOffsets", "choice", "earliest",
+           "Where a query without a checkpoint starts reading.", scope="stream",
+           choices=("earliest", "latest")),
+    Option("jw.sqe.spout.kafka.maxRecordsPerBatch", "int", None,
+           "Upper bound on records read per micro-batch across all partitions "
+           "(default: no bound).", scope="stream", minimum=1),
+    Option("jw.sqe.spout.kafka.fetchSizeBytes", "int", None,
+           "SQE key: per-partition fetch size, passed to the consumer as "
+           "max.partition.fetch.bytes.", scope="stream", minimum=1),
+    Option("jw.sqe.spout.kafka.bufferSizeBytes", "int", None,
+           "SQE key: socket receive buffer, passed to the consumer as "
+           "socket.receive.buffer.bytes.", scope="stream", minimum=1),
+    Option("jw.sqe.spout.kafka.filterReplays", "bool", False,
+           "Drop records at or below the high-water mark of their (pid, partition).",
+           scope="stream"),
+    Option("jw.sqe.spout.kafka.filterReplays.metadata.ttl", "int", 172800,
+           "Seconds after its last update that a high-water mark entry expires.",
+           scope="stream", minimum=1),
+    Option("jw.sqe.spout.kafka.filterReplays.redis.url", "str", "redis://localhost:6379/0",
+           "Redis URL of the high-water mark store.", scope="stream", check=_check_redis_url),
+    # -- FIXED streams (test and demo data declared in the file) ---------------------
+    Option("jw.sqe.spout.fixed.fields", "list", None,
+           "Field names of a FIXED stream.", scope="stream"),
+    Option("jw.sqe.spout.fixed.values", "rows", None,
+           "Rows of a FIXED stream, one list of values per row.", scope="stream"),
+    # -- Kafka state ------------------------------------------------------------------
+    Option("jw.sqe.state.kafka.brokers", "list", ["localhost:9092"],
+           "Bootstrap servers of the destination topic (list or comma-separated).",
+           scope="state"),
+    Option("jw.sqe.state.kafka.keytype", "choice", "messagehash",
+           "Record key: a hash of the value, a named field, or the record's "
+           "20-byte StreamMetadata.", scope="state",
+           choices=("messagehash", "field", "streammetadata")),
+    Option("jw.sqe.state.kafka.partitionClass", "str", None,
+           "Partitioner by dotted path, e.g. partitioners.SourcePartitionPartitioner "
+           "(SQE's Java class name is accepted); default: the client's partitioner.",
+           scope="state", check=_check_partitioner),
+    # -- Redis state ------------------------------------------------------------------
+    Option("jw.sqe.state.redis.host", "str", "localhost", "Redis host of the Redis state.",
+           scope="state"),
+    Option("jw.sqe.state.redis.port", "int", 6379, "Redis port of the Redis state.",
+           scope="state", minimum=1),
+    Option("jw.sqe.state.redis.database", "int", 0, "Redis database index of the Redis state.",
+           scope="state", minimum=0),
+    Option("jw.sqe.state.redis.datatype", "choice", "STRING",
+           "STRING writes SET key value; HASH writes HSET key field value.", scope="state",
+           choices=("STRING", "HASH")),
+    Option("jw.sqe.state.redis.keyname.fields", "list", [],
+           "Fields whose values, joined by the delimiter, form the Redis key.", scope="state"),
+    Option("jw.sqe.state.redis.fieldname.fields", "list", [],
+           "HASH only: fields whose values, joined by the delimiter, form the hash field.",
+           scope="state"),
+    Option("jw.sqe.state.redis.delimiter", "str", ":",
+           "Separator between joined key and field values.", scope="state"),
+    Option("jw.sqe.state.redis.expireintervalsec", "int", 0,
+           "Seconds until written keys expire; 0 never expires.", scope="state", minimum=0),
+]
+
+#: Every declared option by key.
+REGISTRY: dict[str, Option] = {o.key: o for o in _DECLARED}
+
+#: Keys of the original SQE that no longer apply, with what to do instead.
+RETIRED: dict[str, str] = {
+    "jw.sqe.spout.kafka.zkhosts":
+        "ZooKeeper hosts are not used on Spark; set jw.sqe.spout.kafka.brokers "
+        "to the Kafka bootstrap servers instead",
+}
+
+
+def suggest(key: str) -> str | None:
+    """The closest known key to a misspelt one, or ``None``."""
+    known = list(REGISTRY)
+    lowered = {k.lower(): k for k in known}
+    if key.lower() in lowered:
+        return lowered[key.lower()]
+    match = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+    return match[0] if match else None
+
+
+def lookup(key: str, origin: str) -> Option:
+    """The declared option for ``key``; an unknown or retired key is an :class:`OptionError`."""
+    if key in REGISTRY:
+        return REGISTRY[key]
+    if key in RETIRED:
+        raise OptionError(f"{origin}: {key} is no longer supported: {RETIRED[key]}")
+    hint = suggest(key)
+    tail = f"; did you mean {hint}?" if hint else "; run 'sqe options' to list the known keys"
+    raise OptionError(f"{origin}: unknown option {key}{tail}")
+
+
+_INT = re.compile(r"^[+-]?\d+$")
+
+
+def _parse_structured(text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"not valid YAML/JSON ({exc.problem})") from exc
+
+
+def _coerce(option: Option, value: Any) -> Any:
+    kind = option.kind
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        raise ValueError("expected true or false")
+    if kind == "int":
+        if isinstance(value, int) and not isinstance(value, bool):
+            result = value
+        elif isinstance(value, str) and _INT.match(value.strip()):
+            result = int(value.strip())
+        else:
+            raise ValueError("expected an integer")
+        if option.minimum is not None and result < option.minimum:
+            raise ValueError(f"expected an integer >= {option.minimum}")
+        return result
+    if kind == "float":
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.strip())
+            except ValueError:
+                pass
+        raise ValueError("expected a number")
+    if kind == "str":
+        if isinstance(value, str):
+            return value
+        raise ValueError("expected a string")
+    if kind == "choice":
+        if isinstance(value, str):
+            for choice in option.choices:
+                if choice.lower() == value.strip().lower():
+                    return choice
+        raise ValueError(f"expected one of {', '.join(option.choices)}")
+    if kind == "list":
+        if isinstance(value, str):
+            text = value.strip()
+            value = _parse_structured(text) if text.startswith("[") else text.split(",")
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return [v.strip() for v in value if v.strip()]
+        raise ValueError("expected a list of strings or a comma-separated string")
+    if kind == "rows":
+        if isinstance(value, str):
+            value = _parse_structured(value)
+        if isinstance(value, (list, tuple)) and all(isinstance(r, (list, tuple)) for r in value):
+            return [list(r) for r in value]
+        raise ValueError("expected a list of rows, each a list of values")
+    raise AssertionError(f"unhandled option kind {kind}")
+
+
+def coerce(option: Option, value: Any, origin: str) -> Any:
+    """Turn ``value`` into the option's type; a wrong value is an :class:`OptionError`.
+
+    The error names the key, the value and where the value came from.
+    """
+    if value is None:
+        return None
+    try:
+        result = _coerce(option, value)
+        problem = option.check(result) if option.check else None
+    except ValueError as exc:
+        problem = str(exc)
+    if problem:
+        raise OptionError(f"{origin}: {option.key} = {value!r}: {problem}")
+    return result

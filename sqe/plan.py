@@ -1,0 +1,125 @@
+"""A topology with its options resolved: the settings of every stream and every state.
+
+:func:`plan_topology` applies the precedence of :mod:`sqe.settings` to a
+loaded :class:`~sqe.topology.Topology` -- config files, then ``Set`` commands
+in file order (each applies to the commands after it, as in SQE), then the
+command's own ``options``, then ``--conf``, then Spark conf -- and checks what
+each stream and state needs (brokers of a Kafka stream, the rows of a FIXED
+stream, the two fields of ``keytype: field``).  The result, a
+:class:`TopologyPlan`, is what ``sqe validate`` reports and what the runner
+compiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqe.errors import OptionError, TopologyError
+from sqe.settings import ConfigFile, Settings
+from sqe.topology import CreateStream, Query, SetCommand, Topology
+
+__all__ = ["TopologyPlan", "plan_topology"]
+
+
+@dataclass(frozen=True)
+class TopologyPlan:
+    """Resolved settings per stream (by ``streamName``) and per query (by position)."""
+
+    topology: Topology
+    streams: Mapping[str, Settings]
+    states: Mapping[int, Settings]
+    spark_conf: Mapping[str, str]
+    warnings: tuple[str, ...] = field(default=())
+
+    def state_settings(self, query: Query) -> Settings:
+        """The settings of the state a query writes to."""
+        return self.states[self.topology.commands.index(query)]
+
+
+def _stream_problems(stream: CreateStream, s: Settings, where: str) -> list[str]:
+    problems = []
+    if stream.spoutName == "KAFKA" and not s["jw.sqe.spout.kafka.brokers"]:
+        problems.append(f"{where}: a KAFKA stream needs jw.sqe.spout.kafka.brokers "
+                        "(in its options, a Set command, a --config file or --conf)")
+    if stream.spoutName == "FIXED":
+        fields, rows = s["jw.sqe.spout.fixed.fields"], s["jw.sqe.spout.fixed.values"]
+        if not fields:
+            problems.append(f"{where}: a FIXED stream needs jw.sqe.spout.fixed.fields")
+        elif rows is None:
+            problems.append(f"{where}: a FIXED stream needs jw.sqe.spout.fixed.values")
+        else:
+            for i, row in enumerate(rows):
+                if len(row) != len(fields):
+                    problems.append(f"{where} -> jw.sqe.spout.fixed.values -> row {i + 1}: "
+                                    f"{len(row)} value(s) for {len(fields)} field(s)")
+    return problems
+
+
+def _state_problems(query: Query, s: Settings, where: str) -> list[str]:
+    into = query.insertInto
+    problems = []
+    if into.stateName == "KAFKA":
+        if not s["jw.sqe.state.kafka.brokers"]:
+            problems.append(f"{where}: a KAFKA state needs jw.sqe.state.kafka.brokers")
+        if s["jw.sqe.state.kafka.keytype"] == "field" and len(into.fields) != 2:
+            problems.append(f"{where} -> insertInto -> fields: keytype field writes the first "
+                            f"field as key and the second as value, so it needs exactly 2 "
+                            f"fields, got {len(into.fields)}")
+    if into.stateName == "REDIS":
+        for key in ("jw.sqe.state.redis.keyname.fields", "jw.sqe.state.redis.fieldname.fields"):
+            missing = [f for f in s[key] if f not in into.fields]
+            if missing:
+                problems.append(f"{where}: {key} names {', '.join(missing)}, which "
+                                f"insertInto.fields does not have ({', '.join(into.fields)})")
+    return problems
+
+
+def plan_topology(
+    topology: Topology,
+    configs: Sequence[ConfigFile] = (),
+    conf: Mapping[str, Any] | None = None,
+    spark_conf: Mapping[str, Any] | None = None,
+) -> TopologyPlan:
+    """Resolve and check every command's options; all problems are raised together."""
+    problems: list[str] = []
+    base = Settings.defaults()
+    spark: dict[str, str] = {}
+    try:
+        for cfg in configs:
+            base = base.overlay(cfg.sqe, f"{cfg.path} (SQE)")
+            spark.update(cfg.spark)
+        # Validate the command-line layers once, up front, so their errors are reported once.
+        Settings.defaults().overlay(conf, "--conf").overlay(spark_conf, "Spark conf")
+    except OptionError as exc:
+        raise TopologyError(str(exc)) from None
+
+    def top_layers(s: Settings) -> Settings:
+        return s.overlay(conf, "--conf").overlay(spark_conf, "Spark conf (spark.jw.sqe.*)")
+
+    streams: dict[str, Settings] = {}
+    states: dict[int, Settings] = {}
+    warnings: list[str] = []
+    current = base
+    for index, command in enumerate(topology.commands):
+        where = f"{topology.path}: {topology.label(command)}"
+        try:
+            if isinstance(command, SetCommand):
+                current = current.overlay({command.key: command.value}, where)
+            elif isinstance(command, CreateStream):
+                s = top_layers(current.overlay(command.options, f"{where} -> options"))
+                streams[command.streamName] = s
+                problems += _stream_problems(command, s, where)
+                warnings += s.warnings()
+            elif isinstance(command, Query):
+                s = top_layers(current.overlay(command.insertInto.options,
+                                               f"{where} -> insertInto -> options"))
+                states[index] = s
+                problems += _state_problems(command, s, where)
+                warnings += s.warnings()
+        except OptionError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise TopologyError(problems)
+    return TopologyPlan(topology, streams, states, spark, tuple(dict.fromkeys(warnings)))

@@ -1,0 +1,61 @@
+"""Creating the SparkSession: the one place the project builds one.
+
+Spark's Python workers must run the same interpreter as the driver, or
+they fail to import this package; :func:`build_session` sets
+``PYSPARK_PYTHON`` (and the driver's) to :data:`sys.executable` unless the
+user has set them, checks for Java 17+, and applies Spark conf from config
+files.  Local runs get a small, quiet default (2 shuffle partitions, UI off).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from sqe.prereq import require_java
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["build_session", "LOCAL_DEFAULTS"]
+
+#: Spark conf for a local session when nothing else is given.
+LOCAL_DEFAULTS: Mapping[str, str] = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def build_session(
+    app_name: str = "sqe",
+    conf: Mapping[str, str] | None = None,
+    master: str | None = None,
+) -> SparkSession:
+    """Get or create the SparkSession with the project's interpreter for Python workers.
+
+    ``master`` defaults to ``local[*]`` when no master is configured (not under
+    ``spark-submit``); ``conf`` (e.g. a config file's ``Spark:`` map) wins over
+    :data:`LOCAL_DEFAULTS`.
+    """
+    require_java()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
+    if master:
+        builder = builder.master(master)
+    elif not submitted:
+        builder = builder.master("local[*]")
+        for key, value in LOCAL_DEFAULTS.items():
+            builder = builder.config(key, value)
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session

@@ -1,0 +1,116 @@
+"""Session fixtures with real services: Kafka, Redis and Spark (see tests/services.py)."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+import redis
+from hypothesis import HealthCheck, settings
+
+from sqe.errors import PrerequisiteError
+from sqe.local_services import KAFKA_CLIENT_DEFAULTS
+from sqe.prereq import require_java
+from tests.services import kafka_endpoint, redis_endpoint
+
+# The machine is shared and noisy: no per-example deadlines (speed is measured in bench/).
+settings.register_profile(
+    "sqe", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=200
+)
+settings.load_profile("sqe")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    try:
+        require_java()
+    except PrerequisiteError as exc:
+        pytest.exit(str(exc), returncode=1)
+
+
+def _announce(config: pytest.Config, text: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(text)
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory, pytestconfig) -> str:
+    """Bootstrap servers of a real Kafka-protocol broker, ready for metadata requests."""
+    with kafka_endpoint(tmp_path_factory.mktemp("kafka")) as endpoint:
+        _announce(pytestconfig, f"\nkafka: {endpoint.address} ({endpoint.provider})")
+        yield endpoint.address
+
+
+@pytest.fixture
+def kafka_topic(kafka_bootstrap):
+    """Factory: ``kafka_topic(partitions=4)`` creates a fresh topic and returns its name.
+
+    Topics keep records forever (``retention.ms=-1``) so tests may use old timestamps.
+    """
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+
+    def create(partitions: int = 4, prefix: str = "t") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+        futures = admin.create_topics(
+            [NewTopic(name, partitions, 1, config={"retention.ms": "-1"})]
+        )
+        futures[name].result(timeout=30)
+        return name
+
+    return create
+
+
+@pytest.fixture
+def kafka_consumer_conf(kafka_bootstrap) -> dict:
+    """Consumer settings that work against every broker the suite may use."""
+    return {
+        "bootstrap.servers": kafka_bootstrap,
+        "group.id": f"test-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False,
+        **KAFKA_CLIENT_DEFAULTS,
+    }
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory, pytestconfig) -> str:
+    """Base URL of a real Redis server for the session."""
+    with redis_endpoint(tmp_path_factory.mktemp("redis")) as endpoint:
+        _announce(pytestconfig, f"\nredis: {endpoint.address} ({endpoint.provider})")
+        yield endpoint.address
+
+
+@pytest.fixture(scope="session")
+def _redis_db_indexes(redis_server):
+    base = redis.Redis.from_url(redis_server)
+    try:
+        count = int(base.config_get("databases").get("databases", 16))
+    except redis.ResponseError:  # managed Redis may forbid CONFIG
+        count = 16
+    finally:
+        base.close()
+    return itertools.cycle(range(1, count))
+
+
+@pytest.fixture
+def redis_url(redis_server, _redis_db_indexes) -> str:
+    """A Redis URL with a database index of its own, emptied before the test."""
+    parts = urlsplit(redis_server)
+    url = urlunsplit((parts.scheme, parts.netloc, f"/{next(_redis_db_indexes)}", "", ""))
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    client.close()
+    return url
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A local SparkSession (2 shuffle partitions, UI off) built the way the project builds it."""
+    from sqe.session import build_session
+
+    session = build_session("sqe-tests")
+    yield session
+    session.stop()
