@@ -215,9 +215,9 @@ def _coerce(option: Option, value: Any) -> Any:
         elif isinstance(value, str) and _INT.match(value.strip()):
             result = int(value.strip())
         else:
-            raise ValueError("expected an integer")
-        if option.minimum is not None and result < option.minimum:
-            raise ValueError(f"expected an integer >= {option.minimum}")
+            result = None
+        if result is None or (option.minimum is not None and result < option.minimum):
+            raise ValueError(f"expected an {option.type_name}")
         return result
     if kind == "float":
         if isinstance(value, (int, float)) and not isinstance(value, bool):

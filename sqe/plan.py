@@ -120,6 +120,7 @@ def plan_topology(
                 warnings += s.warnings()
         except OptionError as exc:
             problems.append(str(exc))
+    warnings += current.warnings()  # Set commands after the last stream or query
     if problems:
         raise TopologyError(problems)
     return TopologyPlan(topology, streams, states, spark, tuple(dict.fromkeys(warnings)))

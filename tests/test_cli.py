@@ -1,0 +1,95 @@
+"""The sqe command line, run as a user runs it (a subprocess), exit codes and messages."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sqe.options import REGISTRY
+
+ROOT = Path(__file__).parents[1]
+
+
+def sqe(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sqe.cli", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
+
+
+def test_validate_shipped_topologies_with_and_without_config():
+    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "topologies").glob("*.yaml"))
+    for extra in ([], ["--config", "conf/local.yaml"]):
+        out = sqe("validate", *files, *extra)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.count("OK ") == len(files)
+        assert "Traceback" not in out.stderr
+
+
+def test_validate_reports_every_bad_file_and_exits_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- CreateStream: {streamName: S, objectName: t, spoutName: KAFKA}\n"
+                   "- Query:\n    insertInto: {objectName: o, stateName: MONGO, fields: [a]}\n"
+                   "    select: {expressions: [a]}\n    from: {objectName: S}\n")
+    out = sqe("validate", str(bad), "topologies/enrich.yaml")
+    assert out.returncode == 2
+    assert (f"error: {bad}: command 2 (Query) -> insertInto -> stateName: expected one of "
+            "KAFKA, REDIS, POSTGRES, CONSOLE") in out.stderr
+    assert "OK topologies/enrich.yaml" in out.stdout
+    assert "Traceback" not in out.stderr
+
+
+def test_validate_conf_errors_and_warnings(tmp_path):
+    out = sqe("validate", "topologies/load.yaml", "--conf", "jw.sqe.spout.kafka.filterReplay=true")
+    assert out.returncode == 2
+    assert "did you mean jw.sqe.spout.kafka.filterReplays?" in out.stderr
+    out = sqe("validate", "topologies/load.yaml", "--conf", "novalue")
+    assert out.returncode == 2 and "--conf 'novalue': expected key=value" in out.stderr
+    out = sqe("validate", "topologies/load.yaml", "--conf", "jw.sqe.parallelism.hint=3")
+    assert out.returncode == 0 and "warning: --conf: jw.sqe.parallelism.hint has no effect" in out.stderr
+    out = sqe("validate", "topologies/load.yaml", "--config", str(tmp_path / "missing.yaml"))
+    assert out.returncode == 2 and "cannot read config file" in out.stderr
+
+
+def test_options_lists_the_registry():
+    out = sqe("options")
+    assert out.returncode == 0
+    for key in REGISTRY:
+        assert key in out.stdout
+    assert "jw.sqe.spout.kafka.zkhosts" in out.stdout and "retired" in out.stdout
+    md = sqe("options", "--markdown")
+    rows = [line for line in md.stdout.splitlines() if line.startswith("| `jw.sqe.")]
+    assert len(rows) == len(REGISTRY) + 1  # plus the retired zkhosts row
+    assert "| `jw.sqe.spout.kafka.filterReplays.metadata.ttl` | integer >= 1 | `172800` |" in md.stdout
+
+
+def test_keys_encode_decode_pid():
+    out = sqe("keys", "encode", "1234567890123", "7", "42")
+    assert out.returncode == 0 and out.stdout.strip() == "0000011f71fb04cb00000007000000000000002a"
+    out = sqe("keys", "decode", "0000011f71fb04cb00000007000000000000002a",
+              "ffffffffffffffffffffffffffffffffffffffff")
+    assert out.stdout.splitlines() == ["pid=1234567890123 partition=7 offset=42",
+                                       "pid=-1 partition=-1 offset=-1"]
+    out = sqe("keys", "pid", "a", "", "")
+    assert out.returncode == 0 and out.stdout.strip() == "584566915021039271"
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["keys", "decode", "abcd"], "key 'abcd': stream metadata key must be exactly 20 bytes, got 2"),
+        (["keys", "decode", "zz"], "key 'zz': non-hexadecimal"),
+        (["keys", "encode", "1", "2147483648", "0"], "partition 2147483648 does not fit"),
+    ],
+)
+def test_keys_bad_input_exits_2_with_a_sentence(args, message):
+    out = sqe(*args)
+    assert out.returncode == 2
+    assert message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_console_script_is_installed():
+    out = subprocess.run([str(Path(sys.executable).parent / "sqe"), "--version"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("sqe ")

@@ -1,0 +1,229 @@
+"""Option registry, coercion and the precedence of option sources."""
+
+from __future__ import annotations
+
+import pytest
+
+from sqe.errors import OptionError, TopologyError
+from sqe.options import REGISTRY, RETIRED, coerce, lookup, suggest
+from sqe.plan import plan_topology
+from sqe.settings import Settings, load_config, parse_conf_pairs, spark_conf_options
+from sqe.topology import load_topology
+
+REQUIRED_SQE_KEYS = {
+    "jw.sqe.spout.kafka.filterReplays": False,
+    "jw.sqe.spout.kafka.filterReplays.metadata.ttl": 172800,
+    "jw.sqe.state.kafka.keytype": "messagehash",
+    "jw.sqe.state.kafka.partitionClass": None,
+    "jw.sqe.state.kafka.brokers": ["localhost:9092"],
+    "jw.sqe.state.redis.host": "localhost",
+    "jw.sqe.state.redis.port": 6379,
+    "jw.sqe.state.redis.database": 0,
+    "jw.sqe.state.redis.datatype": "STRING",
+    "jw.sqe.state.redis.keyname.fields": [],
+    "jw.sqe.state.redis.fieldname.fields": [],
+    "jw.sqe.state.redis.delimiter": ":",
+    "jw.sqe.state.redis.expireintervalsec": 0,
+    "jw.sqe.spout.kafka.brokers": ["localhost:9092"],
+    "jw.sqe.spout.kafka.startingOffsets": "earliest",
+    "jw.sqe.spout.kafka.maxRecordsPerBatch": None,
+    "jw.sqe.spout.kafka.filterReplays.redis.url": "redis://localhost:6379/0",
+    "jw.sqe.pid": None,
+}
+
+
+def test_registry_declares_every_required_key_with_its_default():
+    for key, default in REQUIRED_SQE_KEYS.items():
+        assert key in REGISTRY, key
+        assert REGISTRY[key].default == default, key
+    for option in REGISTRY.values():
+        assert option.key.startswith("jw.sqe.") and option.doc.strip(), option.key
+
+
+@pytest.mark.parametrize("raw", ["StreamMetadata", "STREAMMETADATA", "streammetadata"])
+def test_keytype_matches_case_insensitively(raw):
+    assert coerce(REGISTRY["jw.sqe.state.kafka.keytype"], raw, "x") == "streammetadata"
+
+
+@pytest.mark.parametrize(
+    "key,raw,expected",
+    [
+        ("jw.sqe.spout.kafka.filterReplays", "TRUE", True),
+        ("jw.sqe.spout.kafka.filterReplays", False, False),
+        ("jw.sqe.spout.kafka.maxRecordsPerBatch", "5000", 5000),
+        ("jw.sqe.state.redis.port", "6380", 6380),  # SQE parsed the port from a string
+        ("jw.sqe.spout.kafka.brokers", "a:1, b:2,", ["a:1", "b:2"]),
+        ("jw.sqe.spout.kafka.brokers", ["a:1"], ["a:1"]),
+        ("jw.sqe.spout.kafka.brokers", "[a:1, b:2]", ["a:1", "b:2"]),
+        ("jw.sqe.spout.fixed.values", "[[1, x], [2, y]]", [[1, "x"], [2, "y"]]),
+        ("jw.sqe.state.redis.datatype", "hash", "HASH"),
+    ],
+)
+def test_coercion_accepts_typed_and_string_spellings(key, raw, expected):
+    assert coerce(REGISTRY[key], raw, "x") == expected
+
+
+@pytest.mark.parametrize(
+    "key,raw,text",
+    [
+        ("jw.sqe.spout.kafka.filterReplays", "yes", "expected true or false"),
+        ("jw.sqe.spout.kafka.filterReplays", 1, "expected true or false"),
+        ("jw.sqe.spout.kafka.maxRecordsPerBatch", "abc", "expected an integer"),
+        ("jw.sqe.spout.kafka.maxRecordsPerBatch", True, "expected an integer"),
+        ("jw.sqe.spout.kafka.maxRecordsPerBatch", 0, "expected an integer >= 1"),
+        ("jw.sqe.state.kafka.keytype", "uuid", "expected one of messagehash, field, streammetadata"),
+        ("jw.sqe.spout.kafka.brokers", [1, 2], "expected a list of strings"),
+        ("jw.sqe.state.redis.delimiter", 5, "expected a string"),
+        ("jw.sqe.spout.kafka.filterReplays.redis.url", "localhost:6379", "redis://"),
+        ("jw.sqe.state.kafka.partitionClass", "nope.Nope", "cannot import module 'nope'"),
+    ],
+)
+def test_wrong_types_name_key_value_and_origin(key, raw, text):
+    with pytest.raises(OptionError) as info:
+        coerce(REGISTRY[key], raw, "conf/x.yaml (SQE)")
+    message = str(info.value)
+    assert message.startswith(f"conf/x.yaml (SQE): {key} = {raw!r}: ")
+    assert text in message
+
+
+@pytest.mark.parametrize(
+    "typo,expected",
+    [
+        ("jw.sqe.spout.kafka.filterReplay", "jw.sqe.spout.kafka.filterReplays"),
+        ("jw.sqe.spout.kafka.filterreplays", "jw.sqe.spout.kafka.filterReplays"),
+        ("jw.sqe.state.redis.hots", "jw.sqe.state.redis.host"),
+        ("jw.sqe.state.kafka.keyType", "jw.sqe.state.kafka.keytype"),
+        ("jw.sqe.spout.kafka.maxRecordPerBatch", "jw.sqe.spout.kafka.maxRecordsPerBatch"),
+    ],
+)
+def test_unknown_key_suggests_the_closest(typo, expected):
+    assert suggest(typo) == expected
+    with pytest.raises(OptionError, match=f"--conf: unknown option {typo}; did you mean {expected}"):
+        lookup(typo, "--conf")
+
+
+def test_unknown_key_without_a_close_match_points_at_sqe_options():
+    with pytest.raises(OptionError, match="run 'sqe options'"):
+        lookup("jw.sqe.completely.different", "--conf")
+
+
+def test_zkhosts_is_rejected_with_the_replacement():
+    assert "jw.sqe.spout.kafka.zkhosts" in RETIRED
+    with pytest.raises(OptionError, match="set jw.sqe.spout.kafka.brokers"):
+        Settings.defaults().overlay({"jw.sqe.spout.kafka.zkhosts": ["zk:2181"]}, "f.json")
+
+
+def test_settings_are_immutable_and_know_their_origin():
+    s = Settings.defaults()
+    t = s.overlay({"jw.sqe.state.redis.port": 7000}, "one")
+    assert s["jw.sqe.state.redis.port"] == 6379 and t["jw.sqe.state.redis.port"] == 7000
+    assert t.origin("jw.sqe.state.redis.port") == "one"
+    assert t.origin("jw.sqe.state.redis.host") == "default"
+    with pytest.raises(TypeError):
+        t["jw.sqe.state.redis.port"] = 1  # type: ignore[index]
+    assert t.explicit() == {"jw.sqe.state.redis.port": 7000}
+
+
+def test_foreign_and_ignored_keys_are_reported_not_applied():
+    s = Settings.defaults().overlay({"a": "b", "jw.sqe.parallelism.hint": 4}, "f.json")
+    warnings = s.warnings()
+    assert any("a is not a jw.sqe.* option" in w for w in warnings)
+    assert any("jw.sqe.parallelism.hint has no effect on Spark" in w for w in warnings)
+
+
+def test_config_file_sections(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("Storm:\n  topology.workers: 1\nSQE:\n  jw.sqe.state.redis.database: 1\n"
+                   "Spark:\n  spark.sql.shuffle.partitions: 3\n  spark.ui.enabled: false\n")
+    loaded = load_config(cfg)
+    assert loaded.sqe == {"jw.sqe.state.redis.database": 1}
+    assert loaded.spark == {"spark.sql.shuffle.partitions": "3", "spark.ui.enabled": "false"}
+
+
+@pytest.mark.parametrize(
+    "text,error",
+    [
+        ("- a\n", "must be a map"),
+        ("Flink: {}\n", "unknown section(s) Flink"),
+        ("SQE: [1]\n", "section SQE must be a map"),
+        ("SQE:\n  jw.sqe.state.redis.prot: 1\n", "did you mean jw.sqe.state.redis.port"),
+        ("SQE: {a: [\n", "not valid YAML"),
+    ],
+)
+def test_config_file_errors_name_the_file(tmp_path, text, error):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(text)
+    with pytest.raises(OptionError) as info:
+        load_config(cfg)
+    assert str(cfg) in str(info.value) and error in str(info.value)
+
+
+def test_missing_config_file_is_a_clear_error(tmp_path):
+    with pytest.raises(OptionError, match="cannot read config file"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_conf_pairs_and_spark_conf():
+    assert parse_conf_pairs(["a=b=c", "k= v"]) == {"a": "b=c", "k": " v"}
+    with pytest.raises(OptionError, match="expected key=value"):
+        parse_conf_pairs(["novalue"])
+    conf = {"spark.jw.sqe.pid": "5", "spark.app.name": "x", "jw.sqe.pid": "6"}
+    assert spark_conf_options(conf) == {"jw.sqe.pid": "5"}
+
+
+PRECEDENCE_TOPOLOGY = """
+- Set: {key: jw.sqe.spout.kafka.maxRecordsPerBatch, value: 20}
+- CreateStream:
+    streamName: S
+    objectName: topic
+    spoutName: KAFKA
+    options: {OPTS}
+- Set: {key: jw.sqe.spout.kafka.maxRecordsPerBatch, value: 30}
+- CreateStream: {streamName: T, objectName: topic2, spoutName: KAFKA}
+- Query:
+    insertInto: {objectName: out, fields: [x]}
+    select: {expressions: [_value]}
+    from: {objectName: S}
+"""
+
+KEY = "jw.sqe.spout.kafka.maxRecordsPerBatch"
+
+
+@pytest.mark.parametrize(
+    "opts,conf,spark,expected,origin",
+    [
+        ("{}", {}, {}, 20, "command 1 (Set)"),
+        (f"{{{KEY}: 40}}", {}, {}, 40, "command 2 (CreateStream) -> options"),
+        (f"{{{KEY}: 40}}", {KEY: "50"}, {}, 50, "--conf"),
+        (f"{{{KEY}: 40}}", {KEY: "50"}, {KEY: "60"}, 60, "Spark conf"),
+    ],
+)
+def test_precedence_of_sources(tmp_path, opts, conf, spark, expected, origin):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"SQE:\n  {KEY}: 10\n  jw.sqe.spout.kafka.clientid: from-config\n")
+    topo = tmp_path / "t.yaml"
+    topo.write_text(PRECEDENCE_TOPOLOGY.replace("{OPTS}", opts))
+    plan = plan_topology(load_topology(topo), [load_config(cfg)], conf, spark)
+    s = plan.streams["S"]
+    assert s[KEY] == expected and origin in s.origin(KEY)
+    assert s["jw.sqe.spout.kafka.clientid"] == "from-config"
+    # A Set applies to the commands after it: stream T sees the second Set.
+    if not conf and not spark:
+        assert plan.streams["T"][KEY] == 30
+
+
+def test_config_below_set_commands(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"SQE:\n  {KEY}: 10\n")
+    topo = tmp_path / "t.yaml"
+    topo.write_text(PRECEDENCE_TOPOLOGY.replace("{OPTS}", "{}"))
+    plan = plan_topology(load_topology(topo), [load_config(cfg)])
+    assert plan.streams["S"][KEY] == 20
+
+
+def test_bad_conf_is_reported_once_with_its_origin(tmp_path):
+    topo = tmp_path / "t.yaml"
+    topo.write_text(PRECEDENCE_TOPOLOGY.replace("{OPTS}", "{}"))
+    with pytest.raises(TopologyError) as info:
+        plan_topology(load_topology(topo), conf={KEY: "many"})
+    assert info.value.messages == [f"--conf: {KEY} = 'many': expected an integer >= 1"]

@@ -1,0 +1,251 @@
+"""Topology files: SQE command files load unchanged; malformed files fail with located errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sqe.errors import TopologyError
+from sqe.expressions import (
+    Constant,
+    Field,
+    Function,
+    Sql,
+    output_name,
+    parse_expression,
+    to_raw,
+)
+from sqe.plan import plan_topology
+from sqe.topology import CreateStream, Query, SetCommand, load_topology
+
+DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).parents[1]
+
+
+def test_sqe_replay_file_loads_unchanged():
+    t = load_topology(DATA / "sqe_kafka_replays.json")
+    assert [type(c) for c in t.commands] == [CreateStream, Query, Query]
+    stream, middle, dest = t.commands
+    assert stream.spoutName == "KAFKA" and stream.spoutType == "OPAQUE"
+    assert stream.deserializer == "identity"
+    assert middle.insertInto.stateName is None and middle.select.expressions == [Field("_value")]
+    assert dest.from_.objectName == "middle" and dest.insertInto.stateName == "KAFKA"
+    plan = plan_topology(t)
+    s = plan.streams["Source"]
+    assert s["jw.sqe.spout.kafka.filterReplays"] is True
+    assert s["jw.sqe.spout.kafka.clientid"] == "replay-test"
+    state = plan.state_settings(dest)
+    assert state["jw.sqe.state.kafka.keytype"] == "streammetadata"
+    assert state["jw.sqe.state.kafka.partitionClass"].endswith("SourcePartitionPartitioner")
+
+
+def test_sqe_complex_query_file_loads_unchanged():
+    t = load_topology(DATA / "sqe_complex_query.json")
+    assert isinstance(t.commands[0], SetCommand) and isinstance(t.commands[-1], SetCommand)
+    q = t.queries[0]
+    date, token, hll, total = q.select.expressions
+    assert output_name(date) == "formatdate(parsedate(DateString,yyyy-MM-dd HH:mm),yyyy-MM-dd)"
+    assert token == Field("AccountToken")
+    assert hll == Function("createhll", (Field("UserName"),))
+    assert total == Function("sum", (Field("HappyDanceCount"),))
+    # SQE writes 0.0 and false as bare JSON constants
+    assert q.where.args[1] == Function(
+        "or", (Function(">", (Field("HappyDanceCount"), Constant(0.0))), Constant(False))
+    )
+    plan = plan_topology(t)
+    s = plan.state_settings(q)
+    assert s["jw.sqe.state.redis.host"] == "localhost"  # from the Set before the query
+    assert s["jw.sqe.state.redis.database"] == 3 and s["jw.sqe.state.redis.datatype"] == "HASH"
+    assert any("a is not a jw.sqe.* option" in w for w in plan.warnings)
+
+
+def test_the_original_zkhosts_file_is_told_what_to_use_instead(tmp_path):
+    raw = json.loads((DATA / "sqe_kafka_replays.json").read_text())
+    options = raw[0]["CreateStream"]["options"]
+    options["jw.sqe.spout.kafka.zkhosts"] = options.pop("jw.sqe.spout.kafka.brokers")
+    path = tmp_path / "kafka-replays.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(TopologyError) as info:
+        plan_topology(load_topology(path))
+    assert info.value.messages == [
+        f"{path}: command 1 (CreateStream) -> options: jw.sqe.spout.kafka.zkhosts is no longer "
+        "supported: ZooKeeper hosts are not used on Spark; set jw.sqe.spout.kafka.brokers "
+        "to the Kafka bootstrap servers instead"
+    ]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "topologies").glob("*.yaml")))
+def test_shipped_topologies_are_valid(path):
+    plan = plan_topology(load_topology(path))
+    assert plan.topology.streams and plan.topology.queries
+
+
+def test_shipped_topologies_form_the_replay_chain():
+    enrich = plan_topology(load_topology(ROOT / "topologies" / "enrich.yaml"))
+    load = plan_topology(load_topology(ROOT / "topologies" / "load.yaml"))
+    writer = enrich.topology.queries[0]
+    state = enrich.state_settings(writer)
+    assert state["jw.sqe.state.kafka.keytype"] == "streammetadata"
+    assert state["jw.sqe.state.kafka.partitionClass"].endswith("SourcePartitionPartitioner")
+    reader = load.topology.streams[0]
+    assert reader.objectName == writer.insertInto.objectName
+    assert load.streams[reader.streamName]["jw.sqe.spout.kafka.filterReplays"] is True
+
+
+def _write(tmp_path, text: str, name: str = "t.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+STREAM = "- CreateStream: {streamName: S, objectName: topic, spoutName: KAFKA}\n"
+QUERY = ("- Query:\n    insertInto: {objectName: out, fields: [a]}\n"
+         "    select: {expressions: [a]}\n    from: {objectName: S}\n")
+
+
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        (STREAM + "- Query:\n    insertInto: {objectName: o, stateName: MONGO, fields: [a]}\n"
+                  "    select: {expressions: [a]}\n    from: {objectName: S}\n",
+         "command 2 (Query) -> insertInto -> stateName: expected one of KAFKA, REDIS, POSTGRES, "
+         "CONSOLE"),
+        (STREAM + "- Query:\n    insertInto: {objectName: o, fields: [a]}\n"
+                  "    select: {expressions: [a]}\n",
+         "command 2 (Query) -> from: is required"),
+        (STREAM + "- Query:\n    insertInto: {objectName: o, fields: [a], stateNmae: KAFKA}\n"
+                  "    select: {expressions: [a]}\n    from: {objectName: S}\n",
+         "command 2 (Query) -> insertInto -> stateNmae: is not a known field (expected "
+         "objectName, stateName, stateType, fields, options)"),
+        (STREAM + "- Query:\n    insertInto: {objectName: o, fields: [a]}\n"
+                  "    select: {expressions: [{Frobnicate: [a]}]}\n    from: {objectName: S}\n",
+         "command 2 (Query) -> select -> expressions -> 0: unknown function Frobnicate; known "
+         "functions: +, -"),
+        (STREAM + "- Query:\n    insertInto: {objectName: o, fields: [a]}\n"
+                  "    select: {expressions: [{If: [a, {C: 1}]}]}\n    from: {objectName: S}\n",
+         "command 2 (Query) -> select -> expressions -> 0 -> if: if takes 3 argument(s), got 2"),
+        (STREAM + "- Query:\n    insertInto: {objectName: o, fields: [a]}\n"
+                  "    select: {expressions: [{formatdate: [{parsedate: [a, {C: [1]}]}, "
+                  "{C: x}]}]}\n    from: {objectName: S}\n",
+         "command 2 (Query) -> select -> expressions -> 0 -> formatdate -> argument 1 -> "
+         "parsedate -> argument 2 -> C: a constant must be a string, number, boolean or null"),
+        ("- CreateStream: {streamName: S, objectName: t, spoutName: KAFKA, spoutType: EAGER}\n"
+         + QUERY,
+         "command 1 (CreateStream) -> spoutType: expected one of TRANSACTIONAL, OPAQUE, "
+         "NON_TRANSACTIONAL"),
+        ("- CreateStream: {streamName: S, objectName: t, spoutName: KAFKA, deserializer: avro}\n"
+         + QUERY,
+         "command 1 (CreateStream) -> deserializer: expected one of identity, json"),
+        ("- CreateStream: {streamName: S, objectName: t}\n" + QUERY,
+         "command 1 (CreateStream) -> spoutName: is required"),
+        (STREAM + "- Select: {}\n", "command 2: unknown command Select; expected Set, "
+                                     "CreateStream or Query"),
+        (STREAM + "- {Set: {key: a, value: 1}, Query: {}}\n",
+         "command 2: expected a map with exactly one key"),
+        ("Set: {key: a, value: b}\n", "a topology file must be a list of commands"),
+        (STREAM + QUERY.replace("from: {objectName: S}", "from: {objectName: Nope}"),
+         "command 2 (Query) -> from -> objectName: no stream named Nope before this query "
+         "(known: S)"),
+        (STREAM + QUERY.replace("fields: [a]", "fields: [a, b]"),
+         "command 2 (Query) -> insertInto -> fields: 2 field name(s) for 1 selected "
+         "expression(s)"),
+        (STREAM + QUERY.replace("from: {objectName: S}",
+                                "from: {objectName: S}\n    where: {Sum: [a]}"),
+         "command 2 (Query) -> where: an aggregation cannot be used in where"),
+        (STREAM, "no Query command"),
+        (QUERY, "no CreateStream command"),
+        (STREAM + STREAM + QUERY, "command 2 (CreateStream) -> streamName: S is already defined"),
+        (STREAM.replace("spoutName: KAFKA", "spoutName: KAFKA, options: [1]") + QUERY,
+         "command 1 (CreateStream) -> options: expected a map of key: value"),
+    ],
+)
+def test_malformed_topologies_name_file_command_and_path(tmp_path, body, message):
+    path = _write(tmp_path, body)
+    with pytest.raises(TopologyError) as info:
+        load_topology(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: ")
+    assert message in text, text
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ("{jw.sqe.spout.kafka.filterReplay: true}",
+         "command 1 (CreateStream) -> options: unknown option jw.sqe.spout.kafka.filterReplay; "
+         "did you mean jw.sqe.spout.kafka.filterReplays?"),
+        ("{jw.sqe.spout.kafka.filterReplays: maybe}",
+         "command 1 (CreateStream) -> options: jw.sqe.spout.kafka.filterReplays = 'maybe': "
+         "expected true or false"),
+        ("{jw.sqe.spout.kafka.brokers: []}",
+         "command 1 (CreateStream): a KAFKA stream needs jw.sqe.spout.kafka.brokers"),
+    ],
+)
+def test_option_errors_in_commands_are_located(tmp_path, options, message):
+    path = _write(tmp_path, STREAM.replace("spoutName: KAFKA", f"spoutName: KAFKA, options: {options}")
+                  + QUERY)
+    with pytest.raises(TopologyError) as info:
+        plan_topology(load_topology(path))
+    assert f"{path}: {message}" in str(info.value)
+
+
+def test_state_requirements(tmp_path):
+    body = STREAM + (
+        "- Query:\n    insertInto:\n      objectName: o\n      stateName: kafka\n"
+        "      fields: [a]\n      options: {jw.sqe.state.kafka.keytype: Field}\n"
+        "    select: {expressions: [a]}\n    from: {objectName: S}\n"
+        "- Query:\n    insertInto:\n      objectName: r\n      stateName: REDIS\n"
+        "      fields: [a]\n      options: {jw.sqe.state.redis.keyname.fields: [b]}\n"
+        "    select: {expressions: [a]}\n    from: {objectName: S}\n"
+    )
+    with pytest.raises(TopologyError) as info:
+        plan_topology(load_topology(_write(tmp_path, body)))
+    assert len(info.value.messages) == 2
+    assert "keytype field writes the first field as key" in info.value.messages[0]
+    assert "jw.sqe.state.redis.keyname.fields names b" in info.value.messages[1]
+
+
+def test_fixed_stream_rows_must_match_fields(tmp_path):
+    body = ("- CreateStream:\n    streamName: S\n    objectName: f\n    spoutName: FIXED\n"
+            "    options:\n      jw.sqe.spout.fixed.fields: [a, b]\n"
+            "      jw.sqe.spout.fixed.values: [[1, 2], [3]]\n" + QUERY)
+    with pytest.raises(TopologyError, match=r"jw.sqe.spout.fixed.values -> row 2: 1 value\(s\) for 2"):
+        plan_topology(load_topology(_write(tmp_path, body)))
+
+
+def test_json_and_yaml_syntax_errors_name_the_file(tmp_path):
+    with pytest.raises(TopologyError, match=r"t.json: not valid JSON \(line 1"):
+        load_topology(_write(tmp_path, "[{", "t.json"))
+    with pytest.raises(TopologyError, match="t.yaml: not valid YAML"):
+        load_topology(_write(tmp_path, "- {a: [", "t.yaml"))
+    with pytest.raises(TopologyError, match="cannot read topology file"):
+        load_topology(tmp_path / "missing.yaml")
+
+
+def test_topology_name_defaults_to_the_file_stem(tmp_path):
+    path = _write(tmp_path, STREAM + QUERY, "my-topo.yaml")
+    assert load_topology(path).name == "my-topo"
+    assert load_topology(path, name="other").name == "other"
+
+
+@pytest.mark.parametrize(
+    "raw,expected",
+    [
+        ("UserName", Field("UserName")),
+        (3, Constant(3)),
+        (2.5, Constant(2.5)),
+        (False, Constant(False)),
+        (None, Constant(None)),
+        ({"C": None}, Constant(None)),
+        ({"C": "yyyy"}, Constant("yyyy")),
+        ({"sql": "upper(name)"}, Sql("upper(name)")),
+        ({"EQUALS": ["a", 1]}, Function("=", (Field("a"), Constant(1)))),
+        ({"RLike": ["a", {"C": "^x"}]}, Function("rlike", (Field("a"), Constant("^x")))),
+    ],
+)
+def test_expression_forms(raw, expected):
+    parsed = parse_expression(raw)
+    assert parsed == expected
+    assert parse_expression(to_raw(parsed)) == parsed
