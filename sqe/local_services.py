@@ -25,6 +25,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,7 @@ __all__ = [
     "redis_binary",
     "start_local_kafka",
     "start_local_redis",
+    "wait_for_kafka",
 ]
 
 #: Consumer settings needed against the pip broker (harmless against real Kafka).
@@ -125,11 +127,12 @@ def _spawn(name: str, args: list[str], workdir: Path) -> LocalService:
     return LocalService(name, "", process, log_path)
 
 
-def _wait_ready(service: LocalService, probe: callable, timeout: float) -> None:
+def _wait_ready(service: LocalService | None, what: str, probe: Callable[[], None],
+                timeout: float) -> None:
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
-        if service.process.poll() is not None:
+        if service is not None and service.process.poll() is not None:
             raise PrerequisiteError(
                 f"{service.name} exited with code {service.process.returncode} while starting; "
                 f"its log says:\n{service.log_tail()}"
@@ -140,34 +143,39 @@ def _wait_ready(service: LocalService, probe: callable, timeout: float) -> None:
         except Exception as exc:
             last = exc
             time.sleep(0.2)
-    service.stop()
-    raise PrerequisiteError(
-        f"{service.name} at {service.address} did not become ready in {timeout:.0f} s "
-        f"(last error: {last}); its log says:\n{service.log_tail()}"
-    )
+    log = ""
+    if service is not None:
+        service.stop()
+        log = f"; its log says:\n{service.log_tail()}"
+    raise PrerequisiteError(f"{what} did not become ready in {timeout:.0f} s (last error: {last}){log}")
+
+
+def wait_for_kafka(bootstrap: str, timeout: float = 60.0,
+                   process: LocalService | None = None) -> None:
+    """Block until a metadata request to ``bootstrap`` succeeds, or raise :class:`PrerequisiteError`."""
+    from confluent_kafka.admin import AdminClient
+
+    clients = [AdminClient({"bootstrap.servers": bootstrap})]
+
+    def probe() -> None:
+        clients[0].list_topics(timeout=1)
+
+    try:
+        _wait_ready(process, f"Kafka at {bootstrap}", probe, timeout)
+    finally:
+        clients.clear()  # close the client now, not when the broker is already gone
 
 
 def start_local_kafka(data_dir: str | Path, port: int | None = None,
                       timeout: float = 60.0) -> LocalService:
     """Start the pip broker on 127.0.0.1 and wait until it answers a metadata request."""
-    from confluent_kafka.admin import AdminClient
-
     port = port or free_port()
     data = Path(data_dir)
     service = _spawn("kafka", [noida_binary(), "start", "--only", "kafka", "--kafka-port",
                                str(port), "--host", "127.0.0.1", "--data-dir", str(data / "data")],
                      data)
     service.address = f"127.0.0.1:{port}"
-
-    clients = [AdminClient({"bootstrap.servers": service.address})]
-
-    def probe() -> None:
-        clients[0].list_topics(timeout=1)
-
-    try:
-        _wait_ready(service, probe, timeout)
-    finally:
-        clients.clear()  # close the client now, not when the broker is already gone
+    wait_for_kafka(service.address, timeout, service)
     return service
 
 
@@ -188,7 +196,7 @@ def start_local_redis(data_dir: str | Path, port: int | None = None, databases: 
         client.ping()
 
     try:
-        _wait_ready(service, probe, timeout)
+        _wait_ready(service, f"redis-server at {service.address}", probe, timeout)
     finally:
         client.close()
     return service

@@ -11,7 +11,7 @@ import redis
 from hypothesis import HealthCheck, settings
 
 from sqe.errors import PrerequisiteError
-from sqe.local_services import KAFKA_CLIENT_DEFAULTS
+from sqe.local_services import KAFKA_CLIENT_DEFAULTS, wait_for_kafka
 from sqe.prereq import require_java
 from tests.services import kafka_endpoint, redis_endpoint
 
@@ -40,6 +40,7 @@ def kafka_bootstrap(tmp_path_factory, pytestconfig) -> str:
     """Bootstrap servers of a real Kafka-protocol broker, ready for metadata requests."""
     with kafka_endpoint(tmp_path_factory.mktemp("kafka")) as endpoint:
         _announce(pytestconfig, f"\nkafka: {endpoint.address} ({endpoint.provider})")
+        wait_for_kafka(endpoint.address)
         yield endpoint.address
 
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqe.local_services import start_local_kafka, start_local_redis
+from sqe.local_services import LocalService, start_local_kafka, start_local_redis
 
 
 @dataclass(frozen=True)
@@ -43,42 +43,46 @@ def docker_engine_available() -> bool:
 
 
 @contextmanager
-def kafka_endpoint(workdir: Path) -> Iterator[Endpoint]:
-    """A Kafka bootstrap address for the whole session."""
-    env = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+def _endpoint(env_var: str, docker: Callable[[], AbstractContextManager[str]],
+              local: Callable[[], LocalService]) -> Iterator[Endpoint]:
+    """The env variable's address, else a container's, else a local process's."""
+    env = os.environ.get(env_var)
     if env:
-        yield Endpoint(env, "KAFKA_BOOTSTRAP_SERVERS")
+        yield Endpoint(env, env_var)
         return
     if docker_engine_available():
-        from testcontainers.kafka import KafkaContainer
-
-        with KafkaContainer() as container:
-            yield Endpoint(container.get_bootstrap_server(), "testcontainers Kafka")
+        with docker() as address:
+            yield Endpoint(address, "testcontainers")
         return
-    service = start_local_kafka(workdir / "kafka")
+    service = local()
     try:
-        yield Endpoint(service.address, f"local noida-db broker (pid {service.process.pid})")
+        yield Endpoint(service.address, f"local {service.name} process (pid {service.process.pid})")
     finally:
         service.stop()
 
 
 @contextmanager
-def redis_endpoint(workdir: Path) -> Iterator[Endpoint]:
-    """A Redis base URL (no database index) for the whole session."""
-    env = os.environ.get("REDIS_URL")
-    if env:
-        yield Endpoint(env, "REDIS_URL")
-        return
-    if docker_engine_available():
-        from testcontainers.redis import RedisContainer
+def _kafka_container() -> Iterator[str]:
+    from testcontainers.kafka import KafkaContainer
 
-        with RedisContainer() as container:
-            host = container.get_container_host_ip()
-            port = container.get_exposed_port(6379)
-            yield Endpoint(f"redis://{host}:{port}", "testcontainers Redis")
-        return
-    service = start_local_redis(workdir / "redis")
-    try:
-        yield Endpoint(service.address, f"local redis-server (pid {service.process.pid})")
-    finally:
-        service.stop()
+    with KafkaContainer() as container:
+        yield container.get_bootstrap_server()
+
+
+@contextmanager
+def _redis_container() -> Iterator[str]:
+    from testcontainers.redis import RedisContainer
+
+    with RedisContainer() as container:
+        yield f"redis://{container.get_container_host_ip()}:{container.get_exposed_port(6379)}"
+
+
+def kafka_endpoint(workdir: Path) -> AbstractContextManager[Endpoint]:
+    """A Kafka bootstrap address for the whole session."""
+    return _endpoint("KAFKA_BOOTSTRAP_SERVERS", _kafka_container,
+                     lambda: start_local_kafka(workdir / "kafka"))
+
+
+def redis_endpoint(workdir: Path) -> AbstractContextManager[Endpoint]:
+    """A Redis base URL (no database index) for the whole session."""
+    return _endpoint("REDIS_URL", _redis_container, lambda: start_local_redis(workdir / "redis"))

@@ -1,0 +1,46 @@
+"""Prerequisite checks fail with one sentence that says what to do."""
+
+from __future__ import annotations
+
+import pytest
+
+from sqe.errors import PrerequisiteError
+from sqe.local_services import free_port, wait_for_kafka
+from sqe.prereq import java_version, require_java
+
+
+def _fake_java(tmp_path, version_line: str):
+    bin_dir = tmp_path / "jdk" / "bin"
+    bin_dir.mkdir(parents=True)
+    java = bin_dir / "java"
+    java.write_text(f"#!/bin/sh\necho '{version_line}' >&2\n")
+    java.chmod(0o755)
+    return tmp_path / "jdk"
+
+
+def test_this_machine_has_java_17_or_newer():
+    found = java_version()
+    assert found is not None and found[0] >= 17
+    require_java()
+
+
+@pytest.mark.parametrize("line,major", [('openjdk version "1.8.0_292"', 8),
+                                        ('openjdk version "11.0.2" 2019-01-15', 11)])
+def test_old_java_is_refused_with_a_sentence(tmp_path, monkeypatch, line, major):
+    monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path, line)))
+    assert java_version()[0] == major
+    with pytest.raises(PrerequisiteError, match=f"Java 17\\+ is required by Spark, but .* is Java {major}"):
+        require_java()
+
+
+def test_missing_java_is_refused_with_a_sentence(tmp_path, monkeypatch):
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(PrerequisiteError, match="no java was found on PATH or in JAVA_HOME"):
+        require_java()
+
+
+def test_a_broker_that_never_answers_is_reported():
+    address = f"127.0.0.1:{free_port()}"
+    with pytest.raises(PrerequisiteError, match=f"Kafka at {address} did not become ready in 2 s"):
+        wait_for_kafka(address, timeout=2)
