@@ -1,0 +1,152 @@
+"""The high-water-mark store in Redis: per-consumer HWMs and the last committed batch id.
+
+One consumer (a topology's stream) owns three keys, all with the same hash
+tag so they live in one Redis Cluster slot and one Lua script may touch them:
+
+* ``sqe:{<consumer>}:hwm``   hash ``"<pid>:<partition>" -> highest source offset``
+* ``sqe:{<consumer>}:ts``    hash ``"<pid>:<partition>" -> last update (server ms)``
+* ``sqe:{<consumer>}:batch`` the last committed batch id
+
+:meth:`HwmStore.commit` runs one Lua script that, atomically, refuses a batch
+id lower than the stored one (:class:`StaleBatchError`: a stale or duplicate
+writer is fenced, loudly), skips a batch id equal to it (Spark re-ran a
+committed batch), and otherwise sets each HWM to the max of old and new,
+stamps the update time, drops entries older than the TTL and records the
+batch id.  Offsets are compared as decimal strings inside Lua, because Lua
+numbers are doubles and would round int64 offsets above 2**53.  Times come
+from the Redis server's clock, so writers with skewed clocks agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import redis
+
+from sqe.errors import SqeError
+
+__all__ = ["HwmStore", "HwmSnapshot", "StaleBatchError"]
+
+_GT = """
+local function gt(a, b)
+  if a == b then return false end
+  local na, nb = a:sub(1, 1) == '-', b:sub(1, 1) == '-'
+  if na ~= nb then return nb end
+  if na then a = a:sub(2); b = b:sub(2) end
+  local r
+  if #a ~= #b then r = #a > #b else r = a > b end
+  if na then return not r end
+  return r
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[1]) * 1000
+"""
+
+_COMMIT = _GT + """
+local stored = redis.call('GET', KEYS[3])
+local batch = tonumber(ARGV[2])
+if stored then
+  if batch < tonumber(stored) then
+    return redis.error_reply('SQE_STALE batch ' .. ARGV[2] .. ' is older than the committed batch ' .. stored)
+  end
+  if batch == tonumber(stored) then return 0 end
+end
+for i = 3, #ARGV, 2 do
+  local field, offset = ARGV[i], ARGV[i + 1]
+  local old = redis.call('HGET', KEYS[1], field)
+  if (not old) or gt(offset, old) then redis.call('HSET', KEYS[1], field, offset) end
+  redis.call('HSET', KEYS[2], field, now)
+end
+local ts = redis.call('HGETALL', KEYS[2])
+for i = 1, #ts, 2 do
+  if tonumber(ts[i + 1]) < now - ttl then
+    redis.call('HDEL', KEYS[1], ts[i])
+    redis.call('HDEL', KEYS[2], ts[i])
+  end
+end
+redis.call('SET', KEYS[3], ARGV[2])
+return 1
+"""
+
+_LOAD = _GT + """
+local out = {redis.call('GET', KEYS[3]) or ''}
+local ts = redis.call('HGETALL', KEYS[2])
+for i = 1, #ts, 2 do
+  if tonumber(ts[i + 1]) >= now - ttl then
+    local offset = redis.call('HGET', KEYS[1], ts[i])
+    if offset then
+      table.insert(out, ts[i])
+      table.insert(out, offset)
+    end
+  end
+end
+return out
+"""
+
+
+class StaleBatchError(SqeError):
+    """A commit with a batch id lower than the committed one: another writer is ahead."""
+
+
+@dataclass(frozen=True)
+class HwmSnapshot:
+    """What a consumer has committed: its last batch id (or None) and live HWMs."""
+
+    batch_id: int | None
+    hwm: dict[tuple[int, int], int]
+
+
+def _tag(consumer: str) -> str:
+    if not consumer:
+        raise ValueError("the HWM store needs a non-empty consumer name")
+    return consumer.replace("{", "(").replace("}", ")")
+
+
+class HwmStore:
+    """High-water marks and the committed batch id of one consumer, in Redis."""
+
+    def __init__(self, client: redis.Redis, consumer: str, ttl_seconds: int) -> None:
+        if ttl_seconds < 1:
+            raise ValueError(f"HWM ttl must be at least 1 second, got {ttl_seconds}")
+        tag = _tag(consumer)
+        self.client = client
+        self.consumer = consumer
+        self.ttl_seconds = ttl_seconds
+        self.keys = [f"sqe:{{{tag}}}:hwm", f"sqe:{{{tag}}}:ts", f"sqe:{{{tag}}}:batch"]
+        self._commit = client.register_script(_COMMIT)
+        self._load = client.register_script(_LOAD)
+
+    @classmethod
+    def from_url(cls, url: str, consumer: str, ttl_seconds: int) -> HwmStore:
+        """A store on the Redis at ``url`` (``redis://host:port/db``)."""
+        return cls(redis.Redis.from_url(url), consumer, ttl_seconds)
+
+    def load(self) -> HwmSnapshot:
+        """The committed batch id and the HWMs updated within the TTL, read atomically."""
+        raw = self._load(keys=self.keys, args=[self.ttl_seconds])
+        batch = raw[0].decode() if isinstance(raw[0], bytes) else raw[0]
+        hwm = {}
+        for field, offset in zip(raw[1::2], raw[2::2], strict=True):
+            pid, part = field.decode().split(":")
+            hwm[(int(pid), int(part))] = int(offset)
+        return HwmSnapshot(int(batch) if batch else None, hwm)
+
+    def commit(self, batch_id: int, updates: Mapping[tuple[int, int], int]) -> bool:
+        """Commit batch ``batch_id`` with new marks; ``False`` if it was already committed.
+
+        Raises :class:`StaleBatchError` when a higher batch id is already committed.
+        """
+        args: list[object] = [self.ttl_seconds, int(batch_id)]
+        for (pid, part), offset in updates.items():
+            args += [f"{int(pid)}:{int(part)}", str(int(offset))]
+        try:
+            return bool(self._commit(keys=self.keys, args=args))
+        except redis.ResponseError as exc:
+            if "SQE_STALE" in str(exc):
+                raise StaleBatchError(
+                    f"HWM store of consumer {self.consumer!r}: {str(exc).split('SQE_STALE ', 1)[1]}; "
+                    "another writer with the same consumer is ahead, so this one is refused"
+                ) from None
+            raise
