@@ -28,6 +28,14 @@ from sqe.errors import SqeError
 
 __all__ = ["HwmStore", "HwmSnapshot", "StaleBatchError"]
 
+# Server time in ms and the TTL (ARGV[1], seconds) in ms: both scripts start with this.
+_NOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[1]) * 1000
+"""
+
+# a > b for canonical signed decimal strings: exact for all int64 (Lua numbers are doubles).
 _GT = """
 local function gt(a, b)
   if a == b then return false end
@@ -39,12 +47,9 @@ local function gt(a, b)
   if na then return not r end
   return r
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ttl = tonumber(ARGV[1]) * 1000
 """
 
-_COMMIT = _GT + """
+_COMMIT = _NOW + _GT + """
 local stored = redis.call('GET', KEYS[3])
 local batch = tonumber(ARGV[2])
 if stored then
@@ -70,7 +75,7 @@ redis.call('SET', KEYS[3], ARGV[2])
 return 1
 """
 
-_LOAD = _GT + """
+_LOAD = _NOW + """
 local out = {redis.call('GET', KEYS[3]) or ''}
 local ts = redis.call('HGETALL', KEYS[2])
 for i = 1, #ts, 2 do

@@ -7,7 +7,7 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqe.metadata import StreamMetadata, encode_keys
+from sqe.metadata import StreamMetadata, decode_keys, encode_keys
 from sqe.replay import ReplayStats, filter_replays, filter_replays_reference
 
 
@@ -47,7 +47,6 @@ def test_invalid_keys_are_kept_and_counted():
     keep, _ = check_equal(keys, {})
     assert keep.tolist() == [True, True, True, False]
     pa_keys = pa.array(keys, type=pa.binary())
-    from sqe.metadata import decode_keys
     stats = ReplayStats.of(keep, decode_keys(pa_keys)[3])
     assert stats == ReplayStats(records=4, replays=1, unparseable=2)
 
