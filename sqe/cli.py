@@ -1,10 +1,12 @@
 """The ``sqe`` command line: validate topologies, list options, inspect keys.
 
 Exit codes: 0 success, 2 invalid input (a topology, an option, a key),
-1 a failure of the machine (missing prerequisite).  Errors are printed as
+1 a failure at run time (a service that cannot be reached, a batch that
+failed) or of the machine (missing prerequisite).  Errors are printed as
 sentences on stderr, never as stack traces.
 
-    sqe validate topologies/*.yaml --config topologies/local.yaml
+    sqe validate topologies/*.yaml --config conf/local.yaml
+    sqe run topologies/enrich.yaml --config conf/local.yaml --once
     sqe options --markdown
     sqe keys decode 0000011f71fb04cb00000007000000000000002a
     sqe keys encode 1234567890123 7 42
@@ -46,6 +48,42 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         print(f"OK {path}: topology {t.name!r}, {len(t.streams)} stream(s), "
               f"{len(t.queries)} query(ies)")
     return 2 if failed else 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import logging
+    from pathlib import Path
+
+    from sqe.errors import SourceError, StateError
+    from sqe.runner import RunError, run_topology
+    from sqe.session import build_session
+    from sqe.settings import spark_conf_options
+
+    configs = [load_config(c) for c in args.config]
+    conf = parse_conf_pairs(args.conf)
+    topology = load_topology(args.topology, args.name)
+    plan = plan_topology(topology, configs, conf)  # invalid input fails before Spark starts
+    for warning in plan.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    logging.basicConfig(level=logging.INFO, format="sqe: %(message)s", stream=sys.stderr)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    spark = build_session(f"sqe {topology.name}", plan.spark_conf)
+    from_spark = spark_conf_options(spark.sparkContext.getConf().getAll())
+    if from_spark:
+        plan = plan_topology(topology, configs, conf, from_spark)
+    checkpoint = args.checkpoint or str(Path("checkpoints") / topology.name)
+    mode = "once" if args.once else ("runtime" if args.runtime is not None else "forever")
+    try:
+        reports = run_topology(plan, spark, topology.name, checkpoint, mode, args.runtime)
+    except (RunError, SourceError, StateError) as exc:
+        print(f"error: {topology.path}: {exc}", file=sys.stderr)
+        return 1
+    read = sum(r.records_read for r in reports)
+    dropped = sum(r.replays_dropped for r in reports)
+    written = sum(sum(r.written.values()) for r in reports)
+    print(f"{topology.name}: {len(reports)} batch(es), {read} records read, "
+          f"{dropped} replays dropped, {written} rows written")
+    return 0
 
 
 def _default_text(option: Option) -> str:
@@ -116,6 +154,24 @@ def _parser() -> argparse.ArgumentParser:
                    help="a jw.sqe.* option that wins over the files (repeatable)")
     v.add_argument("--name", help="topology name used in PIDs (default: the file's stem)")
     v.set_defaults(func=_cmd_validate)
+
+    r = sub.add_parser("run", help="run a topology on Spark (locally, or under spark-submit)")
+    r.add_argument("topology", metavar="TOPOLOGY", help="topology file (YAML or JSON)")
+    r.add_argument("--config", action="append", default=[], metavar="FILE",
+                   help="YAML config with SQE: options and Spark: conf (repeatable)")
+    r.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a jw.sqe.* option that wins over the files (repeatable)")
+    r.add_argument("--name", help="topology name used in PIDs and HWM keys (default: the "
+                   "file's stem)")
+    r.add_argument("--checkpoint", metavar="DIR",
+                   help="checkpoint directory (default: checkpoints/<name>); one sub-directory "
+                   "per stream")
+    when = r.add_mutually_exclusive_group()
+    when.add_argument("--once", action="store_true",
+                      help="process everything available now, then exit 0")
+    when.add_argument("--runtime", type=float, metavar="SECONDS",
+                      help="run for this many seconds, then stop")
+    r.set_defaults(func=_cmd_run)
 
     o = sub.add_parser("options", help="list every jw.sqe.* option")
     o.add_argument("--markdown", action="store_true", help="print a Markdown table")

@@ -14,6 +14,8 @@ __all__ = [
     "OptionError",
     "TopologyError",
     "PrerequisiteError",
+    "SourceError",
+    "StateError",
 ]
 
 
@@ -35,3 +37,11 @@ class TopologyError(SqeError, ValueError):
 
 class PrerequisiteError(SqeError, RuntimeError):
     """Something the machine must provide (Java 17+, a service binary) is missing."""
+
+
+class SourceError(SqeError, RuntimeError):
+    """Reading a source failed: the message names the topic, partition and offsets."""
+
+
+class StateError(SqeError, RuntimeError):
+    """Writing a state failed: the message names the state and what was refused."""

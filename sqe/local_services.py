@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sqe.errors import PrerequisiteError
+from sqe.kafka_client import CLIENT_DEFAULTS
 
 __all__ = [
     "LocalService",
@@ -42,8 +43,8 @@ __all__ = [
     "wait_for_kafka",
 ]
 
-#: Consumer settings needed against the pip broker (harmless against real Kafka).
-KAFKA_CLIENT_DEFAULTS = {"receive.message.max.bytes": 200_000_000}
+#: Client settings needed against the pip broker (harmless against real Kafka).
+KAFKA_CLIENT_DEFAULTS = CLIENT_DEFAULTS
 
 
 @dataclass

@@ -113,6 +113,15 @@ _DECLARED = [
     Option("jw.sqe.spout.kafka.bufferSizeBytes", "int", None,
            "SQE key: socket receive buffer, passed to the consumer as "
            "socket.receive.buffer.bytes.", scope="stream", minimum=1),
+    Option("jw.sqe.spout.kafka.format", "choice", "python",
+           "Kafka reader: 'python' is SQE's own source (confluent-kafka on the executors, no JVM "
+           "connector); 'native' is Spark's Kafka connector, which must be on the classpath "
+           "(spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version>).",
+           scope="stream", choices=("python", "native")),
+    Option("jw.sqe.spout.kafka.readTimeoutSeconds", "int", 120,
+           "Seconds a source task may wait for records the broker reported but did not deliver "
+           "before the batch fails with the topic, partition and offsets it was waiting for.",
+           scope="stream", minimum=1),
     Option("jw.sqe.spout.kafka.filterReplays", "bool", False,
            "Drop records at or below the high-water mark of their (pid, partition).",
            scope="stream"),

@@ -13,7 +13,9 @@ threshold before record *i* of a group is ``max(HWM, max of all earlier
 offsets of the group)``; :func:`filter_replays` computes it with one sort and
 a cumulative maximum per group (a loop over the few distinct groups, never
 over rows).  :func:`filter_replays_reference` is the plain-Python reference
-the tests hold it equal to.
+the tests hold it equal to.  :func:`filter_replays_frame` is the same rule
+as a Spark DataFrame stage (built-ins: a window maximum and a broadcast join
+of the HWMs), for records read by Spark's own Kafka connector.
 
 Example::
 
@@ -28,13 +30,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from sqe.metadata import KEY_SIZE, StreamMetadata, decode_keys
 
-__all__ = ["Hwm", "ReplayStats", "filter_replays", "filter_replays_reference"]
+__all__ = ["Hwm", "ReplayStats", "filter_replays", "filter_replays_frame", "filter_replays_reference"]
 
 #: High-water marks: (pid, source partition) -> highest source offset processed.
 Hwm = Mapping[tuple[int, int], int]
@@ -108,3 +111,36 @@ def filter_replays_reference(
         keep.append(True)
         marks[group] = m.offset
     return keep, marks
+
+
+def filter_replays_frame(frame: Any, hwm: Hwm) -> Any:
+    """The replay filter as a DataFrame stage over the source columns.
+
+    ``frame`` has ``_topic``, ``_partition``, ``_offset`` and the decoded
+    ``_pid``, ``_source_partition``, ``_source_offset`` (NULL for keys that
+    cannot be judged).  Within each Kafka partition and (pid, source
+    partition), ordered by Kafka offset, a record is kept iff its source
+    offset is above the HWM and above every earlier source offset.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    spark = frame.sparkSession
+    marks = spark.createDataFrame(
+        [(int(p), int(q), int(o)) for (p, q), o in hwm.items()],
+        "_hwm_pid long, _hwm_partition int, _hwm long",
+    )
+    group = ["_topic", "_partition", "_pid", "_source_partition"]
+    earlier = Window.partitionBy(*group).orderBy("_offset").rowsBetween(
+        Window.unboundedPreceding, -1)
+    joined = frame.join(
+        F.broadcast(marks),
+        (frame["_pid"] == marks["_hwm_pid"]) & (frame["_source_partition"] == marks["_hwm_partition"]),
+        "left",
+    ).withColumn("_sqe_before", F.max("_source_offset").over(earlier))
+    threshold = F.greatest(F.col("_hwm"), F.col("_sqe_before"))  # NULLs are skipped
+    keep = F.col("_pid").isNull() | threshold.isNull() | (F.col("_source_offset") > threshold)
+    # The window shuffles by group; each group stays in one Spark partition, and sorting
+    # within partitions restores Kafka offset order there.
+    kept = joined.where(keep).select(*[joined[c] for c in frame.columns])
+    return kept.sortWithinPartitions("_topic", "_partition", "_offset")

@@ -1,0 +1,70 @@
+"""Kafka client settings shared by the source and the Kafka state.
+
+Both sides build confluent-kafka clients from the same pieces: the bootstrap
+list, SQE's defaults and the user's own librdkafka settings.  The defaults:
+
+* ``receive.message.max.bytes`` is raised so a broker that ignores fetch-size
+  limits (some Kafka-protocol brokers do) cannot fail a fetch; on Apache Kafka
+  it is only an upper bound.
+* Consumers never commit offsets to Kafka and never reset silently: offsets
+  live in Spark's checkpoint, and a range that retention deleted is an error
+  (``auto.offset.reset=error``), not a silent jump.
+* Producers are idempotent (``enable.idempotence=true``), so order per
+  partition holds across the client's internal retries, as DESIGN.md
+  section 1 requires of a writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["CLIENT_DEFAULTS", "bootstrap", "consumer_conf", "producer_conf", "error_text"]
+
+CLIENT_DEFAULTS: dict[str, Any] = {"receive.message.max.bytes": 200_000_000}
+
+
+def bootstrap(brokers: str | Iterable[str]) -> str:
+    """The comma-separated bootstrap string of a broker list (or of one already joined)."""
+    if isinstance(brokers, str):
+        return ",".join(b.strip() for b in brokers.split(",") if b.strip())
+    return ",".join(b.strip() for b in brokers)
+
+
+def consumer_conf(brokers: str | Iterable[str], group: str,
+                  extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Settings of a consumer that reads assigned ranges and commits nothing to Kafka."""
+    return {
+        "bootstrap.servers": bootstrap(brokers),
+        "group.id": group,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": False,
+        "auto.offset.reset": "error",
+        **CLIENT_DEFAULTS,
+        **(extra or {}),
+    }
+
+
+def producer_conf(brokers: str | Iterable[str],
+                  extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Settings of an idempotent producer (order per partition holds across retries)."""
+    return {
+        "bootstrap.servers": bootstrap(brokers),
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 20,
+        **CLIENT_DEFAULTS,
+        **(extra or {}),
+    }
+
+
+def error_text(err: object) -> str:
+    """A one-line description of a ``KafkaError`` (or any exception carrying one)."""
+    inner = err.args[0] if isinstance(err, Exception) and err.args else err
+    describe = getattr(inner, "str", None)
+    name = getattr(inner, "name", None)
+    if callable(describe):
+        text = describe()
+        return f"{name()}: {text}" if callable(name) else text
+    return str(inner)

@@ -1,0 +1,456 @@
+"""SQE's Kafka source for Spark: a Python data source that needs no JVM connector.
+
+Registered as ``sqe-kafka``.  The driver side (:class:`KafkaStreamReader`)
+plans micro-batches from the brokers' watermarks; ``read()`` runs on the
+executors, one Spark task per Kafka partition per micro-batch, consumes its
+offset range with confluent-kafka and yields ``pyarrow.RecordBatch``\\ es.
+
+Offsets are JSON ``{"<partition>": <next offset>}``.  A range ends exactly at
+its end offset: a task asks the broker for no more than what remains and stops
+as soon as its position reaches the end, so it never waits out a consume
+timeout, and offsets may have gaps (compaction, transaction markers).
+
+With ``filterReplays`` the planner reads the high-water marks of this
+consumer from Redis once per micro-batch and ships them with every input
+partition; ``read()`` drops replays (:func:`sqe.replay.filter_replays`) before
+they become Spark rows.  With ``emitTally`` each task that dropped replays
+also yields one *tally row* (``_offset`` NULL, ``_replays_dropped`` = count)
+so the runner can report the counter; :func:`data_rows` removes tally rows.
+
+Example::
+
+    >>> spark.dataSource.register(KafkaSource)                  # doctest: +SKIP
+    >>> (spark.readStream.format("sqe-kafka")                   # doctest: +SKIP
+    ...     .option("topic", "events").option("brokers", "localhost:9092").load())
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from sqe.errors import SourceError
+from sqe.kafka_client import consumer_conf, error_text
+from sqe.metadata import decode_keys
+from sqe.replay import filter_replays
+
+__all__ = [
+    "SOURCE_NAME",
+    "SCHEMA",
+    "KafkaSource",
+    "KafkaStreamReader",
+    "RangePartition",
+    "SourceConfig",
+    "data_rows",
+    "limit_offsets",
+]
+
+SOURCE_NAME = "sqe-kafka"
+
+#: Columns of the source; the Arrow schema below must match it exactly.
+SCHEMA = StructType([
+    StructField("_key", BinaryType()), StructField("_value", BinaryType()),
+    StructField("_topic", StringType()), StructField("_partition", IntegerType()),
+    StructField("_offset", LongType()), StructField("_timestamp", TimestampType()),
+    StructField("_pid", LongType()), StructField("_source_partition", IntegerType()),
+    StructField("_source_offset", LongType()), StructField("_replays_dropped", LongType()),
+])
+ARROW_SCHEMA = pa.schema([
+    ("_key", pa.binary()), ("_value", pa.binary()), ("_topic", pa.string()),
+    ("_partition", pa.int32()), ("_offset", pa.int64()),
+    ("_timestamp", pa.timestamp("us", tz="UTC")),
+    ("_pid", pa.int64()), ("_source_partition", pa.int32()), ("_source_offset", pa.int64()),
+    ("_replays_dropped", pa.int64()),
+])
+
+_ROWS_PER_ARROW_BATCH = 100_000
+_CONSUME_TIMEOUT = 0.5
+
+
+def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = str(options.get(name, default)).strip().lower()
+    if raw not in ("true", "false"):
+        raise SourceError(f"sqe-kafka option {name} must be true or false, got {raw!r}")
+    return raw == "true"
+
+
+def _count(options: Mapping[str, str], name: str, default: int | None) -> int | None:
+    raw = options.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SourceError(f"sqe-kafka option {name} must be an integer, got {raw!r}") from None
+    if value < 1:
+        raise SourceError(f"sqe-kafka option {name} must be at least 1, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """The validated options of one ``sqe-kafka`` source.
+
+    Reader options (``.option(name, value)``): ``topic`` and ``brokers``
+    (required); ``startingOffsets`` (``earliest``, ``latest`` or JSON
+    ``{"0": 42}``); ``maxRecordsPerBatch``; ``readTimeoutSeconds``;
+    ``filterReplays`` with ``hwm.url``, ``hwm.consumer`` and ``hwm.ttl``;
+    ``emitTally``; and ``kafka.<librdkafka key>`` passed to the consumer.
+    """
+
+    topic: str
+    brokers: str
+    starting: str = "earliest"
+    max_records: int | None = None
+    read_timeout: int = 120
+    filter_replays: bool = False
+    hwm_url: str | None = None
+    hwm_consumer: str | None = None
+    hwm_ttl: int = 172800
+    emit_tally: bool = False
+    kafka: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> SourceConfig:
+        """Validate reader options; a problem is a :class:`SourceError` naming the option."""
+        opts = {str(k): str(v) for k, v in options.items()}
+        lowered = {k.lower(): v for k, v in opts.items()}
+        for required in ("topic", "brokers"):
+            if not lowered.get(required, "").strip():
+                raise SourceError(f"sqe-kafka needs the option {required}")
+        starting = lowered.get("startingoffsets", "earliest").strip()
+        if starting.lower() in ("earliest", "latest"):
+            starting = starting.lower()
+        else:
+            _parse_offsets(starting, "startingOffsets")
+        cfg = cls(
+            topic=lowered["topic"].strip(),
+            brokers=lowered["brokers"].strip(),
+            starting=starting,
+            max_records=_count(lowered, "maxrecordsperbatch", None),
+            read_timeout=_count(lowered, "readtimeoutseconds", 120) or 120,
+            filter_replays=_flag(lowered, "filterreplays", False),
+            hwm_url=lowered.get("hwm.url"),
+            hwm_consumer=lowered.get("hwm.consumer"),
+            hwm_ttl=_count(lowered, "hwm.ttl", 172800) or 172800,
+            emit_tally=_flag(lowered, "emittally", False),
+            kafka={k[len("kafka."):]: v for k, v in opts.items() if k.lower().startswith("kafka.")},
+        )
+        if cfg.filter_replays and not (cfg.hwm_url and cfg.hwm_consumer):
+            raise SourceError("sqe-kafka with filterReplays=true needs the options hwm.url "
+                              "(the Redis URL of the HWM store) and hwm.consumer")
+        return cfg
+
+    def to_options(self) -> dict[str, str]:
+        """The reader options that rebuild this config (what the runner passes to Spark)."""
+        out = {
+            "topic": self.topic, "brokers": self.brokers, "startingOffsets": self.starting,
+            "readTimeoutSeconds": str(self.read_timeout),
+            "filterReplays": str(self.filter_replays).lower(), "hwm.ttl": str(self.hwm_ttl),
+            "emitTally": str(self.emit_tally).lower(),
+        }
+        if self.max_records is not None:
+            out["maxRecordsPerBatch"] = str(self.max_records)
+        if self.hwm_url:
+            out["hwm.url"] = self.hwm_url
+        if self.hwm_consumer:
+            out["hwm.consumer"] = self.hwm_consumer
+        out.update({f"kafka.{k}": v for k, v in self.kafka.items()})
+        return out
+
+    def consumer(self, role: str) -> Any:
+        """A confluent-kafka consumer for this source (``role`` names it in the group id)."""
+        from confluent_kafka import Consumer
+
+        return Consumer(consumer_conf(self.brokers, f"sqe-{role}-{self.topic}", self.kafka))
+
+
+def _parse_offsets(text: str, what: str) -> dict[int, int]:
+    try:
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ValueError("not an object")
+        return {int(p): int(o) for p, o in raw.items()}
+    except (ValueError, TypeError) as exc:
+        raise SourceError(f"sqe-kafka option {what} must be earliest, latest or JSON like "
+                          f'{{"0": 42}}, got {text!r} ({exc})') from None
+
+
+def _offsets_json(offsets: Mapping[int, int]) -> dict[str, int]:
+    return {str(p): int(o) for p, o in sorted(offsets.items())}
+
+
+def limit_offsets(start: Mapping[int, int], latest: Mapping[int, int],
+                  max_records: int | None) -> dict[int, int]:
+    """End offsets that read at most ``max_records`` records in all, shared by backlog.
+
+    Each partition gets a share of the limit proportional to its backlog
+    (floored), and what flooring leaves goes to the largest backlogs, so the
+    total is exactly ``min(max_records, total backlog)``.
+    """
+    backlog = {p: max(0, latest[p] - start.get(p, latest[p])) for p in latest}
+    total = sum(backlog.values())
+    if max_records is None or total <= max_records:
+        return dict(latest)
+    share = {p: backlog[p] * max_records // total for p in backlog}
+    left = max_records - sum(share.values())
+    for p in sorted(backlog, key=lambda p: (-(backlog[p] - share[p]), p)):
+        if left == 0:
+            break
+        if share[p] < backlog[p]:
+            share[p] += 1
+            left -= 1
+    return {p: start.get(p, latest[p]) + share[p] for p in latest}
+
+
+@dataclass
+class RangePartition(InputPartition):
+    """One Kafka partition's offset range of a micro-batch, and the HWMs to filter it with."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    hwm: dict[tuple[int, int], int] | None = None
+
+    def __post_init__(self) -> None:
+        InputPartition.__init__(self, (self.partition, self.start, self.end))
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plans micro-batches on the driver; :meth:`read` runs on the executors."""
+
+    def __init__(self, config: SourceConfig) -> None:
+        self.config = config
+        self._meta = None  # a consumer for metadata and watermarks, made on first use
+        self._target: dict[int, int] | None = None  # AvailableNow's end
+
+    def __getstate__(self) -> dict:
+        # Executors get the config only: clients are made where they are used.
+        return {"config": self.config, "_meta": None, "_target": None}
+
+    # -- driver side -------------------------------------------------------------------
+    def _client(self) -> Any:
+        if self._meta is None:
+            self._meta = self.config.consumer("planner")
+        return self._meta
+
+    def _watermarks(self) -> dict[int, tuple[int, int]]:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        cfg, client = self.config, self._client()
+        try:
+            topic = client.list_topics(cfg.topic, timeout=30).topics.get(cfg.topic)
+        except KafkaException as exc:
+            raise SourceError(f"cannot reach the Kafka brokers {cfg.brokers} for topic "
+                              f"{cfg.topic}: {error_text(exc)}") from None
+        if topic is None or topic.error is not None or not topic.partitions:
+            why = error_text(topic.error) if topic is not None and topic.error else "no partitions"
+            raise SourceError(f"topic {cfg.topic} on {cfg.brokers} cannot be read: {why}")
+        marks = {}
+        for p in sorted(topic.partitions):
+            try:
+                marks[p] = client.get_watermark_offsets(TopicPartition(cfg.topic, p), timeout=30)
+            except KafkaException as exc:
+                raise SourceError(f"cannot read the offsets of {cfg.topic}/{p} from "
+                                  f"{cfg.brokers}: {error_text(exc)}") from None
+        return marks
+
+    def initialOffset(self) -> dict:
+        """Where a query without a checkpoint starts: earliest, latest or the given JSON."""
+        marks = self._watermarks()
+        if self.config.starting == "earliest":
+            return _offsets_json({p: lo for p, (lo, _) in marks.items()})
+        if self.config.starting == "latest":
+            return _offsets_json({p: hi for p, (_, hi) in marks.items()})
+        given = _parse_offsets(self.config.starting, "startingOffsets")
+        return _offsets_json({p: given.get(p, lo) for p, (lo, _) in marks.items()})
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``maxRecordsPerBatch`` as Spark's row limit, else everything available."""
+        if self.config.max_records is None:
+            return ReadAllAvailable()
+        return ReadMaxRows(self.config.max_records)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Fix the end of an AvailableNow run at the current high watermarks."""
+        self._target = {p: hi for p, (_, hi) in self._watermarks().items()}
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """The end of the next micro-batch: high watermarks, capped by the limit and target."""
+        begin = {int(p): int(o) for p, o in start.items()}
+        marks = self._watermarks()
+        latest = {p: hi for p, (_, hi) in marks.items()}
+        if self._target is not None:
+            latest = {p: min(hi, self._target.get(p, begin.get(p, marks[p][0])))
+                      for p, hi in latest.items()}
+        # A partition new since the last batch starts at its earliest offset.
+        first = {p: begin.get(p, marks[p][0]) for p in latest}
+        latest = {p: max(latest[p], first[p]) for p in latest}
+        rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        return _offsets_json(limit_offsets(first, latest, rows))
+
+    def partitions(self, start: dict, end: dict) -> list[RangePartition]:
+        """One input partition per Kafka partition with records in ``[start, end)``."""
+        begin = {int(p): int(o) for p, o in start.items()}
+        stop = {int(p): int(o) for p, o in end.items()}
+        ranges = [(p, begin.get(p, 0), e) for p, e in sorted(stop.items()) if e > begin.get(p, 0)]
+        hwm = self._load_hwm() if (ranges and self.config.filter_replays) else None
+        return [RangePartition(self.config.topic, p, s, e, hwm) for p, s, e in ranges]
+
+    def _load_hwm(self) -> dict[tuple[int, int], int]:
+        import redis
+
+        from state.hwm import HwmStore
+
+        cfg = self.config
+        store = HwmStore.from_url(str(cfg.hwm_url), str(cfg.hwm_consumer), cfg.hwm_ttl)
+        try:
+            return store.load().hwm
+        except redis.RedisError as exc:
+            raise SourceError(f"cannot read the high-water marks of consumer {cfg.hwm_consumer} "
+                              f"from {cfg.hwm_url}: {exc}") from None
+        finally:
+            store.client.close()
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: offsets live in Spark's checkpoint, not in Kafka."""
+
+    def stop(self) -> None:
+        """Close the planner's consumer."""
+        if self._meta is not None:
+            self._meta.close()
+            self._meta = None
+
+    # -- executor side -----------------------------------------------------------------
+    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        """Consume ``[start, end)`` of one partition and yield Arrow record batches."""
+        yield from read_range(self.config, partition)
+
+
+def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBatch]:
+    """The records of one input partition as Arrow batches (replays dropped when asked)."""
+    from confluent_kafka import KafkaError, TopicPartition
+
+    consumer = cfg.consumer("reader")
+    try:
+        consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
+        hwm = dict(part.hwm) if part.hwm is not None else None
+        dropped = 0
+        position = part.start
+        deadline = time.monotonic() + cfg.read_timeout
+        keys: list[bytes | None] = []
+        values: list[bytes | None] = []
+        offsets: list[int] = []
+        stamps: list[int] = []
+        while position < part.end:
+            want = min(part.end - position, 10_000)
+            messages = consumer.consume(num_messages=want, timeout=_CONSUME_TIMEOUT)
+            for msg in messages:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise SourceError(
+                        f"reading {part.topic}/{part.partition} at offset {position} "
+                        f"(range {part.start}..{part.end}): {error_text(err)}")
+                offset = msg.offset()
+                if offset >= part.end:
+                    position = part.end
+                    break
+                keys.append(msg.key())
+                values.append(msg.value())
+                offsets.append(offset)
+                stamps.append(msg.timestamp()[1])
+                position = offset + 1
+            if position < part.end:
+                # Offsets may have gaps (transaction markers, compaction): the client's
+                # position moves past them without delivering a record.
+                pos = consumer.position([TopicPartition(part.topic, part.partition)])[0].offset
+                position = max(position, pos)
+            if messages:
+                deadline = time.monotonic() + cfg.read_timeout
+            elif position < part.end and time.monotonic() > deadline:
+                raise SourceError(
+                    f"reading {part.topic}/{part.partition}: offsets {position}..{part.end} "
+                    f"were not delivered within {cfg.read_timeout} s "
+                    f"(brokers {cfg.brokers}); nothing of this batch was committed")
+            if len(offsets) >= _ROWS_PER_ARROW_BATCH or (position >= part.end and offsets):
+                batch, hwm, n = _to_batch(part, keys, values, offsets, stamps, hwm)
+                dropped += n
+                keys, values, offsets, stamps = [], [], [], []
+                if batch.num_rows:
+                    yield batch
+        if cfg.emit_tally and dropped:
+            yield tally_batch(part.topic, part.partition, dropped)
+    finally:
+        consumer.close()
+
+
+def _to_batch(part: RangePartition, keys: list, values: list, offsets: list, stamps: list,
+              hwm: dict[tuple[int, int], int] | None
+              ) -> tuple[pa.RecordBatch, dict[tuple[int, int], int] | None, int]:
+    key_arr = pa.array(keys, pa.binary())
+    pid, spart, soff, valid = decode_keys(key_arr)
+    n = len(offsets)
+    columns = [
+        key_arr, pa.array(values, pa.binary()), pa.array([part.topic] * n, pa.string()),
+        pa.array(np.full(n, part.partition, dtype=np.int32)),
+        pa.array(np.asarray(offsets, dtype=np.int64)),
+        pa.array(np.asarray(stamps, dtype=np.int64) * 1000, pa.timestamp("us", tz="UTC")),
+        pa.array(pid, mask=~valid), pa.array(spart, mask=~valid), pa.array(soff, mask=~valid),
+        pa.nulls(n, pa.int64()),
+    ]
+    batch = pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+    if hwm is None:
+        return batch, None, 0
+    keep, new_hwm = filter_replays(key_arr, hwm)
+    return batch.filter(pa.array(keep)), new_hwm, int((~keep).sum())
+
+
+def tally_batch(topic: str, partition: int, dropped: int) -> pa.RecordBatch:
+    """The one-row batch that reports ``dropped`` replays of one task (``_offset`` is NULL)."""
+    row: dict[str, list[Any]] = {f.name: [None] for f in ARROW_SCHEMA}
+    row.update(_topic=[topic], _partition=[partition], _replays_dropped=[dropped])
+    return pa.RecordBatch.from_pydict(row, schema=ARROW_SCHEMA)
+
+
+def data_rows(df: Any) -> Any:
+    """``df`` without tally rows (rows of records have an ``_offset``)."""
+    return df.where(df["_offset"].isNotNull())
+
+
+class KafkaSource(DataSource):
+    """The ``sqe-kafka`` data source; see :class:`SourceConfig` for its options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        return SCHEMA
+
+    def streamReader(self, schema: StructType) -> KafkaStreamReader:
+        return KafkaStreamReader(SourceConfig.from_options(self.options))

@@ -1,0 +1,383 @@
+"""Running a planned topology on Spark Structured Streaming.
+
+One streaming query per ``CreateStream``.  Every ``Query`` that reads from
+that stream -- directly, or through intermediate ``insertInto`` streams
+without a ``stateName`` -- runs inside the query's ``foreachBatch`` on the
+cached micro-batch, in file order.  Per micro-batch ``K`` of a stream:
+
+1. with ``filterReplays``: read the committed batch id ``C`` of this consumer
+   (``<topology>.<stream>``) from the HWM store; ``K == C`` was committed
+   already (Spark re-ran it) and is skipped; ``K < C`` is a stale writer and
+   fails loudly;
+2. drop replays (already done in the source's ``read()``; for the native
+   connector by :func:`sqe.replay.filter_replays_frame`);
+3. stamp each record with its StreamMetadata (this stream's pid, the source
+   partition and offset), deserialize, run the queries, write the states;
+4. commit the new HWMs with batch id ``K``.
+
+Counters of every batch (records read, replays dropped, unparseable keys
+passed through, values that are not JSON, rows written per state) are logged
+on one line and, for the ``sqe-kafka`` source, reported in the streaming
+query progress as observed metrics named ``sqe.<stream>``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sqe.compiler import CARRIED, compile_query
+from sqe.deserializers import deserialize
+from sqe.errors import SourceError, SqeError, StateError, TopologyError
+from sqe.expressions import fields_of
+from sqe.kafka_client import consumer_conf, error_text
+from sqe.kafka_source import KafkaSource, SourceConfig, data_rows
+from sqe.metadata import kafka_secondary_id, pid_for
+from sqe.plan import TopologyPlan
+from sqe.replay import filter_replays_frame
+from sqe.settings import Settings
+from sqe.topology import CreateStream, Query
+
+__all__ = ["BatchReport", "RunError", "StreamPipeline", "build_pipelines", "run_topology"]
+
+log = logging.getLogger("sqe")
+
+Mode = Literal["once", "runtime", "forever"]
+
+
+class RunError(SqeError, RuntimeError):
+    """A streaming query failed; the message is the cause, in a sentence."""
+
+
+@dataclass
+class BatchReport:
+    """What one micro-batch of one stream did."""
+
+    stream: str
+    batch_id: int
+    records_read: int = 0
+    replays_dropped: int = 0
+    unparseable_keys: int = 0
+    unparseable_values: int = 0
+    written: dict[str, int] = field(default_factory=dict)
+    skipped: bool = False
+
+    def line(self) -> str:
+        """The log line of this batch."""
+        if self.skipped:
+            return (f"{self.stream} batch {self.batch_id}: already committed to the HWM store, "
+                    "skipped")
+        outs = ", ".join(f"{n} to {k}" for k, n in self.written.items()) or "no state written"
+        return (f"{self.stream} batch {self.batch_id}: {self.records_read} records read, "
+                f"{self.replays_dropped} replays dropped, {self.unparseable_keys} unparseable "
+                f"keys passed through, {self.unparseable_values} values not JSON; wrote {outs}")
+
+
+@dataclass(frozen=True)
+class StreamPipeline:
+    """A CreateStream and everything that runs in its foreachBatch."""
+
+    stream: CreateStream
+    settings: Settings
+    queries: tuple[tuple[str, Query, Settings], ...]
+    source: SourceConfig
+    pid: int
+    consumer: str
+    native: bool
+
+    @property
+    def wanted_fields(self) -> list[str]:
+        """Field names the queries refer to (a JSON stream makes missing ones NULL)."""
+        names: list[str] = []
+        for _, q, _ in self.queries:
+            if q.from_.objectName != self.stream.streamName:
+                continue
+            exprs = [*q.select.expressions, *([q.where] if q.where is not None else [])]
+            for e in exprs:
+                names += sorted(fields_of(e))
+        return names
+
+
+def _queries_of(plan: TopologyPlan, stream: CreateStream) -> list[tuple[str, Query, Settings]]:
+    t = plan.topology
+    reachable = {stream.streamName}
+    found = []
+    for command in t.commands:
+        if isinstance(command, Query) and command.from_.objectName in reachable:
+            reachable.add(command.insertInto.objectName)
+            found.append((f"{t.path}: {t.label(command)}", command, plan.state_settings(command)))
+    return found
+
+
+def _cluster_id(brokers: str, topic: str) -> str | None:
+    from confluent_kafka import Consumer, KafkaException
+
+    client = Consumer(consumer_conf(brokers, "sqe-metadata"))
+    try:
+        return client.list_topics(topic, timeout=30).cluster_id
+    except KafkaException as exc:
+        raise SourceError(f"cannot reach the Kafka brokers {brokers} to read the cluster id "
+                          f"of topic {topic}: {error_text(exc)}") from None
+    finally:
+        client.close()
+
+
+def build_pipelines(plan: TopologyPlan, name: str) -> list[StreamPipeline]:
+    """The pipelines of a topology named ``name`` (the name in every pid)."""
+    pipelines = []
+    for stream in plan.topology.streams:
+        s = plan.streams[stream.streamName]
+        if stream.spoutName != "KAFKA":
+            raise TopologyError(f"{plan.topology.path}: {plan.topology.label(stream)}: sqe run "
+                                f"reads KAFKA streams; spoutName {stream.spoutName} is for "
+                                "sqe validate only so far")
+        brokers = ",".join(s["jw.sqe.spout.kafka.brokers"])
+        consumer = f"{name}.{stream.streamName}"
+        kafka_extra = {}
+        if s["jw.sqe.spout.kafka.clientid"]:
+            kafka_extra["client.id"] = s["jw.sqe.spout.kafka.clientid"]
+        if s["jw.sqe.spout.kafka.fetchSizeBytes"]:
+            kafka_extra["max.partition.fetch.bytes"] = str(s["jw.sqe.spout.kafka.fetchSizeBytes"])
+        if s["jw.sqe.spout.kafka.bufferSizeBytes"]:
+            kafka_extra["socket.receive.buffer.bytes"] = str(
+                s["jw.sqe.spout.kafka.bufferSizeBytes"])
+        native = s["jw.sqe.spout.kafka.format"] == "native"
+        source = SourceConfig(
+            topic=stream.objectName, brokers=brokers,
+            starting=s["jw.sqe.spout.kafka.startingOffsets"],
+            max_records=s["jw.sqe.spout.kafka.maxRecordsPerBatch"],
+            read_timeout=s["jw.sqe.spout.kafka.readTimeoutSeconds"],
+            filter_replays=bool(s["jw.sqe.spout.kafka.filterReplays"]) and not native,
+            hwm_url=s["jw.sqe.spout.kafka.filterReplays.redis.url"],
+            hwm_consumer=consumer,
+            hwm_ttl=s["jw.sqe.spout.kafka.filterReplays.metadata.ttl"],
+            emit_tally=True, kafka=kafka_extra,
+        )
+        pid = s["jw.sqe.pid"]
+        if pid is None:
+            secondary = kafka_secondary_id(_cluster_id(brokers, stream.objectName),
+                                           s["jw.sqe.spout.kafka.brokers"], stream.objectName)
+            pid = pid_for(name, stream.streamName, secondary)
+        pipelines.append(StreamPipeline(stream, s, tuple(_queries_of(plan, stream)), source,
+                                        int(pid), consumer, native))
+    return pipelines
+
+
+def _write_state(query: Query, frame: DataFrame, settings: Settings, where: str) -> int:
+    into = query.insertInto
+    if into.stateName == "KAFKA":
+        from state.kafka import KafkaStateConfig, write_kafka
+
+        return write_kafka(frame, KafkaStateConfig.from_settings(into.objectName, into.fields,
+                                                                 settings))
+    if into.stateName == "REDIS":
+        from state.redis import RedisStateConfig, write_redis
+
+        return write_redis(frame, RedisStateConfig.from_settings(into.objectName, into.fields,
+                                                                 settings))
+    if into.stateName == "CONSOLE":
+        rows = frame.select(*into.fields).collect()
+        for row in rows:
+            print(f"{into.objectName}: " + ", ".join(f"{k}={v!r}" for k, v in row.asDict().items()),
+                  flush=True)
+        return len(rows)
+    raise TopologyError(f"{where}: stateName {into.stateName} is not supported by sqe run yet")
+
+
+class BatchProcessor:
+    """The ``foreachBatch`` function of one stream (runs on the driver)."""
+
+    def __init__(self, pipeline: StreamPipeline, reports: list[BatchReport]) -> None:
+        self.p = pipeline
+        self.reports = reports
+        self.failure: BaseException | None = None
+        self.filtering = bool(pipeline.settings["jw.sqe.spout.kafka.filterReplays"])
+
+    def _store(self) -> Any:
+        from state.hwm import HwmStore
+
+        src = self.p.source
+        return HwmStore.from_url(str(src.hwm_url), self.p.consumer, src.hwm_ttl)
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        try:
+            self._process(batch, batch_id)
+        except BaseException as exc:
+            self.failure = exc
+            raise
+
+    def _process(self, batch: DataFrame, batch_id: int) -> None:
+        import redis
+
+        report = BatchReport(self.p.stream.streamName, batch_id)
+        store = self._store() if self.filtering else None
+        snapshot = None
+        if store is not None:
+            try:
+                snapshot = store.load()
+            except redis.RedisError as exc:
+                raise SourceError(f"cannot read the HWM store of {self.p.consumer} at "
+                                  f"{self.p.source.hwm_url}: {exc}") from None
+            committed = snapshot.batch_id
+            if committed is not None and batch_id == committed:
+                report.skipped = True
+                self._done(report)
+                return
+            if committed is not None and batch_id < committed:
+                from state.hwm import StaleBatchError
+
+                raise StaleBatchError(
+                    f"{self.p.consumer}: batch {batch_id} is older than the committed batch "
+                    f"{committed} in {self.p.source.hwm_url}; another writer with this consumer "
+                    "is ahead, or this query's checkpoint was deleted (then run "
+                    f"'sqe hwm reset {self.p.consumer} --redis {self.p.source.hwm_url}')")
+        frame = batch.persist()
+        try:
+            if self.p.native and snapshot is not None:
+                rows = data_rows(frame)
+                before = rows.count()
+                filtered = filter_replays_frame(rows, snapshot.hwm).persist()
+                report.replays_dropped = before - filtered.count()
+                frame.unpersist()
+                frame = filtered
+            groups = (frame.groupBy("_pid", "_source_partition")
+                      .agg(F.count("_offset").alias("n"), F.max("_source_offset").alias("hi"),
+                           F.sum("_replays_dropped").alias("dropped")).collect())
+            updates = {}
+            for g in groups:
+                report.records_read += g["n"] + (g["dropped"] or 0)
+                report.replays_dropped += g["dropped"] or 0
+                if g["_pid"] is None:
+                    report.unparseable_keys += g["n"]
+                elif g["hi"] is not None:
+                    updates[(g["_pid"], g["_source_partition"])] = g["hi"]
+            if self.p.native:
+                report.records_read += report.replays_dropped
+            stamped = data_rows(frame).select(
+                "*", F.lit(self.p.pid).cast("long").alias(CARRIED[0]),
+                F.col("_partition").alias(CARRIED[1]), F.col("_offset").alias(CARRIED[2]))
+            des = deserialize(stamped, self.p.stream.deserializer, self.p.wanted_fields)
+            report.unparseable_values = des.unparseable_values
+            frames = {self.p.stream.streamName: des.frame}
+            for where, query, settings in self.p.queries:
+                out = compile_query(query, frames[query.from_.objectName], where)
+                frames[query.insertInto.objectName] = out
+                if query.insertInto.stateName:
+                    report.written[query.insertInto.objectName] = _write_state(
+                        query, out, settings, where)
+            if store is not None:
+                try:
+                    store.commit(batch_id, updates)
+                except redis.RedisError as exc:
+                    raise StateError(f"cannot commit the HWMs of {self.p.consumer} to "
+                                     f"{self.p.source.hwm_url}: {exc}; the batch is re-run "
+                                     "and its output filtered as replays") from None
+        finally:
+            frame.unpersist()
+            if store is not None:
+                store.client.close()
+        self._done(report)
+
+    def _done(self, report: BatchReport) -> None:
+        self.reports.append(report)
+        log.info(report.line())
+
+
+def _source_frame(spark: SparkSession, p: StreamPipeline) -> DataFrame:
+    if p.native:
+        from sqe.native_kafka import native_stream
+
+        return native_stream(spark, p.source)
+    frame = spark.readStream.format(KafkaSource.name()).options(**p.source.to_options()).load()
+    return frame.observe(
+        f"sqe.{p.stream.streamName}",
+        F.count("_offset").alias("records_passed"),
+        F.coalesce(F.sum("_replays_dropped"), F.lit(0)).alias("replays_dropped"),
+        F.count_if(F.col("_offset").isNotNull() & F.col("_pid").isNull()).alias(
+            "unparseable_keys"),
+    )
+
+
+_PY_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.M)
+
+
+def describe_failure(exc: BaseException, processors: list[BatchProcessor]) -> str:
+    """The cause of a failed query as one sentence, without a JVM or Python trace."""
+    for proc in processors:
+        if isinstance(proc.failure, SqeError):
+            return str(proc.failure)
+    text = str(exc)
+    ours = [m for m in _PY_ERROR.finditer(text)
+            if m.group(1) in ("SourceError", "StateError", "StaleBatchError", "TopologyError")]
+    if ours:
+        return ours[-1].group(2).strip()
+    for proc in processors:
+        if proc.failure is not None:
+            text = str(proc.failure)
+    matches = list(_PY_ERROR.finditer(text))
+    if matches:
+        return f"{matches[-1].group(1)}: {matches[-1].group(2).strip()}"
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return first[:500]
+
+
+def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint: str | Path,
+                 mode: Mode = "forever", runtime: float | None = None,
+                 on_start: Callable[[list[Any]], None] | None = None) -> list[BatchReport]:
+    """Run every stream of ``plan`` until done (``once``), ``runtime`` seconds, or forever.
+
+    Returns the batch reports; a failed query raises :class:`RunError` after
+    stopping the others.
+    """
+    spark.dataSource.register(KafkaSource)
+    pipelines = build_pipelines(plan, name)
+    reports: list[BatchReport] = []
+    processors = []
+    queries = []
+    root = Path(checkpoint)
+    try:
+        for p in pipelines:
+            proc = BatchProcessor(p, reports)
+            processors.append(proc)
+            writer = (_source_frame(spark, p).writeStream
+                      .queryName(f"{name}.{p.stream.streamName}")
+                      .option("checkpointLocation", str(root / p.stream.streamName))
+                      .foreachBatch(proc))
+            writer = writer.trigger(availableNow=True) if mode == "once" else writer
+            queries.append(writer.start())
+        if on_start is not None:
+            on_start(queries)
+        deadline = time.monotonic() + runtime if (mode == "runtime" and runtime) else None
+        while any(q.isActive for q in queries):
+            for q in queries:
+                if q.exception() is not None:
+                    raise q.exception()
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            spark.streams.awaitAnyTermination(1.0)
+            spark.streams.resetTerminated()
+        for q in queries:
+            if q.exception() is not None:
+                raise q.exception()
+    except SqeError:
+        raise
+    except Exception as exc:
+        from py4j.protocol import Py4JError
+        from pyspark.errors import PySparkException
+
+        if isinstance(exc, (PySparkException, Py4JError)):
+            raise RunError(describe_failure(exc, processors)) from None
+        raise
+    finally:
+        for q in queries:
+            if q.isActive:
+                q.stop()
+    return reports

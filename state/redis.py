@@ -1,0 +1,133 @@
+"""The Redis state: a query's rows written as Redis strings or hashes.
+
+SQE's options ``jw.sqe.state.redis.*`` decide the command per row:
+
+* ``datatype: HASH``: ``HSET <keyname fields joined by the delimiter>
+  <fieldname fields joined> <value>``;
+* ``datatype: STRING``: ``SET <keyname fields joined> <value>``;
+
+where the value is the one selected field that is neither a key nor a hash
+field (a JSON object of them when there are several).  ``expireintervalsec``
+> 0 adds ``EXPIRE`` on every written key.  Keys, fields and values are built
+with Spark built-ins; each Spark task sends its rows in pipelined chunks.
+``SET`` and ``HSET`` of the same data are idempotent, so a re-run batch
+leaves the same state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from sqe.compiler import field_column
+from sqe.errors import StateError
+
+__all__ = ["RedisStateConfig", "write_redis"]
+
+_PIPELINE_ROWS = 5_000
+
+
+@dataclass(frozen=True)
+class RedisStateConfig:
+    """Where and how one query writes to Redis."""
+
+    name: str
+    host: str
+    port: int
+    database: int
+    datatype: str
+    key_fields: tuple[str, ...]
+    hash_fields: tuple[str, ...]
+    value_fields: tuple[str, ...]
+    delimiter: str
+    expire_seconds: int
+
+    @classmethod
+    def from_settings(cls, name: str, fields: list[str],
+                      settings: Mapping[str, Any]) -> RedisStateConfig:
+        """The config of a query's Redis state from its resolved options."""
+        keys = tuple(settings["jw.sqe.state.redis.keyname.fields"])
+        hashes = tuple(settings["jw.sqe.state.redis.fieldname.fields"])
+        datatype = settings["jw.sqe.state.redis.datatype"]
+        values = tuple(f for f in fields if f not in keys and f not in hashes)
+        where = f"Redis state {name}"
+        if not keys:
+            raise StateError(f"{where}: jw.sqe.state.redis.keyname.fields names no field, "
+                             "so there is no Redis key to write")
+        if datatype == "HASH" and not hashes:
+            raise StateError(f"{where}: datatype HASH needs jw.sqe.state.redis.fieldname.fields")
+        if not values:
+            raise StateError(f"{where}: every selected field is a key or hash field; "
+                             "select one more field to be the value")
+        return cls(name, settings["jw.sqe.state.redis.host"], settings["jw.sqe.state.redis.port"],
+                   settings["jw.sqe.state.redis.database"], datatype, keys, hashes, values,
+                   settings["jw.sqe.state.redis.delimiter"],
+                   settings["jw.sqe.state.redis.expireintervalsec"])
+
+    @property
+    def url(self) -> str:
+        """The Redis URL of this state."""
+        return f"redis://{self.host}:{self.port}/{self.database}"
+
+
+def _joined(fields: tuple[str, ...], delimiter: str) -> Column:
+    return F.concat_ws(delimiter, *[field_column(f).cast("string") for f in fields])
+
+
+def _value(df: DataFrame, fields: tuple[str, ...]) -> Column:
+    if len(fields) == 1:
+        col = field_column(fields[0])
+        return col if df.schema[fields[0]].dataType.typeName() == "binary" else col.cast("string")
+    return F.to_json(F.struct(*[field_column(f) for f in fields]))
+
+
+def prepare_redis(df: DataFrame, cfg: RedisStateConfig) -> DataFrame:
+    """Columns ``_rk`` (key), ``_rf`` (hash field or NULL) and ``_rv`` (value) per row."""
+    field = (_joined(cfg.hash_fields, cfg.delimiter) if cfg.datatype == "HASH"
+             else F.lit(None).cast("string"))
+    return df.select(_joined(cfg.key_fields, cfg.delimiter).alias("_rk"), field.alias("_rf"),
+                     _value(df, cfg.value_fields).alias("_rv"))
+
+
+def _writer_task(cfg: RedisStateConfig) -> Any:
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import redis
+
+        client = redis.Redis.from_url(cfg.url)
+        written = 0
+        try:
+            for batch in batches:
+                keys = batch.column("_rk").to_pylist()
+                fields = batch.column("_rf").to_pylist()
+                values = batch.column("_rv").to_pylist()
+                for start in range(0, len(keys), _PIPELINE_ROWS):
+                    pipe = client.pipeline(transaction=False)
+                    for i in range(start, min(start + _PIPELINE_ROWS, len(keys))):
+                        value = "" if values[i] is None else values[i]
+                        if cfg.datatype == "HASH":
+                            pipe.hset(keys[i], fields[i], value)
+                        else:
+                            pipe.set(keys[i], value)
+                        if cfg.expire_seconds:
+                            pipe.expire(keys[i], cfg.expire_seconds)
+                    pipe.execute()
+                written += batch.num_rows
+        except redis.RedisError as exc:
+            raise StateError(f"Redis state {cfg.name} at {cfg.url}: {exc}; the batch fails "
+                             "and is written again when it is retried") from None
+        finally:
+            client.close()
+        yield pa.RecordBatch.from_pydict({"written": [written]})
+
+    return write
+
+
+def write_redis(df: DataFrame, cfg: RedisStateConfig) -> int:
+    """Write ``df`` to Redis from the executors; returns the number of rows written."""
+    result = prepare_redis(df, cfg).mapInArrow(_writer_task(cfg), "written long")
+    return int(result.agg(F.sum("written")).first()[0] or 0)
