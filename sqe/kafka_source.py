@@ -90,14 +90,14 @@ _CONSUME_TIMEOUT = 0.5
 
 
 def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = str(options.get(name, default)).strip().lower()
+    raw = str(options.get(name.lower(), default)).strip().lower()
     if raw not in ("true", "false"):
         raise SourceError(f"sqe-kafka option {name} must be true or false, got {raw!r}")
     return raw == "true"
 
 
 def _count(options: Mapping[str, str], name: str, default: int | None) -> int | None:
-    raw = options.get(name)
+    raw = options.get(name.lower())
     if raw is None or raw == "":
         return default
     try:
@@ -149,13 +149,13 @@ class SourceConfig:
             topic=lowered["topic"].strip(),
             brokers=lowered["brokers"].strip(),
             starting=starting,
-            max_records=_count(lowered, "maxrecordsperbatch", None),
-            read_timeout=_count(lowered, "readtimeoutseconds", 120) or 120,
-            filter_replays=_flag(lowered, "filterreplays", False),
+            max_records=_count(lowered, "maxRecordsPerBatch", None),
+            read_timeout=_count(lowered, "readTimeoutSeconds", 120) or 120,
+            filter_replays=_flag(lowered, "filterReplays", False),
             hwm_url=lowered.get("hwm.url"),
             hwm_consumer=lowered.get("hwm.consumer"),
             hwm_ttl=_count(lowered, "hwm.ttl", 172800) or 172800,
-            emit_tally=_flag(lowered, "emittally", False),
+            emit_tally=_flag(lowered, "emitTally", False),
             kafka={k[len("kafka."):]: v for k, v in opts.items() if k.lower().startswith("kafka.")},
         )
         if cfg.filter_replays and not (cfg.hwm_url and cfg.hwm_consumer):

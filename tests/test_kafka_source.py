@@ -1,0 +1,295 @@
+"""The sqe-kafka source: planning, exact range reads, AvailableNow, restarts, replay filtering."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer
+from hypothesis import given
+from hypothesis import strategies as st
+from pyspark.sql import functions as F
+
+from sqe.errors import SourceError
+from sqe.kafka_client import CLIENT_DEFAULTS
+from sqe.kafka_source import (
+    KafkaSource,
+    RangePartition,
+    SourceConfig,
+    data_rows,
+    limit_offsets,
+    read_range,
+)
+from sqe.metadata import StreamMetadata, decode_keys
+from sqe.native_kafka import decode_key_columns
+from sqe.replay import filter_replays_frame
+from state.hwm import HwmStore
+from tests.kafka_io import produce
+
+# -- planning (pure) -------------------------------------------------------------------------
+
+
+@given(st.dictionaries(st.integers(0, 5), st.tuples(st.integers(0, 50), st.integers(0, 500)),
+                       min_size=1),
+       st.one_of(st.none(), st.integers(1, 400)))
+def test_limit_offsets_reads_at_most_the_limit_and_all_when_it_can(ranges, limit):
+    start = {p: s for p, (s, _) in ranges.items()}
+    latest = {p: s + n for p, (s, n) in ranges.items()}
+    end = limit_offsets(start, latest, limit)
+    backlog = sum(n for _, n in ranges.values())
+    read = sum(end[p] - start[p] for p in latest)
+    assert all(start[p] <= end[p] <= latest[p] for p in latest)
+    assert read == (backlog if limit is None else min(limit, backlog))
+
+
+def test_limit_offsets_shares_the_limit_by_backlog():
+    assert limit_offsets({0: 0, 1: 0}, {0: 300, 1: 100}, 100) == {0: 75, 1: 25}
+    # A partition missing from the start offsets (new since) starts at its latest.
+    assert limit_offsets({0: 0}, {0: 10, 1: 5}, None) == {0: 10, 1: 5}
+
+
+def test_source_config_validates_and_round_trips():
+    cfg = SourceConfig.from_options({"topic": "t", "brokers": "a:1,b:2", "maxRecordsPerBatch": "5",
+                                     "filterReplays": "true", "hwm.url": "redis://x:1/0",
+                                     "hwm.consumer": "c", "kafka.client.id": "me"})
+    assert cfg.max_records == 5 and cfg.filter_replays and cfg.kafka == {"client.id": "me"}
+    assert SourceConfig.from_options(cfg.to_options()) == cfg
+    with pytest.raises(SourceError, match="needs the option topic"):
+        SourceConfig.from_options({"brokers": "a:1"})
+    with pytest.raises(SourceError, match="maxRecordsPerBatch must be at least 1"):
+        SourceConfig.from_options({"topic": "t", "brokers": "a:1", "maxRecordsPerBatch": "0"})
+    with pytest.raises(SourceError, match="filterReplays=true needs the options hwm.url"):
+        SourceConfig.from_options({"topic": "t", "brokers": "a:1", "filterReplays": "true"})
+    with pytest.raises(SourceError, match="startingOffsets must be earliest, latest or JSON"):
+        SourceConfig.from_options({"topic": "t", "brokers": "a:1", "startingOffsets": "soon"})
+
+
+# -- read_range against the real broker ------------------------------------------------------
+
+
+class _Spy:
+    """A real consumer that counts the consume() calls that came back empty."""
+
+    def __init__(self, inner):
+        self.inner, self.empty, self.asked = inner, 0, []
+
+    def consume(self, num_messages, timeout):
+        self.asked.append(num_messages)
+        got = self.inner.consume(num_messages=num_messages, timeout=timeout)
+        self.empty += not got
+        return got
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+class _SpyConfig(SourceConfig):
+    spies: list = []
+
+    def consumer(self, role):
+        spy = _Spy(super().consumer(role))
+        self.spies.append(spy)
+        return spy
+
+
+def _spy_config(bootstrap, topic, **kw):
+    cfg = _SpyConfig(topic=topic, brokers=bootstrap, **kw)
+    object.__setattr__(cfg, "spies", [])
+    return cfg
+
+
+def _rows(batches):
+    table = pa.Table.from_batches(batches) if batches else None
+    return [] if table is None else table.to_pylist()
+
+
+def test_a_range_ending_at_the_partition_end_never_waits_for_more(kafka_bootstrap, kafka_topic):
+    topic = kafka_topic(1)
+    produce(kafka_bootstrap, topic, [(None, b"v%d" % i, 0) for i in range(50)])
+    cfg = _spy_config(kafka_bootstrap, topic)
+    rows = _rows(list(read_range(cfg, RangePartition(topic, 0, 10, 50))))
+    assert [r["_offset"] for r in rows] == list(range(10, 50))
+    assert [r["_value"] for r in rows] == [b"v%d" % i for i in range(10, 50)]
+    spy = cfg.spies[0]
+    assert spy.empty == 0  # never a consume call that had to wait out its timeout
+    assert all(n <= 40 for n in spy.asked)  # never asked for more than what remains
+
+
+def test_offsets_with_gaps_from_transaction_markers(kafka_bootstrap, kafka_topic):
+    topic = kafka_topic(1)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": f"tx-{topic}",
+                         **CLIENT_DEFAULTS})
+    producer.init_transactions(30)
+    for batch in range(3):
+        producer.begin_transaction()
+        for i in range(4):
+            producer.produce(topic, value=b"%d-%d" % (batch, i), partition=0)
+        producer.commit_transaction(30)
+    # Each commit marker takes an offset: data at 0-3, 5-8, 10-13; the log ends at 15.
+    cfg = _spy_config(kafka_bootstrap, topic)
+    rows = _rows(list(read_range(cfg, RangePartition(topic, 0, 0, 15))))
+    assert [r["_offset"] for r in rows] == [0, 1, 2, 3, 5, 6, 7, 8, 10, 11, 12, 13]
+    # A range that starts on a marker and ends on one reads just the records between.
+    rows = _rows(list(read_range(cfg, RangePartition(topic, 0, 4, 10))))
+    assert [r["_offset"] for r in rows] == [5, 6, 7, 8]
+
+
+def test_read_drops_replays_with_the_shipped_hwms_and_tallies_them(kafka_bootstrap, kafka_topic):
+    topic = kafka_topic(1)
+    offs = [5, 6, 7, 6, 7, 8, 3]
+    keys = [StreamMetadata(9, 2, o).to_bytes() for o in offs] + [b"x" * 19, None]
+    produce(kafka_bootstrap, topic, [(k, b"v", 0) for k in keys])
+    cfg = SourceConfig(topic=topic, brokers=kafka_bootstrap, filter_replays=True, emit_tally=True,
+                       hwm_url="redis://unused:1/0", hwm_consumer="c")
+    batches = list(read_range(cfg, RangePartition(topic, 0, 0, len(keys), {(9, 2): 5})))
+    rows = _rows(batches)
+    data = [r for r in rows if r["_offset"] is not None]
+    tally = [r for r in rows if r["_offset"] is None]
+    assert [r["_source_offset"] for r in data] == [6, 7, 8, None, None]
+    assert [r["_key"] for r in data[-2:]] == [b"x" * 19, None]
+    assert [r["_pid"] for r in data] == [9, 9, 9, None, None]
+    assert [t["_replays_dropped"] for t in tally] == [4]
+
+
+def test_unreachable_broker_is_a_clear_error():
+    from sqe.kafka_source import KafkaStreamReader
+    from sqe.local_services import free_port
+
+    reader = KafkaStreamReader(SourceConfig(
+        topic="t", brokers=f"127.0.0.1:{free_port()}",
+        kafka={"socket.connection.setup.timeout.ms": "1000"}))
+    try:
+        with pytest.raises(SourceError, match=r"cannot reach the Kafka brokers 127\.0\.0\.1:\d+ "
+                                              r"for topic t"):
+            reader.initialOffset()
+    finally:
+        reader.stop()
+
+
+# -- the source in Spark ---------------------------------------------------------------------
+
+
+def _stream(spark, topic, bootstrap, **options):
+    spark.dataSource.register(KafkaSource)
+    reader = spark.readStream.format("sqe-kafka").option("topic", topic).option("brokers", bootstrap)
+    for k, v in options.items():
+        reader = reader.option(k, str(v))
+    return reader.load()
+
+
+def _run(frame, checkpoint, handle):
+    query = (frame.writeStream.foreachBatch(handle).trigger(availableNow=True)
+             .option("checkpointLocation", str(checkpoint)).start())
+    query.awaitTermination()
+    return query
+
+
+@pytest.mark.spark
+def test_available_now_reads_everything_once_in_limited_batches(spark, kafka_bootstrap, kafka_topic,
+                                                                 tmp_path):
+    topic = kafka_topic(3)
+    produce(kafka_bootstrap, topic, [(None, b"%d" % i, i % 3) for i in range(1000)])
+    batches = {}
+
+    def handle(df, batch_id):
+        batches[batch_id] = [(r["_partition"], r["_offset"]) for r in df.collect()]
+
+    frame = _stream(spark, topic, kafka_bootstrap, maxRecordsPerBatch=300)
+    _run(frame, tmp_path / "ck", handle)
+    seen = [x for b in batches.values() for x in b]
+    assert sorted(seen) == sorted((i % 3, i // 3) for i in range(1000))
+    assert all(len(b) <= 300 for b in batches.values())
+    assert len([b for b in batches.values() if b]) == 4
+    # Records produced after the run are the next run's, not this one's.
+    produce(kafka_bootstrap, topic, [(None, b"late", 0)])
+    batches.clear()
+    _run(frame, tmp_path / "ck", handle)
+    assert [x for b in batches.values() for x in b] == [(0, 334)]
+
+
+@pytest.mark.spark
+def test_restart_rereads_exactly_the_uncommitted_range(spark, kafka_bootstrap, kafka_topic, tmp_path):
+    topic = kafka_topic(2)
+    produce(kafka_bootstrap, topic, [(None, b"%d" % i, i % 2) for i in range(400)])
+    done, failed_attempt, crash = [], [], [True]
+
+    def handle(df, batch_id):
+        rows = sorted((r["_partition"], r["_offset"]) for r in df.collect())
+        if batch_id == 1 and crash[0]:
+            failed_attempt.extend(rows)
+            raise RuntimeError("injected failure in batch 1")
+        done.append((batch_id, rows))
+
+    frame = _stream(spark, topic, kafka_bootstrap, maxRecordsPerBatch=100)
+    with pytest.raises(Exception, match="injected failure"):
+        _run(frame, tmp_path / "ck", handle)
+    assert [b for b, _ in done] == [0] and len(failed_attempt) == 100
+    crash[0] = False
+    _run(frame, tmp_path / "ck", handle)
+    assert done[1] == (1, failed_attempt)  # the same range, not more, not less
+    seen = [x for _, rows in done for x in rows]
+    assert sorted(seen) == sorted((i % 2, i // 2) for i in range(400))
+
+
+@pytest.mark.spark
+@pytest.mark.redis
+def test_filter_in_read_equals_the_dataframe_filter(spark, kafka_bootstrap, kafka_topic, redis_url,
+                                                     tmp_path):
+    import random
+
+    rnd = random.Random(7)
+    topic = kafka_topic(2)
+    records = []
+    for p in range(2):
+        for pid in (11, 12):
+            for sp in (p, p + 2):
+                offsets, o = [], 0
+                for _ in range(40):  # retries: runs that go back a few offsets
+                    o = max(0, o - rnd.randint(1, 4)) if rnd.random() < 0.2 else o + 1
+                    offsets.append(o)
+                records += [(StreamMetadata(pid, sp, x).to_bytes(), b"%d" % x, p) for x in offsets]
+    records += [(b"short", b"s", 0), (None, b"n", 1)]
+    rnd.shuffle(records)  # interleave groups; order inside each group is kept by stable sort
+    records.sort(key=lambda r: r[2])
+    produce(kafka_bootstrap, topic, records)
+    hwm = {(11, 0): 5, (12, 3): 9}
+    store = HwmStore.from_url(redis_url, "eq", 3600)
+    store.commit(0, hwm)
+    got = {}
+
+    def collect(name):
+        def handle(df, batch_id):
+            got.setdefault(name, []).extend(
+                (r["_partition"], r["_offset"]) for r in data_rows(df).collect())
+        return handle
+
+    filtered = _stream(spark, topic, kafka_bootstrap, filterReplays="true", **{
+        "hwm.url": redis_url, "hwm.consumer": "eq", "emitTally": "true"})
+    _run(filtered, tmp_path / "a", collect("read"))
+
+    def frame_filter(df, batch_id):
+        kept = filter_replays_frame(df, hwm)
+        got.setdefault("frame", []).extend((r["_partition"], r["_offset"]) for r in kept.collect())
+
+    _run(_stream(spark, topic, kafka_bootstrap), tmp_path / "b", frame_filter)
+    assert sorted(got["read"]) == sorted(got["frame"])
+    assert 0 < len(got["read"]) < len(records)
+
+
+@pytest.mark.spark
+def test_key_decoding_with_spark_builtins_equals_the_numpy_decoder(spark):
+    import random
+
+    rnd = random.Random(3)
+    keys = [StreamMetadata(rnd.randint(-2**63, 2**63 - 1), rnd.randint(-2**31, 2**31 - 1),
+                           rnd.randint(-2**63, 2**63 - 1)).to_bytes() for _ in range(300)]
+    keys += [None, b"", b"x" * 19, b"y" * 21, b"\xff" * 20, b"\x80" + b"\x00" * 19]
+    frame = spark.createDataFrame([(k,) for k in keys], "_key binary")
+    rows = decode_key_columns(frame).collect()
+    pid, part, off, valid = decode_keys(pa.array(keys, pa.binary()))
+    for i, r in enumerate(rows):
+        if valid[i]:
+            assert (r["_pid"], r["_source_partition"], r["_source_offset"]) == (
+                int(pid[i]), int(part[i]), int(off[i]))
+        else:
+            assert (r["_pid"], r["_source_partition"], r["_source_offset"]) == (None, None, None)
+    assert F is not None
