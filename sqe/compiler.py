@@ -102,5 +102,6 @@ def compile_query(query: Query, frame: DataFrame, where: str) -> DataFrame:
         for i, (e, name) in enumerate(zip(query.select.expressions, query.insertInto.fields,
                                           strict=True))
     ]
-    carried = [c for c in CARRIED if c in frame.columns and c not in query.insertInto.fields]
+    chosen = {f.lower() for f in query.insertInto.fields}  # Spark names are case-insensitive
+    carried = [c for c in CARRIED if c in frame.columns and c not in chosen]
     return frame.select(*columns, *carried)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 __all__ = ["Deserialized", "deserialize", "top_level_fields"]
@@ -41,10 +41,14 @@ def top_level_fields(object_type: str) -> list[tuple[str, str]]:
     text = object_type.strip()
     if not (text.upper().startswith("OBJECT<") and text.endswith(">")):
         return []
-    body, fields, depth, start = text[7:-1], [], 0, 0
+    body, fields, depth, start, quoted = text[7:-1], [], 0, 0, False
     parts = []
     for i, ch in enumerate(body):
-        if ch in "<(":
+        if ch == "`":
+            quoted = not quoted  # a doubled backtick inside a name toggles twice
+        elif quoted:
+            continue
+        elif ch in "<(":
             depth += 1
         elif ch in ">)":
             depth -= 1
@@ -55,11 +59,18 @@ def top_level_fields(object_type: str) -> list[tuple[str, str]]:
     for part in parts:
         if not part.strip():
             continue
-        name, _, dtype = part.strip().partition(":")
-        name = name.strip()
-        if len(name) > 1 and name[0] == name[-1] == "`":
-            name = name[1:-1].replace("``", "`")
-        fields.append((name, dtype.strip()))
+        part = part.strip()
+        if part.startswith("`"):
+            end = 1
+            while True:  # the closing backtick is one not followed by another
+                end = part.index("`", end)
+                if part[end + 1:end + 2] != "`":
+                    break
+                end += 2
+            name, dtype = part[1:end].replace("``", "`"), part[end + 1:].lstrip()[1:]
+        else:
+            name, _, dtype = part.partition(":")
+        fields.append((name.strip(), dtype.strip()))
     return fields
 
 
@@ -71,29 +82,44 @@ def _spark_type(variant_type: str) -> str | None:
     return "string" if upper == "VOID" else variant_type
 
 
+def _field(name: str, target: str) -> Column:
+    """Top-level field ``name`` of the parsed value as ``target``; any name works."""
+    if "'" not in name:
+        return F.try_variant_get(_JSON, "$['" + name + "']", target)
+    if '"' not in name:
+        return F.try_variant_get(_JSON, '$["' + name + '"]', target)
+    as_map = F.try_variant_get(_JSON, "$", "map<string,variant>")
+    return F.try_variant_get(F.element_at(as_map, F.lit(name)), "$", target)
+
+
 def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = ()) -> Deserialized:
     """The batch ``frame`` with the fields of deserializer ``kind`` (None means identity)."""
     if kind in (None, "identity"):
         return Deserialized(frame, 0)
     if kind != "json":
         raise ValueError(f"unknown deserializer {kind!r}")
-    parsed = frame.withColumn(_JSON, F.try_parse_json(F.col("_value").cast("string")))
+    value = F.try_parse_json(F.col("_value").cast("string"))
+    # Only JSON objects have fields; any other value (not JSON, or an array, string or
+    # number) passes with NULL fields and is counted, without hiding the fields of the rest.
+    is_object = F.schema_of_variant(value).startswith("OBJECT")
+    parsed = frame.withColumn(_JSON, F.when(is_object, value))
     row = parsed.agg(
         F.schema_of_variant_agg(_JSON).alias("schema"),
         F.count_if(F.col("_value").isNotNull() & F.col(_JSON).isNull()).alias("bad"),
     ).first()
     fields = top_level_fields(row["schema"] or "") if row is not None else []
-    taken = set(parsed.columns)
+    # Spark resolves column names case-insensitively: compare them that way.
+    taken = {c.lower() for c in parsed.columns}
     columns = []
     for name, vtype in fields:
-        if name in taken:  # a JSON key named like a source column: the source column wins
+        if name.lower() in taken:  # a JSON key named like a source column: the column wins
             continue
-        path = "$['" + name + "']"
-        target = _spark_type(vtype)
-        value = (F.try_variant_get(_JSON, path, target) if target
-                 else F.try_variant_get(_JSON, path, "variant"))
-        columns.append(value.alias(name))
-        taken.add(name)
-    columns += [F.lit(None).cast("string").alias(n) for n in dict.fromkeys(wanted) if n not in taken]
+        target = _spark_type(vtype) or "variant"
+        columns.append(_field(name, target).alias(name))
+        taken.add(name.lower())
+    for name in dict.fromkeys(wanted):
+        if name.lower() not in taken:
+            columns.append(F.lit(None).cast("string").alias(name))
+            taken.add(name.lower())
     out = parsed.select(*[parsed[c] for c in frame.columns], *columns)
     return Deserialized(out, int(row["bad"]) if row is not None else 0)

@@ -32,9 +32,14 @@ def bootstrap(brokers: str | Iterable[str]) -> str:
 
 
 def consumer_conf(brokers: str | Iterable[str], group: str,
-                  extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Settings of a consumer that reads assigned ranges and commits nothing to Kafka."""
+                  extra: Mapping[str, Any] | None = None, quiet: bool = False) -> dict[str, Any]:
+    """Settings of a consumer that reads assigned ranges and commits nothing to Kafka.
+
+    ``quiet`` silences librdkafka's own connection-error log lines, for clients
+    whose failures the caller reports itself as one sentence.
+    """
     return {
+        **({"log_level": 2} if quiet else {}),
         "bootstrap.servers": bootstrap(brokers),
         "group.id": group,
         "enable.auto.commit": False,

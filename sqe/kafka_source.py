@@ -184,7 +184,8 @@ class SourceConfig:
         """A confluent-kafka consumer for this source (``role`` names it in the group id)."""
         from confluent_kafka import Consumer
 
-        return Consumer(consumer_conf(self.brokers, f"sqe-{role}-{self.topic}", self.kafka))
+        return Consumer(consumer_conf(self.brokers, f"sqe-{role}-{self.topic}", self.kafka,
+                                      quiet=role == "planner"))
 
 
 def _parse_offsets(text: str, what: str) -> dict[int, int]:

@@ -69,6 +69,7 @@ class BatchReport:
     unparseable_values: int = 0
     written: dict[str, int] = field(default_factory=dict)
     skipped: bool = False
+    filtering: bool = False
 
     def line(self) -> str:
         """The log line of this batch."""
@@ -76,9 +77,10 @@ class BatchReport:
             return (f"{self.stream} batch {self.batch_id}: already committed to the HWM store, "
                     "skipped")
         outs = ", ".join(f"{n} to {k}" for k, n in self.written.items()) or "no state written"
+        replays = (f"{self.replays_dropped} replays dropped, {self.unparseable_keys} records "
+                   "with unparseable keys passed through, " if self.filtering else "")
         return (f"{self.stream} batch {self.batch_id}: {self.records_read} records read, "
-                f"{self.replays_dropped} replays dropped, {self.unparseable_keys} unparseable "
-                f"keys passed through, {self.unparseable_values} values not JSON; wrote {outs}")
+                f"{replays}{self.unparseable_values} values not JSON; wrote {outs}")
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,7 @@ def _queries_of(plan: TopologyPlan, stream: CreateStream) -> list[tuple[str, Que
 def _cluster_id(brokers: str, topic: str) -> str | None:
     from confluent_kafka import Consumer, KafkaException
 
-    client = Consumer(consumer_conf(brokers, "sqe-metadata"))
+    client = Consumer(consumer_conf(brokers, "sqe-metadata", quiet=True))
     try:
         return client.list_topics(topic, timeout=30).cluster_id
     except KafkaException as exc:
@@ -217,7 +219,7 @@ class BatchProcessor:
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         import redis
 
-        report = BatchReport(self.p.stream.streamName, batch_id)
+        report = BatchReport(self.p.stream.streamName, batch_id, filtering=self.filtering)
         store = self._store() if self.filtering else None
         snapshot = None
         if store is not None:
@@ -356,14 +358,14 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
         if on_start is not None:
             on_start(queries)
         deadline = time.monotonic() + runtime if (mode == "runtime" and runtime) else None
-        while any(q.isActive for q in queries):
+        while True:
             for q in queries:
                 if q.exception() is not None:
                     raise q.exception()
-            if deadline is not None and time.monotonic() >= deadline:
+            active = [q for q in queries if q.isActive]
+            if not active or (deadline is not None and time.monotonic() >= deadline):
                 break
-            spark.streams.awaitAnyTermination(1.0)
-            spark.streams.resetTerminated()
+            active[0].awaitTermination(1.0)  # raises if that query failed
         for q in queries:
             if q.exception() is not None:
                 raise q.exception()

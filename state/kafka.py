@@ -54,6 +54,17 @@ class KafkaStateConfig:
     partitioner: str | None = None
     extra: tuple[tuple[str, Any], ...] = ()
 
+    def __post_init__(self) -> None:
+        keytype = self.keytype.lower()
+        if keytype not in ("streammetadata", "messagehash", "field"):
+            raise StateError(f"Kafka state {self.topic}: keytype must be StreamMetadata, "
+                             f"messagehash or field, got {self.keytype!r}")
+        if keytype == "field" and len(self.fields) != 2:
+            raise StateError(f"Kafka state {self.topic}: keytype field writes the first field "
+                             f"as key and the second as value, so it needs exactly 2 fields, "
+                             f"got {len(self.fields)}")
+        object.__setattr__(self, "keytype", keytype)
+
     @classmethod
     def from_settings(cls, topic: str, fields: list[str], settings: Mapping[str, Any],
                       extra: Mapping[str, Any] | None = None) -> KafkaStateConfig:
@@ -155,6 +166,12 @@ def _producer_task(cfg: KafkaStateConfig) -> Any:
                         break
                     except BufferError:  # local queue full: let deliveries drain
                         producer.poll(0.1)
+                    except KafkaException as exc:  # refused before sending (e.g. too large)
+                        producer.flush(_FLUSH_TIMEOUT)
+                        raise StateError(
+                            f"Kafka state {cfg.topic} on {cfg.brokers}: a record was refused "
+                            f"({error_text(exc)}); the batch fails and nothing of it is "
+                            "committed") from None
             producer.poll(0)
             if failures:
                 break

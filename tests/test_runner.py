@@ -1,0 +1,184 @@
+"""sqe run end to end: counters, bad input, outages of Redis and Kafka, the CLI and spark-submit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sqe.errors import SqeError
+from sqe.local_services import free_port, start_local_kafka, start_local_redis
+from sqe.metadata import StreamMetadata
+from sqe.plan import plan_topology
+from sqe.runner import RunError, run_topology
+from sqe.topology import load_topology
+from tests.kafka_io import produce, read_topic
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
+
+PID = 777
+
+
+def _topology(tmp_path: Path, source: str, dest: str, deserializer: str = "json") -> Path:
+    """Read `source` with replay filtering, keep two fields, write `dest` keyed by StreamMetadata."""
+    fields = ["id", "amount"] if deserializer == "json" else ["Message"]
+    exprs = ["id", "amount"] if deserializer == "json" else ["_value"]
+    commands = [
+        {"CreateStream": {"streamName": "In", "objectName": source, "spoutName": "KAFKA",
+                          "deserializer": deserializer,
+                          "options": {"jw.sqe.spout.kafka.filterReplays": True}}},
+        {"Query": {"insertInto": {"objectName": dest, "stateName": "KAFKA", "fields": fields,
+                                  "options": {"jw.sqe.state.kafka.keytype": "StreamMetadata"}},
+                   "select": {"expressions": exprs}, "from": {"objectName": "In"}}},
+    ]
+    path = tmp_path / "topology.yaml"
+    path.write_text(yaml.safe_dump(commands))
+    return path
+
+
+def _plan(path: Path, kafka: str, redis_url: str, **extra):
+    conf = {"jw.sqe.spout.kafka.brokers": kafka, "jw.sqe.state.kafka.brokers": kafka,
+            "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url, **extra}
+    return plan_topology(load_topology(path), conf=conf)
+
+
+def _key(offset: int, partition: int = 0) -> bytes:
+    return StreamMetadata(PID, partition, offset).to_bytes()
+
+
+def test_bad_keys_and_values_pass_through_counted(spark, kafka_bootstrap, kafka_topic, redis_url,
+                                                 tmp_path):
+    source, dest = kafka_topic(1, "in"), kafka_topic(1, "out")
+    good = [(_key(o), json.dumps({"id": f"r{o}", "amount": o}).encode(), 0) for o in (0, 1, 2)]
+    produce(kafka_bootstrap, source, [
+        *good,
+        (_key(1), b'{"id": "replay", "amount": 1}', 0),          # a replay: dropped
+        (b"k" * 19, b'{"id": "short-key", "amount": 5}', 0),     # cannot be judged: kept
+        (None, b'{"id": "null-key", "amount": 6}', 0),           # cannot be judged: kept
+        (_key(3), b"\xff not json", 0),                          # corrupt value: kept, NULL fields
+    ])
+    queries = []
+    plan = _plan(_topology(tmp_path, source, dest), kafka_bootstrap, redis_url)
+    reports = run_topology(plan, spark, "bad", tmp_path / "ck", "once", on_start=queries.extend)
+
+    out = read_topic(kafka_bootstrap, dest)
+    values = [json.loads(r.value) for r in out]
+    assert [v.get("id") for v in values] == ["r0", "r1", "r2", "short-key", "null-key", None]
+    assert [StreamMetadata.from_bytes(r.key).offset for r in out] == [0, 1, 2, 4, 5, 6]
+    (report,) = reports
+    assert (report.records_read, report.replays_dropped, report.unparseable_keys,
+            report.unparseable_values) == (7, 1, 2, 1)
+    assert "1 replays dropped, 2 records with unparseable keys passed through" in report.line()
+    metrics = queries[0].lastProgress["observedMetrics"]["sqe.In"]
+    assert (metrics["records_passed"], metrics["replays_dropped"], metrics["unparseable_keys"]) == (
+        6, 1, 2)
+
+
+def test_redis_outage_fails_the_batch_and_loses_nothing(spark, kafka_bootstrap, kafka_topic,
+                                                       tmp_path):
+    port = free_port()
+    redis_dir = tmp_path / "redis"
+    redis_dir.mkdir()
+    server = start_local_redis(redis_dir, port)
+    url = f"redis://127.0.0.1:{port}/0"
+    source, dest = kafka_topic(1, "in"), kafka_topic(1, "out")
+    path = _topology(tmp_path, source, dest, "identity")
+    produce(kafka_bootstrap, source, [(_key(o), b"%d" % o, 0) for o in (0, 1, 2, 1)])
+    try:
+        run_topology(_plan(path, kafka_bootstrap, url), spark, "outage", tmp_path / "ck", "once")
+        import redis
+
+        redis.Redis.from_url(url).save()  # keep the HWMs across the restart below
+    finally:
+        server.stop()
+    produce(kafka_bootstrap, source, [(_key(o), b"%d" % o, 0) for o in (2, 3, 4)])
+    with pytest.raises(RunError, match=rf"127\.0\.0\.1:{port}"):
+        run_topology(_plan(path, kafka_bootstrap, url), spark, "outage", tmp_path / "ck", "once")
+    server = start_local_redis(redis_dir, port)
+    try:
+        run_topology(_plan(path, kafka_bootstrap, url), spark, "outage", tmp_path / "ck", "once")
+    finally:
+        server.stop()
+    assert [r.value for r in read_topic(kafka_bootstrap, dest)] == [b"0", b"1", b"2", b"3", b"4"]
+
+
+def test_kafka_outage_fails_the_batch_and_loses_nothing(spark, redis_url, tmp_path):
+    port = free_port()
+    broker = start_local_kafka(tmp_path / "kafka", port)
+    kafka = broker.address
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": kafka})
+    for topic in ("in", "out"):
+        admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "-1"})])[topic].result(30)
+    path = _topology(tmp_path, "in", "out", "identity")
+    conf = {"jw.sqe.spout.kafka.readTimeoutSeconds": 20}
+    try:
+        produce(kafka, "in", [(_key(o), b"%d" % o, 0) for o in (0, 1, 2)])
+        run_topology(_plan(path, kafka, redis_url, **conf), spark, "k", tmp_path / "ck", "once")
+    finally:
+        broker.stop()
+    with pytest.raises(SqeError, match=rf"cannot reach the Kafka brokers 127\.0\.0\.1:{port}"):
+        run_topology(_plan(path, kafka, redis_url, **conf), spark, "k", tmp_path / "ck", "once")
+    broker = start_local_kafka(tmp_path / "kafka", port)
+    try:
+        produce(kafka, "in", [(_key(o), b"%d" % o, 0) for o in (2, 3)])
+        run_topology(_plan(path, kafka, redis_url, **conf), spark, "k", tmp_path / "ck", "once")
+        assert [r.value for r in read_topic(kafka, "out")] == [b"0", b"1", b"2", b"3"]
+    finally:
+        broker.stop()
+
+
+def _sqe(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sqe.cli", *args], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, **(env or {})})
+
+
+def test_cli_run_exit_codes(kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    source, dest = kafka_topic(1, "in"), kafka_topic(1, "out")
+    path = _topology(tmp_path, source, dest, "identity")
+    bad = _sqe("run", str(path), "--conf", "jw.sqe.spout.kafka.filterReplay=true")
+    assert bad.returncode == 2
+    assert "did you mean jw.sqe.spout.kafka.filterReplays?" in bad.stderr
+
+    dead = f"127.0.0.1:{free_port()}"
+    down = _sqe("run", str(path), "--once", "--checkpoint", str(tmp_path / "ck1"),
+                "--conf", f"jw.sqe.spout.kafka.brokers={dead}",
+                "--conf", f"jw.sqe.spout.kafka.filterReplays.redis.url={redis_url}")
+    assert down.returncode == 1
+    assert f"cannot reach the Kafka brokers {dead}" in down.stderr
+    assert "Traceback" not in down.stderr and "py4j" not in down.stderr.lower()
+
+    produce(kafka_bootstrap, source, [(_key(o), b"%d" % o, 0) for o in (0, 1, 0, 2)])
+    ok = _sqe("run", str(path), "--once", "--checkpoint", str(tmp_path / "ck2"),
+              "--conf", f"jw.sqe.spout.kafka.brokers={kafka_bootstrap}",
+              "--conf", f"jw.sqe.state.kafka.brokers={kafka_bootstrap}",
+              "--conf", f"jw.sqe.spout.kafka.filterReplays.redis.url={redis_url}")
+    assert ok.returncode == 0, ok.stderr
+    assert "4 records read, 1 replays dropped, 3 rows written" in ok.stdout
+    assert [r.value for r in read_topic(kafka_bootstrap, dest)] == [b"0", b"1", b"2"]
+
+
+def test_spark_submit_runs_the_same_entry_point(kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    source, dest = kafka_topic(1, "in"), kafka_topic(1, "out")
+    path = _topology(tmp_path, source, dest, "identity")
+    produce(kafka_bootstrap, source, [(_key(o), b"%d" % o, 0) for o in (0, 1, 1, 2)])
+    submit = Path(sys.executable).parent / "spark-submit"
+    script = subprocess.run([sys.executable, "-m", "sqe.submit", "--path"], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    done = subprocess.run(
+        [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+         "--conf", f"spark.jw.sqe.spout.kafka.filterReplays.redis.url={redis_url}",
+         script, str(path), "--once", "--checkpoint", str(tmp_path / "ck"),
+         "--conf", f"jw.sqe.spout.kafka.brokers={kafka_bootstrap}",
+         "--conf", f"jw.sqe.state.kafka.brokers={kafka_bootstrap}"],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "4 records read, 1 replays dropped, 3 rows written" in done.stdout
+    assert [r.value for r in read_topic(kafka_bootstrap, dest)] == [b"0", b"1", b"2"]
