@@ -7,6 +7,7 @@ sentences on stderr, never as stack traces.
 
     sqe validate topologies/*.yaml --config conf/local.yaml
     sqe run topologies/enrich.yaml --config conf/local.yaml --once
+    sqe hwm show load.Enriched --redis redis://localhost:6379/0
     sqe options --markdown
     sqe keys decode 0000011f71fb04cb00000007000000000000002a
     sqe keys encode 1234567890123 7 42
@@ -83,6 +84,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
     written = sum(sum(r.written.values()) for r in reports)
     print(f"{topology.name}: {len(reports)} batch(es), {read} records read, "
           f"{dropped} replays dropped, {written} rows written")
+    return 0
+
+
+def _cmd_hwm(args: argparse.Namespace) -> int:
+    import redis
+
+    from state.hwm import HwmStore
+
+    store = HwmStore.from_url(args.redis, args.consumer, args.ttl)
+    try:
+        if args.hwm_command == "reset":
+            deleted = store.reset()
+            print(f"consumer {args.consumer}: {deleted} key(s) deleted from {args.redis}")
+            return 0
+        snapshot = store.load()
+    except redis.RedisError as exc:
+        print(f"error: HWM store at {args.redis}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        store.client.close()
+    print(f"consumer {args.consumer}: committed batch "
+          f"{'-' if snapshot.batch_id is None else snapshot.batch_id}, "
+          f"{len(snapshot.hwm)} high-water mark(s)")
+    for (pid, partition), offset in sorted(snapshot.hwm.items()):
+        print(f"pid={pid} partition={partition} offset={offset}")
     return 0
 
 
@@ -172,6 +198,18 @@ def _parser() -> argparse.ArgumentParser:
     when.add_argument("--runtime", type=float, metavar="SECONDS",
                       help="run for this many seconds, then stop")
     r.set_defaults(func=_cmd_run)
+
+    h = sub.add_parser("hwm", help="show or reset a consumer's high-water marks in Redis")
+    hsub = h.add_subparsers(dest="hwm_command", required=True, metavar="ACTION")
+    for action, text in (("show", "print the committed batch id and the HWMs"),
+                         ("reset", "delete them (after deleting the query's checkpoint)")):
+        a = hsub.add_parser(action, help=text)
+        a.add_argument("consumer", metavar="CONSUMER", help="<topology name>.<streamName>")
+        a.add_argument("--redis", default="redis://localhost:6379/0", metavar="URL",
+                       help="the HWM store (jw.sqe.spout.kafka.filterReplays.redis.url)")
+        a.add_argument("--ttl", type=int, default=172800, metavar="SECONDS",
+                       help="entries older than this are not shown")
+    h.set_defaults(func=_cmd_hwm)
 
     o = sub.add_parser("options", help="list every jw.sqe.* option")
     o.add_argument("--markdown", action="store_true", help="print a Markdown table")

@@ -155,3 +155,13 @@ class HwmStore:
                     "another writer with the same consumer is ahead, so this one is refused"
                 ) from None
             raise
+
+    def reset(self) -> int:
+        """Forget this consumer's HWMs and batch id (after deleting its checkpoint on purpose).
+
+        Returns the number of keys deleted.  The next run starts from batch 0
+        and filters nothing it has not seen, so it re-processes whatever its
+        source offers from where the new checkpoint starts.
+        """
+        return int(self.client.delete(*self.keys))
+

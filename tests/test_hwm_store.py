@@ -73,3 +73,15 @@ def test_bad_arguments():
         HwmStore(client, "c", 0)
     with pytest.raises(ValueError, match="non-empty consumer"):
         HwmStore(client, "", 10)
+
+
+def test_cli_shows_and_resets_a_consumer(redis_url, capsys):
+    from sqe.cli import main
+
+    store = HwmStore.from_url(redis_url, "cli.S", 3600)
+    store.commit(3, {(5, 1): 42})
+    assert main(["hwm", "show", "cli.S", "--redis", redis_url]) == 0
+    out = capsys.readouterr().out
+    assert "committed batch 3, 1 high-water mark(s)" in out and "pid=5 partition=1 offset=42" in out
+    assert main(["hwm", "reset", "cli.S", "--redis", redis_url]) == 0
+    assert store.load().batch_id is None and store.load().hwm == {}
