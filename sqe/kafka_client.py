@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["CLIENT_DEFAULTS", "bootstrap", "consumer_conf", "producer_conf", "error_text"]
+__all__ = ["CLIENT_DEFAULTS", "bootstrap", "consumer_conf", "producer_conf", "error_text",
+           "topic_partitions"]
 
 CLIENT_DEFAULTS: dict[str, Any] = {"receive.message.max.bytes": 200_000_000}
 
@@ -73,3 +74,24 @@ def error_text(err: object) -> str:
         text = describe()
         return f"{name()}: {text}" if callable(name) else text
     return str(inner)
+
+
+def topic_partitions(client: Any, topic: str, brokers: str, error: type[Exception],
+                     role: str) -> list[int]:
+    """The partition ids of ``topic``, or ``error`` saying why they cannot be had.
+
+    ``client`` is any confluent-kafka client; ``role`` says what the caller
+    is, e.g. ``"Kafka source"``, and starts the error message.
+    """
+    from confluent_kafka import KafkaException
+
+    try:
+        meta = client.list_topics(topic, timeout=30).topics.get(topic)
+    except KafkaException as exc:
+        raise error(f"{role} {topic}: cannot reach the Kafka brokers {brokers}: "
+                    f"{error_text(exc)}") from None
+    if meta is None or meta.error is not None or not meta.partitions:
+        why = error_text(meta.error) if meta is not None and meta.error else "no partitions"
+        raise error(f"{role} {topic}: the topic on {brokers} cannot be used: {why}")
+    return sorted(meta.partitions)
+

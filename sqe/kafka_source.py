@@ -52,7 +52,7 @@ from pyspark.sql.types import (
 )
 
 from sqe.errors import SourceError
-from sqe.kafka_client import consumer_conf, error_text
+from sqe.kafka_client import consumer_conf, error_text, topic_partitions
 from sqe.metadata import decode_keys
 from sqe.replay import filter_replays
 
@@ -262,16 +262,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from confluent_kafka import KafkaException, TopicPartition
 
         cfg, client = self.config, self._client()
-        try:
-            topic = client.list_topics(cfg.topic, timeout=30).topics.get(cfg.topic)
-        except KafkaException as exc:
-            raise SourceError(f"cannot reach the Kafka brokers {cfg.brokers} for topic "
-                              f"{cfg.topic}: {error_text(exc)}") from None
-        if topic is None or topic.error is not None or not topic.partitions:
-            why = error_text(topic.error) if topic is not None and topic.error else "no partitions"
-            raise SourceError(f"topic {cfg.topic} on {cfg.brokers} cannot be read: {why}")
+        partitions = topic_partitions(client, cfg.topic, cfg.brokers, SourceError, "Kafka source")
         marks = {}
-        for p in sorted(topic.partitions):
+        for p in partitions:
             try:
                 marks[p] = client.get_watermark_offsets(TopicPartition(cfg.topic, p), timeout=30)
             except KafkaException as exc:

@@ -35,7 +35,7 @@ from pyspark.sql.types import BinaryType, StringType
 
 from sqe.compiler import CARRIED, field_column
 from sqe.errors import StateError
-from sqe.kafka_client import error_text, producer_conf
+from sqe.kafka_client import error_text, producer_conf, topic_partitions
 from sqe.metadata import encode_keys
 
 __all__ = ["KafkaStateConfig", "write_kafka"]
@@ -135,16 +135,8 @@ def _producer_task(cfg: KafkaStateConfig) -> Any:
             if err is not None and len(failures) < 5:
                 failures.append(f"{msg.topic()}/{msg.partition()}: {error_text(err)}")
 
-        try:
-            meta = producer.list_topics(cfg.topic, timeout=30).topics.get(cfg.topic)
-        except KafkaException as exc:
-            raise StateError(f"Kafka state {cfg.topic}: cannot reach {cfg.brokers}: "
-                             f"{error_text(exc)}") from None
-        if meta is None or meta.error is not None or not meta.partitions:
-            why = error_text(meta.error) if meta is not None and meta.error else "no partitions"
-            raise StateError(f"Kafka state: topic {cfg.topic} on {cfg.brokers} cannot be "
-                             f"written: {why}")
-        n_partitions = len(meta.partitions)
+        n_partitions = len(topic_partitions(producer, cfg.topic, cfg.brokers, StateError,
+                                            "Kafka state"))
         partitioner = resolve(cfg.partitioner) if cfg.partitioner else None
         written = 0
         for batch in batches:

@@ -274,7 +274,7 @@ def test_a_missing_topic_is_auto_created_when_the_broker_allows_it(spark, kafka_
     try:
         written = write_kafka(df, cfg)
     except PythonException as exc:  # a broker without auto-creation: the error must be clear
-        assert f"Kafka state: topic {topic} on {kafka_bootstrap} cannot be written" in str(exc)
+        assert f"Kafka state {topic}: the topic on {kafka_bootstrap} cannot be used" in str(exc)
         return
     assert written == 2
     assert sorted(r.value for r in read_topic(kafka_bootstrap, topic)) == [b"a", b"b"]
@@ -291,7 +291,8 @@ def test_a_missing_topic_without_auto_creation_is_a_state_error(spark, kafka_boo
 
     text = str(caught.value)
     assert "sqe.errors.StateError" in text
-    assert f"Kafka state: topic {topic} on {kafka_bootstrap} cannot be written: UNKNOWN_TOPIC_OR_PART" in text
+    expected = f"Kafka state {topic}: the topic on {kafka_bootstrap} cannot be used: UNKNOWN_TOPIC_OR_PART"
+    assert expected in text
 
 
 def test_source_partition_partitioner_refuses_keys_that_are_not_stream_metadata(
