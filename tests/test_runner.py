@@ -182,3 +182,35 @@ def test_spark_submit_runs_the_same_entry_point(kafka_bootstrap, kafka_topic, re
     assert done.returncode == 0, done.stderr[-3000:]
     assert "4 records read, 1 replays dropped, 3 rows written" in done.stdout
     assert [r.value for r in read_topic(kafka_bootstrap, dest)] == [b"0", b"1", b"2"]
+
+
+def test_committed_batch_is_skipped_and_an_older_one_refused(spark, kafka_bootstrap, kafka_topic,
+                                                            redis_url, tmp_path):
+    from state.hwm import HwmStore
+
+    source, dest = kafka_topic(1, "in"), kafka_topic(1, "out")
+    path = _topology(tmp_path, source, dest, "identity")
+    produce(kafka_bootstrap, source, [(_key(o), b"%d" % o, 0) for o in (0, 1)])
+    store = HwmStore.from_url(redis_url, "fence.In", 3600)
+    store.commit(0, {})  # batch 0 of this consumer is already committed
+    (report,) = run_topology(_plan(path, kafka_bootstrap, redis_url), spark, "fence",
+                             tmp_path / "ck0", "once")
+    assert report.skipped and read_topic(kafka_bootstrap, dest) == []
+    store.commit(5, {})  # a writer with this consumer is at batch 5
+    with pytest.raises(RunError, match=r"batch 0 is older than the committed batch 5 .*"
+                                       r"sqe hwm reset fence\.In"):
+        run_topology(_plan(path, kafka_bootstrap, redis_url), spark, "fence", tmp_path / "ck1",
+                     "once")
+    assert read_topic(kafka_bootstrap, dest) == []
+
+
+def test_runtime_mode_processes_what_arrives_then_stops(spark, kafka_bootstrap, kafka_topic,
+                                                       redis_url, tmp_path):
+    source, dest = kafka_topic(1, "in"), kafka_topic(1, "out")
+    path = _topology(tmp_path, source, dest, "identity")
+    produce(kafka_bootstrap, source, [(_key(o), b"%d" % o, 0) for o in (0, 1, 1, 2)])
+    queries = []
+    run_topology(_plan(path, kafka_bootstrap, redis_url), spark, "rt", tmp_path / "ck", "runtime",
+                 runtime=15, on_start=queries.extend)
+    assert not queries[0].isActive
+    assert [r.value for r in read_topic(kafka_bootstrap, dest)] == [b"0", b"1", b"2"]
