@@ -112,6 +112,49 @@ def _cmd_hwm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_services(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from sqe.local_services import start_local_kafka, start_local_redis
+
+    started = []
+    try:
+        kafka = start_local_kafka(os.path.join(args.data_dir, "kafka"), args.kafka_port)
+        started.append(kafka)
+        print(f"kafka: {kafka.address} (logs in {kafka.log_path})", flush=True)
+        if args.redis_port:
+            rds = start_local_redis(os.path.join(args.data_dir, "redis"), args.redis_port)
+            started.append(rds)
+            print(f"redis: {rds.address} (logs in {rds.log_path})", flush=True)
+        print("running; Ctrl-C stops them", flush=True)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        while not stop.wait(1.0):
+            dead = [s for s in started if s.process.poll() is not None]
+            if dead:
+                print(f"error: {dead[0].name} exited: {dead[0].log_tail(5)}", file=sys.stderr)
+                return 1
+        return 0
+    finally:
+        for service in reversed(started):
+            service.stop()
+
+
+def _cmd_sample_events(args: argparse.Namespace) -> int:
+    from sqe.errors import SourceError
+    from sqe.sample_events import produce_events
+
+    try:
+        n = produce_events(args.brokers, args.topic, args.count, start=args.start)
+    except SourceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{n} sample events written to {args.topic} on {args.brokers}")
+    return 0
+
+
 def _default_text(option: Option) -> str:
     if option.default is None:
         return "-"
@@ -210,6 +253,21 @@ def _parser() -> argparse.ArgumentParser:
         a.add_argument("--ttl", type=int, default=172800, metavar="SECONDS",
                        help="entries older than this are not shown")
     h.set_defaults(func=_cmd_hwm)
+
+    sv = sub.add_parser("services", help="run a local Kafka-protocol broker and redis-server "
+                        "for trying topologies on a machine without them (needs .[local])")
+    sv.add_argument("--kafka-port", type=int, default=9092)
+    sv.add_argument("--redis-port", type=int, default=6379,
+                    help="0 to start no redis-server (e.g. one already runs)")
+    sv.add_argument("--data-dir", default=".sqe-services", metavar="DIR")
+    sv.set_defaults(func=_cmd_services)
+
+    se = sub.add_parser("sample-events", help="write sample JSON events for enrich.yaml to Kafka")
+    se.add_argument("--brokers", default="localhost:9092")
+    se.add_argument("--topic", default="events")
+    se.add_argument("--count", type=int, default=1000)
+    se.add_argument("--start", type=int, default=0, help="first event number (ids e<start>...)")
+    se.set_defaults(func=_cmd_sample_events)
 
     o = sub.add_parser("options", help="list every jw.sqe.* option")
     o.add_argument("--markdown", action="store_true", help="print a Markdown table")

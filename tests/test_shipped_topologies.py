@@ -65,3 +65,12 @@ def test_native_format_without_the_connector_is_a_clear_error(spark):
 
     with pytest.raises(SourceError, match="needs Spark's Kafka connector on the classpath"):
         native_stream(spark, SourceConfig(topic="t", brokers="127.0.0.1:1"))
+
+
+def test_sample_events_command_writes_events_enrich_can_read(kafka_bootstrap, kafka_topic, capsys):
+    topic = kafka_topic(3, "samples")
+    assert main(["sample-events", "--brokers", kafka_bootstrap, "--topic", topic, "--count", "20"]) == 0
+    assert "20 sample events written" in capsys.readouterr().out
+    events = [json.loads(r.value) for r in read_topic(kafka_bootstrap, topic)]
+    assert sorted(e["event_id"] for e in events) == sorted(f"e{i}" for i in range(20))
+    assert all(set(e) == {"event_id", "user", "region", "amount"} for e in events)
