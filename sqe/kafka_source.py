@@ -54,7 +54,7 @@ from pyspark.sql.types import (
 from sqe.errors import SourceError
 from sqe.kafka_client import consumer_conf, error_text, topic_partitions
 from sqe.metadata import decode_keys
-from sqe.replay import filter_replays
+from sqe.replay import filter_replays_decoded
 
 __all__ = [
     "SOURCE_NAME",
@@ -420,7 +420,7 @@ def _to_batch(part: RangePartition, keys: list, values: list, offsets: list, sta
     batch = pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
     if hwm is None:
         return batch, None, 0
-    keep, new_hwm = filter_replays(key_arr, hwm)
+    keep, new_hwm = filter_replays_decoded(pid, spart, soff, valid, hwm)
     return batch.filter(pa.array(keep)), new_hwm, int((~keep).sum())
 
 

@@ -37,7 +37,10 @@ import pyarrow as pa
 
 from sqe.metadata import KEY_SIZE, StreamMetadata, decode_keys
 
-__all__ = ["Hwm", "ReplayStats", "filter_replays", "filter_replays_frame", "filter_replays_reference"]
+__all__ = [
+    "Hwm", "ReplayStats", "filter_replays", "filter_replays_decoded", "filter_replays_frame",
+    "filter_replays_reference",
+]
 
 #: High-water marks: (pid, source partition) -> highest source offset processed.
 Hwm = Mapping[tuple[int, int], int]
@@ -66,7 +69,16 @@ def filter_replays(
     with a kept record, the larger of its old mark and its largest kept offset.
     ``hwm`` itself is not modified.
     """
-    pid, part, off, valid = decode_keys(keys)
+    return filter_replays_decoded(*decode_keys(keys), hwm)
+
+
+def filter_replays_decoded(
+    pid: np.ndarray, part: np.ndarray, off: np.ndarray, valid: np.ndarray, hwm: Hwm
+) -> tuple[np.ndarray, dict[tuple[int, int], int]]:
+    """:func:`filter_replays` over keys already split by :func:`~sqe.metadata.decode_keys`.
+
+    For callers that decoded the keys for other uses too, so they are decoded once.
+    """
     keep = np.ones(len(off), dtype=bool)
     new_hwm = dict(hwm)
     rows = np.flatnonzero(valid)
