@@ -38,7 +38,7 @@ from sqe.compiler import CARRIED, compile_query
 from sqe.deserializers import deserialize
 from sqe.errors import SourceError, SqeError, StateError, TopologyError
 from sqe.expressions import fields_of
-from sqe.kafka_client import consumer_conf, error_text
+from sqe.kafka_client import cluster_metadata, consumer_conf
 from sqe.kafka_source import KafkaSource, SourceConfig, data_rows
 from sqe.metadata import kafka_secondary_id, pid_for
 from sqe.plan import TopologyPlan
@@ -120,14 +120,11 @@ def _queries_of(plan: TopologyPlan, stream: CreateStream) -> list[tuple[str, Que
 
 
 def _cluster_id(brokers: str, topic: str) -> str | None:
-    from confluent_kafka import Consumer, KafkaException
+    from confluent_kafka import Consumer
 
     client = Consumer(consumer_conf(brokers, "sqe-metadata", quiet=True))
     try:
-        return client.list_topics(topic, timeout=30).cluster_id
-    except KafkaException as exc:
-        raise SourceError(f"cannot reach the Kafka brokers {brokers} to read the cluster id "
-                          f"of topic {topic}: {error_text(exc)}") from None
+        return cluster_metadata(client, topic, brokers, SourceError, "Kafka source").cluster_id
     finally:
         client.close()
 
@@ -221,26 +218,28 @@ class BatchProcessor:
 
         report = BatchReport(self.p.stream.streamName, batch_id, filtering=self.filtering)
         store = self._store() if self.filtering else None
-        snapshot = None
-        if store is not None:
-            try:
-                snapshot = store.load()
-            except redis.RedisError as exc:
-                raise SourceError(f"cannot read the HWM store of {self.p.consumer} at "
-                                  f"{self.p.source.hwm_url}: {exc}") from None
-            committed = snapshot.batch_id
-            if committed is not None and batch_id == committed:
-                report.skipped = True
-                self._done(report)
-                return
-            if committed is not None and batch_id < committed:
-                from state.hwm import StaleBatchError
+        try:
+            snapshot = None
+            if store is not None:
+                try:
+                    snapshot = store.admit(batch_id)  # a lower batch id raises StaleBatchError
+                except redis.RedisError as exc:
+                    raise SourceError(f"cannot read the HWM store of {self.p.consumer} at "
+                                      f"{self.p.source.hwm_url}: {exc}") from None
+                if snapshot is None:  # committed already: Spark re-ran a finished batch
+                    report.skipped = True
+                    self._done(report)
+                    return
+            self._run(batch, batch_id, store, snapshot, report)
+        finally:
+            if store is not None:
+                store.client.close()
+        self._done(report)
 
-                raise StaleBatchError(
-                    f"{self.p.consumer}: batch {batch_id} is older than the committed batch "
-                    f"{committed} in {self.p.source.hwm_url}; another writer with this consumer "
-                    "is ahead, or this query's checkpoint was deleted (then run "
-                    f"'sqe hwm reset {self.p.consumer} --redis {self.p.source.hwm_url}')")
+    def _run(self, batch: DataFrame, batch_id: int, store: Any, snapshot: Any,
+             report: BatchReport) -> None:
+        import redis
+
         frame = batch.persist()
         try:
             if self.p.native and snapshot is not None:
@@ -284,9 +283,6 @@ class BatchProcessor:
                                      "and its output filtered as replays") from None
         finally:
             frame.unpersist()
-            if store is not None:
-                store.client.close()
-        self._done(report)
 
     def _done(self, report: BatchReport) -> None:
         self.reports.append(report)

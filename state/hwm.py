@@ -54,7 +54,7 @@ local stored = redis.call('GET', KEYS[3])
 local batch = tonumber(ARGV[2])
 if stored then
   if batch < tonumber(stored) then
-    return redis.error_reply('SQE_STALE batch ' .. ARGV[2] .. ' is older than the committed batch ' .. stored)
+    return redis.error_reply('SQE_STALE ' .. stored)
   end
   if batch == tonumber(stored) then return 0 end
 end
@@ -91,7 +91,7 @@ return out
 """
 
 
-class StaleBatchError(SqeError):
+class StaleBatchError(SqeError, RuntimeError):
     """A commit with a batch id lower than the committed one: another writer is ahead."""
 
 
@@ -112,13 +112,15 @@ def _tag(consumer: str) -> str:
 class HwmStore:
     """High-water marks and the committed batch id of one consumer, in Redis."""
 
-    def __init__(self, client: redis.Redis, consumer: str, ttl_seconds: int) -> None:
+    def __init__(self, client: redis.Redis, consumer: str, ttl_seconds: int,
+                 url: str | None = None) -> None:
         if ttl_seconds < 1:
             raise ValueError(f"HWM ttl must be at least 1 second, got {ttl_seconds}")
         tag = _tag(consumer)
         self.client = client
         self.consumer = consumer
         self.ttl_seconds = ttl_seconds
+        self.url = url  # for messages only
         self.keys = [f"sqe:{{{tag}}}:hwm", f"sqe:{{{tag}}}:ts", f"sqe:{{{tag}}}:batch"]
         self._commit = client.register_script(_COMMIT)
         self._load = client.register_script(_LOAD)
@@ -126,7 +128,7 @@ class HwmStore:
     @classmethod
     def from_url(cls, url: str, consumer: str, ttl_seconds: int) -> HwmStore:
         """A store on the Redis at ``url`` (``redis://host:port/db``)."""
-        return cls(redis.Redis.from_url(url), consumer, ttl_seconds)
+        return cls(redis.Redis.from_url(url), consumer, ttl_seconds, url)
 
     def load(self) -> HwmSnapshot:
         """The committed batch id and the HWMs updated within the TTL, read atomically."""
@@ -150,11 +152,32 @@ class HwmStore:
             return bool(self._commit(keys=self.keys, args=args))
         except redis.ResponseError as exc:
             if "SQE_STALE" in str(exc):
-                raise StaleBatchError(
-                    f"HWM store of consumer {self.consumer!r}: {str(exc).split('SQE_STALE ', 1)[1]}; "
-                    "another writer with the same consumer is ahead, so this one is refused"
-                ) from None
+                raise self._stale(batch_id, int(str(exc).split("SQE_STALE ", 1)[1])) from None
             raise
+
+    def admit(self, batch_id: int) -> HwmSnapshot | None:
+        """The snapshot to process batch ``batch_id`` with, or ``None`` if it is committed.
+
+        The check :meth:`commit` makes atomically, made before the batch does
+        any work: a batch id lower than the committed one raises
+        :class:`StaleBatchError`.
+        """
+        snapshot = self.load()
+        if snapshot.batch_id is not None:
+            if batch_id == snapshot.batch_id:
+                return None
+            if batch_id < snapshot.batch_id:
+                raise self._stale(batch_id, snapshot.batch_id)
+        return snapshot
+
+    def _stale(self, batch_id: int, committed: int) -> StaleBatchError:
+        where = f" in {self.url}" if self.url else ""
+        redis_arg = f" --redis {self.url}" if self.url else ""
+        return StaleBatchError(
+            f"HWM store of consumer {self.consumer!r}: batch {batch_id} is older than the "
+            f"committed batch {committed}{where}; another writer with the same consumer is "
+            "ahead, so this one is refused (if this query's checkpoint was deleted on purpose, "
+            f"run 'sqe hwm reset {self.consumer}{redis_arg}')")
 
     def reset(self) -> int:
         """Forget this consumer's HWMs and batch id (after deleting its checkpoint on purpose).
