@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from sqe import __version__
-from sqe.errors import PrerequisiteError, SqeError
+from sqe.errors import SqeError
 from sqe.metadata import StreamMetadata, pid_for
 from sqe.options import REGISTRY, RETIRED, Option
 from sqe.plan import plan_topology
@@ -143,14 +143,9 @@ def _cmd_services(args: argparse.Namespace) -> int:
 
 
 def _cmd_sample_events(args: argparse.Namespace) -> int:
-    from sqe.errors import SourceError
     from sqe.sample_events import produce_events
 
-    try:
-        n = produce_events(args.brokers, args.topic, args.count, start=args.start)
-    except SourceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    n = produce_events(args.brokers, args.topic, args.count, start=args.start)
     print(f"{n} sample events written to {args.topic} on {args.brokers}")
     return 0
 
@@ -209,6 +204,16 @@ def _cmd_keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def _option_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments that resolve a topology's options: --config, --conf, --name."""
+    parser.add_argument("--config", action="append", default=[], metavar="FILE",
+                        help="YAML config with SQE: options and Spark: conf (repeatable)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a jw.sqe.* option that wins over the files (repeatable)")
+    parser.add_argument("--name", help="topology name used in PIDs and HWM keys "
+                        "(default: the file's stem)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sqe", description="SQE on Spark: declarative streaming topologies on Spark.")
@@ -217,21 +222,12 @@ def _parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("validate", help="check topology files without starting Spark")
     v.add_argument("files", nargs="+", metavar="FILE", help="topology files (YAML or JSON)")
-    v.add_argument("--config", action="append", default=[], metavar="FILE",
-                   help="YAML config with SQE: options and Spark: conf (repeatable)")
-    v.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="a jw.sqe.* option that wins over the files (repeatable)")
-    v.add_argument("--name", help="topology name used in PIDs (default: the file's stem)")
+    _option_arguments(v)
     v.set_defaults(func=_cmd_validate)
 
     r = sub.add_parser("run", help="run a topology on Spark (locally, or under spark-submit)")
     r.add_argument("topology", metavar="TOPOLOGY", help="topology file (YAML or JSON)")
-    r.add_argument("--config", action="append", default=[], metavar="FILE",
-                   help="YAML config with SQE: options and Spark: conf (repeatable)")
-    r.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="a jw.sqe.* option that wins over the files (repeatable)")
-    r.add_argument("--name", help="topology name used in PIDs and HWM keys (default: the "
-                   "file's stem)")
+    _option_arguments(r)
     r.add_argument("--checkpoint", metavar="DIR",
                    help="checkpoint directory (default: checkpoints/<name>); one sub-directory "
                    "per stream")
@@ -298,12 +294,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `sqe options | head`: the reader left, not an error
         sys.stdout = open(os.devnull, "w")
         return 0
-    except PrerequisiteError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
     except SqeError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        # Errors of bad input are ValueErrors; the others failed at run time.
+        return 1 if isinstance(exc, RuntimeError) else 2
 
 
 if __name__ == "__main__":

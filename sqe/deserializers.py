@@ -74,11 +74,11 @@ def top_level_fields(object_type: str) -> list[tuple[str, str]]:
     return fields
 
 
-def _spark_type(variant_type: str) -> str | None:
-    """The type to extract a field as, or ``None`` to keep it as VARIANT."""
+def _spark_type(variant_type: str) -> str:
+    """The type to extract a field as: nested values stay VARIANT, all-NULL ones are strings."""
     upper = variant_type.upper()
     if upper.startswith(("OBJECT", "ARRAY", "VARIANT")):
-        return None
+        return "variant"
     return "string" if upper == "VOID" else variant_type
 
 
@@ -114,8 +114,7 @@ def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = ()) 
     for name, vtype in fields:
         if name.lower() in taken:  # a JSON key named like a source column: the column wins
             continue
-        target = _spark_type(vtype) or "variant"
-        columns.append(_field(name, target).alias(name))
+        columns.append(_field(name, _spark_type(vtype)).alias(name))
         taken.add(name.lower())
     for name in dict.fromkeys(wanted):
         if name.lower() not in taken:

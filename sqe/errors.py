@@ -4,7 +4,9 @@ Every error a user can cause derives from :class:`SqeError` and carries a
 message that says what was wrong and where (file, command, option key,
 topic/partition/offset).  The CLI prints the message as one sentence and
 never a stack trace.  Errors about bad values also derive from
-:class:`ValueError`, so code that validates inputs can catch them as such.
+:class:`ValueError`, so code that validates inputs can catch them as such
+(the CLI exits 2); failures at run time derive from :class:`RuntimeError`
+(the CLI exits 1).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = ["CLIENT_DEFAULTS", "bootstrap", "consumer_conf", "producer_conf", "error_text",
-           "topic_partitions"]
+           "cluster_metadata", "topic_partitions"]
 
 CLIENT_DEFAULTS: dict[str, Any] = {"receive.message.max.bytes": 200_000_000}
 
@@ -76,9 +76,9 @@ def error_text(err: object) -> str:
     return str(inner)
 
 
-def topic_partitions(client: Any, topic: str, brokers: str, error: type[Exception],
-                     role: str) -> list[int]:
-    """The partition ids of ``topic``, or ``error`` saying why they cannot be had.
+def cluster_metadata(client: Any, topic: str, brokers: str, error: type[Exception],
+                     role: str) -> Any:
+    """The brokers' metadata of ``topic`` (``.cluster_id``, ``.topics``), or ``error``.
 
     ``client`` is any confluent-kafka client; ``role`` says what the caller
     is, e.g. ``"Kafka source"``, and starts the error message.
@@ -86,12 +86,17 @@ def topic_partitions(client: Any, topic: str, brokers: str, error: type[Exceptio
     from confluent_kafka import KafkaException
 
     try:
-        meta = client.list_topics(topic, timeout=30).topics.get(topic)
+        return client.list_topics(topic, timeout=30)
     except KafkaException as exc:
         raise error(f"{role} {topic}: cannot reach the Kafka brokers {brokers}: "
                     f"{error_text(exc)}") from None
+
+
+def topic_partitions(client: Any, topic: str, brokers: str, error: type[Exception],
+                     role: str) -> list[int]:
+    """The partition ids of ``topic``, or ``error`` saying why they cannot be had."""
+    meta = cluster_metadata(client, topic, brokers, error, role).topics.get(topic)
     if meta is None or meta.error is not None or not meta.partitions:
         why = error_text(meta.error) if meta is not None and meta.error else "no partitions"
         raise error(f"{role} {topic}: the topic on {brokers} cannot be used: {why}")
     return sorted(meta.partitions)
-
