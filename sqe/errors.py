@@ -18,6 +18,7 @@ __all__ = [
     "PrerequisiteError",
     "SourceError",
     "StateError",
+    "StaleBatchError",
 ]
 
 
@@ -47,3 +48,7 @@ class SourceError(SqeError, RuntimeError):
 
 class StateError(SqeError, RuntimeError):
     """Writing a state failed: the message names the state and what was refused."""
+
+
+class StaleBatchError(SqeError, RuntimeError):
+    """A commit with a batch id lower than the committed one: another writer is ahead."""

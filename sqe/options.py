@@ -166,6 +166,10 @@ _DECLARED = [
            "Separator between joined key and field values.", scope="state"),
     Option("jw.sqe.state.redis.expireintervalsec", "int", 0,
            "Seconds until written keys expire; 0 never expires.", scope="state", minimum=0),
+    # -- Postgres state ---------------------------------------------------------------
+    Option("jw.sqe.state.postgres.dsn", "str", None,
+           "Postgres connection string of the Postgres state (libpq URI or key=value), e.g. "
+           "postgresql://postgres@localhost:5432/postgres.", scope="state"),
 ]
 
 #: Every declared option by key.

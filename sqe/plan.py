@@ -67,6 +67,8 @@ def _state_problems(query: Query, s: Settings, where: str) -> list[str]:
             problems.append(f"{where} -> insertInto -> fields: keytype field writes the first "
                             f"field as key and the second as value, so it needs exactly 2 "
                             f"fields, got {len(into.fields)}")
+    if into.stateName == "POSTGRES" and not s["jw.sqe.state.postgres.dsn"]:
+        problems.append(f"{where}: a POSTGRES state needs jw.sqe.state.postgres.dsn")
     if into.stateName == "REDIS":
         for key in ("jw.sqe.state.redis.keyname.fields", "jw.sqe.state.redis.fieldname.fields"):
             missing = [f for f in s[key] if f not in into.fields]

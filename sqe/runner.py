@@ -12,8 +12,13 @@ cached micro-batch, in file order.  Per micro-batch ``K`` of a stream:
 2. drop replays (already done in the source's ``read()``; for the native
    connector by :func:`sqe.replay.filter_replays_frame`);
 3. stamp each record with its StreamMetadata (this stream's pid, the source
-   partition and offset), deserialize, run the queries, write the states;
-4. commit the new HWMs with batch id ``K``.
+   partition and offset), deserialize, run the queries, write the states: a
+   Kafka state re-stamps its keys (its retries are replays for the next hop);
+   a Redis state in the HWM store's database is staged; a Postgres state
+   commits its rows with ``K`` in one SQL transaction (skipped when the table
+   holds ``K`` already); any other Redis state is written (idempotently);
+4. commit the new HWMs with batch id ``K``, applying the staged Redis rows in
+   the same atomic step.
 
 Counters of every batch (records read, replays dropped, unparseable keys
 passed through, values that are not JSON, rows written per state) are logged
@@ -38,6 +43,7 @@ from sqe.compiler import CARRIED, compile_query
 from sqe.deserializers import deserialize
 from sqe.errors import SourceError, SqeError, StateError, TopologyError
 from sqe.expressions import fields_of
+from sqe.faults import fault_point
 from sqe.kafka_client import cluster_metadata, consumer_conf
 from sqe.kafka_source import KafkaSource, SourceConfig, data_rows
 from sqe.metadata import kafka_secondary_id, pid_for
@@ -70,13 +76,15 @@ class BatchReport:
     written: dict[str, int] = field(default_factory=dict)
     skipped: bool = False
     filtering: bool = False
+    already_written: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         """The log line of this batch."""
         if self.skipped:
             return (f"{self.stream} batch {self.batch_id}: already committed to the HWM store, "
                     "skipped")
-        outs = ", ".join(f"{n} to {k}" for k, n in self.written.items()) or "no state written"
+        outs = ", ".join(f"{k} held this batch already" if k in self.already_written
+                         else f"{n} to {k}" for k, n in self.written.items()) or "no state written"
         replays = (f"{self.replays_dropped} replays dropped, {self.unparseable_keys} records "
                    "with unparseable keys passed through, " if self.filtering else "")
         return (f"{self.stream} batch {self.batch_id}: {self.records_read} records read, "
@@ -170,7 +178,40 @@ def build_pipelines(plan: TopologyPlan, name: str) -> list[StreamPipeline]:
     return pipelines
 
 
-def _write_state(query: Query, frame: DataFrame, settings: Settings, where: str) -> int:
+@dataclass
+class _Commit:
+    """What the states of one batch hand to its commit: who, which batch, staged rows."""
+
+    consumer: str
+    batch_id: int
+    store: Any  # state.hwm.HwmStore, or None without filterReplays
+    stages: list[Any] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+
+
+def _write_redis(frame: DataFrame, cfg: Any, commit: _Commit) -> int:
+    import redis
+
+    from state.hwm import Stage
+    from state.redis import stage_redis, write_redis
+
+    store = commit.store
+    try:
+        atomic = store is not None and store.same_database(cfg.url)
+        if not atomic:
+            return write_redis(frame, cfg)
+        key = store.stage_key(commit.batch_id, len(commit.stages))
+        store.client.delete(key)  # what a crashed attempt of this batch staged
+    except redis.RedisError as exc:
+        raise StateError(f"Redis state {cfg.name} at {cfg.url}: {exc}; the batch fails and "
+                         "is written when it is retried") from None
+    rows = stage_redis(frame, cfg, str(store.url), key)
+    commit.stages.append(Stage(key, cfg.datatype, cfg.expire_seconds))
+    return rows
+
+
+def _write_state(query: Query, frame: DataFrame, settings: Settings, where: str,
+                 commit: _Commit) -> int:
     into = query.insertInto
     if into.stateName == "KAFKA":
         from state.kafka import KafkaStateConfig, write_kafka
@@ -178,10 +219,18 @@ def _write_state(query: Query, frame: DataFrame, settings: Settings, where: str)
         return write_kafka(frame, KafkaStateConfig.from_settings(into.objectName, into.fields,
                                                                  settings))
     if into.stateName == "REDIS":
-        from state.redis import RedisStateConfig, write_redis
+        from state.redis import RedisStateConfig
 
-        return write_redis(frame, RedisStateConfig.from_settings(into.objectName, into.fields,
-                                                                 settings))
+        cfg = RedisStateConfig.from_settings(into.objectName, into.fields, settings)
+        return _write_redis(frame, cfg, commit)
+    if into.stateName == "POSTGRES":
+        from state.postgres import PostgresStateConfig, write_postgres
+
+        done = write_postgres(frame, PostgresStateConfig.from_settings(
+            into.objectName, into.fields, settings), commit.consumer, commit.batch_id)
+        if done.skipped:
+            commit.already.append(into.objectName)
+        return done.rows
     if into.stateName == "CONSOLE":
         rows = frame.select(*into.fields).collect()
         for row in rows:
@@ -268,15 +317,18 @@ class BatchProcessor:
             des = deserialize(stamped, self.p.stream.deserializer, self.p.wanted_fields)
             report.unparseable_values = des.unparseable_values
             frames = {self.p.stream.streamName: des.frame}
+            commit = _Commit(self.p.consumer, batch_id, store)
             for where, query, settings in self.p.queries:
                 out = compile_query(query, frames[query.from_.objectName], where)
                 frames[query.insertInto.objectName] = out
                 if query.insertInto.stateName:
                     report.written[query.insertInto.objectName] = _write_state(
-                        query, out, settings, where)
+                        query, out, settings, where, commit)
+            report.already_written = commit.already
+            fault_point("before-commit")
             if store is not None:
                 try:
-                    store.commit(batch_id, updates)
+                    store.commit(batch_id, updates, commit.stages)
                 except redis.RedisError as exc:
                     raise StateError(f"cannot commit the HWMs of {self.p.consumer} to "
                                      f"{self.p.source.hwm_url}: {exc}; the batch is re-run "

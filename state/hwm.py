@@ -6,27 +6,32 @@ tag so they live in one Redis Cluster slot and one Lua script may touch them:
 * ``sqe:{<consumer>}:hwm``   hash ``"<pid>:<partition>" -> highest source offset``
 * ``sqe:{<consumer>}:ts``    hash ``"<pid>:<partition>" -> last update (server ms)``
 * ``sqe:{<consumer>}:batch`` the last committed batch id
+* ``sqe:{<consumer>}:stage:<batch>:<n>`` rows of a Redis state staged for
+  batch ``<batch>`` (see :mod:`state.redis`), until the commit applies them
 
 :meth:`HwmStore.commit` runs one Lua script that, atomically, refuses a batch
 id lower than the stored one (:class:`StaleBatchError`: a stale or duplicate
 writer is fenced, loudly), skips a batch id equal to it (Spark re-ran a
 committed batch), and otherwise sets each HWM to the max of old and new,
 stamps the update time, drops entries older than the TTL and records the
-batch id.  Offsets are compared as decimal strings inside Lua, because Lua
+batch id; with staged Redis state rows it applies them in the same script,
+so the rows, the HWMs and the batch id land together or not at all.
+Offsets are compared as decimal strings inside Lua, because Lua
 numbers are doubles and would round int64 offsets above 2**53.  Times come
 from the Redis server's clock, so writers with skewed clocks agree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import redis
 
-from sqe.errors import SqeError
+from sqe.errors import StaleBatchError
 
-__all__ = ["HwmStore", "HwmSnapshot", "StaleBatchError"]
+__all__ = ["HwmStore", "HwmSnapshot", "Stage", "StaleBatchError"]
 
 # Server time in ms and the TTL (ARGV[1], seconds) in ms: both scripts start with this.
 _NOW = """
@@ -49,16 +54,39 @@ local function gt(a, b)
 end
 """
 
+# KEYS: hwm, ts, batch, stage keys...; ARGV: ttl, batch id, number of stages,
+# (datatype, expire seconds) per stage, then "<pid>:<partition>", offset pairs.
 _COMMIT = _NOW + _GT + """
+local stages = tonumber(ARGV[3])
 local stored = redis.call('GET', KEYS[3])
 local batch = tonumber(ARGV[2])
 if stored then
   if batch < tonumber(stored) then
     return redis.error_reply('SQE_STALE ' .. stored)
   end
-  if batch == tonumber(stored) then return 0 end
+  if batch == tonumber(stored) then
+    for s = 1, stages do redis.call('DEL', KEYS[3 + s]) end
+    return 0
+  end
 end
-for i = 3, #ARGV, 2 do
+for s = 1, stages do
+  local datatype, expire = ARGV[2 + 2 * s], tonumber(ARGV[3 + 2 * s])
+  local rows = redis.call('HGETALL', KEYS[3 + s])
+  for i = 1, #rows, 2 do
+    local f = rows[i]
+    local colon = string.find(f, ':', 1, true)
+    local n = tonumber(string.sub(f, 1, colon - 1))
+    local key = string.sub(f, colon + 1, colon + n)
+    if datatype == 'HASH' then
+      redis.call('HSET', key, string.sub(f, colon + n + 1), rows[i + 1])
+    else
+      redis.call('SET', key, rows[i + 1])
+    end
+    if expire > 0 then redis.call('EXPIRE', key, expire) end
+  end
+  redis.call('DEL', KEYS[3 + s])
+end
+for i = 4 + 2 * stages, #ARGV, 2 do
   local field, offset = ARGV[i], ARGV[i + 1]
   local old = redis.call('HGET', KEYS[1], field)
   if (not old) or gt(offset, old) then redis.call('HSET', KEYS[1], field, offset) end
@@ -91,16 +119,21 @@ return out
 """
 
 
-class StaleBatchError(SqeError, RuntimeError):
-    """A commit with a batch id lower than the committed one: another writer is ahead."""
-
-
 @dataclass(frozen=True)
 class HwmSnapshot:
     """What a consumer has committed: its last batch id (or None) and live HWMs."""
 
     batch_id: int | None
     hwm: dict[tuple[int, int], int]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Rows of a Redis state staged in ``key`` for the commit to apply (see state.redis)."""
+
+    key: str
+    datatype: str  # HASH or STRING
+    expire_seconds: int = 0
 
 
 def _tag(consumer: str) -> str:
@@ -122,6 +155,7 @@ class HwmStore:
         self.ttl_seconds = ttl_seconds
         self.url = url  # for messages only
         self.keys = [f"sqe:{{{tag}}}:hwm", f"sqe:{{{tag}}}:ts", f"sqe:{{{tag}}}:batch"]
+        self._stage_prefix = f"sqe:{{{tag}}}:stage:"
         self._commit = client.register_script(_COMMIT)
         self._load = client.register_script(_LOAD)
 
@@ -140,16 +174,22 @@ class HwmStore:
             hwm[(int(pid), int(part))] = int(offset)
         return HwmSnapshot(int(batch) if batch else None, hwm)
 
-    def commit(self, batch_id: int, updates: Mapping[tuple[int, int], int]) -> bool:
+    def commit(self, batch_id: int, updates: Mapping[tuple[int, int], int],
+               stages: Sequence[Stage] = ()) -> bool:
         """Commit batch ``batch_id`` with new marks; ``False`` if it was already committed.
 
-        Raises :class:`StaleBatchError` when a higher batch id is already committed.
+        The rows of ``stages`` are applied in the same atomic step (and the
+        stages deleted either way).  Raises :class:`StaleBatchError` when a
+        higher batch id is already committed; nothing is applied then.
         """
-        args: list[object] = [self.ttl_seconds, int(batch_id)]
+        args: list[object] = [self.ttl_seconds, int(batch_id), len(stages)]
+        for stage in stages:
+            args += [stage.datatype, int(stage.expire_seconds)]
         for (pid, part), offset in updates.items():
             args += [f"{int(pid)}:{int(part)}", str(int(offset))]
+        keys = [*self.keys, *(stage.key for stage in stages)]
         try:
-            return bool(self._commit(keys=self.keys, args=args))
+            return bool(self._commit(keys=keys, args=args))
         except redis.ResponseError as exc:
             if "SQE_STALE" in str(exc):
                 raise self._stale(batch_id, int(str(exc).split("SQE_STALE ", 1)[1])) from None
@@ -179,6 +219,26 @@ class HwmStore:
             "ahead, so this one is refused (if this query's checkpoint was deleted on purpose, "
             f"run 'sqe hwm reset {self.consumer}{redis_arg}')")
 
+    def stage_key(self, batch_id: int, index: int) -> str:
+        """The key that stages the rows of this consumer's ``index``-th state in a batch."""
+        return f"{self._stage_prefix}{int(batch_id)}:{int(index)}"
+
+    def same_database(self, url: str) -> bool:
+        """True when ``url`` names this store's Redis server and database.
+
+        Compared by the server's ``run_id`` and the database index, so
+        ``localhost`` and ``127.0.0.1`` (or two DNS names) agree.
+        """
+        other = redis.Redis.from_url(url)
+        try:
+            mine = self.client.connection_pool.connection_kwargs.get("db", 0)
+            theirs = other.connection_pool.connection_kwargs.get("db", 0)
+            if int(mine) != int(theirs):
+                return False
+            return bool(self.client.info("server")["run_id"] == other.info("server")["run_id"])
+        finally:
+            other.close()
+
     def reset(self) -> int:
         """Forget this consumer's HWMs and batch id (after deleting its checkpoint on purpose).
 
@@ -186,5 +246,7 @@ class HwmStore:
         and filters nothing it has not seen, so it re-processes whatever its
         source offers from where the new checkpoint starts.
         """
-        return int(self.client.delete(*self.keys))
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self._stage_prefix) + "*"
+        stages = list(self.client.scan_iter(match=pattern))
+        return int(self.client.delete(*self.keys, *stages))
 

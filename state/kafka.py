@@ -35,6 +35,7 @@ from pyspark.sql.types import BinaryType, StringType
 
 from sqe.compiler import CARRIED, field_column
 from sqe.errors import StateError
+from sqe.faults import armed, fault_point
 from sqe.kafka_client import error_text, producer_conf, topic_partitions
 from sqe.metadata import encode_keys
 
@@ -118,6 +119,12 @@ def _keys(batch: pa.RecordBatch, keytype: str) -> pa.Array:
     return batch.column("_k")
 
 
+def _sliced(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        for start in range(0, batch.num_rows, size):
+            yield batch.slice(start, size)
+
+
 def _producer_task(cfg: KafkaStateConfig) -> Any:
     """The function each Spark task runs: produce its rows, flush, yield the count written."""
 
@@ -139,6 +146,9 @@ def _producer_task(cfg: KafkaStateConfig) -> Any:
                                             "Kafka state"))
         partitioner = resolve(cfg.partitioner) if cfg.partitioner else None
         written = 0
+        fault_at = armed("kafka-state-sent")
+        if fault_at:  # a crash test stops this task after fault_at records reached Kafka
+            batches = _sliced(batches, fault_at)
         for batch in batches:
             keys = _keys(batch, cfg.keytype)
             if partitioner is not None:
@@ -168,6 +178,9 @@ def _producer_task(cfg: KafkaStateConfig) -> Any:
             if failures:
                 break
             written += batch.num_rows
+            if fault_at is not None:
+                producer.flush(_FLUSH_TIMEOUT)
+                fault_point("kafka-state-sent", written)
         remaining = producer.flush(_FLUSH_TIMEOUT)
         if failures or remaining:
             what = "; ".join(failures) if failures else (

@@ -10,8 +10,17 @@ where the value is the one selected field that is neither a key nor a hash
 field (a JSON object of them when there are several).  ``expireintervalsec``
 > 0 adds ``EXPIRE`` on every written key.  Keys, fields and values are built
 with Spark built-ins; each Spark task sends its rows in pipelined chunks.
-``SET`` and ``HSET`` of the same data are idempotent, so a re-run batch
-leaves the same state.
+
+Exactly once (DESIGN.md section 3): when the state lives in the same Redis
+server and database as the consumer's HWM store, the rows are *staged*
+(:func:`stage_redis`): the executors write them into one hash of the HWM
+store, ``sqe:{<consumer>}:stage:<batch>:<n>``, field ``<key bytes>:<key><hash
+field>``, and the HWM commit script applies every staged row, the new HWMs
+and the batch id in one atomic step (:meth:`state.hwm.HwmStore.commit`).  A
+crash before that step leaves only a stage, which expires after a day and
+is rewritten by the retry.  A state on another server is written directly
+before the commit; ``SET`` and ``HSET`` of the same data are idempotent, so a
+re-run batch leaves the same state there too.
 """
 
 from __future__ import annotations
@@ -27,9 +36,12 @@ from pyspark.sql import functions as F
 from sqe.compiler import field_column
 from sqe.errors import StateError
 
-__all__ = ["RedisStateConfig", "write_redis"]
+__all__ = ["RedisStateConfig", "STAGE_TTL_SECONDS", "stage_redis", "write_redis"]
 
 _PIPELINE_ROWS = 5_000
+
+#: How long a stage of a batch that never committed survives.
+STAGE_TTL_SECONDS = 86_400
 
 
 @dataclass(frozen=True)
@@ -94,11 +106,17 @@ def prepare_redis(df: DataFrame, cfg: RedisStateConfig) -> DataFrame:
                      _value(df, cfg.value_fields).alias("_rv"))
 
 
-def _writer_task(cfg: RedisStateConfig) -> Any:
+def _writer_task(name: str, url: str, datatype: str, expire_seconds: int,
+                 one_key: bool = False) -> Any:
+    """The function each Spark task runs: ``_rk``/``_rf``/``_rv`` rows sent as SET or HSET.
+
+    ``one_key``: every row has the same key (a stage), so EXPIRE is sent once per chunk.
+    """
+
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import redis
 
-        client = redis.Redis.from_url(cfg.url)
+        client = redis.Redis.from_url(url)
         written = 0
         try:
             for batch in batches:
@@ -109,16 +127,18 @@ def _writer_task(cfg: RedisStateConfig) -> Any:
                     pipe = client.pipeline(transaction=False)
                     for i in range(start, min(start + _PIPELINE_ROWS, len(keys))):
                         value = "" if values[i] is None else values[i]
-                        if cfg.datatype == "HASH":
+                        if datatype == "HASH":
                             pipe.hset(keys[i], fields[i], value)
                         else:
                             pipe.set(keys[i], value)
-                        if cfg.expire_seconds:
-                            pipe.expire(keys[i], cfg.expire_seconds)
+                        if expire_seconds and not one_key:
+                            pipe.expire(keys[i], expire_seconds)
+                    if expire_seconds and one_key:
+                        pipe.expire(keys[start], expire_seconds)
                     pipe.execute()
                 written += batch.num_rows
         except redis.RedisError as exc:
-            raise StateError(f"Redis state {cfg.name} at {cfg.url}: {exc}; the batch fails "
+            raise StateError(f"Redis state {name} at {url}: {exc}; the batch fails "
                              "and is written again when it is retried") from None
         finally:
             client.close()
@@ -127,7 +147,27 @@ def _writer_task(cfg: RedisStateConfig) -> Any:
     return write
 
 
+def _send(rows: DataFrame, task: Any) -> int:
+    result = rows.mapInArrow(task, "written long")
+    return int(result.agg(F.sum("written")).first()[0] or 0)
+
+
 def write_redis(df: DataFrame, cfg: RedisStateConfig) -> int:
     """Write ``df`` to Redis from the executors; returns the number of rows written."""
-    result = prepare_redis(df, cfg).mapInArrow(_writer_task(cfg), "written long")
-    return int(result.agg(F.sum("written")).first()[0] or 0)
+    return _send(prepare_redis(df, cfg),
+                 _writer_task(cfg.name, cfg.url, cfg.datatype, cfg.expire_seconds))
+
+
+def stage_redis(df: DataFrame, cfg: RedisStateConfig, store_url: str, stage_key: str) -> int:
+    """Stage ``df``'s rows in hash ``stage_key`` of the HWM store; returns the rows staged.
+
+    The commit script applies them (see the module docstring); nothing
+    reaches ``cfg``'s keys before it does.
+    """
+    rows = prepare_redis(df, cfg)
+    staged = rows.select(
+        F.lit(stage_key).alias("_rk"),
+        F.concat(F.octet_length("_rk").cast("string"), F.lit(":"), F.col("_rk"),
+                 F.coalesce(F.col("_rf"), F.lit(""))).alias("_rf"),
+        F.col("_rv"))
+    return _send(staged, _writer_task(cfg.name, store_url, "HASH", STAGE_TTL_SECONDS, one_key=True))

@@ -1,4 +1,4 @@
-"""Session fixtures with real services: Kafka, Redis and Spark (see tests/services.py)."""
+"""Session fixtures with real services: Kafka, Redis, Postgres and Spark (see tests/services.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings
 from sqe.errors import PrerequisiteError
 from sqe.local_services import KAFKA_CLIENT_DEFAULTS, wait_for_kafka
 from sqe.prereq import require_java
-from tests.services import kafka_endpoint, redis_endpoint
+from tests.services import Endpoint, kafka_endpoint, postgres_endpoint, redis_endpoint
 
 # The machine is shared and noisy: no per-example deadlines (speed is measured in bench/).
 settings.register_profile(
@@ -105,6 +105,30 @@ def redis_url(redis_server, _redis_db_indexes) -> str:
     client.flushdb()
     client.close()
     return url
+
+
+@pytest.fixture(scope="session")
+def _postgres_server(pytestconfig) -> Endpoint | str:
+    with postgres_endpoint() as endpoint:
+        if isinstance(endpoint, Endpoint):
+            _announce(pytestconfig, f"\npostgres: {endpoint.provider}")
+        yield endpoint
+
+
+@pytest.fixture
+def postgres_dsn(_postgres_server) -> str:
+    """A Postgres DSN whose search_path is a schema of its own, dropped after the test."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    if not isinstance(_postgres_server, Endpoint):
+        pytest.skip(_postgres_server)
+    schema = f"sqe_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(_postgres_server.address, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    yield make_conninfo(_postgres_server.address, options=f"-c search_path={schema}")
+    with psycopg.connect(_postgres_server.address, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 @pytest.fixture(scope="session")

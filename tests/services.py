@@ -2,11 +2,14 @@
 
 Each service is chosen in this order:
 
-1. the environment (``KAFKA_BOOTSTRAP_SERVERS``, ``REDIS_URL``), so the same
-   tests run against real clusters;
+1. the environment (``KAFKA_BOOTSTRAP_SERVERS``, ``REDIS_URL``,
+   ``POSTGRES_DSN``), so the same tests run against real clusters;
 2. a testcontainers container, when a Docker engine answers;
 3. a local process started from an installed binary (the pip broker
-   ``noida-db``, ``redis-server``), stopped by PID at the end of the session.
+   ``noida-db``, ``redis-server``), stopped by PID at the end of the session;
+   for Postgres, the local server on 127.0.0.1:5432 when one answers
+   (``.ci/run`` starts an installed but stopped one), else the Postgres tests
+   are skipped with that reason.
 
 The chosen service is announced on the terminal so a run says what it tested against.
 """
@@ -86,3 +89,38 @@ def kafka_endpoint(workdir: Path) -> AbstractContextManager[Endpoint]:
 def redis_endpoint(workdir: Path) -> AbstractContextManager[Endpoint]:
     """A Redis base URL (no database index) for the whole session."""
     return _endpoint("REDIS_URL", _redis_container, lambda: start_local_redis(workdir / "redis"))
+
+
+LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def _postgres_answers(dsn: str) -> str | None:
+    """None when ``dsn`` accepts a connection, else why not."""
+    import psycopg
+
+    try:
+        psycopg.connect(dsn, connect_timeout=5).close()
+    except psycopg.Error as exc:
+        return str(exc).strip().splitlines()[0]
+    return None
+
+
+@contextmanager
+def postgres_endpoint() -> Iterator[Endpoint | str]:
+    """A Postgres DSN for the whole session, or the reason there is none (a str)."""
+    env = os.environ.get("POSTGRES_DSN")
+    if env:
+        yield Endpoint(env, "POSTGRES_DSN")
+        return
+    if docker_engine_available():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:16-alpine", driver=None) as container:
+            yield Endpoint(container.get_connection_url(), "testcontainers")
+        return
+    why = _postgres_answers(LOCAL_POSTGRES)
+    if why is None:
+        yield Endpoint(LOCAL_POSTGRES, "local server on 127.0.0.1:5432")
+        return
+    yield (f"no POSTGRES_DSN, no Docker engine, and the local server does not answer "
+           f"({why})")

@@ -1,0 +1,72 @@
+"""Fault points: where a crash test (or ``sqe demo``) stops a running topology on purpose.
+
+A real crash is caused from outside (SIGKILL of the process group); what a
+test cannot cause from outside is *where* the process is when it dies.  A
+fault point fixes that: when the environment names it, the code that reaches
+it writes a marker file and then waits, forever, to be killed.
+
+    SQE_FAULT=kafka-state-sent@200   # a Kafka state task, after 200 of its records reached Kafka
+    SQE_FAULT=before-commit          # a batch whose states are written, before its HWM commit
+    SQE_FAULT_MARKER=/tmp/marker     # written (point, pid) when the point is reached
+
+With ``SQE_FAULT_ACTION=kill`` the process group kills itself with SIGKILL
+at the point instead of waiting; with ``SQE_FAULT_ACTION=resume`` the
+process goes on once the marker file is deleted (a test stops a server in
+between), and the point fires only once per process.  Executors inherit the driver's
+environment in local mode, so one variable reaches both.  Without
+``SQE_FAULT`` every check is a dictionary lookup and nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+__all__ = ["FAULT_ENV", "MARKER_ENV", "ACTION_ENV", "fault_point", "armed"]
+
+FAULT_ENV = "SQE_FAULT"
+MARKER_ENV = "SQE_FAULT_MARKER"
+ACTION_ENV = "SQE_FAULT_ACTION"
+
+POINTS = ("kafka-state-sent", "before-commit")
+
+
+def armed(point: str) -> int | None:
+    """The count at which ``point`` fires (0 for "at once"), or None if it is not armed."""
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return None
+    name, _, count = spec.partition("@")
+    if name not in POINTS:
+        raise ValueError(f"{FAULT_ENV}={spec!r}: unknown fault point {name!r}; "
+                         f"known: {', '.join(POINTS)}")
+    if name != point:
+        return None
+    return int(count) if count else 0
+
+
+_fired: set[str] = set()
+
+
+def fault_point(point: str, reached: int = 0) -> None:
+    """Stop here if ``point`` is armed and ``reached`` is at least its count."""
+    at = armed(point)
+    if at is None or reached < at or point in _fired:
+        return
+    action = os.environ.get(ACTION_ENV, "wait")
+    marker = os.environ.get(MARKER_ENV)
+    if marker:
+        tmp = Path(marker + f".{os.getpid()}.tmp")
+        tmp.write_text(f"{point} {os.getpid()} {reached}\n")
+        tmp.replace(marker)
+    if action == "kill":
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    if action == "resume":
+        _fired.add(point)
+        while marker and Path(marker).exists():
+            time.sleep(0.05)
+        return
+    while True:  # wait to be killed from outside
+        time.sleep(3600)
