@@ -57,7 +57,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     from sqe.errors import SourceError, StateError
     from sqe.runner import RunError, run_topology
-    from sqe.session import build_session
+    from sqe.session import build_session, quiet_failure_traces
     from sqe.settings import spark_conf_options
 
     configs = [load_config(c) for c in args.config]
@@ -69,6 +69,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="sqe: %(message)s", stream=sys.stderr)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     spark = build_session(f"sqe {topology.name}", plan.spark_conf)
+    if not args.verbose:
+        quiet_failure_traces(spark)
     from_spark = spark_conf_options(spark.sparkContext.getConf().getAll())
     if from_spark:
         plan = plan_topology(topology, configs, conf, from_spark)
@@ -236,6 +238,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="process everything available now, then exit 0")
     when.add_argument("--runtime", type=float, metavar="SECONDS",
                       help="run for this many seconds, then stop")
+    r.add_argument("--verbose", action="store_true",
+                   help="keep Spark's stack traces of a failure (it is always reported as a "
+                   "sentence)")
     r.set_defaults(func=_cmd_run)
 
     h = sub.add_parser("hwm", help="show or reset a consumer's high-water marks in Redis")

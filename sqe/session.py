@@ -9,6 +9,7 @@ files.  Local runs get a small, quiet default (2 shuffle partitions, UI off).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -19,7 +20,7 @@ from sqe.prereq import require_java
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["build_session", "LOCAL_DEFAULTS"]
+__all__ = ["build_session", "quiet_failure_traces", "LOCAL_DEFAULTS", "FAILURE_LOGGERS"]
 
 #: Spark conf for a local session when nothing else is given.
 LOCAL_DEFAULTS: Mapping[str, str] = {
@@ -59,3 +60,27 @@ def build_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+#: JVM loggers that print the stack trace of a failure the runner reports in one sentence:
+#: the query that stops, the task and the task set that failed.
+FAILURE_LOGGERS = (
+    "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+    "org.apache.spark.sql.execution.streaming.MicroBatchExecution",
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+)
+
+
+def quiet_failure_traces(spark: SparkSession) -> None:
+    """Silence the JVM and py4j loggers that repeat a failure as a stack trace.
+
+    ``sqe run`` reports every failure as one sentence (``describe_failure``);
+    its ``--verbose`` keeps these traces for debugging.
+    """
+    jvm = spark.sparkContext._jvm
+    configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+    off = jvm.org.apache.logging.log4j.Level.OFF
+    for name in FAILURE_LOGGERS:
+        configurator.setLevel(name, off)
+    logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)

@@ -170,6 +170,16 @@ def _lock_batch(cur: Any, cfg: PostgresStateConfig, consumer: str) -> int | None
     return None if stored < 0 else int(stored)
 
 
+def _error_text(exc: Exception) -> str:
+    """A psycopg error in one line: the server's message and where (``COPY t, line 2, ...``)."""
+    diag = getattr(exc, "diag", None)
+    primary = getattr(diag, "message_primary", None)
+    if not primary:
+        return " ".join(str(exc).split())
+    context = (getattr(diag, "context", None) or "").strip().splitlines()
+    return f"{primary} ({context[0]})" if context else primary
+
+
 def write_postgres(df: DataFrame, cfg: PostgresStateConfig, consumer: str,
                    batch_id: int) -> PostgresWrite:
     """Append ``df`` as batch ``batch_id`` of ``consumer``, once (see the module docstring)."""
@@ -180,7 +190,7 @@ def write_postgres(df: DataFrame, cfg: PostgresStateConfig, consumer: str,
     try:
         conn = psycopg.connect(cfg.dsn, connect_timeout=10)
     except psycopg.Error as exc:
-        raise StateError(f"{where}: cannot connect ({str(exc).strip()}); the batch fails "
+        raise StateError(f"{where}: cannot connect ({_error_text(exc)}); the batch fails "
                          "and is written when it is retried") from None
     try:
         with conn.transaction(), conn.cursor() as cur:
@@ -208,7 +218,7 @@ def write_postgres(df: DataFrame, cfg: PostgresStateConfig, consumer: str,
                 _qualified(schema, BATCH_TABLE)), [batch_id, rows, consumer, cfg.table])
         return PostgresWrite(rows, False)
     except psycopg.Error as exc:
-        raise StateError(f"{where}: {str(exc).strip()}; nothing of batch {batch_id} was "
-                         "committed, and it is written when it is retried") from None
+        raise StateError(f"{where}: {_error_text(exc)}; nothing of batch {batch_id} was "
+                         "committed") from None
     finally:
         conn.close()

@@ -85,3 +85,49 @@ def test_cli_shows_and_resets_a_consumer(redis_url, capsys):
     assert "committed batch 3, 1 high-water mark(s)" in out and "pid=5 partition=1 offset=42" in out
     assert main(["hwm", "reset", "cli.S", "--redis", redis_url]) == 0
     assert store.load().batch_id is None and store.load().hwm == {}
+
+
+def _stage(store, batch: int, index: int, rows: dict[bytes, bytes]) -> str:
+    key = store.stage_key(batch, index)
+    store.client.hset(key, mapping=rows)
+    return key
+
+
+def test_staged_rows_land_with_the_commit_and_only_then(store, redis_url):
+    from state.hwm import Stage
+
+    hash_key = _stage(store, 0, 0, {b"2:EUe1": b"100", b"2:EUe2": b"",
+                                    "5:δx:ye3".encode(): b"\xff\x00"})
+    str_key = _stage(store, 0, 1, {b"4:k:1:": b"v1"})
+    client = redis.Redis.from_url(redis_url)
+    assert client.exists("EU", "δx:y", "k:1:") == 0  # staged, not applied
+    assert store.commit(0, {(1, 0): 9}, [Stage(hash_key, "HASH", 60), Stage(str_key, "STRING")])
+    assert client.hgetall("EU") == {b"e1": b"100", b"e2": b""}
+    assert client.hgetall("δx:y") == {b"e3": b"\xff\x00"}
+    assert client.get("k:1:") == b"v1"
+    assert 0 < client.ttl("EU") <= 60 and client.ttl("k:1:") == -1
+    assert client.exists(hash_key, str_key) == 0  # the stages are gone
+    assert store.load() == store.load().__class__(0, {(1, 0): 9})
+
+
+def test_a_refused_or_repeated_commit_applies_no_staged_row(store, redis_url):
+    from state.hwm import Stage
+
+    store.commit(5, {(1, 0): 10})
+    client = redis.Redis.from_url(redis_url)
+    stale = _stage(store, 4, 0, {b"1:Xa": b"1"})
+    with pytest.raises(StaleBatchError):
+        store.commit(4, {(1, 0): 50}, [Stage(stale, "HASH")])
+    again = _stage(store, 5, 0, {b"1:Xb": b"1"})
+    assert store.commit(5, {(1, 0): 60}, [Stage(again, "HASH")]) is False
+    assert client.exists("X") == 0 and client.exists(again) == 0
+    assert store.load().hwm == {(1, 0): 10}
+    assert store.reset() == 4  # hwm, ts, batch and the stale stage
+    assert client.keys("*") == []
+
+
+def test_same_database_compares_server_and_index(store, redis_url):
+    base, db = redis_url.rsplit("/", 1)
+    assert store.same_database(redis_url)
+    assert store.same_database(base.replace("127.0.0.1", "localhost") + "/" + db)
+    assert not store.same_database(f"{base}/{int(db) + 1 if int(db) < 15 else 0}")

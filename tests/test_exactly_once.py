@@ -1,0 +1,253 @@
+"""Exactly-once through crashes: real `sqe run` processes, SIGKILLed at chosen points.
+
+The chain is the shipped enrich.yaml -> `enriched` -> load.yaml, with one more
+query in load: a Postgres table of every loaded record.  Fault points
+(:mod:`sqe.faults`) only say *where* a process stands when the test kills it
+for real with SIGKILL of its whole process group (driver, JVM, Python workers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psycopg
+import pytest
+import redis
+import yaml
+
+from sqe.local_services import start_local_redis
+from sqe.metadata import StreamMetadata
+from sqe.sample_events import produce_events
+from tests.kafka_io import produce, read_topic
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis, pytest.mark.postgres]
+
+ROOT = Path(__file__).resolve().parent.parent
+EVENTS = 3000
+
+
+class Chain:
+    """The shipped topologies on fresh topics, run as `sqe run` subprocesses."""
+
+    def __init__(self, tmp: Path, kafka: str, events: str, enriched: str, redis_url: str,
+                 dsn: str) -> None:
+        self.tmp, self.kafka, self.redis_url, self.dsn = tmp, kafka, redis_url, dsn
+        self.events, self.enriched = events, enriched
+        enrich = yaml.safe_load((ROOT / "topologies/enrich.yaml").read_text())
+        enrich[0]["CreateStream"]["objectName"] = events
+        enrich[1]["Query"]["insertInto"]["objectName"] = enriched
+        load = yaml.safe_load((ROOT / "topologies/load.yaml").read_text())
+        load[0]["CreateStream"]["objectName"] = enriched
+        load.append({"Query": {
+            "insertInto": {"objectName": "loaded_events", "stateName": "POSTGRES",
+                           "fields": ["event_id", "region", "amount_cents", "position"]},
+            "select": {"expressions": ["event_id", "region", "amount_cents",
+                                       {"sql": "concat(_partition, ':', _offset)"}]},
+            "from": {"objectName": "Enriched"}}})
+        self.files = {}
+        for name, commands in (("enrich", enrich), ("load", load)):
+            self.files[name] = tmp / f"{name}.yaml"
+            self.files[name].write_text(yaml.safe_dump(commands, sort_keys=False))
+
+    def command(self, name: str, checkpoint: str | None = None, *extra: str) -> list[str]:
+        url = urlsplit(self.redis_url)
+        return [sys.executable, "-m", "sqe.cli", "run", str(self.files[name]), "--once",
+                "--checkpoint", str(self.tmp / (checkpoint or name)),
+                "--config", str(ROOT / "conf/local.yaml"),
+                "--conf", f"jw.sqe.spout.kafka.brokers={self.kafka}",
+                "--conf", f"jw.sqe.state.kafka.brokers={self.kafka}",
+                "--conf", f"jw.sqe.spout.kafka.filterReplays.redis.url={self.redis_url}",
+                "--conf", f"jw.sqe.state.redis.host={url.hostname}",
+                "--conf", f"jw.sqe.state.redis.port={url.port}",
+                "--conf", f"jw.sqe.state.redis.database={url.path.strip('/') or 0}",
+                "--conf", f"jw.sqe.state.postgres.dsn={self.dsn}", *extra]
+
+    def run(self, name: str, *extra: str, checkpoint: str | None = None
+            ) -> subprocess.CompletedProcess:
+        return subprocess.run(self.command(name, checkpoint, *extra), capture_output=True,
+                              text=True, timeout=900)
+
+    def start_with_fault(self, name: str, fault: str, action: str = "wait", *extra: str
+                         ) -> tuple[subprocess.Popen, Path]:
+        marker = self.tmp / f"{name}.{fault}.marker"
+        env = {**os.environ, "SQE_FAULT": fault, "SQE_FAULT_MARKER": str(marker),
+               "SQE_FAULT_ACTION": action}
+        with open(self.tmp / f"{name}.{fault}.log", "w") as log:  # the child keeps its copy
+            proc = subprocess.Popen(self.command(name, None, *extra), stdout=log,
+                                    stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        return proc, marker
+
+    def log(self, name: str, fault: str) -> str:
+        return (self.tmp / f"{name}.{fault}.log").read_text()
+
+
+def _wait_for(marker: Path, proc: subprocess.Popen, log: str | None = None,
+              timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        assert proc.poll() is None, f"the process ended before the fault point: {log}"
+        assert time.monotonic() < deadline, "the fault point was not reached"
+        time.sleep(0.2)
+
+
+def _sigkill(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and the Python workers
+    proc.wait(60)
+
+
+def _postgres_rows(dsn: str) -> list[tuple]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT event_id, region, amount_cents, position "
+                            "FROM loaded_events").fetchall()
+
+
+def _redis_view(url: str) -> dict:
+    client = redis.Redis.from_url(url)
+    try:
+        log = client.hgetall("load_log")
+        by_region = {k.decode(): client.hgetall(k) for k in client.keys("*")
+                     if not k.startswith(b"sqe:") and k != b"load_log"}
+        return {"log": log, "by_region": by_region,
+                "stages": sorted(client.keys("sqe:*:stage:*"))}
+    finally:
+        client.close()
+
+
+def _assert_each_event_once(chain: Chain, expected: set[str]) -> None:
+    rows = _postgres_rows(chain.dsn)
+    counts = Counter(r[0] for r in rows)
+    assert len(rows) == len(expected) and set(counts) == expected, (
+        f"Postgres: {len(rows)} rows, duplicated: {[e for e, n in counts.items() if n > 1][:5]}")
+    view = _redis_view(chain.redis_url)
+    log_ids = Counter(v.decode() for v in view["log"].values())
+    assert len(view["log"]) == len(expected) and set(log_ids) == expected, (
+        f"Redis load_log: {len(view['log'])} fields, duplicated: "
+        f"{[e for e, n in log_ids.items() if n > 1][:5]}")
+    in_regions = [e.decode() for fields in view["by_region"].values() for e in fields]
+    assert sorted(in_regions) == sorted(expected)
+    assert view["stages"] == []
+
+
+def test_sigkill_of_enrich_mid_batch_and_of_load_before_its_commit(
+        kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
+    events, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")
+    chain = Chain(tmp_path, kafka_bootstrap, events, enriched, redis_url, postgres_dsn)
+    produce_events(kafka_bootstrap, events, EVENTS, partitions=2)
+    expected = {f"e{i}" for i in range(EVENTS)}
+
+    # 1. enrich dies in the middle of its only batch, after part of it reached `enriched`.
+    proc, marker = chain.start_with_fault("enrich", "kafka-state-sent@400")
+    _wait_for(marker, proc, str(tmp_path / "enrich.kafka-state-sent@400.log"))
+    time.sleep(1.0)  # let the other task reach the point too
+    _sigkill(proc)
+    sent_before_crash = len(read_topic(kafka_bootstrap, enriched))
+    assert 400 <= sent_before_crash < EVENTS
+
+    # 2. the restart re-runs the batch: `enriched` now provably holds replays.
+    done = chain.run("enrich")
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = read_topic(kafka_bootstrap, enriched)
+    keys = Counter(StreamMetadata.from_bytes(r.key) for r in records)
+    assert len(keys) == EVENTS
+    replays = len(records) - EVENTS
+    assert replays == sent_before_crash > 0
+    assert {json.loads(r.value)["event_id"] for r in records} == expected
+
+    # 3. load dies after its sinks were written, before its HWM commit.
+    batch = ("--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=2000")
+    proc, marker = chain.start_with_fault("load", "before-commit", "wait", *batch)
+    _wait_for(marker, proc, str(tmp_path / "load.before-commit.log"))
+    _sigkill(proc)
+    written = _postgres_rows(postgres_dsn)
+    assert 0 < len(written) <= 2000  # Postgres committed the batch with its id ...
+    view = _redis_view(redis_url)
+    assert view["log"] == {} and view["by_region"] == {}  # ... Redis holds only the stage
+    assert len(view["stages"]) == 2
+
+    # 4. the restart re-runs that batch: Postgres holds it already, Redis applies it once.
+    done = chain.run("load", *batch)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "loaded_events held this batch already" in done.stderr
+    dropped = [int(n) for n in re.findall(r"(\d+) replays dropped", done.stderr)]
+    assert sum(dropped) == replays  # the batch re-run after the crash re-read none of them
+    _assert_each_event_once(chain, expected)
+
+
+def _enriched_records(kafka: str, topic: str, count: int, pid: int = 4242) -> None:
+    """``count`` records as enrich writes them (StreamMetadata keys), plus 10 replays."""
+    rows = []
+    for i in range(count):
+        event = {"event_id": f"e{i}", "region": ["EU", "US"][i % 2], "amount_cents": i * 100}
+        rows.append((StreamMetadata(pid, i % 2, i // 2).to_bytes(), json.dumps(event).encode(),
+                     i % 2))
+    produce(kafka, topic, rows + rows[:10])
+
+
+def test_a_stale_writer_is_refused_and_changes_nothing(kafka_bootstrap, kafka_topic, redis_url,
+                                                      postgres_dsn, tmp_path):
+    enriched = kafka_topic(2, "enriched")
+    chain = Chain(tmp_path, kafka_bootstrap, "unused", enriched, redis_url, postgres_dsn)
+    _enriched_records(kafka_bootstrap, enriched, 400)
+    first = chain.run("load", "--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=150")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "load: 3 batch(es)" in first.stdout
+    before = (_redis_view(redis_url), sorted(_postgres_rows(postgres_dsn)))
+    hwm_keys = redis.Redis.from_url(redis_url).hgetall("sqe:{load.Enriched}:hwm")
+
+    # A second process, same consumer (load.Enriched), its own new checkpoint: batch 0 < 2.
+    _enriched_records(kafka_bootstrap, enriched, 20)  # it would have something to write
+    stale = chain.run("load", checkpoint="other-checkpoint")
+    assert stale.returncode == 1
+    assert ("HWM store of consumer 'load.Enriched': batch 0 is older than the committed batch 2"
+            in stale.stderr)
+    assert "Traceback" not in stale.stderr, stale.stderr
+    assert (_redis_view(redis_url), sorted(_postgres_rows(postgres_dsn))) == before
+    assert redis.Redis.from_url(redis_url).hgetall("sqe:{load.Enriched}:hwm") == hwm_keys
+    assert len(before[1]) == 400
+
+
+def test_redis_down_at_commit_fails_the_batch_and_the_retry_commits_once(
+        kafka_bootstrap, kafka_topic, postgres_dsn, tmp_path):
+    redis_dir = tmp_path / "redis"
+    redis_dir.mkdir()
+    server = start_local_redis(redis_dir)
+    port = int(server.address.rsplit(":", 1)[1])
+    url = f"redis://127.0.0.1:{port}/0"
+    enriched = kafka_topic(2, "enriched")
+    chain = Chain(tmp_path, kafka_bootstrap, "unused", enriched, url, postgres_dsn)
+    _enriched_records(kafka_bootstrap, enriched, 300)
+    try:
+        proc, marker = chain.start_with_fault("load", "before-commit", "resume")
+        _wait_for(marker, proc, str(tmp_path / "load.before-commit.log"))
+        redis.Redis.from_url(url).save()  # keep the stage, to show it is all that was written
+        server.stop()
+        marker.unlink()  # the batch goes on to its commit, with Redis down
+        assert proc.wait(300) == 1
+        log = chain.log("load", "before-commit")
+        assert f"cannot commit the HWMs of load.Enriched to {url}" in log
+        assert "Traceback" not in log
+    finally:
+        server.stop()
+    server = start_local_redis(redis_dir, port)
+    try:
+        view = _redis_view(url)
+        assert view["log"] == {} and view["by_region"] == {} and len(view["stages"]) == 2
+        assert redis.Redis.from_url(url).get("sqe:{load.Enriched}:batch") is None
+        assert len(_postgres_rows(postgres_dsn)) == 300  # its transaction held batch 0
+
+        retry = chain.run("load")
+        assert retry.returncode == 0, retry.stderr[-3000:]
+        assert "loaded_events held this batch already" in retry.stderr
+        _assert_each_event_once(chain, {f"e{i}" for i in range(300)})
+        assert redis.Redis.from_url(url).get("sqe:{load.Enriched}:batch") == b"0"
+    finally:
+        server.stop()

@@ -1,0 +1,116 @@
+"""The Postgres state on a real Postgres: table creation, COPY round trips, batch-id fencing."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import psycopg
+import pytest
+from pyspark.sql import types as T
+
+from sqe.errors import StaleBatchError, StateError
+from state.postgres import PostgresStateConfig, pg_type, write_postgres
+
+pytestmark = [pytest.mark.spark, pytest.mark.postgres]
+
+
+def _rows(dsn: str, query: str) -> list[tuple]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(query).fetchall()
+
+
+def test_pg_types_of_spark_types():
+    assert pg_type(T.LongType()) == "bigint"
+    assert pg_type(T.DecimalType(12, 3)) == "numeric(12,3)"
+    assert pg_type(T.TimestampType()) == "timestamptz"
+    assert pg_type(T.ArrayType(T.LongType())) == "jsonb"
+    assert pg_type(T.VariantType()) == "jsonb"
+    assert pg_type(T.BinaryType()) == "bytea"
+
+
+def test_creates_the_table_and_copies_every_value_exactly(spark, postgres_dsn):
+    schema = T.StructType([
+        T.StructField("id", T.LongType()), T.StructField("name", T.StringType()),
+        T.StructField("ok", T.BooleanType()), T.StructField("score", T.DoubleType()),
+        T.StructField("price", T.DecimalType(10, 2)), T.StructField("at", T.TimestampType()),
+        T.StructField("raw", T.BinaryType()), T.StructField("tags", T.ArrayType(T.StringType())),
+    ])
+    at = dt.datetime(2026, 11, 21, 12, 30, tzinfo=dt.timezone.utc)
+    data = [
+        (1, 'quote " comma , newline \n end', True, 1.5, Decimal("9.99"), at, b"\x00\xff",
+         ["a", "b"]),
+        (2, "", False, float("nan"), None, None, b"", []),
+        (3, None, None, None, Decimal("-1.00"), at, None, None),
+    ]
+    df = spark.createDataFrame(data, schema)
+    cfg = PostgresStateConfig("events", postgres_dsn, tuple(schema.names))
+    assert write_postgres(df, cfg, "t.In", 0).rows == 3
+
+    types = dict(_rows(postgres_dsn, "SELECT column_name, data_type FROM information_schema.columns"
+                                     " WHERE table_name = 'events' AND table_schema = "
+                                     "current_schema()"))
+    assert types == {"id": "bigint", "name": "text", "ok": "boolean", "score": "double precision",
+                     "price": "numeric", "at": "timestamp with time zone", "raw": "bytea",
+                     "tags": "jsonb"}
+    got = _rows(postgres_dsn, "SELECT id, name, ok, score::text, price, at, raw, tags "
+                              "FROM events ORDER BY id")
+    assert got == [
+        (1, 'quote " comma , newline \n end', True, "1.5", Decimal("9.99"), at, b"\x00\xff",
+         ["a", "b"]),
+        (2, "", False, "NaN", None, None, b"", []),
+        (3, None, None, None, Decimal("-1.00"), at, None, None),
+    ]
+
+
+def test_appends_to_an_existing_table_and_refuses_one_without_the_columns(spark, postgres_dsn):
+    with psycopg.connect(postgres_dsn) as conn:
+        conn.execute("CREATE TABLE mine (serial_id bigserial, region text, n bigint)")
+        conn.execute("INSERT INTO mine (region, n) VALUES ('before', 0)")
+    df = spark.createDataFrame([("EU", 1), ("US", 2)], "region string, n long")
+    write_postgres(df, PostgresStateConfig("mine", postgres_dsn, ("region", "n")), "t.In", 0)
+    assert _rows(postgres_dsn, "SELECT serial_id, region, n FROM mine ORDER BY serial_id") == [
+        (1, "before", 0), (2, "EU", 1), (3, "US", 2)]
+
+    wrong = PostgresStateConfig("mine", postgres_dsn, ("region", "amount"))
+    with pytest.raises(StateError, match="Postgres state mine: the table exists without "
+                                         "column.s. amount"):
+        write_postgres(df.withColumnRenamed("n", "amount"), wrong, "t.In", 1)
+    assert _rows(postgres_dsn, "SELECT count(*) FROM mine") == [(3,)]
+
+
+def test_a_batch_is_written_once_and_an_older_one_refused(spark, postgres_dsn):
+    df = spark.createDataFrame([(i,) for i in range(5)], "id long")
+    cfg = PostgresStateConfig("ids", postgres_dsn, ("id",))
+    assert write_postgres(df, cfg, "t.In", 7).skipped is False
+    again = write_postgres(df, cfg, "t.In", 7)  # the process died before the HWM commit
+    assert (again.rows, again.skipped) == (0, True)
+    with pytest.raises(StaleBatchError, match=r"batch 6 of consumer 't.In' is older than batch 7"):
+        write_postgres(df, cfg, "t.In", 6)
+    assert write_postgres(df, cfg, "other.In", 0).rows == 5  # another consumer: its own batches
+    assert _rows(postgres_dsn, "SELECT count(*) FROM ids") == [(10,)]
+    assert _rows(postgres_dsn, "SELECT consumer, target, batch_id, rows FROM sqe_batches "
+                               "ORDER BY consumer") == [("other.In", "ids", 0, 5),
+                                                        ("t.In", "ids", 7, 5)]
+
+
+def test_schema_qualified_table_and_bad_rows_fail_whole(spark, postgres_dsn):
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        schema = conn.execute("SELECT current_schema()").fetchone()[0]
+        conn.execute("CREATE TABLE typed (n integer)")
+    cfg = PostgresStateConfig(f"{schema}.typed", postgres_dsn, ("n",))
+    ok = spark.createDataFrame([(1,), (2,)], "n long")
+    assert write_postgres(ok, cfg, "t.In", 0).rows == 2
+    too_big = spark.createDataFrame([(3,), (2**40,)], "n long")
+    with pytest.raises(StateError, match=r"Postgres state .*typed: .*out of range.*nothing of "
+                                         r"batch 1 was committed"):
+        write_postgres(too_big, cfg, "t.In", 1)
+    assert _rows(postgres_dsn, "SELECT n FROM typed ORDER BY n") == [(1,), (2,)]
+    assert _rows(postgres_dsn, "SELECT batch_id FROM sqe_batches") == [(0,)]
+
+
+def test_unreachable_server_is_a_clear_error(spark):
+    df = spark.createDataFrame([(1,)], "n long")
+    cfg = PostgresStateConfig("t", "postgresql://nobody@127.0.0.1:1/x", ("n",))
+    with pytest.raises(StateError, match="Postgres state t: cannot connect"):
+        write_postgres(df, cfg, "t.In", 0)
