@@ -19,6 +19,7 @@ __all__ = [
     "SourceError",
     "StateError",
     "StaleBatchError",
+    "RunError",
 ]
 
 
@@ -52,3 +53,7 @@ class StateError(SqeError, RuntimeError):
 
 class StaleBatchError(SqeError, RuntimeError):
     """A commit with a batch id lower than the committed one: another writer is ahead."""
+
+
+class RunError(SqeError, RuntimeError):
+    """A streaming query (or a step of ``sqe demo``) failed; the message is the cause."""

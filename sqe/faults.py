@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["FAULT_ENV", "MARKER_ENV", "ACTION_ENV", "fault_point", "armed"]
+__all__ = ["FAULT_ENV", "MARKER_ENV", "ACTION_ENV", "fault_point", "armed",
+           "start_with_fault", "wait_for_fault", "kill_group"]
 
 FAULT_ENV = "SQE_FAULT"
 MARKER_ENV = "SQE_FAULT_MARKER"
@@ -70,3 +73,37 @@ def fault_point(point: str, reached: int = 0) -> None:
         return
     while True:  # wait to be killed from outside
         time.sleep(3600)
+
+
+def start_with_fault(command: Sequence[str], fault: str, marker: Path, log: Path,
+                     action: str = "wait") -> subprocess.Popen:
+    """Start ``command`` in a process group of its own with fault ``fault`` armed.
+
+    Its output goes to ``log``; :func:`wait_for_fault` waits for ``marker``.
+    """
+    marker.unlink(missing_ok=True)
+    env = {**os.environ, FAULT_ENV: fault, MARKER_ENV: str(marker), ACTION_ENV: action}
+    with open(log, "w") as out:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(list(command), stdout=out, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+
+
+def wait_for_fault(proc: subprocess.Popen, marker: Path, log: Path,
+                   timeout: float = 600.0) -> None:
+    """Wait until ``proc`` reaches its fault point; RuntimeError if it ends or times out first."""
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        if proc.poll() is not None:
+            tail = "\n".join(log.read_text().splitlines()[-10:])
+            raise RuntimeError(f"the process ended (exit {proc.returncode}) before its fault "
+                               f"point; the end of {log}:\n{tail}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the fault point was not reached within {timeout:.0f} s; "
+                               f"see {log}")
+        time.sleep(0.2)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc``'s process group (a driver, its JVM and its Python workers)."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(60)

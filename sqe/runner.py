@@ -41,7 +41,7 @@ from pyspark.sql import functions as F
 
 from sqe.compiler import CARRIED, compile_query
 from sqe.deserializers import deserialize
-from sqe.errors import SourceError, SqeError, StateError, TopologyError
+from sqe.errors import RunError, SourceError, SqeError, StateError, TopologyError
 from sqe.expressions import fields_of
 from sqe.faults import fault_point
 from sqe.kafka_client import cluster_metadata, consumer_conf
@@ -57,10 +57,6 @@ __all__ = ["BatchReport", "RunError", "StreamPipeline", "build_pipelines", "run_
 log = logging.getLogger("sqe")
 
 Mode = Literal["once", "runtime", "forever"]
-
-
-class RunError(SqeError, RuntimeError):
-    """A streaming query failed; the message is the cause, in a sentence."""
 
 
 @dataclass

@@ -9,9 +9,7 @@ for real with SIGKILL of its whole process group (driver, JVM, Python workers).
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +22,7 @@ import pytest
 import redis
 import yaml
 
+from sqe.faults import kill_group, start_with_fault, wait_for_fault
 from sqe.local_services import start_local_redis
 from sqe.metadata import StreamMetadata
 from sqe.sample_events import produce_events
@@ -78,30 +77,15 @@ class Chain:
 
     def start_with_fault(self, name: str, fault: str, action: str = "wait", *extra: str
                          ) -> tuple[subprocess.Popen, Path]:
-        marker = self.tmp / f"{name}.{fault}.marker"
-        env = {**os.environ, "SQE_FAULT": fault, "SQE_FAULT_MARKER": str(marker),
-               "SQE_FAULT_ACTION": action}
-        with open(self.tmp / f"{name}.{fault}.log", "w") as log:  # the child keeps its copy
-            proc = subprocess.Popen(self.command(name, None, *extra), stdout=log,
-                                    stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        marker, log = self.tmp / f"{name}.marker", self.tmp / f"{name}.{fault}.log"
+        proc = start_with_fault(self.command(name, None, *extra), fault, marker, log, action)
         return proc, marker
+
+    def wait(self, proc: subprocess.Popen, name: str, fault: str) -> None:
+        wait_for_fault(proc, self.tmp / f"{name}.marker", self.tmp / f"{name}.{fault}.log")
 
     def log(self, name: str, fault: str) -> str:
         return (self.tmp / f"{name}.{fault}.log").read_text()
-
-
-def _wait_for(marker: Path, proc: subprocess.Popen, log: str | None = None,
-              timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while not marker.exists():
-        assert proc.poll() is None, f"the process ended before the fault point: {log}"
-        assert time.monotonic() < deadline, "the fault point was not reached"
-        time.sleep(0.2)
-
-
-def _sigkill(proc: subprocess.Popen) -> None:
-    os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and the Python workers
-    proc.wait(60)
 
 
 def _postgres_rows(dsn: str) -> list[tuple]:
@@ -145,10 +129,10 @@ def test_sigkill_of_enrich_mid_batch_and_of_load_before_its_commit(
     expected = {f"e{i}" for i in range(EVENTS)}
 
     # 1. enrich dies in the middle of its only batch, after part of it reached `enriched`.
-    proc, marker = chain.start_with_fault("enrich", "kafka-state-sent@400")
-    _wait_for(marker, proc, str(tmp_path / "enrich.kafka-state-sent@400.log"))
+    proc, _ = chain.start_with_fault("enrich", "kafka-state-sent@400")
+    chain.wait(proc, "enrich", "kafka-state-sent@400")
     time.sleep(1.0)  # let the other task reach the point too
-    _sigkill(proc)
+    kill_group(proc)
     sent_before_crash = len(read_topic(kafka_bootstrap, enriched))
     assert 400 <= sent_before_crash < EVENTS
 
@@ -164,9 +148,9 @@ def test_sigkill_of_enrich_mid_batch_and_of_load_before_its_commit(
 
     # 3. load dies after its sinks were written, before its HWM commit.
     batch = ("--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=2000")
-    proc, marker = chain.start_with_fault("load", "before-commit", "wait", *batch)
-    _wait_for(marker, proc, str(tmp_path / "load.before-commit.log"))
-    _sigkill(proc)
+    proc, _ = chain.start_with_fault("load", "before-commit", "wait", *batch)
+    chain.wait(proc, "load", "before-commit")
+    kill_group(proc)
     written = _postgres_rows(postgres_dsn)
     assert 0 < len(written) <= 2000  # Postgres committed the batch with its id ...
     view = _redis_view(redis_url)
@@ -227,7 +211,7 @@ def test_redis_down_at_commit_fails_the_batch_and_the_retry_commits_once(
     _enriched_records(kafka_bootstrap, enriched, 300)
     try:
         proc, marker = chain.start_with_fault("load", "before-commit", "resume")
-        _wait_for(marker, proc, str(tmp_path / "load.before-commit.log"))
+        chain.wait(proc, "load", "before-commit")
         redis.Redis.from_url(url).save()  # keep the stage, to show it is all that was written
         server.stop()
         marker.unlink()  # the batch goes on to its commit, with Redis down
