@@ -100,6 +100,12 @@ def _cmd_hwm(args: argparse.Namespace) -> int:
         if args.hwm_command == "reset":
             deleted = store.reset()
             print(f"consumer {args.consumer}: {deleted} key(s) deleted from {args.redis}")
+            if args.postgres:
+                from state.postgres import forget_batches
+
+                rows = forget_batches(args.postgres, args.consumer)
+                print(f"consumer {args.consumer}: {rows} batch row(s) deleted from the "
+                      "Postgres batch tables")
             return 0
         snapshot = store.load()
     except redis.RedisError as exc:
@@ -269,6 +275,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="the HWM store (jw.sqe.spout.kafka.filterReplays.redis.url)")
         a.add_argument("--ttl", type=int, default=172800, metavar="SECONDS",
                        help="entries older than this are not shown")
+        if action == "reset":
+            a.add_argument("--postgres", metavar="DSN", help="also forget the consumer's "
+                           "batches in this database's Postgres batch tables (sqe_batches)")
     h.set_defaults(func=_cmd_hwm)
 
     sv = sub.add_parser("services", help="run a local Kafka-protocol broker and redis-server "

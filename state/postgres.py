@@ -36,7 +36,7 @@ from pyspark.sql import types as T
 from sqe.compiler import field_column
 from sqe.errors import StaleBatchError, StateError
 
-__all__ = ["PostgresStateConfig", "PostgresWrite", "pg_type", "write_postgres"]
+__all__ = ["PostgresStateConfig", "PostgresWrite", "forget_batches", "pg_type", "write_postgres"]
 
 BATCH_TABLE = "sqe_batches"
 
@@ -199,7 +199,8 @@ def write_postgres(df: DataFrame, cfg: PostgresStateConfig, consumer: str,
                 raise StaleBatchError(
                     f"{where}: batch {batch_id} of consumer {consumer!r} is older than batch "
                     f"{stored} already written to the table; another writer with the same "
-                    "consumer is ahead, so this one is refused")
+                    "consumer is ahead, so this one is refused (if this query's checkpoint "
+                    f"was deleted on purpose, run 'sqe hwm reset {consumer} --postgres DSN')")
             if stored == batch_id:
                 return PostgresWrite(0, True)
             _ensure_table(cur, cfg, df)
@@ -222,3 +223,25 @@ def write_postgres(df: DataFrame, cfg: PostgresStateConfig, consumer: str,
                          "committed") from None
     finally:
         conn.close()
+
+
+def forget_batches(dsn: str, consumer: str) -> int:
+    """Delete ``consumer``'s rows from every batch table of the database; returns how many.
+
+    For ``sqe hwm reset`` after a checkpoint was deleted on purpose: the next
+    run starts again at batch 0, which the batch table would refuse.
+    """
+    import psycopg
+    from psycopg import sql
+
+    try:
+        with psycopg.connect(dsn, connect_timeout=10) as conn, conn.cursor() as cur:
+            cur.execute("SELECT schemaname FROM pg_tables WHERE tablename = %s", [BATCH_TABLE])
+            deleted = 0
+            for (schema,) in cur.fetchall():
+                cur.execute(sql.SQL("DELETE FROM {} WHERE consumer = %s").format(
+                    _qualified(schema, BATCH_TABLE)), [consumer])
+                deleted += cur.rowcount
+            return deleted
+    except psycopg.Error as exc:
+        raise StateError(f"Postgres batch tables at {dsn}: {_error_text(exc)}") from None

@@ -114,3 +114,18 @@ def test_unreachable_server_is_a_clear_error(spark):
     cfg = PostgresStateConfig("t", "postgresql://nobody@127.0.0.1:1/x", ("n",))
     with pytest.raises(StateError, match="Postgres state t: cannot connect"):
         write_postgres(df, cfg, "t.In", 0)
+
+
+def test_hwm_reset_forgets_the_consumers_postgres_batches(spark, postgres_dsn, redis_url, capsys):
+    from sqe.cli import main
+
+    df = spark.createDataFrame([(1,)], "id long")
+    write_postgres(df, PostgresStateConfig("a", postgres_dsn, ("id",)), "r.In", 9)
+    write_postgres(df, PostgresStateConfig("a", postgres_dsn, ("id",)), "keep.In", 3)
+    with pytest.raises(StaleBatchError, match="run 'sqe hwm reset r.In --postgres DSN'"):
+        write_postgres(df, PostgresStateConfig("a", postgres_dsn, ("id",)), "r.In", 0)
+    assert main(["hwm", "reset", "r.In", "--redis", redis_url, "--postgres", postgres_dsn]) == 0
+    assert "1 batch row(s) deleted" in capsys.readouterr().out
+    assert write_postgres(df, PostgresStateConfig("a", postgres_dsn, ("id",)), "r.In", 0).rows == 1
+    assert _rows(postgres_dsn, "SELECT consumer, batch_id FROM sqe_batches ORDER BY 1") == [
+        ("keep.In", 3), ("r.In", 0)]
