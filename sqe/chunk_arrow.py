@@ -1,0 +1,220 @@
+"""Decoding many chunks at once into Arrow columns (the vectorised twin of ``decode_chunk``).
+
+The source's ``read()`` decodes every chunk of a fetch that survived the
+Bloom probe and the HWM check with :func:`decode_chunks`.  Per chunk, only
+the header, CRC and decompression run in Python; the message walk is NumPy
+over all chunks at once: round ``r`` reads message ``r`` of every chunk that
+has one (a chunk's messages are variable-length, so positions are found one
+message at a time, but across chunks in parallel), then the filter values
+and values are gathered into Arrow arrays in one step each.
+
+A chunk that fails (bad header, CRC, a length out of bounds) is left out and
+reported in :attr:`DecodedChunks.bad` with its :class:`~sqe.chunk.ChunkError`,
+so the caller applies its corrupt-chunk policy to exactly that record.
+:func:`sqe.chunk.decode_chunk` is the scalar reference; a test holds the two equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from sqe.chunk import (
+    _MAX_OFFSET,
+    _MIN_MESSAGE_BYTES,
+    _NO_FILTER_VALUE,
+    BadCount,
+    BadLength,
+    ChunkError,
+    CrcMismatch,
+    TruncatedChunk,
+    _crc,
+    _plain_body,
+    decode_chunk,
+    read_header,
+)
+
+__all__ = ["DecodedChunks", "decode_chunks"]
+
+
+@dataclass
+class DecodedChunks:
+    """Messages of the good chunks, chunk by chunk in input order, as columns."""
+
+    chunk: np.ndarray                 # int64: index of the input chunk of each message
+    offset: np.ndarray                # int64: absolute offset
+    filter_value: pa.StringArray      # NULL: unfiltered
+    value: pa.BinaryArray             # NULL: a NULL value
+    bad: dict[int, ChunkError] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+
+def _be(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    """Big-endian unsigned ints of ``width`` bytes at ``pos`` (clamped into ``buf``: a
+    position past a chunk's end reads garbage that the caller's bounds check rejects)."""
+    out = np.zeros(len(pos), dtype=np.uint64)
+    last = len(buf) - 1
+    for k in range(width):
+        out = (out << np.uint64(8)) | buf[np.minimum(pos + k, last)].astype(np.uint64)
+    return out
+
+
+def _gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, bytes]:
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    total = int(offsets[-1])
+    index = np.repeat(starts - offsets[:-1], lengths) + np.arange(total, dtype=np.int64)
+    return offsets, buf[index].tobytes()
+
+
+def _walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, counts: np.ndarray,
+          bases: np.ndarray) -> tuple[dict[str, np.ndarray], dict[int, tuple[type, str]]]:
+    """Message positions of every chunk; problems by chunk position in ``starts``."""
+    n_msgs = int(counts.sum())
+    first = np.zeros(len(counts), dtype=np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    cols = {k: np.zeros(n_msgs, dtype=np.int64) for k in ("rel", "fv_start", "fv_len",
+                                                        "v_start", "v_len")}
+    problems: dict[int, str] = {}
+    pos = starts.copy()
+    active = np.arange(len(counts))
+    for r in range(int(counts.max()) if len(counts) else 0):
+        active = active[counts[active] > r]
+        active = active[[int(a) not in problems for a in active]] if problems else active
+        if not len(active):
+            break
+        p = pos[active]
+        end = ends[active]
+        rel = _be(buf, p, 4).astype(np.int64)
+        fv_raw = _be(buf, p + 4, 2).astype(np.int64)
+        fv_len = np.where(fv_raw == _NO_FILTER_VALUE, -1, fv_raw)
+        fv_start = p + 6
+        v_len_at = fv_start + np.maximum(fv_len, 0)
+        v_len = _be(buf, v_len_at, 4).astype(np.int64)
+        v_len = np.where(v_len >= 2**31, v_len - 2**32, v_len)  # i32
+        v_start = v_len_at + 4
+        nxt = v_start + np.maximum(v_len, 0)
+        # the scalar decoder's checks, in its order, with its error classes
+        checks = [
+            (p + 6 > end, TruncatedChunk, "starts past the body end"),
+            (v_len_at > end, BadLength, "filter value runs past the body end"),
+            (v_start > end, TruncatedChunk, "value length runs past the body end"),
+            ((v_len < -1) | (nxt > end), BadLength, "value length does not fit the body"),
+            (bases[active] > _MAX_OFFSET - rel, BadLength, "offset is past the int64 range"),
+        ]
+        broken = np.zeros(len(active), dtype=bool)
+        for failed, kind, text in checks:
+            for a in active[failed & ~broken]:
+                problems[int(a)] = (kind, f"message {r + 1}: {text}")
+            broken |= failed
+        ok = ~broken
+        slot = first[active[ok]] + r
+        for name, col in (("rel", rel), ("fv_start", fv_start), ("fv_len", fv_len),
+                          ("v_start", v_start), ("v_len", v_len)):
+            cols[name][slot] = col[ok]
+        pos[active[ok]] = nxt[ok]
+    leftover = (pos != ends)
+    for a in np.flatnonzero(leftover):
+        if int(a) not in problems:
+            problems[int(a)] = (BadLength, f"{int(ends[a] - pos[a])} byte(s) after the last "
+                                           f"of {int(counts[a])} messages")
+    return cols, problems
+
+
+def decode_chunks(chunks: Sequence[bytes | memoryview]) -> DecodedChunks:
+    """Decode ``chunks`` (Kafka record values) into columns; failures go to ``bad``."""
+    bad: dict[int, ChunkError] = {}
+    bodies: list[bytes] = []
+    index: list[int] = []
+    counts: list[int] = []
+    bases: list[int] = []
+    for i, data in enumerate(chunks):
+        try:
+            header = read_header(data)
+            actual = _crc(data)
+            if actual != header.crc:
+                raise CrcMismatch(f"CRC32C 0x{actual:08x} does not match the header's "
+                                  f"0x{header.crc:08x}")
+            body = _plain_body(data, header)
+            if header.count * _MIN_MESSAGE_BYTES > len(body):
+                raise BadCount(f"{header.count} messages cannot fit in a {len(body)}-byte body")
+        except ChunkError as exc:
+            bad[i] = exc
+            continue
+        bodies.append(bytes(body))
+        index.append(i)
+        counts.append(header.count)
+        bases.append(header.base_offset)
+    while True:
+        lengths = np.array([len(b) for b in bodies], dtype=np.int64)
+        starts = np.zeros(len(bodies), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        buf = np.frombuffer(b"".join(bodies) + b"\0" * 8, dtype=np.uint8)
+        cnt = np.array(counts, dtype=np.int64)
+        base = np.array(bases, dtype=np.int64)
+        cols, problems = _walk(buf, starts, starts + lengths, cnt, base)
+        if not problems:
+            out = _columns(buf, cols, cnt, base)
+            problems = _not_utf8(out, cnt)
+        if not problems:
+            break
+        for k in sorted(problems, reverse=True):
+            bad[index[k]] = _scalar_error(chunks[index[k]], problems[k])
+            for lst in (bodies, index, counts, bases):
+                del lst[k]
+    chunk_of = np.repeat(np.array(index, dtype=np.int64), cnt)
+    return DecodedChunks(chunk_of, out[0], out[1], out[2], bad)
+
+
+def _scalar_error(data: bytes | memoryview, found: tuple[type, str]) -> ChunkError:
+    """The error the scalar decoder gives for a chunk the walk rejected (rare: only chunks
+    whose CRC matched yet whose lengths lie), so both decoders report the same problem."""
+    try:
+        decode_chunk(data)
+    except ChunkError as exc:
+        return exc
+    kind, text = found
+    return kind(text)
+
+
+def _columns(buf: np.ndarray, cols: dict[str, np.ndarray], counts: np.ndarray,
+             bases: np.ndarray) -> tuple[np.ndarray, pa.StringArray, pa.BinaryArray]:
+    offset = np.repeat(bases, counts) + cols["rel"]
+    n = len(offset)
+    fv_offsets, fv_data = _gather(buf, cols["fv_start"], np.maximum(cols["fv_len"], 0))
+    fv_valid = cols["fv_len"] >= 0
+    filter_value = pa.StringArray.from_buffers(
+        n, pa.py_buffer(fv_offsets.astype(np.int32).tobytes()), pa.py_buffer(fv_data),
+        pa.array(fv_valid).buffers()[1], null_count=int((~fv_valid).sum()))
+    v_offsets, v_data = _gather(buf, cols["v_start"], np.maximum(cols["v_len"], 0))
+    v_valid = cols["v_len"] >= 0
+    value = pa.BinaryArray.from_buffers(
+        pa.binary(), n, [pa.array(v_valid).buffers()[1],
+                         pa.py_buffer(v_offsets.astype(np.int32).tobytes()),
+                         pa.py_buffer(v_data)], null_count=int((~v_valid).sum()))
+    return offset, filter_value, value
+
+
+def _not_utf8(out: tuple[np.ndarray, pa.StringArray, pa.BinaryArray], counts: np.ndarray
+              ) -> dict[int, tuple[type, str]]:
+    """Chunks (by position) with a filter value that is not UTF-8 (checked at once, then
+    chunk by chunk only when the whole column fails)."""
+    try:
+        out[1].validate(full=True)
+        return {}
+    except pa.ArrowInvalid:
+        pass
+    problems = {}
+    start = 0
+    for k, count in enumerate(counts.tolist()):
+        try:
+            out[1].slice(start, count).validate(full=True)
+        except pa.ArrowInvalid:
+            problems[k] = (BadLength, "a filter value is not UTF-8")
+        start += count
+    return problems
