@@ -30,7 +30,7 @@ __all__ = ["Option", "OptionKind", "REGISTRY", "RETIRED", "PREFIX", "coerce", "l
 
 PREFIX = "jw.sqe."
 
-OptionKind = Literal["bool", "int", "float", "str", "list", "choice", "rows"]
+OptionKind = Literal["bool", "int", "float", "str", "list", "choice", "rows", "expression"]
 Scope = Literal["topology", "stream", "state"]
 
 
@@ -67,6 +67,7 @@ class Option:
             "str": "string",
             "list": "list of strings (or comma-separated string)",
             "rows": "list of lists",
+            "expression": "SQE expression (a field name, a function tree or {sql: ...})",
         }[self.kind]
 
 
@@ -78,6 +79,10 @@ def _check_partitioner(name: str) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None
+
+
+def _check_bloom_size(size: int) -> str | None:
+    return None if 16 <= size <= 255 else "expected 16..255 bytes"
 
 
 def _check_redis_url(url: str) -> str | None:
@@ -130,6 +135,22 @@ _DECLARED = [
            scope="stream", minimum=1),
     Option("jw.sqe.spout.kafka.filterReplays.redis.url", "str", "redis://localhost:6379/0",
            "Redis URL of the high-water mark store.", scope="stream", check=_check_redis_url),
+    # -- chunks: Bloom-filtered reading (DESIGN.md section 2) --------------------------
+    Option("jw.sqe.spout.kafka.filterValues", "list", None,
+           "Filter values this stream wants: chunks whose Bloom filter has none of them are "
+           "skipped undecoded, and decoded messages are post-filtered exactly.", scope="stream"),
+    Option("jw.sqe.spout.kafka.matchUnfiltered", "bool", False,
+           "With filterValues, also accept messages (and chunks holding messages) without a "
+           "filter value.", scope="stream"),
+    Option("jw.sqe.spout.kafka.postFilter", "expression", None,
+           "The exact filter applied after decoding, instead of 'the message's filter value "
+           "is in filterValues' (fields: _filter_value, _value, ...).", scope="stream"),
+    Option("jw.sqe.spout.kafka.corruptChunkPolicy", "choice", "fail",
+           "A chunk that cannot be decoded: fail the batch (naming topic/partition/offset), "
+           "or send the raw record to deadLetterTopic and go on (counted).", scope="stream",
+           choices=("fail", "deadletter")),
+    Option("jw.sqe.spout.kafka.deadLetterTopic", "str", None,
+           "Topic for corrupt chunks under corruptChunkPolicy: deadletter.", scope="stream"),
     # -- FIXED streams (test and demo data declared in the file) ---------------------
     Option("jw.sqe.spout.fixed.fields", "list", None,
            "Field names of a FIXED stream.", scope="stream"),
@@ -147,6 +168,22 @@ _DECLARED = [
            "Partitioner by dotted path, e.g. partitioners.SourcePartitionPartitioner "
            "(SQE's Java class name is accepted); default: the client's partitioner.",
            scope="state", check=_check_partitioner),
+    Option("jw.sqe.state.kafka.chunking", "bool", False,
+           "Pack messages of one source partition into chunks with a Bloom filter of their "
+           "filter values in the header (DESIGN.md section 2).", scope="state"),
+    Option("jw.sqe.state.kafka.chunk.maxMessages", "int", 1000,
+           "Most messages in one chunk.", scope="state", minimum=1),
+    Option("jw.sqe.state.kafka.chunk.maxBytes", "int", 1048576,
+           "Most body bytes (before compression) in one chunk; a larger message gets a chunk "
+           "of its own.", scope="state", minimum=1024),
+    Option("jw.sqe.state.kafka.chunk.compression", "choice", "none",
+           "Codec of chunk bodies.", scope="state", choices=("none", "zstd", "lz4")),
+    Option("jw.sqe.state.kafka.filterValue", "expression", None,
+           "Each message's filter value (NULL: unfiltered); carried in chunk Bloom filters, "
+           "or in the record header sqe-filter-value without chunking.", scope="state"),
+    Option("jw.sqe.state.kafka.filterSizeBytes", "int", 16,
+           "Bloom filter size of a chunk, 16..255 bytes.", scope="state",
+           check=_check_bloom_size),
     # -- Redis state ------------------------------------------------------------------
     Option("jw.sqe.state.redis.host", "str", "localhost", "Redis host of the Redis state.",
            scope="state"),
@@ -264,6 +301,15 @@ def _coerce(option: Option, value: Any) -> Any:
         if isinstance(value, (list, tuple)) and all(isinstance(r, (list, tuple)) for r in value):
             return [list(r) for r in value]
         raise ValueError("expected a list of rows, each a list of values")
+    if kind == "expression":
+        from sqe.expressions import ExpressionError, parse_expression
+
+        if isinstance(value, str) and value.strip().startswith("{"):
+            value = _parse_structured(value.strip())
+        try:
+            return parse_expression(value)
+        except ExpressionError as exc:
+            raise ValueError(str(exc)) from None
     raise AssertionError(f"unhandled option kind {kind}")
 
 

@@ -43,6 +43,10 @@ def _stream_problems(stream: CreateStream, s: Settings, where: str) -> list[str]
     if stream.spoutName == "KAFKA" and not s["jw.sqe.spout.kafka.brokers"]:
         problems.append(f"{where}: a KAFKA stream needs jw.sqe.spout.kafka.brokers "
                         "(in its options, a Set command, a --config file or --conf)")
+    if s["jw.sqe.spout.kafka.corruptChunkPolicy"] == "deadletter" and not s[
+            "jw.sqe.spout.kafka.deadLetterTopic"]:
+        problems.append(f"{where}: corruptChunkPolicy deadletter needs "
+                        "jw.sqe.spout.kafka.deadLetterTopic")
     if stream.spoutName == "FIXED":
         fields, rows = s["jw.sqe.spout.fixed.fields"], s["jw.sqe.spout.fixed.values"]
         if not fields:
@@ -63,6 +67,10 @@ def _state_problems(query: Query, s: Settings, where: str) -> list[str]:
     if into.stateName == "KAFKA":
         if not s["jw.sqe.state.kafka.brokers"]:
             problems.append(f"{where}: a KAFKA state needs jw.sqe.state.kafka.brokers")
+        if s["jw.sqe.state.kafka.chunking"] and s["jw.sqe.state.kafka.keytype"] != "streammetadata":
+            problems.append(f"{where}: jw.sqe.state.kafka.chunking keys each chunk by the "
+                            "StreamMetadata of its last message, so it needs keytype "
+                            "StreamMetadata")
         if s["jw.sqe.state.kafka.keytype"] == "field" and len(into.fields) != 2:
             problems.append(f"{where} -> insertInto -> fields: keytype field writes the first "
                             f"field as key and the second as value, so it needs exactly 2 "

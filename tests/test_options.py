@@ -227,3 +227,34 @@ def test_bad_conf_is_reported_once_with_its_origin(tmp_path):
     with pytest.raises(TopologyError) as info:
         plan_topology(load_topology(topo), conf={KEY: "many"})
     assert info.value.messages == [f"--conf: {KEY} = 'many': expected an integer >= 1"]
+
+
+def test_expression_options_parse_fields_trees_and_sql():
+    from sqe.expressions import Field, Function, Sql
+
+    opt = REGISTRY["jw.sqe.state.kafka.filterValue"]
+    assert coerce(opt, "region", "--conf") == Field("region")
+    assert coerce(opt, '{sql: "upper(region)"}', "--conf") == Sql("upper(region)")
+    assert isinstance(coerce(opt, {"=": ["region", "eu"]}, "file"), Function)
+    with pytest.raises(OptionError, match=r"--conf: jw.sqe.spout.kafka.postFilter = .*"):
+        coerce(REGISTRY["jw.sqe.spout.kafka.postFilter"], {"a": 1, "b": 2}, "--conf")
+    with pytest.raises(OptionError, match="expected 16..255 bytes"):
+        coerce(REGISTRY["jw.sqe.state.kafka.filterSizeBytes"], 256, "x")
+
+
+def test_chunk_options_are_checked_together(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text("""
+- CreateStream: {streamName: S, objectName: t, spoutName: KAFKA,
+    options: {jw.sqe.spout.kafka.corruptChunkPolicy: deadletter}}
+- Query:
+    insertInto: {objectName: o, stateName: KAFKA, fields: [a],
+                 options: {jw.sqe.state.kafka.chunking: true}}
+    select: {expressions: [a]}
+    from: {objectName: S}
+""")
+    with pytest.raises(TopologyError) as err:
+        plan_topology(load_topology(path))
+    text = str(err.value)
+    assert "corruptChunkPolicy deadletter needs jw.sqe.spout.kafka.deadLetterTopic" in text
+    assert "chunking keys each chunk by the StreamMetadata of its last message" in text
