@@ -66,3 +66,40 @@ def test_equal_to_the_reference_with_bad_chunks_among_good_ones(lists, data):
 def test_no_chunks():
     d = decode_chunks([])
     assert len(d) == 0 and d.bad == {}
+
+
+rows = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3),
+                          st.one_of(st.none(), st.sampled_from(["eu", "us", "δ", ""])),
+                          st.one_of(st.none(), st.binary(max_size=40))), max_size=80)
+
+
+@given(rows, st.integers(1, 7), st.sampled_from([16, 64, 10_000]), st.sampled_from([0, 16, 33]),
+       st.sampled_from(["none", "zstd", "lz4"]))
+def test_encode_chunks_equals_encode_chunk_and_round_trips(raw, max_messages, max_bytes,
+                                                           filter_size, codec):
+    import numpy as np
+    import pyarrow as pa
+
+    from sqe.chunk_arrow import encode_chunks
+
+    partition = np.array([p for p, _, _, _ in raw], dtype=np.int64)
+    offset = np.cumsum([step for _, step, _, _ in raw]).astype(np.int64) + 7
+    fvs = pa.array([f for _, _, f, _ in raw], pa.string())
+    values = pa.array([v for _, _, _, v in raw], pa.binary())
+    chunks = encode_chunks(partition, offset, fvs, values, max_messages, max_bytes,
+                           filter_size, codec)
+    covered = 0
+    for c in chunks:
+        assert c.start == covered and c.stop > c.start
+        covered = c.stop
+        msgs = [Message(int(offset[i]), raw[i][2], raw[i][3]) for i in range(c.start, c.stop)]
+        assert c.data == encode_chunk(msgs, int(offset[c.start]), filter_size, codec)
+        assert len(set(partition[c.start:c.stop].tolist())) == 1
+        assert c.partition == partition[c.start] and c.last_offset == offset[c.stop - 1]
+        assert c.stop - c.start <= max_messages
+        body = sum(10 + len((m.filter_value or "").encode()) + len(m.value or b"") for m in msgs)
+        assert body <= max_bytes or len(msgs) == 1
+    assert covered == len(raw)
+    again = encode_chunks(partition, offset, fvs, values, max_messages, max_bytes,
+                          filter_size, codec)
+    assert [c.data for c in again] == [c.data for c in chunks]  # deterministic
