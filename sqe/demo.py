@@ -83,7 +83,11 @@ def _count_enriched(brokers: str) -> tuple[int, int]:
             consumer.assign([TopicPartition("enriched", p, lo)])
             seen = 0
             while seen < hi - lo:
-                for m in consumer.consume(num_messages=min(10_000, hi - lo - seen), timeout=30):
+                got = consumer.consume(num_messages=min(10_000, hi - lo - seen), timeout=30)
+                if not got:
+                    raise RunError(f"enriched/{p}: no records after offset {lo + seen} within "
+                                   f"30 s, though the broker reports {hi - lo - seen} more")
+                for m in got:
                     if m.error() is not None:
                         raise RunError(f"reading enriched/{p}: {m.error()}")
                     keys.add(m.key())
