@@ -17,7 +17,18 @@ Keys (``jw.sqe.state.kafka.keytype``):
 
 Values: the single field when ``fields`` has one entry (bytes as they are,
 strings as UTF-8, anything else as its string form), else a JSON object of
-the fields.  ``jw.sqe.state.kafka.partitionClass`` picks the partition
+the fields.
+
+Filter values and chunks (DESIGN.md section 2): ``filterValue`` computes each
+message's filter value (an SQE expression over the query's fields).  Without
+chunking it travels in the record header ``sqe-filter-value``.  With
+``chunking`` (keytype StreamMetadata), each task packs all its rows at once
+into chunks (:func:`sqe.chunk_arrow.encode_chunks`: never across source
+partitions, deterministic for the same input range, so a retried batch writes
+the same chunks); a chunk's key is the StreamMetadata of its last message and
+its Bloom filter holds the filter values of its messages.
+
+``jw.sqe.state.kafka.partitionClass`` picks the partition
 (vectorised over a whole Arrow batch); without it the producer's
 ``murmur2_random`` partitioner places keys as Kafka's Java client does.
 """
@@ -33,15 +44,19 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
-from sqe.compiler import CARRIED, field_column
+from sqe.compiler import CARRIED, compile_expression, field_column
 from sqe.errors import StateError
+from sqe.expressions import Expression
 from sqe.faults import armed, fault_point
 from sqe.kafka_client import error_text, producer_conf, topic_partitions
 from sqe.metadata import encode_keys
 
-__all__ = ["KafkaStateConfig", "write_kafka"]
+__all__ = ["FILTER_HEADER", "KafkaStateConfig", "write_kafka"]
 
 _FLUSH_TIMEOUT = 120.0
+
+#: The record header that carries a message's filter value when chunking is off.
+FILTER_HEADER = "sqe-filter-value"
 
 
 @dataclass(frozen=True)
@@ -54,6 +69,12 @@ class KafkaStateConfig:
     fields: tuple[str, ...]
     partitioner: str | None = None
     extra: tuple[tuple[str, Any], ...] = ()
+    filter_value: Expression | None = None
+    chunking: bool = False
+    chunk_messages: int = 1000
+    chunk_bytes: int = 1 << 20
+    chunk_codec: str = "none"
+    filter_size: int = 16
 
     def __post_init__(self) -> None:
         keytype = self.keytype.lower()
@@ -64,6 +85,10 @@ class KafkaStateConfig:
             raise StateError(f"Kafka state {self.topic}: keytype field writes the first field "
                              f"as key and the second as value, so it needs exactly 2 fields, "
                              f"got {len(self.fields)}")
+        if self.chunking and keytype != "streammetadata":
+            raise StateError(f"Kafka state {self.topic}: chunking keys each chunk by the "
+                             "StreamMetadata of its last message, so it needs keytype "
+                             "StreamMetadata")
         object.__setattr__(self, "keytype", keytype)
 
     @classmethod
@@ -77,6 +102,12 @@ class KafkaStateConfig:
             fields=tuple(fields),
             partitioner=settings["jw.sqe.state.kafka.partitionClass"],
             extra=tuple(sorted((extra or {}).items())),
+            filter_value=settings["jw.sqe.state.kafka.filterValue"],
+            chunking=bool(settings["jw.sqe.state.kafka.chunking"]),
+            chunk_messages=settings["jw.sqe.state.kafka.chunk.maxMessages"],
+            chunk_bytes=settings["jw.sqe.state.kafka.chunk.maxBytes"],
+            chunk_codec=settings["jw.sqe.state.kafka.chunk.compression"],
+            filter_size=settings["jw.sqe.state.kafka.filterSizeBytes"],
         )
 
 
@@ -104,7 +135,11 @@ def _prepare(df: DataFrame, cfg: KafkaStateConfig) -> DataFrame:
     if cfg.keytype == "streammetadata" and len(carried) != len(CARRIED):
         raise StateError(f"Kafka state {cfg.topic}: keytype StreamMetadata needs the carried "
                          "StreamMetadata of each record, and this query's input has none")
-    return df.select(key.alias("_k"), value.alias("_v"), *carried)
+    extra = []
+    if cfg.filter_value is not None:
+        fv = compile_expression(cfg.filter_value, f"Kafka state {cfg.topic} -> filterValue")
+        extra.append(fv.cast("string").alias("_fv"))
+    return df.select(key.alias("_k"), value.alias("_v"), *carried, *extra)
 
 
 def _keys(batch: pa.RecordBatch, keytype: str) -> pa.Array:
@@ -119,10 +154,40 @@ def _keys(batch: pa.RecordBatch, keytype: str) -> pa.Array:
     return batch.column("_k")
 
 
-def _sliced(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        for start in range(0, batch.num_rows, size):
-            yield batch.slice(start, size)
+def _records(batches: Iterator[pa.RecordBatch], cfg: KafkaStateConfig
+             ) -> Iterator[tuple[pa.Array, list, list | None]]:
+    """Groups of (keys, values, filter values or None) to produce, from the task's rows.
+
+    With chunking, all rows of the task are packed at once, so the chunks depend on
+    the task's input range only (not on how Spark cut it into Arrow batches).
+    """
+    if not cfg.chunking:
+        for batch in batches:
+            fvs = batch.column("_fv").to_pylist() if "_fv" in batch.schema.names else None
+            yield _keys(batch, cfg.keytype), batch.column("_v").to_pylist(), fvs
+        return
+    from sqe.chunk_arrow import encode_chunks
+
+    table = pa.Table.from_batches(list(batches))
+    if table.num_rows == 0:
+        return
+    table = table.combine_chunks()
+    pid, part, off = (table.column(c).to_numpy() for c in CARRIED)
+    fv = (table.column("_fv").chunk(0) if "_fv" in table.column_names
+          else pa.nulls(table.num_rows, pa.string()))
+    chunks = encode_chunks(part, off, fv, table.column("_v").chunk(0), cfg.chunk_messages,
+                           cfg.chunk_bytes, cfg.filter_size, cfg.chunk_codec)
+    last = [c.stop - 1 for c in chunks]
+    keys = encode_keys(pid[last], [c.partition for c in chunks], [c.last_offset for c in chunks])
+    yield keys, [c.data for c in chunks], None
+
+
+def _sliced(groups: Iterator[tuple[pa.Array, list, list | None]], size: int
+            ) -> Iterator[tuple[pa.Array, list, list | None]]:
+    for keys, values, fvs in groups:
+        for start in range(0, len(values), size):
+            yield (keys.slice(start, size), values[start:start + size],
+                   fvs[start:start + size] if fvs is not None else None)
 
 
 def _producer_task(cfg: KafkaStateConfig) -> Any:
@@ -146,11 +211,11 @@ def _producer_task(cfg: KafkaStateConfig) -> Any:
                                             "Kafka state"))
         partitioner = resolve(cfg.partitioner) if cfg.partitioner else None
         written = 0
+        groups = _records(batches, cfg)
         fault_at = armed("kafka-state-sent")
         if fault_at:  # a crash test stops this task after fault_at records reached Kafka
-            batches = _sliced(batches, fault_at)
-        for batch in batches:
-            keys = _keys(batch, cfg.keytype)
+            groups = _sliced(groups, fault_at)
+        for keys, values, fvs in groups:
             if partitioner is not None:
                 try:
                     targets = partitioner.partition_array(keys, n_partitions).tolist()
@@ -158,13 +223,15 @@ def _producer_task(cfg: KafkaStateConfig) -> Any:
                     raise StateError(f"Kafka state {cfg.topic}: partitioner "
                                      f"{cfg.partitioner}: {exc}") from None
             else:
-                targets = [-1] * batch.num_rows  # RD_KAFKA_PARTITION_UA: the producer decides
-            for key, value, target in zip(keys.to_pylist(), batch.column("_v").to_pylist(),
-                                          targets, strict=True):
+                targets = [-1] * len(values)  # RD_KAFKA_PARTITION_UA: the producer decides
+            headers = ([None if f is None else [(FILTER_HEADER, f.encode("utf-8"))] for f in fvs]
+                       if fvs is not None else [None] * len(values))
+            for key, value, target, header in zip(keys.to_pylist(), values, targets, headers,
+                                                  strict=True):
                 while True:
                     try:
                         producer.produce(cfg.topic, value=value, key=key, partition=target,
-                                         on_delivery=on_delivery)
+                                         headers=header, on_delivery=on_delivery)
                         break
                     except BufferError:  # local queue full: let deliveries drain
                         producer.poll(0.1)
@@ -177,7 +244,7 @@ def _producer_task(cfg: KafkaStateConfig) -> Any:
             producer.poll(0)
             if failures:
                 break
-            written += batch.num_rows
+            written += len(values)
             if fault_at is not None:
                 producer.flush(_FLUSH_TIMEOUT)
                 fault_point("kafka-state-sent", written)

@@ -352,3 +352,73 @@ def test_a_value_the_broker_refuses_fails_with_delivery_failed(spark, kafka_boot
     assert "sqe.errors.StateError" in text
     assert f"Kafka state {topic} on {kafka_bootstrap}: delivery failed ({topic}/0: MSG_SIZE_TOO_LARGE" in text
     assert {r.value for r in read_topic(kafka_bootstrap, topic)} <= {b"small-1", b"small-2"}
+
+
+# --- filter values and chunks --------------------------------------------------------------------
+
+
+def test_chunks_pack_each_source_partition_with_its_last_key_and_bloom(spark, kafka_bootstrap,
+                                                                       kafka_topic):
+    from sqe.bloom import BloomFilter
+    from sqe.chunk import decode_chunk, read_header
+    from sqe.expressions import Field
+
+    topic = kafka_topic(2)
+    rows = [(PID, p, o, f"m{p}-{o}", ["eu", "us", None][o % 3]) for p in (0, 1, 2)
+            for o in range(10, 35)]
+    df = spark.createDataFrame(rows, f"{CARRIED_DDL}, v string, region string").repartition(1)
+    cfg = KafkaStateConfig(topic=topic, brokers=kafka_bootstrap, keytype="StreamMetadata",
+                           fields=("v",), partitioner=SOURCE_PARTITION_PARTITIONER,
+                           filter_value=Field("region"), chunking=True, chunk_messages=10,
+                           chunk_codec="zstd")
+    assert write_kafka(df.orderBy("_sqe_partition", "_sqe_offset"), cfg) == 9  # 3 x (10+10+5)
+    records = read_topic(kafka_bootstrap, topic)
+    seen = []
+    for r in records:
+        key = StreamMetadata.from_bytes(r.key)
+        msgs = decode_chunk(r.value)
+        assert key.pid == PID and key.offset == msgs[-1].offset
+        assert r.partition == key.partition % 2
+        assert all(m.value == f"m{key.partition}-{m.offset}".encode() for m in msgs)
+        bloom = BloomFilter.from_bytes(read_header(r.value).bloom)
+        assert all(bloom.might_contain([m.filter_value]) for m in msgs if m.filter_value)
+        assert bloom.might_contain(["x"], match_unfiltered=True) == any(
+            m.filter_value is None for m in msgs)
+        seen += [(key.partition, m.offset, m.filter_value) for m in msgs]
+    assert sorted(seen) == sorted((p, o, r) for _, p, o, _, r in rows)
+
+
+def test_without_chunking_the_filter_value_is_a_record_header(spark, kafka_bootstrap, kafka_topic):
+    from confluent_kafka import Consumer, TopicPartition
+
+    from sqe.expressions import Sql
+    from state.kafka import FILTER_HEADER
+
+    topic = kafka_topic(1)
+    df = spark.createDataFrame([(PID, 0, 1, "a", "eu"), (PID, 0, 2, "b", None)],
+                               f"{CARRIED_DDL}, v string, region string")
+    cfg = KafkaStateConfig(topic=topic, brokers=kafka_bootstrap, keytype="StreamMetadata",
+                           fields=("v",), filter_value=Sql("upper(region)"))
+    assert write_kafka(df.coalesce(1), cfg) == 2
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": uuid.uuid4().hex,
+                         "receive.message.max.bytes": 2**30})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = consumer.consume(2, timeout=30)
+    consumer.close()
+    assert [(m.value(), m.headers()) for m in got] == [(b"a", [(FILTER_HEADER, b"EU")]),
+                                                      (b"b", None)]
+
+
+def test_chunks_are_the_same_when_a_batch_is_written_again(spark, kafka_bootstrap, kafka_topic,
+                                                          small_arrow_batches):
+    topic = kafka_topic(1)
+    rows = [(PID, 0, o, f"value {o}" * (o % 7)) for o in range(200)]
+    df = spark.createDataFrame(rows, f"{CARRIED_DDL}, v string").coalesce(1)
+    cfg = KafkaStateConfig(topic=topic, brokers=kafka_bootstrap, keytype="StreamMetadata",
+                           fields=("v",), chunking=True, chunk_messages=30, chunk_bytes=1024)
+    first = write_kafka(df, cfg)
+    again = write_kafka(df, cfg)  # a retried batch
+    records = read_topic(kafka_bootstrap, topic)
+    assert first == again and len(records) == 2 * first
+    assert [r.value for r in records[:first]] == [r.value for r in records[first:]]
+    assert [r.key for r in records[:first]] == [r.key for r in records[first:]]
