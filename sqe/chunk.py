@@ -43,7 +43,7 @@ from sqe.errors import SqeError
 __all__ = [
     "MAGIC", "VERSION", "HEADER_BYTES", "MAX_BODY_BYTES", "Codec", "ChunkHeader", "Message",
     "ChunkError", "TruncatedChunk", "BadMagic", "UnknownVersion", "CrcMismatch", "BadCount",
-    "BadLength", "encode_chunk", "decode_chunk", "read_header",
+    "BadLength", "encode_chunk", "decode_chunk", "checked_body", "read_header",
 ]
 
 MAGIC = b"SQEC"
@@ -200,8 +200,9 @@ def _plain_body(data: bytes | memoryview, header: ChunkHeader) -> memoryview:
     return memoryview(out)
 
 
-def decode_chunk(data: bytes | memoryview) -> list[Message]:
-    """Every message of the chunk in ``data`` (the scalar reference decoder)."""
+def checked_body(data: bytes | memoryview) -> tuple[ChunkHeader, memoryview]:
+    """The header and the plain (decompressed) body of a chunk whose CRC matches and whose
+    message count can fit its body; anything else raises its :class:`ChunkError`."""
     header = read_header(data)
     actual = _crc(data)
     if actual != header.crc:
@@ -210,6 +211,12 @@ def decode_chunk(data: bytes | memoryview) -> list[Message]:
     body = _plain_body(data, header)
     if header.count * _MIN_MESSAGE_BYTES > len(body):
         raise BadCount(f"{header.count} messages cannot fit in a {len(body)}-byte body")
+    return header, body
+
+
+def decode_chunk(data: bytes | memoryview) -> list[Message]:
+    """Every message of the chunk in ``data`` (the scalar reference decoder)."""
+    header, body = checked_body(data)
     out = []
     pos, end = 0, len(body)
     for i in range(header.count):

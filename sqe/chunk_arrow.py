@@ -32,16 +32,13 @@ from sqe.chunk import (
     _NO_FILTER_VALUE,
     MAGIC,
     VERSION,
-    BadCount,
     BadLength,
     ChunkError,
     Codec,
-    CrcMismatch,
     TruncatedChunk,
     _crc,
-    _plain_body,
+    checked_body,
     decode_chunk,
-    read_header,
 )
 
 __all__ = ["DecodedChunks", "EncodedChunk", "decode_chunks", "encode_chunks"]
@@ -160,14 +157,7 @@ def decode_chunks(chunks: Sequence[bytes | memoryview]) -> DecodedChunks:
     bases: list[int] = []
     for i, data in enumerate(chunks):
         try:
-            header = read_header(data)
-            actual = _crc(data)
-            if actual != header.crc:
-                raise CrcMismatch(f"CRC32C 0x{actual:08x} does not match the header's "
-                                  f"0x{header.crc:08x}")
-            body = _plain_body(data, header)
-            if header.count * _MIN_MESSAGE_BYTES > len(body):
-                raise BadCount(f"{header.count} messages cannot fit in a {len(body)}-byte body")
+            header, body = checked_body(data)
         except ChunkError as exc:
             bad[i] = exc
             continue
