@@ -29,7 +29,8 @@ from pathlib import Path
 
 from sqe.errors import RunError
 from sqe.faults import kill_group, start_with_fault, wait_for_fault
-from sqe.local_services import start_local_kafka, start_local_redis
+from sqe.kafka_client import read_all
+from sqe.local_services import service_conf, start_local_kafka, start_local_redis
 
 __all__ = ["DemoReport", "run_demo", "shipped_file"]
 
@@ -70,32 +71,8 @@ class DemoReport:
 
 def _count_enriched(brokers: str) -> tuple[int, int]:
     """(records, distinct StreamMetadata keys) in topic ``enriched``."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    from sqe.kafka_client import consumer_conf
-
-    consumer = Consumer(consumer_conf(brokers, "sqe-demo", quiet=True))
-    try:
-        parts = consumer.list_topics("enriched", timeout=30).topics["enriched"].partitions
-        records, keys = 0, set()
-        for p in sorted(parts):
-            lo, hi = consumer.get_watermark_offsets(TopicPartition("enriched", p), timeout=30)
-            consumer.assign([TopicPartition("enriched", p, lo)])
-            seen = 0
-            while seen < hi - lo:
-                got = consumer.consume(num_messages=min(10_000, hi - lo - seen), timeout=30)
-                if not got:
-                    raise RunError(f"enriched/{p}: no records after offset {lo + seen} within "
-                                   f"30 s, though the broker reports {hi - lo - seen} more")
-                for m in got:
-                    if m.error() is not None:
-                        raise RunError(f"reading enriched/{p}: {m.error()}")
-                    keys.add(m.key())
-                    seen += 1
-            records += seen
-        return records, len(keys)
-    finally:
-        consumer.close()
+    keys = [m.key() for m in read_all(brokers, "enriched")]
+    return len(keys), len(set(keys))
 
 
 def run_demo(events: int = 5000, workdir: str | Path | None = None,
@@ -117,7 +94,6 @@ def run_demo(events: int = 5000, workdir: str | Path | None = None,
         say(f"started a Kafka-protocol broker on {kafka.address} and redis-server on "
             f"{rds.address}")
         redis_url = f"{rds.address}/0"
-        host, port = rds.address.split("//")[1].split(":")
         produce_events(kafka.address, "events", events, partitions=3)
         from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -131,11 +107,7 @@ def run_demo(events: int = 5000, workdir: str | Path | None = None,
                     str(shipped_file(f"topologies/{name}.yaml")), "--once",
                     "--checkpoint", str(work / "checkpoints" / name),
                     "--config", str(shipped_file("conf/local.yaml")),
-                    "--conf", f"jw.sqe.spout.kafka.brokers={kafka.address}",
-                    "--conf", f"jw.sqe.state.kafka.brokers={kafka.address}",
-                    "--conf", f"jw.sqe.spout.kafka.filterReplays.redis.url={redis_url}",
-                    "--conf", f"jw.sqe.state.redis.host={host}",
-                    "--conf", f"jw.sqe.state.redis.port={port}"]
+                    *service_conf(kafka.address, redis_url)]
 
         def run(name: str) -> str:
             done = subprocess.run(command(name), capture_output=True, text=True)

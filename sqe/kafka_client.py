@@ -16,11 +16,11 @@ list, SQE's defaults and the user's own librdkafka settings.  The defaults:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 __all__ = ["CLIENT_DEFAULTS", "bootstrap", "consumer_conf", "producer_conf", "error_text",
-           "cluster_metadata", "topic_partitions"]
+           "cluster_metadata", "topic_partitions", "read_all"]
 
 CLIENT_DEFAULTS: dict[str, Any] = {"receive.message.max.bytes": 200_000_000}
 
@@ -100,3 +100,34 @@ def topic_partitions(client: Any, topic: str, brokers: str, error: type[Exceptio
         why = error_text(meta.error) if meta is not None and meta.error else "no partitions"
         raise error(f"{role} {topic}: the topic on {brokers} cannot be used: {why}")
     return sorted(meta.partitions)
+
+
+def read_all(brokers: str | Iterable[str], topic: str, timeout: float = 30.0) -> Iterator[Any]:
+    """Every record of ``topic`` now, partition by partition in offset order (for tools,
+    the demo and tests, not the source).  A partition that stops delivering before its
+    end offset is a :class:`~sqe.errors.SourceError` naming it."""
+    import uuid
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    from sqe.errors import SourceError
+
+    consumer = Consumer(consumer_conf(brokers, f"sqe-read-{uuid.uuid4().hex}", quiet=True))
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout).topics[topic]
+        for p in sorted(meta.partitions):
+            lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+            consumer.assign([TopicPartition(topic, p, lo)])
+            position = lo
+            while position < hi:
+                got = consumer.consume(num_messages=min(10_000, hi - position), timeout=timeout)
+                if not got:
+                    raise SourceError(f"{topic}/{p}: no records after offset {position} within "
+                                      f"{timeout:.0f} s, though the broker reports {hi} as its end")
+                for m in got:
+                    if m.error() is not None:
+                        raise SourceError(f"{topic}/{p}: {error_text(m.error())}")
+                    position = m.offset() + 1
+                    yield m
+    finally:
+        consumer.close()

@@ -41,6 +41,7 @@ __all__ = [
     "start_local_kafka",
     "start_local_redis",
     "wait_for_kafka",
+    "service_conf",
 ]
 
 #: Client settings needed against the pip broker (harmless against real Kafka).
@@ -201,3 +202,19 @@ def start_local_redis(data_dir: str | Path, port: int | None = None, databases: 
     finally:
         client.close()
     return service
+
+
+def service_conf(brokers: str, redis_url: str, postgres_dsn: str | None = None) -> list[str]:
+    """The ``--conf`` arguments that point ``sqe run`` (and conf/local.yaml) at these services:
+    both Kafka sides, the HWM store and the Redis state in the same server and database (so
+    Redis states commit atomically with the HWMs), and a Postgres state when given."""
+    from urllib.parse import urlsplit
+
+    url = urlsplit(redis_url)
+    pairs = [f"jw.sqe.spout.kafka.brokers={brokers}", f"jw.sqe.state.kafka.brokers={brokers}",
+             f"jw.sqe.spout.kafka.filterReplays.redis.url={redis_url}",
+             f"jw.sqe.state.redis.host={url.hostname}", f"jw.sqe.state.redis.port={url.port}",
+             f"jw.sqe.state.redis.database={url.path.strip('/') or 0}"]
+    if postgres_dsn:
+        pairs.append(f"jw.sqe.state.postgres.dsn={postgres_dsn}")
+    return [arg for pair in pairs for arg in ("--conf", pair)]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 
-from sqe.kafka_client import CLIENT_DEFAULTS
+from sqe.kafka_client import CLIENT_DEFAULTS, read_all
 
 
 @dataclass(frozen=True)
@@ -34,27 +33,8 @@ def produce(bootstrap: str, topic: str,
 
 def read_topic(bootstrap: str, topic: str) -> list[Record]:
     """Every record of ``topic``, by partition then offset."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, **CLIENT_DEFAULTS})
-    try:
-        meta = consumer.list_topics(topic, timeout=30).topics[topic]
-        out: list[Record] = []
-        for p in sorted(meta.partitions):
-            lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-            if hi <= lo:
-                continue
-            consumer.assign([TopicPartition(topic, p, lo)])
-            got: list[Record] = []
-            while not got or got[-1].offset < hi - 1:
-                batch = consumer.consume(num_messages=hi - lo - len(got), timeout=5)
-                assert batch, f"{topic}/{p}: no records after offset {got[-1].offset if got else lo}"
-                for m in batch:
-                    assert m.error() is None, m.error()
-                    got.append(Record(p, m.offset(), m.key(), m.value()))
-            out += got
-        return out
-    finally:
-        consumer.close()
+    return [Record(m.partition(), m.offset(), m.key(), m.value())
+            for m in read_all(bootstrap, topic)]
 
 
 def cluster_id(bootstrap: str, topic: str) -> str | None:

@@ -15,7 +15,6 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -23,7 +22,7 @@ import redis
 import yaml
 
 from sqe.faults import kill_group, start_with_fault, wait_for_fault
-from sqe.local_services import start_local_redis
+from sqe.local_services import service_conf, start_local_redis
 from sqe.metadata import StreamMetadata
 from sqe.sample_events import produce_events
 from tests.kafka_io import produce, read_topic
@@ -58,17 +57,10 @@ class Chain:
             self.files[name].write_text(yaml.safe_dump(commands, sort_keys=False))
 
     def command(self, name: str, checkpoint: str | None = None, *extra: str) -> list[str]:
-        url = urlsplit(self.redis_url)
         return [sys.executable, "-m", "sqe.cli", "run", str(self.files[name]), "--once",
                 "--checkpoint", str(self.tmp / (checkpoint or name)),
                 "--config", str(ROOT / "conf/local.yaml"),
-                "--conf", f"jw.sqe.spout.kafka.brokers={self.kafka}",
-                "--conf", f"jw.sqe.state.kafka.brokers={self.kafka}",
-                "--conf", f"jw.sqe.spout.kafka.filterReplays.redis.url={self.redis_url}",
-                "--conf", f"jw.sqe.state.redis.host={url.hostname}",
-                "--conf", f"jw.sqe.state.redis.port={url.port}",
-                "--conf", f"jw.sqe.state.redis.database={url.path.strip('/') or 0}",
-                "--conf", f"jw.sqe.state.postgres.dsn={self.dsn}", *extra]
+                *service_conf(self.kafka, self.redis_url, self.dsn), *extra]
 
     def run(self, name: str, *extra: str, checkpoint: str | None = None
             ) -> subprocess.CompletedProcess:

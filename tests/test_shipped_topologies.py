@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -12,6 +11,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from sqe.cli import main
 from sqe.errors import SourceError
+from sqe.local_services import service_conf
 from tests.kafka_io import produce, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
@@ -35,14 +35,7 @@ def test_enrich_then_load_with_sqe_run_once(spark, kafka_bootstrap, redis_url, t
     produce(kafka_bootstrap, "events",
             [(None, json.dumps(e).encode(), i % 3) for i, e in enumerate(events)]
             + [(None, b"not json at all", 0)])
-    url = urlsplit(redis_url)
-    common = ["--config", str(ROOT / "conf/local.yaml"),
-              "--conf", f"jw.sqe.spout.kafka.brokers={kafka_bootstrap}",
-              "--conf", f"jw.sqe.state.kafka.brokers={kafka_bootstrap}",
-              "--conf", f"jw.sqe.spout.kafka.filterReplays.redis.url={redis_url}",
-              "--conf", f"jw.sqe.state.redis.host={url.hostname}",
-              "--conf", f"jw.sqe.state.redis.port={url.port}",
-              "--conf", f"jw.sqe.state.redis.database={url.path.strip('/')}"]
+    common = ["--config", str(ROOT / "conf/local.yaml"), *service_conf(kafka_bootstrap, redis_url)]
     assert main(["run", str(ROOT / "topologies/enrich.yaml"), "--once",
                  "--checkpoint", str(tmp_path / "enrich"), *common]) == 0
     enriched = read_topic(kafka_bootstrap, "enriched")[before:]
