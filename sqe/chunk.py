@@ -43,7 +43,7 @@ from sqe.errors import SqeError
 __all__ = [
     "MAGIC", "VERSION", "HEADER_BYTES", "MAX_BODY_BYTES", "Codec", "ChunkHeader", "Message",
     "ChunkError", "TruncatedChunk", "BadMagic", "UnknownVersion", "CrcMismatch", "BadCount",
-    "BadLength", "encode_chunk", "decode_chunk", "checked_body", "read_header",
+    "BadLength", "encode_chunk", "frame_chunk", "decode_chunk", "checked_body", "read_header",
 ]
 
 MAGIC = b"SQEC"
@@ -142,16 +142,20 @@ def encode_chunk(messages: Sequence[Message], base_offset: int, filter_size: int
             bloom.add(m.filter_value)
         v_len = -1 if m.value is None else len(m.value)
         parts += [struct.pack(">IH", rel, fv_len), fv, struct.pack(">i", v_len), m.value or b""]
-    body = b"".join(parts)
+    return frame_chunk(b"".join(parts), len(messages), base_offset,
+                       bloom.to_bytes() if bloom is not None else b"", codec)
+
+
+def frame_chunk(body: bytes, count: int, base_offset: int, bloom: bytes, codec: Codec) -> bytes:
+    """A chunk around an encoded (plain) message ``body``: the body compressed by ``codec``,
+    the header with ``bloom`` (empty: no filter) and the CRC.  Both encoders end here."""
     if len(body) > MAX_BODY_BYTES:
         raise ValueError(f"chunk body is {len(body)} bytes; at most {MAX_BODY_BYTES}")
     if codec != "none":
-        frame = pa.Codec(codec).compress(body, asbytes=True)
-        body = struct.pack(">I", len(body)) + frame
-    flags = _CODECS.index(codec) | (_HAS_FILTER if bloom is not None else 0)
-    bloom_bytes = bloom.to_bytes() if bloom is not None else b""
-    head = _HEADER.pack(MAGIC, VERSION, flags, len(bloom_bytes), 0, len(messages), base_offset, 0)
-    chunk = bytearray(head + bloom_bytes + body)
+        body = struct.pack(">I", len(body)) + pa.Codec(codec).compress(body, asbytes=True)
+    flags = _CODECS.index(codec) | (_HAS_FILTER if bloom else 0)
+    head = _HEADER.pack(MAGIC, VERSION, flags, len(bloom), 0, count, base_offset, 0)
+    chunk = bytearray(head + bloom + body)
     struct.pack_into(">I", chunk, 20, _crc(chunk))
     return bytes(chunk)
 

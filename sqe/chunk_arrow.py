@@ -16,7 +16,6 @@ so the caller applies its corrupt-chunk policy to exactly that record.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -25,20 +24,16 @@ import pyarrow as pa
 
 from sqe.chunk import (
     _CODECS,
-    _HAS_FILTER,
-    _HEADER,
     _MAX_OFFSET,
     _MIN_MESSAGE_BYTES,
     _NO_FILTER_VALUE,
-    MAGIC,
-    VERSION,
     BadLength,
     ChunkError,
     Codec,
     TruncatedChunk,
-    _crc,
     checked_body,
     decode_chunk,
+    frame_chunk,
 )
 
 __all__ = ["DecodedChunks", "EncodedChunk", "decode_chunks", "encode_chunks"]
@@ -318,14 +313,9 @@ def encode_chunks(partition: np.ndarray, offset: np.ndarray, filter_value: pa.Ar
     out = []
     for k, (i, j) in enumerate(ranges):
         body = data[int(msg_offsets[i]):int(msg_offsets[j])].to_pybytes()
-        if codec != "none":
-            body = struct.pack(">I", len(body)) + pa.Codec(codec).compress(body, asbytes=True)
         bloom = blooms[k].tobytes() if blooms is not None else b""
-        flags = _CODECS.index(codec) | (_HAS_FILTER if bloom else 0)
-        chunk = bytearray(_HEADER.pack(MAGIC, VERSION, flags, len(bloom), 0, j - i,
-                                       int(offset[i]), 0) + bloom + body)
-        struct.pack_into(">I", chunk, 20, _crc(chunk))
-        out.append(EncodedChunk(i, j, int(partition[i]), int(offset[j - 1]), bytes(chunk)))
+        chunk = frame_chunk(body, j - i, int(offset[i]), bloom, codec)
+        out.append(EncodedChunk(i, j, int(partition[i]), int(offset[j - 1]), chunk))
     return out
 
 

@@ -64,6 +64,16 @@ class PostgresStateConfig:
         schema, dot, table = self.table.partition(".")
         return (schema, table) if dot else (None, self.table)
 
+    @property
+    def target(self) -> Any:
+        """The quoted (maybe schema-qualified) name of the table."""
+        return _qualified(*self.schema_and_table)
+
+    @property
+    def batches(self) -> Any:
+        """The quoted name of the batch table beside it."""
+        return _qualified(self.schema_and_table[0], BATCH_TABLE)
+
 
 @dataclass(frozen=True)
 class PostgresWrite:
@@ -134,17 +144,15 @@ def _qualified(schema: str | None, name: str) -> Any:
 def _ensure_table(cur: Any, cfg: PostgresStateConfig, df: DataFrame) -> None:
     from psycopg import sql
 
-    schema, table = cfg.schema_and_table
     cur.execute("SELECT a.attname FROM pg_attribute a "
                 "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped",
-                [_qualified(schema, table).as_string(cur)])
+                [cfg.target.as_string(cur)])
     existing = {r[0] for r in cur.fetchall()}
     if not existing:
         columns = sql.SQL(", ").join(
             sql.SQL("{} {}").format(_ident(f), sql.SQL(pg_type(df.schema[f].dataType)))
             for f in cfg.fields)
-        cur.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
-            _qualified(schema, table), columns))
+        cur.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(cfg.target, columns))
         return
     missing = [f for f in cfg.fields if f not in existing]
     if missing:
@@ -154,10 +162,9 @@ def _ensure_table(cur: Any, cfg: PostgresStateConfig, df: DataFrame) -> None:
 
 
 def _lock_batch(cur: Any, cfg: PostgresStateConfig, consumer: str) -> int | None:
-    schema, _ = cfg.schema_and_table
-    batches = _qualified(schema, BATCH_TABLE)
     from psycopg import sql
 
+    batches = cfg.batches
     cur.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (consumer text NOT NULL, "
                         "target text NOT NULL, batch_id bigint NOT NULL, rows bigint NOT NULL, "
                         "committed_at timestamptz NOT NULL DEFAULT now(), "
@@ -207,16 +214,15 @@ def write_postgres(df: DataFrame, cfg: PostgresStateConfig, consumer: str,
             chunks = (df.select(*[_csv_column(df, f) for f in cfg.fields])
                       .mapInArrow(_csv_task, "csv binary, rows long").collect())
             rows = sum(r["rows"] for r in chunks)
-            schema, table = cfg.schema_and_table
             copy = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(
-                _qualified(schema, table), sql.SQL(", ").join(_ident(f) for f in cfg.fields))
+                cfg.target, sql.SQL(", ").join(_ident(f) for f in cfg.fields))
             with cur.copy(copy) as sink:
                 for r in chunks:
                     if r["rows"]:
                         sink.write(r["csv"])
             cur.execute(sql.SQL("UPDATE {} SET batch_id = %s, rows = %s, committed_at = now() "
-                                "WHERE consumer = %s AND target = %s").format(
-                _qualified(schema, BATCH_TABLE)), [batch_id, rows, consumer, cfg.table])
+                                "WHERE consumer = %s AND target = %s").format(cfg.batches),
+                        [batch_id, rows, consumer, cfg.table])
         return PostgresWrite(rows, False)
     except psycopg.Error as exc:
         raise StateError(f"{where}: {_error_text(exc)}; nothing of batch {batch_id} was "
