@@ -43,7 +43,8 @@ from sqe.errors import SqeError
 __all__ = [
     "MAGIC", "VERSION", "HEADER_BYTES", "MAX_BODY_BYTES", "Codec", "ChunkHeader", "Message",
     "ChunkError", "TruncatedChunk", "BadMagic", "UnknownVersion", "CrcMismatch", "BadCount",
-    "BadLength", "encode_chunk", "frame_chunk", "decode_chunk", "checked_body", "read_header",
+    "BadLength", "KeyMismatch", "encode_chunk", "frame_chunk", "decode_chunk", "checked_body",
+    "read_header",
 ]
 
 MAGIC = b"SQEC"
@@ -87,6 +88,10 @@ class BadCount(ChunkError):
 
 class BadLength(ChunkError):
     """A length field points outside the chunk or is impossible."""
+
+
+class KeyMismatch(ChunkError):
+    """The record's key does not name the chunk's last message (a broken writer)."""
 
 
 @dataclass(frozen=True)

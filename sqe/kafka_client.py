@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-__all__ = ["CLIENT_DEFAULTS", "bootstrap", "consumer_conf", "producer_conf", "error_text",
-           "cluster_metadata", "topic_partitions", "read_all"]
+__all__ = ["CLIENT_DEFAULTS", "RefusedRecord", "Sender", "bootstrap", "consumer_conf", "producer_conf",
+           "error_text", "cluster_metadata", "topic_partitions", "read_all"]
 
 CLIENT_DEFAULTS: dict[str, Any] = {"receive.message.max.bytes": 200_000_000}
+_FLUSH_TIMEOUT = 120.0
 
 
 def bootstrap(brokers: str | Iterable[str]) -> str:
@@ -63,6 +64,53 @@ def producer_conf(brokers: str | Iterable[str],
         **CLIENT_DEFAULTS,
         **(extra or {}),
     }
+
+
+class Sender:
+    """Produces records and remembers delivery failures, so nothing fails unnoticed.
+
+    :meth:`send` waits while the local queue is full and raises
+    :class:`RefusedRecord` when the client refuses a record outright (too large,
+    unknown topic); :meth:`finish` flushes and returns what went wrong as one
+    sentence, or ``None`` when every record was acknowledged.
+    """
+
+    def __init__(self, producer: Any) -> None:
+        self.producer = producer
+        self.failures: list[str] = []
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None and len(self.failures) < 5:
+            self.failures.append(f"{msg.topic()}/{msg.partition()}: {error_text(err)}")
+
+    def send(self, topic: str, value: bytes | None, key: bytes | None = None,
+             partition: int = -1, headers: list[tuple[str, bytes]] | None = None) -> None:
+        """Queue one record (partition -1: the producer's partitioner decides)."""
+        from confluent_kafka import KafkaException
+
+        while True:
+            try:
+                self.producer.produce(topic, value=value, key=key, partition=partition,
+                                      headers=headers, on_delivery=self._on_delivery)
+                return
+            except BufferError:  # local queue full: let deliveries drain
+                self.producer.poll(0.1)
+            except KafkaException as exc:  # refused before sending (e.g. too large)
+                self.producer.flush(_FLUSH_TIMEOUT)
+                raise RefusedRecord(error_text(exc)) from None
+
+    def finish(self, timeout: float = _FLUSH_TIMEOUT) -> str | None:
+        """Flush; the delivery problems as one sentence, or ``None``."""
+        remaining = self.producer.flush(timeout)
+        if self.failures:
+            return "; ".join(self.failures)
+        if remaining:
+            return f"{remaining} record(s) not acknowledged within {timeout:.0f} s"
+        return None
+
+
+class RefusedRecord(Exception):
+    """The client refused a record before sending it; the text says why."""
 
 
 def error_text(err: object) -> str:

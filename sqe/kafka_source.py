@@ -30,9 +30,9 @@ import json
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import Any, Literal
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -41,24 +41,16 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import (
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.types import StructType
 
-from sqe.errors import SourceError
+from sqe.errors import SourceError, TopologyError
 from sqe.kafka_client import consumer_conf, error_text, topic_partitions
-from sqe.metadata import decode_keys
-from sqe.replay import filter_replays_decoded
+from sqe.source_rows import ARROW_SCHEMA, FILTER_HEADER, SCHEMA, DeadLetters, Records, Tally, to_rows
 
 __all__ = [
     "SOURCE_NAME",
     "SCHEMA",
+    "ARROW_SCHEMA",
     "KafkaSource",
     "KafkaStreamReader",
     "RangePartition",
@@ -68,22 +60,6 @@ __all__ = [
 ]
 
 SOURCE_NAME = "sqe-kafka"
-
-#: Columns of the source; the Arrow schema below must match it exactly.
-SCHEMA = StructType([
-    StructField("_key", BinaryType()), StructField("_value", BinaryType()),
-    StructField("_topic", StringType()), StructField("_partition", IntegerType()),
-    StructField("_offset", LongType()), StructField("_timestamp", TimestampType()),
-    StructField("_pid", LongType()), StructField("_source_partition", IntegerType()),
-    StructField("_source_offset", LongType()), StructField("_replays_dropped", LongType()),
-])
-ARROW_SCHEMA = pa.schema([
-    ("_key", pa.binary()), ("_value", pa.binary()), ("_topic", pa.string()),
-    ("_partition", pa.int32()), ("_offset", pa.int64()),
-    ("_timestamp", pa.timestamp("us", tz="UTC")),
-    ("_pid", pa.int64()), ("_source_partition", pa.int32()), ("_source_offset", pa.int64()),
-    ("_replays_dropped", pa.int64()),
-])
 
 _ROWS_PER_ARROW_BATCH = 100_000
 _CONSUME_TIMEOUT = 0.5
@@ -117,7 +93,10 @@ class SourceConfig:
     (required); ``startingOffsets`` (``earliest``, ``latest`` or JSON
     ``{"0": 42}``); ``maxRecordsPerBatch``; ``readTimeoutSeconds``;
     ``filterReplays`` with ``hwm.url``, ``hwm.consumer`` and ``hwm.ttl``;
-    ``emitTally``; and ``kafka.<librdkafka key>`` passed to the consumer.
+    ``emitTally``; ``chunks`` (the topic holds SQE chunks); ``filterValues``
+    (a JSON list), ``matchUnfiltered`` and ``postFilter`` (an SQE expression as
+    JSON); ``corruptChunkPolicy`` (``fail`` or ``deadletter``) with
+    ``deadLetterTopic``; and ``kafka.<librdkafka key>`` passed to the consumer.
     """
 
     topic: str
@@ -131,6 +110,43 @@ class SourceConfig:
     hwm_ttl: int = 172800
     emit_tally: bool = False
     kafka: dict[str, str] = field(default_factory=dict)
+    chunks: bool = False
+    filter_values: tuple[str, ...] = ()
+    match_unfiltered: bool = False
+    post_filter: str | None = None  # an SQE expression, as JSON
+    corrupt_policy: Literal["fail", "deadletter"] = "fail"
+    dead_letter_topic: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.corrupt_policy not in ("fail", "deadletter"):
+            raise SourceError("sqe-kafka option corruptChunkPolicy must be fail or deadletter, "
+                              f"got {self.corrupt_policy!r}")
+        if self.corrupt_policy == "deadletter" and not self.dead_letter_topic:
+            raise SourceError("sqe-kafka with corruptChunkPolicy=deadletter needs the option "
+                              "deadLetterTopic")
+        _ = self.post_filter_expression  # a bad post-filter fails here, not on an executor
+
+    @property
+    def filtering(self) -> bool:
+        """Whether messages are post-filtered (by filterValues or postFilter)."""
+        return bool(self.filter_values) or self.post_filter is not None
+
+    @cached_property
+    def post_filter_expression(self) -> Any:
+        """The post-filter compiled to an Arrow expression, or ``None``."""
+        if self.post_filter is None:
+            return None
+        from sqe.arrow_filter import compile_filter
+        from sqe.expressions import ExpressionError, parse_expression
+        from sqe.source_rows import RECORD_COLUMNS
+
+        try:
+            expr = parse_expression(json.loads(self.post_filter))
+            return compile_filter(expr, RECORD_COLUMNS, "sqe-kafka option postFilter")
+        except TopologyError as exc:
+            raise SourceError(str(exc)) from None
+        except (ValueError, ExpressionError) as exc:
+            raise SourceError(f"sqe-kafka option postFilter: {exc}") from None
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SourceConfig:
@@ -157,6 +173,12 @@ class SourceConfig:
             hwm_ttl=_count(lowered, "hwm.ttl", 172800) or 172800,
             emit_tally=_flag(lowered, "emitTally", False),
             kafka={k[len("kafka."):]: v for k, v in opts.items() if k.lower().startswith("kafka.")},
+            chunks=_flag(lowered, "chunks", False),
+            filter_values=_values(lowered.get("filtervalues")),
+            match_unfiltered=_flag(lowered, "matchUnfiltered", False),
+            post_filter=lowered.get("postfilter") or None,
+            corrupt_policy=lowered.get("corruptchunkpolicy", "fail").strip().lower(),  # type: ignore[arg-type]
+            dead_letter_topic=lowered.get("deadlettertopic") or None,
         )
         if cfg.filter_replays and not (cfg.hwm_url and cfg.hwm_consumer):
             raise SourceError("sqe-kafka with filterReplays=true needs the options hwm.url "
@@ -178,6 +200,13 @@ class SourceConfig:
         if self.hwm_consumer:
             out["hwm.consumer"] = self.hwm_consumer
         out.update({f"kafka.{k}": v for k, v in self.kafka.items()})
+        out.update(chunks=str(self.chunks).lower(), filterValues=json.dumps(self.filter_values),
+                   matchUnfiltered=str(self.match_unfiltered).lower(),
+                   corruptChunkPolicy=self.corrupt_policy)
+        if self.post_filter is not None:
+            out["postFilter"] = self.post_filter
+        if self.dead_letter_topic:
+            out["deadLetterTopic"] = self.dead_letter_topic
         return out
 
     def consumer(self, role: str) -> Any:
@@ -186,6 +215,19 @@ class SourceConfig:
 
         return Consumer(consumer_conf(self.brokers, f"sqe-{role}-{self.topic}", self.kafka,
                                       quiet=role == "planner"))
+
+
+def _values(raw: str | None) -> tuple[str, ...]:
+    if raw is None or not raw.strip():
+        return ()
+    try:
+        values = json.loads(raw)
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise ValueError("not a list of strings")
+    except ValueError as exc:
+        raise SourceError(f'sqe-kafka option filterValues must be a JSON list like ["eu"], '
+                          f"got {raw!r} ({exc})") from None
+    return tuple(values)
 
 
 def _parse_offsets(text: str, what: str) -> dict[int, int]:
@@ -345,20 +387,20 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBatch]:
-    """The records of one input partition as Arrow batches (replays dropped when asked)."""
+    """The rows of one input partition as Arrow batches (:func:`sqe.source_rows.to_rows`:
+    replays dropped, chunks skipped or decoded, messages post-filtered, as configured)."""
     from confluent_kafka import KafkaError, TopicPartition
 
     consumer = cfg.consumer("reader")
+    dead = DeadLetters(cfg) if cfg.corrupt_policy == "deadletter" else None
+    headers = cfg.filtering and not cfg.chunks  # plain records carry the filter value there
     try:
         consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
         hwm = dict(part.hwm) if part.hwm is not None else None
-        dropped = 0
+        tally = Tally()
         position = part.start
         deadline = time.monotonic() + cfg.read_timeout
-        keys: list[bytes | None] = []
-        values: list[bytes | None] = []
-        offsets: list[int] = []
-        stamps: list[int] = []
+        rec = Records(filter_values=[] if headers else None)
         while position < part.end:
             want = min(part.end - position, 10_000)
             messages = consumer.consume(num_messages=want, timeout=_CONSUME_TIMEOUT)
@@ -374,10 +416,12 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
                 if offset >= part.end:
                     position = part.end
                     break
-                keys.append(msg.key())
-                values.append(msg.value())
-                offsets.append(offset)
-                stamps.append(msg.timestamp()[1])
+                rec.keys.append(msg.key())
+                rec.values.append(msg.value())
+                rec.offsets.append(offset)
+                rec.stamps.append(msg.timestamp()[1])
+                if rec.filter_values is not None:
+                    rec.filter_values.append(_filter_header(msg.headers()))
                 position = offset + 1
             if position < part.end:
                 # Offsets may have gaps (transaction markers, compaction): the client's
@@ -391,44 +435,27 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
                     f"reading {part.topic}/{part.partition}: offsets {position}..{part.end} "
                     f"were not delivered within {cfg.read_timeout} s "
                     f"(brokers {cfg.brokers}); nothing of this batch was committed")
-            if len(offsets) >= _ROWS_PER_ARROW_BATCH or (position >= part.end and offsets):
-                batch, hwm, n = _to_batch(part, keys, values, offsets, stamps, hwm)
-                dropped += n
-                keys, values, offsets, stamps = [], [], [], []
+            if len(rec) >= _ROWS_PER_ARROW_BATCH or (position >= part.end and len(rec)):
+                batch, hwm, counts = to_rows(cfg, part, rec, hwm, dead)
+                tally.add(counts)
+                rec = Records(filter_values=[] if headers else None)
                 if batch.num_rows:
                     yield batch
-        if cfg.emit_tally and dropped:
-            yield tally_batch(part.topic, part.partition, dropped)
+        if dead is not None:
+            dead.finish()
+        if cfg.emit_tally and tally:
+            yield tally.row(part.topic, part.partition)
     finally:
         consumer.close()
 
 
-def _to_batch(part: RangePartition, keys: list, values: list, offsets: list, stamps: list,
-              hwm: dict[tuple[int, int], int] | None
-              ) -> tuple[pa.RecordBatch, dict[tuple[int, int], int] | None, int]:
-    key_arr = pa.array(keys, pa.binary())
-    pid, spart, soff, valid = decode_keys(key_arr)
-    n = len(offsets)
-    columns = [
-        key_arr, pa.array(values, pa.binary()), pa.array([part.topic] * n, pa.string()),
-        pa.array(np.full(n, part.partition, dtype=np.int32)),
-        pa.array(np.asarray(offsets, dtype=np.int64)),
-        pa.array(np.asarray(stamps, dtype=np.int64) * 1000, pa.timestamp("us", tz="UTC")),
-        pa.array(pid, mask=~valid), pa.array(spart, mask=~valid), pa.array(soff, mask=~valid),
-        pa.nulls(n, pa.int64()),
-    ]
-    batch = pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
-    if hwm is None:
-        return batch, None, 0
-    keep, new_hwm = filter_replays_decoded(pid, spart, soff, valid, hwm)
-    return batch.filter(pa.array(keep)), new_hwm, int((~keep).sum())
-
-
-def tally_batch(topic: str, partition: int, dropped: int) -> pa.RecordBatch:
-    """The one-row batch that reports ``dropped`` replays of one task (``_offset`` is NULL)."""
-    row: dict[str, list[Any]] = {f.name: [None] for f in ARROW_SCHEMA}
-    row.update(_topic=[topic], _partition=[partition], _replays_dropped=[dropped])
-    return pa.RecordBatch.from_pydict(row, schema=ARROW_SCHEMA)
+def _filter_header(headers: list[tuple[str, bytes]] | None) -> bytes | None:
+    """The value of the ``sqe-filter-value`` header (the last one wins), or ``None``."""
+    found = None
+    for name, value in headers or ():
+        if name == FILTER_HEADER:
+            found = value
+    return found
 
 
 def data_rows(df: Any) -> Any:

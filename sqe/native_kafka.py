@@ -51,8 +51,9 @@ def _native_columns(raw: DataFrame) -> DataFrame:
         F.col("offset").alias("_offset"), F.col("timestamp").alias("_timestamp"),
     )
     decoded = decode_key_columns(renamed)
-    return decoded.withColumn("_replays_dropped", F.lit(None).cast("long")).select(
-        *[f.name for f in SCHEMA.fields])
+    return decoded.select(*[F.col(f.name) if f.name in decoded.columns
+                            else F.lit(None).cast(f.dataType).alias(f.name)
+                            for f in SCHEMA.fields])
 
 
 def native_stream(spark: Any, cfg: SourceConfig) -> DataFrame:

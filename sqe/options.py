@@ -136,6 +136,10 @@ _DECLARED = [
     Option("jw.sqe.spout.kafka.filterReplays.redis.url", "str", "redis://localhost:6379/0",
            "Redis URL of the high-water mark store.", scope="stream", check=_check_redis_url),
     # -- chunks: Bloom-filtered reading (DESIGN.md section 2) --------------------------
+    Option("jw.sqe.spout.kafka.chunks", "bool", False,
+           "The topic holds SQE chunks (written with jw.sqe.state.kafka.chunking): each record "
+           "is decoded into its messages.  Without it, a chunk met in the topic is an error.",
+           scope="stream"),
     Option("jw.sqe.spout.kafka.filterValues", "list", None,
            "Filter values this stream wants: chunks whose Bloom filter has none of them are "
            "skipped undecoded, and decoded messages are post-filtered exactly.", scope="stream"),
@@ -144,7 +148,9 @@ _DECLARED = [
            "filter value.", scope="stream"),
     Option("jw.sqe.spout.kafka.postFilter", "expression", None,
            "The exact filter applied after decoding, instead of 'the message's filter value "
-           "is in filterValues' (fields: _filter_value, _value, ...).", scope="stream"),
+           "is in filterValues'.  It runs in the source before Spark, over the record columns "
+           "(_filter_value, _value, _key, _partition, _offset, _pid, ...), with the functions "
+           "And, Or, Xor, Not, If, comparisons, In and RLike.", scope="stream"),
     Option("jw.sqe.spout.kafka.corruptChunkPolicy", "choice", "fail",
            "A chunk that cannot be decoded: fail the batch (naming topic/partition/offset), "
            "or send the raw record to deadLetterTopic and go on (counted).", scope="stream",

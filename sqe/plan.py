@@ -47,6 +47,7 @@ def _stream_problems(stream: CreateStream, s: Settings, where: str) -> list[str]
             "jw.sqe.spout.kafka.deadLetterTopic"]:
         problems.append(f"{where}: corruptChunkPolicy deadletter needs "
                         "jw.sqe.spout.kafka.deadLetterTopic")
+    problems += _filter_problems(s, where)
     if stream.spoutName == "FIXED":
         fields, rows = s["jw.sqe.spout.fixed.fields"], s["jw.sqe.spout.fixed.values"]
         if not fields:
@@ -58,6 +59,26 @@ def _stream_problems(stream: CreateStream, s: Settings, where: str) -> list[str]
                 if len(row) != len(fields):
                     problems.append(f"{where} -> jw.sqe.spout.fixed.values -> row {i + 1}: "
                                     f"{len(row)} value(s) for {len(fields)} field(s)")
+    return problems
+
+
+def _filter_problems(s: Settings, where: str) -> list[str]:
+    """Chunk and filter options of a stream that cannot work as given."""
+    problems = []
+    filters = [name for name in ("jw.sqe.spout.kafka.chunks", "jw.sqe.spout.kafka.filterValues",
+                                 "jw.sqe.spout.kafka.postFilter") if s[name]]
+    if filters and s["jw.sqe.spout.kafka.format"] == "native":
+        problems.append(f"{where}: {', '.join(filters)} run(s) in SQE's own Kafka source; "
+                        "jw.sqe.spout.kafka.format native cannot read chunks or filter values")
+    post = s["jw.sqe.spout.kafka.postFilter"]
+    if post is not None:
+        from sqe.arrow_filter import compile_filter
+        from sqe.source_rows import RECORD_COLUMNS
+
+        try:
+            compile_filter(post, RECORD_COLUMNS, f"{where} -> jw.sqe.spout.kafka.postFilter")
+        except TopologyError as exc:
+            problems.append(str(exc))
     return problems
 
 

@@ -28,6 +28,7 @@ query progress as observed metrics named ``sqe.<stream>``.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -42,7 +43,7 @@ from pyspark.sql import functions as F
 from sqe.compiler import CARRIED, compile_query
 from sqe.deserializers import deserialize
 from sqe.errors import RunError, SourceError, SqeError, StateError, TopologyError
-from sqe.expressions import fields_of
+from sqe.expressions import fields_of, to_raw
 from sqe.faults import fault_point
 from sqe.kafka_client import cluster_metadata, consumer_conf
 from sqe.kafka_source import KafkaSource, SourceConfig, data_rows
@@ -50,6 +51,7 @@ from sqe.metadata import kafka_secondary_id, pid_for
 from sqe.plan import TopologyPlan
 from sqe.replay import filter_replays_frame
 from sqe.settings import Settings
+from sqe.source_rows import CHUNK_INDEX_BITS, TALLY, Tally
 from sqe.topology import CreateStream, Query
 
 __all__ = ["BatchReport", "RunError", "StreamPipeline", "build_pipelines", "run_topology"]
@@ -73,6 +75,7 @@ class BatchReport:
     skipped: bool = False
     filtering: bool = False
     already_written: list[str] = field(default_factory=list)
+    source: Tally = field(default_factory=Tally)
 
     def line(self) -> str:
         """The log line of this batch."""
@@ -84,7 +87,23 @@ class BatchReport:
         replays = (f"{self.replays_dropped} replays dropped, {self.unparseable_keys} records "
                    "with unparseable keys passed through, " if self.filtering else "")
         return (f"{self.stream} batch {self.batch_id}: {self.records_read} records read, "
-                f"{replays}{self.unparseable_values} values not JSON; wrote {outs}")
+                f"{replays}{self.unparseable_values} values not JSON{self._source_text()}; "
+                f"wrote {outs}")
+
+    def _source_text(self) -> str:
+        t = self.source
+        parts = []
+        if t.chunks_read:
+            parts.append(f"{t.chunks_read} chunks read ({t.chunks_skipped_bloom} skipped by the "
+                         f"Bloom filter, {t.chunks_skipped_hwm} by the HWM, "
+                         f"{t.chunks_false_positive} false positives), {t.messages_decoded} "
+                         f"messages decoded, {t.bytes_not_decoded} of "
+                         f"{t.bytes_decoded + t.bytes_not_decoded} bytes not decoded")
+        if t.messages_filtered:
+            parts.append(f"{t.messages_filtered} messages post-filtered out")
+        if t.dead_letters:
+            parts.append(f"{t.dead_letters} corrupt chunks sent to the dead-letter topic")
+        return "".join(f", {p}" for p in parts)
 
 
 @dataclass(frozen=True)
@@ -163,6 +182,13 @@ def build_pipelines(plan: TopologyPlan, name: str) -> list[StreamPipeline]:
             hwm_consumer=consumer,
             hwm_ttl=s["jw.sqe.spout.kafka.filterReplays.metadata.ttl"],
             emit_tally=True, kafka=kafka_extra,
+            chunks=bool(s["jw.sqe.spout.kafka.chunks"]),
+            filter_values=tuple(s["jw.sqe.spout.kafka.filterValues"] or ()),
+            match_unfiltered=bool(s["jw.sqe.spout.kafka.matchUnfiltered"]),
+            post_filter=(json.dumps(to_raw(s["jw.sqe.spout.kafka.postFilter"]))
+                         if s["jw.sqe.spout.kafka.postFilter"] is not None else None),
+            corrupt_policy=s["jw.sqe.spout.kafka.corruptChunkPolicy"],
+            dead_letter_topic=s["jw.sqe.spout.kafka.deadLetterTopic"],
         )
         pid = s["jw.sqe.pid"]
         if pid is None:
@@ -296,11 +322,13 @@ class BatchProcessor:
                 frame = filtered
             groups = (frame.groupBy("_pid", "_source_partition")
                       .agg(F.count("_offset").alias("n"), F.max("_source_offset").alias("hi"),
-                           F.sum("_replays_dropped").alias("dropped")).collect())
+                           *[F.sum(c).alias(c) for c in TALLY]).collect())
             updates = {}
             for g in groups:
-                report.records_read += g["n"] + (g["dropped"] or 0)
-                report.replays_dropped += g["dropped"] or 0
+                counts = Tally(**{c[1:]: g[c] or 0 for c in TALLY})
+                report.source.add(counts)
+                report.records_read += g["n"] + counts.replays_dropped
+                report.replays_dropped += counts.replays_dropped
                 if g["_pid"] is None:
                     report.unparseable_keys += g["n"]
                 elif g["hi"] is not None:
@@ -309,7 +337,7 @@ class BatchProcessor:
                 report.records_read += report.replays_dropped
             stamped = data_rows(frame).select(
                 "*", F.lit(self.p.pid).cast("long").alias(CARRIED[0]),
-                F.col("_partition").alias(CARRIED[1]), F.col("_offset").alias(CARRIED[2]))
+                F.col("_partition").alias(CARRIED[1]), carried_offset().alias(CARRIED[2]))
             des = deserialize(stamped, self.p.stream.deserializer, self.p.wanted_fields)
             report.unparseable_values = des.unparseable_values
             frames = {self.p.stream.streamName: des.frame}
@@ -337,6 +365,13 @@ class BatchProcessor:
         log.info(report.line())
 
 
+def carried_offset() -> Any:
+    """The offset a record carries to the next hop: its Kafka offset, or for a message of a
+    chunk ``offset << 24 | index in the chunk`` (increasing per partition either way)."""
+    return F.when(F.col("_index").isNull(), F.col("_offset")).otherwise(
+        F.shiftleft(F.col("_offset"), CHUNK_INDEX_BITS) + F.col("_index"))
+
+
 def _source_frame(spark: SparkSession, p: StreamPipeline) -> DataFrame:
     if p.native:
         from sqe.native_kafka import native_stream
@@ -349,6 +384,7 @@ def _source_frame(spark: SparkSession, p: StreamPipeline) -> DataFrame:
         F.coalesce(F.sum("_replays_dropped"), F.lit(0)).alias("replays_dropped"),
         F.count_if(F.col("_offset").isNotNull() & F.col("_pid").isNull()).alias(
             "unparseable_keys"),
+        *[F.coalesce(F.sum(c), F.lit(0)).alias(c[1:]) for c in TALLY if c != "_replays_dropped"],
     )
 
 

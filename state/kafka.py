@@ -48,15 +48,14 @@ from sqe.compiler import CARRIED, compile_expression, field_column
 from sqe.errors import StateError
 from sqe.expressions import Expression
 from sqe.faults import armed, fault_point
-from sqe.kafka_client import error_text, producer_conf, topic_partitions
+from sqe.kafka_client import RefusedRecord, Sender, producer_conf, topic_partitions
 from sqe.metadata import encode_keys
+from sqe.source_rows import FILTER_HEADER
 
 __all__ = ["FILTER_HEADER", "KafkaStateConfig", "write_kafka"]
 
 _FLUSH_TIMEOUT = 120.0
 
-#: The record header that carries a message's filter value when chunking is off.
-FILTER_HEADER = "sqe-filter-value"
 
 
 @dataclass(frozen=True)
@@ -194,20 +193,14 @@ def _producer_task(cfg: KafkaStateConfig) -> Any:
     """The function each Spark task runs: produce its rows, flush, yield the count written."""
 
     def produce(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from confluent_kafka import KafkaException, Producer
+        from confluent_kafka import Producer
 
         from partitioners import resolve
 
         conf = producer_conf(cfg.brokers, dict(cfg.extra))
         conf.setdefault("partitioner", "murmur2_random")
-        producer = Producer(conf)
-        failures: list[str] = []
-
-        def on_delivery(err: Any, msg: Any) -> None:
-            if err is not None and len(failures) < 5:
-                failures.append(f"{msg.topic()}/{msg.partition()}: {error_text(err)}")
-
-        n_partitions = len(topic_partitions(producer, cfg.topic, cfg.brokers, StateError,
+        sender = Sender(Producer(conf))
+        n_partitions = len(topic_partitions(sender.producer, cfg.topic, cfg.brokers, StateError,
                                             "Kafka state"))
         partitioner = resolve(cfg.partitioner) if cfg.partitioner else None
         written = 0
@@ -226,34 +219,25 @@ def _producer_task(cfg: KafkaStateConfig) -> Any:
                 targets = [-1] * len(values)  # RD_KAFKA_PARTITION_UA: the producer decides
             headers = ([None if f is None else [(FILTER_HEADER, f.encode("utf-8"))] for f in fvs]
                        if fvs is not None else [None] * len(values))
-            for key, value, target, header in zip(keys.to_pylist(), values, targets, headers,
-                                                  strict=True):
-                while True:
-                    try:
-                        producer.produce(cfg.topic, value=value, key=key, partition=target,
-                                         headers=header, on_delivery=on_delivery)
-                        break
-                    except BufferError:  # local queue full: let deliveries drain
-                        producer.poll(0.1)
-                    except KafkaException as exc:  # refused before sending (e.g. too large)
-                        producer.flush(_FLUSH_TIMEOUT)
-                        raise StateError(
-                            f"Kafka state {cfg.topic} on {cfg.brokers}: a record was refused "
-                            f"({error_text(exc)}); the batch fails and nothing of it is "
-                            "committed") from None
-            producer.poll(0)
-            if failures:
+            try:
+                for key, value, target, header in zip(keys.to_pylist(), values, targets, headers,
+                                                      strict=True):
+                    sender.send(cfg.topic, value, key, target, header)
+            except RefusedRecord as exc:
+                raise StateError(
+                    f"Kafka state {cfg.topic} on {cfg.brokers}: a record was refused "
+                    f"({exc}); the batch fails and nothing of it is committed") from None
+            sender.producer.poll(0)
+            if sender.failures:
                 break
             written += len(values)
             if fault_at is not None:
-                producer.flush(_FLUSH_TIMEOUT)
+                sender.producer.flush(_FLUSH_TIMEOUT)
                 fault_point("kafka-state-sent", written)
-        remaining = producer.flush(_FLUSH_TIMEOUT)
-        if failures or remaining:
-            what = "; ".join(failures) if failures else (
-                f"{remaining} record(s) not acknowledged within {_FLUSH_TIMEOUT:.0f} s")
+        problem = sender.finish(_FLUSH_TIMEOUT)
+        if problem:
             raise StateError(f"Kafka state {cfg.topic} on {cfg.brokers}: delivery failed "
-                             f"({what}); the batch fails and its retry is filtered downstream "
+                             f"({problem}); the batch fails and its retry is filtered downstream "
                              "as replays")
         yield pa.RecordBatch.from_pydict({"written": [written]})
 
