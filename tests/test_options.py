@@ -258,3 +258,28 @@ def test_chunk_options_are_checked_together(tmp_path):
     text = str(err.value)
     assert "corruptChunkPolicy deadletter needs jw.sqe.spout.kafka.deadLetterTopic" in text
     assert "chunking keys each chunk by the StreamMetadata of its last message" in text
+
+
+def test_post_filters_and_native_readers_are_checked_before_spark(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text("""
+- CreateStream: {streamName: A, objectName: t, spoutName: KAFKA,
+    options: {jw.sqe.spout.kafka.postFilter: {sql: "region = 'eu'"}}}
+- CreateStream: {streamName: B, objectName: t, spoutName: KAFKA,
+    options: {jw.sqe.spout.kafka.postFilter: {"=": [region, {C: eu}]}}}
+- CreateStream: {streamName: C, objectName: t, spoutName: KAFKA,
+    options: {jw.sqe.spout.kafka.chunks: true, jw.sqe.spout.kafka.format: native}}
+- CreateStream: {streamName: D, objectName: t, spoutName: KAFKA,
+    options: {jw.sqe.spout.kafka.postFilter: {Hash: [_filter_value]}}}
+- Query:
+    insertInto: {objectName: o, stateName: CONSOLE, fields: [a]}
+    select: {expressions: [a]}
+    from: {objectName: A}
+""")
+    with pytest.raises(TopologyError) as err:
+        plan_topology(load_topology(path), conf={"jw.sqe.spout.kafka.brokers": "k:9092"})
+    text = str(err.value)
+    assert "a post-filter runs inside the source, before Spark, so it cannot be a Spark SQL" in text
+    assert "a post-filter sees the source's record columns (_key, _value" in text
+    assert "jw.sqe.spout.kafka.chunks run(s) in SQE's own Kafka source" in text
+    assert "function hash cannot run in a post-filter; it may call and, or" in text
