@@ -15,18 +15,15 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from sqe.compiler import CARRIED, compile_expression, compile_query, field_column
 from sqe.errors import TopologyError
-from sqe.expressions import Constant, Field, Function, Sql, parse_expression
+from sqe.expressions import Sql, parse_expression
 from sqe.functions import FUNCTIONS
+from sqe.spark_functions import CompileContext
 from sqe.topology import Query, parse_commands
 
 pytestmark = pytest.mark.spark
 
 BIG = 2**63 - 1
 SMALL = -(2**63)
-
-#: Canonical names of the functions the compiler turns into Spark built-ins.
-SUPPORTED = {"+", "-", "*", "/", "%", "and", "or", "xor", "not",
-             "=", "!=", ">", ">=", "<", "<=", "in", "rlike", "if"}
 
 PYTHON_UDF_MARKERS = ("BatchEvalPython", "ArrowEvalPython", "PythonUDF", "pythonUDF")
 
@@ -239,40 +236,27 @@ def test_not_an_expression_is_a_type_error():
         compile_expression("amount")
 
 
-# -- unsupported functions -------------------------------------------------------------------
+# -- every catalogue function ----------------------------------------------------------------
+
+_ARGS = {
+    "parsedate": ["s", {"C": "yyyy-MM-dd"}], "formatdate": ["t", {"C": "yyyy"}],
+    "rounddate": ["t", 1, {"C": "hour"}], "gettime": ["t"], "hash": ["s"],
+    "getmapvalue": ["m", {"C": "a"}], "expandkeys": ["m"], "expandvalues": ["m"],
+    "sum": ["n"], "max": ["n"], "createhll": ["s"], "createhllp": ["s"],
+}
 
 
-def test_unsupported_function_names_it_and_the_place():
-    where = "topo.yaml: command 2 (Query) -> select -> expression 1"
-    expr = parse_expression({"ParseDate": ["d", {"C": "yyyy"}]})
-    with pytest.raises(TopologyError) as info:
-        compile_expression(expr, where)
-    message = str(info.value)
-    assert message.startswith(where + ":")
-    assert "function parsedate" in message
-    assert "sql" in message  # the user is told how to write it meanwhile
-
-
-def test_unsupported_function_nested_deep_is_located_by_its_path():
-    expr = parse_expression({"If": [True, {"+": [1, {"Hash": ["x"]}]}, 0]})
-    with pytest.raises(TopologyError, match=r"^w -> if -> \+: function hash is not available"):
-        compile_expression(expr, "w")
-
-
-@pytest.mark.parametrize("name", sorted(set(FUNCTIONS) - SUPPORTED))
-def test_every_other_catalogue_function_is_a_topology_error(name):
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_every_catalogue_function_compiles_and_runs(spark, name):
     spec = FUNCTIONS[name]
-    expr = Function(name, tuple(Field(f"f{i}") for i in range(spec.min_args)))
-    with pytest.raises(TopologyError, match=f"^here: function {name} is not available"):
-        compile_expression(expr, "here")
-
-
-@pytest.mark.parametrize("name", sorted(SUPPORTED))
-def test_every_supported_function_compiles(name):
-    spec = FUNCTIONS[name]
-    args = tuple(Constant(True) if name in {"and", "or", "xor", "not", "if"} else Constant(1)
-                 for _ in range(spec.min_args))
-    assert compile_expression(Function(name, args)) is not None
+    frame = spark.sql("SELECT 'x' AS s, 2 AS n, true AS b, timestamp'2020-01-01 00:00:00' AS t, "
+                      "map('a', 1) AS m")
+    args = _ARGS.get(name) or ["b" if name in {"and", "or", "xor", "not"} else "n"] * spec.min_args
+    if name == "if":
+        args = ["b", "n", "n"]
+    col = compile_expression(parse_expression({name: args}), "here",
+                             CompileContext(frame, "here"))
+    assert len(frame.select(col).collect()) == 1
 
 
 # -- compile_query ---------------------------------------------------------------------------
@@ -345,11 +329,13 @@ def test_compile_query_preserves_row_order_within_a_partition(spark):
 
 
 def test_compile_query_errors_name_the_clause(events):
-    bad_where = query(where={"GetTime": ["name"]}, fields=["n"], expressions=["name"])
-    with pytest.raises(TopologyError, match=r"^t\.yaml: command 3 \(Query\) -> where: function gettime"):
+    bad_where = query(where={">": [{"RoundDate": ["name", 1, {"C": "week"}]}, 0]}, fields=["n"],
+                      expressions=["name"])
+    with pytest.raises(TopologyError, match=r"^t\.yaml: command 3 \(Query\) -> where -> >"
+                                            r" -> rounddate: unit 'week'"):
         compile_query(bad_where, events, "t.yaml: command 3 (Query)")
-    bad_select = query(fields=["n", "d"], expressions=["name", {"FormatDate": ["name", {"C": "yy"}]}])
-    with pytest.raises(TopologyError, match=r"^q -> select -> expression 2: function formatdate"):
+    bad_select = query(fields=["n", "d"], expressions=["name", {"FormatDate": ["name", {"C": "Y"}]}])
+    with pytest.raises(TopologyError, match=r"^q -> select -> expression 2 -> formatdate: date "):
         compile_query(bad_select, events, "q")
 
 
