@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqe.errors import OptionError, TopologyError
+from sqe.expressions import is_aggregate
 from sqe.settings import ConfigFile, Settings
 from sqe.topology import CreateStream, Query, SetCommand, Topology
 
@@ -48,6 +49,9 @@ def _stream_problems(stream: CreateStream, s: Settings, where: str) -> list[str]
         problems.append(f"{where}: corruptChunkPolicy deadletter needs "
                         "jw.sqe.spout.kafka.deadLetterTopic")
     problems += _filter_problems(s, where)
+    if stream.spoutName == "FIXED" and s["jw.sqe.spout.kafka.filterReplays"]:
+        problems.append(f"{where}: filterReplays reads the StreamMetadata keys of a Kafka topic; "
+                        "a FIXED stream has none")
     if stream.spoutName == "FIXED":
         fields, rows = s["jw.sqe.spout.fixed.fields"], s["jw.sqe.spout.fixed.values"]
         if not fields:
@@ -96,6 +100,9 @@ def _state_problems(query: Query, s: Settings, where: str) -> list[str]:
             problems.append(f"{where} -> insertInto -> fields: keytype field writes the first "
                             f"field as key and the second as value, so it needs exactly 2 "
                             f"fields, got {len(into.fields)}")
+    if into.stateName == "POSTGRES" and any(is_aggregate(e) for e in query.select.expressions):
+        problems.append(f"{where}: an aggregating query (Sum, Max, CreateHll) merges into a "
+                        "REDIS or KAFKA state, not POSTGRES")
     if into.stateName == "POSTGRES" and not s["jw.sqe.state.postgres.dsn"]:
         problems.append(f"{where}: a POSTGRES state needs jw.sqe.state.postgres.dsn")
     if into.stateName == "REDIS":

@@ -40,11 +40,12 @@ from typing import Any, Literal
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqe.compiler import CARRIED, compile_query
+from sqe.compiler import CARRIED, CompiledQuery, compile_parts
 from sqe.deserializers import deserialize
 from sqe.errors import RunError, SourceError, SqeError, StateError, TopologyError
 from sqe.expressions import fields_of, to_raw
 from sqe.faults import fault_point
+from sqe.fixed_source import FixedSource, fixed_options
 from sqe.kafka_client import cluster_metadata, consumer_conf
 from sqe.kafka_source import KafkaSource, SourceConfig, data_rows
 from sqe.metadata import kafka_secondary_id, pid_for
@@ -76,6 +77,7 @@ class BatchReport:
     filtering: bool = False
     already_written: list[str] = field(default_factory=list)
     source: Tally = field(default_factory=Tally)
+    warnings: dict[str, int] = field(default_factory=dict)
 
     def line(self) -> str:
         """The log line of this batch."""
@@ -103,6 +105,8 @@ class BatchReport:
             parts.append(f"{t.messages_filtered} messages post-filtered out")
         if t.dead_letters:
             parts.append(f"{t.dead_letters} corrupt chunks sent to the dead-letter topic")
+        parts += [f"{n} {name.replace('_', ' ')} (NULL)" for name, n in self.warnings.items()
+                  if n]
         return "".join(f", {p}" for p in parts)
 
 
@@ -113,10 +117,11 @@ class StreamPipeline:
     stream: CreateStream
     settings: Settings
     queries: tuple[tuple[str, Query, Settings], ...]
-    source: SourceConfig
+    source: SourceConfig | None  # None: a FIXED stream
     pid: int
     consumer: str
     native: bool
+    fixed: dict[str, str] | None = None  # the sqe-fixed reader options of a FIXED stream
 
     @property
     def wanted_fields(self) -> list[str]:
@@ -157,12 +162,21 @@ def build_pipelines(plan: TopologyPlan, name: str) -> list[StreamPipeline]:
     pipelines = []
     for stream in plan.topology.streams:
         s = plan.streams[stream.streamName]
+        consumer = f"{name}.{stream.streamName}"
+        queries = tuple(_queries_of(plan, stream))
+        if stream.spoutName == "FIXED":  # SQE's pid of a fixed stream: hash64(topology + stream)
+            fixed = fixed_options(stream.objectName, s["jw.sqe.spout.fixed.fields"],
+                                  s["jw.sqe.spout.fixed.values"])
+            pid = s["jw.sqe.pid"] if s["jw.sqe.pid"] is not None else pid_for(
+                name, stream.streamName, "")
+            pipelines.append(StreamPipeline(stream, s, queries, None, int(pid), consumer, False,
+                                            fixed))
+            continue
         if stream.spoutName != "KAFKA":
             raise TopologyError(f"{plan.topology.path}: {plan.topology.label(stream)}: sqe run "
-                                f"reads KAFKA streams; spoutName {stream.spoutName} is for "
-                                "sqe validate only so far")
+                                f"reads KAFKA and FIXED streams; spoutName {stream.spoutName} "
+                                "is for sqe validate only")
         brokers = ",".join(s["jw.sqe.spout.kafka.brokers"])
-        consumer = f"{name}.{stream.streamName}"
         kafka_extra = {}
         if s["jw.sqe.spout.kafka.clientid"]:
             kafka_extra["client.id"] = s["jw.sqe.spout.kafka.clientid"]
@@ -195,8 +209,7 @@ def build_pipelines(plan: TopologyPlan, name: str) -> list[StreamPipeline]:
             secondary = kafka_secondary_id(_cluster_id(brokers, stream.objectName),
                                            s["jw.sqe.spout.kafka.brokers"], stream.objectName)
             pid = pid_for(name, stream.streamName, secondary)
-        pipelines.append(StreamPipeline(stream, s, tuple(_queries_of(plan, stream)), source,
-                                        int(pid), consumer, native))
+        pipelines.append(StreamPipeline(stream, s, queries, source, int(pid), consumer, native))
     return pipelines
 
 
@@ -232,9 +245,16 @@ def _write_redis(frame: DataFrame, cfg: Any, commit: _Commit) -> int:
     return rows
 
 
-def _write_state(query: Query, frame: DataFrame, settings: Settings, where: str,
+def _write_state(query: Query, parts: CompiledQuery, settings: Settings, where: str,
                  commit: _Commit) -> int:
     into = query.insertInto
+    frame = parts.frame
+    if parts.aggregates and into.stateName == "REDIS":
+        from state.redis_aggregates import AggregateStateConfig, write_aggregates
+
+        return write_aggregates(frame, AggregateStateConfig.from_settings(
+            into.objectName, into.fields, parts.aggregates, settings, into.stateType),
+            commit.batch_id)
     if into.stateName == "KAFKA":
         from state.kafka import KafkaStateConfig, write_kafka
 
@@ -269,12 +289,14 @@ class BatchProcessor:
         self.p = pipeline
         self.reports = reports
         self.failure: BaseException | None = None
-        self.filtering = bool(pipeline.settings["jw.sqe.spout.kafka.filterReplays"])
+        self.filtering = (bool(pipeline.settings["jw.sqe.spout.kafka.filterReplays"])
+                          and pipeline.source is not None)
 
     def _store(self) -> Any:
         from state.hwm import HwmStore
 
         src = self.p.source
+        assert src is not None  # only streams that filter replays have a store
         return HwmStore.from_url(str(src.hwm_url), self.p.consumer, src.hwm_ttl)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -338,16 +360,19 @@ class BatchProcessor:
             stamped = data_rows(frame).select(
                 "*", F.lit(self.p.pid).cast("long").alias(CARRIED[0]),
                 F.col("_partition").alias(CARRIED[1]), carried_offset().alias(CARRIED[2]))
-            des = deserialize(stamped, self.p.stream.deserializer, self.p.wanted_fields)
+            kind = "json" if self.p.fixed is not None else self.p.stream.deserializer
+            des = deserialize(stamped, kind, self.p.wanted_fields)
             report.unparseable_values = des.unparseable_values
             frames = {self.p.stream.streamName: des.frame}
             commit = _Commit(self.p.consumer, batch_id, store)
             for where, query, settings in self.p.queries:
-                out = compile_query(query, frames[query.from_.objectName], where)
-                frames[query.insertInto.objectName] = out
+                parts = compile_parts(query, frames[query.from_.objectName], where)
+                frames[query.insertInto.objectName] = parts.frame
+                for name, count in parts.warning_counts().items():
+                    report.warnings[name] = report.warnings.get(name, 0) + count
                 if query.insertInto.stateName:
                     report.written[query.insertInto.objectName] = _write_state(
-                        query, out, settings, where, commit)
+                        query, parts, settings, where, commit)
             report.already_written = commit.already
             fault_point("before-commit")
             if store is not None:
@@ -373,11 +398,16 @@ def carried_offset() -> Any:
 
 
 def _source_frame(spark: SparkSession, p: StreamPipeline) -> DataFrame:
-    if p.native:
+    if p.fixed is not None:
+        frame = spark.readStream.format(FixedSource.name()).options(**p.fixed).load()
+    elif p.native:
         from sqe.native_kafka import native_stream
 
         return native_stream(spark, p.source)
-    frame = spark.readStream.format(KafkaSource.name()).options(**p.source.to_options()).load()
+    else:
+        assert p.source is not None
+        frame = spark.readStream.format(KafkaSource.name()).options(
+            **p.source.to_options()).load()
     return frame.observe(
         f"sqe.{p.stream.streamName}",
         F.count("_offset").alias("records_passed"),
@@ -420,6 +450,9 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
     stopping the others.
     """
     spark.dataSource.register(KafkaSource)
+    spark.dataSource.register(FixedSource)
+    if "spark.sql.session.timeZone" not in plan.spark_conf:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")  # SQE's dates are UTC
     pipelines = build_pipelines(plan, name)
     reports: list[BatchReport] = []
     processors = []
