@@ -167,3 +167,17 @@ def test_aggregates_into_kafka_are_partition_local_with_the_largest_offset(spark
     rows = compile_parts(q, frame, "t").frame.collect()
     got = sorted((r["_sqe_partition"], r["_sqe_offset"], r["k"], r["total"]) for r in rows)
     assert got == [(0, 11, "a", 3), (0, 12, "b", 4), (1, 5, "a", 3)]
+
+
+def test_the_readme_table_has_every_catalogue_function():
+    from pathlib import Path
+
+    from sqe.functions import FUNCTIONS
+
+    text = (Path(__file__).parent.parent / "README.md").read_text()
+    table = text[text.index("| SQE | Spark | notes |"):text.index("Date patterns are Java's")]
+    cells = {c.strip("`[] ").lower() for row in table.splitlines() if row.startswith("|")
+             for c in row.split("|")[1].replace("(", " ").replace(",", " ").split()}
+    missing = [n for n, s in FUNCTIONS.items()
+               if not ({n, *(a.lower() for a in s.aliases)} & cells)]
+    assert not missing, missing

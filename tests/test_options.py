@@ -283,3 +283,21 @@ def test_post_filters_and_native_readers_are_checked_before_spark(tmp_path):
     assert "a post-filter sees the source's record columns (_key, _value" in text
     assert "jw.sqe.spout.kafka.chunks run(s) in SQE's own Kafka source" in text
     assert "function hash cannot run in a post-filter; it may call and, or" in text
+
+
+def test_fixed_streams_do_not_filter_replays_and_postgres_takes_no_aggregates(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text("""
+- CreateStream: {streamName: F, objectName: f, spoutName: FIXED,
+    options: {jw.sqe.spout.fixed.fields: [a], jw.sqe.spout.fixed.values: [[1]],
+              jw.sqe.spout.kafka.filterReplays: true}}
+- Query:
+    insertInto: {objectName: t, stateName: POSTGRES, fields: [a, s],
+                 options: {jw.sqe.state.postgres.dsn: "postgresql://x"}}
+    select: {expressions: [a, {Sum: [a]}]}
+    from: {objectName: F}
+""")
+    with pytest.raises(TopologyError) as err:
+        plan_topology(load_topology(path))
+    assert "a FIXED stream has none" in str(err.value)
+    assert "merges into a REDIS or KAFKA state, not POSTGRES" in str(err.value)
