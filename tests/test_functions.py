@@ -181,3 +181,19 @@ def test_the_readme_table_has_every_catalogue_function():
     missing = [n for n, s in FUNCTIONS.items()
                if not ({n, *(a.lower() for a in s.aliases)} & cells)]
     assert not missing, missing
+
+
+def test_only_hash_plans_a_python_udf(spark):
+    frame = spark.sql("SELECT '2020-01-01 10:00' AS s, map('a', 1) AS m, 'u' AS user, 3 AS n")
+    (q,) = parse_commands([{"Query": {
+        "insertInto": {"objectName": "o", "fields": ["d", "r", "t", "v", "total", "users"]},
+        "select": {"expressions": [
+            {"FormatDate": [{"ParseDate": ["s", {"C": "yyyy-MM-dd HH:mm"}]}, {"C": "yyyy"}]},
+            {"RoundDate": [{"ParseDate": ["s", {"C": "yyyy-MM-dd HH:mm"}]}, 1, {"C": "day"}]},
+            {"GetTime": ["s", {"C": "yyyy-MM-dd HH:mm"}]}, {"GetMapValue": ["m", {"C": "a"}]},
+            {"Sum": ["n"]}, {"CreateHll": ["user"]}]},
+        "from": {"objectName": "i"}}}], "t.yaml")
+    plan = compile_parts(q, frame, "t").frame._jdf.queryExecution().executedPlan().toString()
+    assert "Python" not in plan and "ArrowEval" not in plan, plan
+    hashed = run(frame, h={"Hash": ["s"]})
+    assert len(hashed["h"][0]) == 8
