@@ -112,13 +112,17 @@ def test_opaque_rerun_with_other_contents_replaces_its_own_contribution(spark, r
 
 
 def test_non_transactional_just_merges_and_string_keys_follow_sqe(spark, redis_url):
-    cfg = _config(redis_url, "NON_TRANSACTIONAL", datatype="STRING")
+    import dataclasses
+
+    cfg = dataclasses.replace(_config(redis_url, "NON_TRANSACTIONAL", datatype="STRING"),
+                              expire_seconds=600)
     write_aggregates(_batch(spark, FIRST), cfg, 1)
     write_aggregates(_batch(spark, FIRST), cfg, 1)
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     assert json.loads(client.get("Agg:d1:a:total")) == 14
     assert json.loads(client.get("Agg:d1:a:top")) == 7.25
     assert _estimate(spark, json.loads(client.get("Agg:d1:a:users"))) == 2
+    assert 0 < client.ttl("Agg:d1:a:total") <= 600  # expireintervalsec
 
 
 def test_an_integer_sum_beyond_2_53_fails_instead_of_losing_precision(spark, redis_url):
