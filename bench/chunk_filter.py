@@ -130,8 +130,7 @@ def through_broker(rec: Records, brokers: str, reps: int) -> dict[str, dict]:
                 rows += int(data.sum())
                 if not data.all():
                     row = b.filter(pa.array(~data)).to_pylist()[0]
-                    tally.add(Tally(**{k[1:]: row[k] or 0 for k in row if k[1:] in
-                                       Tally.__dataclass_fields__}))
+                    tally.add(Tally.from_row(row))
             return rows, tally
         out[name] = _result(*_median(reps, step))
     return out

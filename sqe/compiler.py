@@ -54,7 +54,7 @@ def field_column(name: str) -> Column:
 def compile_expression(expr: Expression, where: str = "expression",
                        ctx: CompileContext | None = None) -> Column:
     """The Spark Column of an SQE expression; a bad argument is a TopologyError."""
-    ctx = ctx or CompileContext(where=where)
+    ctx = ctx or CompileContext()
     if isinstance(expr, Field):
         return field_column(expr.name)
     if isinstance(expr, Constant):
@@ -64,12 +64,7 @@ def compile_expression(expr: Expression, where: str = "expression",
     if isinstance(expr, Function):
         here = f"{where} -> {expr.name}"
         args = [compile_expression(a, here, ctx) for a in expr.args]
-        outer = ctx.where
-        ctx.where = where
-        try:
-            return translate(expr.name, list(expr.args), args, ctx)
-        finally:
-            ctx.where = outer
+        return translate(expr.name, list(expr.args), args, ctx, where)
     raise TypeError(f"not an expression: {expr!r}")
 
 
@@ -117,7 +112,7 @@ def compile_parts(query: Query, frame: DataFrame, where: str) -> CompiledQuery:
     """:func:`compile_query` with what the runner needs to know besides the frame."""
     warnings: list[tuple[DataFrame, str, Column]] = []
     if query.where is not None:
-        wctx = CompileContext(frame, f"{where} -> where")
+        wctx = CompileContext(frame)
         cond = compile_expression(query.where, f"{where} -> where", wctx)
         warnings += [(frame, n, c) for n, c in wctx.warnings]
         frame = frame.where(cond)
@@ -127,7 +122,7 @@ def compile_parts(query: Query, frame: DataFrame, where: str) -> CompiledQuery:
                                   strict=True)))
     plain = [(i, e, n) for i, (e, n) in numbered if not is_aggregate(e)]
     aggs = [(i, e, n) for i, (e, n) in numbered if is_aggregate(e)]
-    ctx = CompileContext(frame, where)
+    ctx = CompileContext(frame)
     if not aggs:
         out = frame.select(*_select(query, frame, where, ctx, plain), *carried)
         warnings += [(frame, n, c) for n, c in ctx.warnings]
@@ -143,11 +138,12 @@ def compile_parts(query: Query, frame: DataFrame, where: str) -> CompiledQuery:
                             "group with the largest source offset of the group; ExpandKeys/"
                             "ExpandValues would give several groups the same offset")
     # 2. group by the plain fields (and, for Kafka, the source partition) and aggregate
-    actx = CompileContext(rows, where)
+    actx = CompileContext(rows)
     measures = [translate(e.name, [Field(f"_sqe_agg{i}"), *e.args[1:]],  # type: ignore[union-attr]
                           [field_column(f"_sqe_agg{i}"),
                            *[compile_expression(a, where) for a in e.args[1:]]],  # type: ignore[union-attr]
-                          actx).alias(name) for i, e, name in aggs]
+                          actx, f"{where} -> select -> expression {i + 1}").alias(name)
+                for i, e, name in aggs]
     keys: list[Any] = [field_column(n) for _, _, n in plain]
     if local:
         keys += [F.col(CARRIED[0]), F.col(CARRIED[1])]

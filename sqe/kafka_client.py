@@ -19,11 +19,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-__all__ = ["CLIENT_DEFAULTS", "RefusedRecord", "Sender", "bootstrap", "consumer_conf", "producer_conf",
-           "error_text", "cluster_metadata", "topic_partitions", "read_all"]
+__all__ = ["CLIENT_DEFAULTS", "FLUSH_TIMEOUT", "RefusedRecord", "Sender", "bootstrap",
+           "consumer_conf", "producer_conf", "error_text", "cluster_metadata", "topic_partitions", "read_all"]
 
 CLIENT_DEFAULTS: dict[str, Any] = {"receive.message.max.bytes": 200_000_000}
-_FLUSH_TIMEOUT = 120.0
+#: Seconds a producer may take to have every queued record acknowledged.
+FLUSH_TIMEOUT = 120.0
 
 
 def bootstrap(brokers: str | Iterable[str]) -> str:
@@ -96,10 +97,10 @@ class Sender:
             except BufferError:  # local queue full: let deliveries drain
                 self.producer.poll(0.1)
             except KafkaException as exc:  # refused before sending (e.g. too large)
-                self.producer.flush(_FLUSH_TIMEOUT)
+                self.producer.flush(FLUSH_TIMEOUT)
                 raise RefusedRecord(error_text(exc)) from None
 
-    def finish(self, timeout: float = _FLUSH_TIMEOUT) -> str | None:
+    def finish(self, timeout: float = FLUSH_TIMEOUT) -> str | None:
         """Flush; the delivery problems as one sentence, or ``None``."""
         remaining = self.producer.flush(timeout)
         if self.failures:

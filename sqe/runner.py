@@ -347,7 +347,7 @@ class BatchProcessor:
                            *[F.sum(c).alias(c) for c in TALLY]).collect())
             updates = {}
             for g in groups:
-                counts = Tally(**{c[1:]: g[c] or 0 for c in TALLY})
+                counts = Tally.from_row(g)
                 report.source.add(counts)
                 report.records_read += g["n"] + counts.replays_dropped
                 report.replays_dropped += counts.replays_dropped

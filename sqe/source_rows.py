@@ -84,6 +84,11 @@ class Tally:
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
+    @classmethod
+    def from_row(cls, row: Any) -> Tally:
+        """The counts of a row holding the :data:`TALLY` columns (NULL counts as 0)."""
+        return cls(**{f.name: row[f"_{f.name}"] or 0 for f in fields(cls)})
+
     def __bool__(self) -> bool:
         return any(getattr(self, f.name) for f in fields(self))
 
@@ -341,8 +346,10 @@ def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm 
     fv, value = dec.filter_value.filter(pa.array(ok)), dec.value.filter(pa.array(ok))
     m = len(record)
     tally.messages_decoded += m
+    # which decoded chunk each message is in (0, 1, ...), and where each chunk starts
+    chunk_no = np.cumsum(np.r_[False, record[1:] != record[:-1]]) if m else np.zeros(0, int)
     first = np.flatnonzero(np.r_[True, record[1:] != record[:-1]]) if m else np.zeros(0, int)
-    index = np.arange(m) - np.repeat(first, np.diff(np.r_[first, m]))
+    index = np.arange(m) - first[chunk_no]
     m_pid, m_spart, m_valid = pid[record], spart[record], valid[record]
     offsets = np.asarray(rec.offsets, dtype=np.int64)
     keys = encode_keys(m_pid, m_spart, soff)
@@ -361,8 +368,7 @@ def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm 
     if cfg.filtering:
         passed = _post_mask(batch, cfg)
         if cfg.filter_values:  # decoded because of the Bloom filter, yet nothing matched
-            hits = np.bincount(np.searchsorted(first, np.arange(m), side="right") - 1,
-                               weights=passed, minlength=len(first)) if m else np.zeros(0)
+            hits = np.bincount(chunk_no, weights=passed, minlength=len(first))
             tally.chunks_false_positive += int((hits == 0).sum())
         tally.messages_filtered += int((keep & ~passed).sum())
         keep &= passed

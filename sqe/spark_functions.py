@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import reduce
+from functools import cache, reduce
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -63,10 +63,9 @@ _REFUSED_LETTERS = "YwWuec"
 @dataclass
 class CompileContext:
     """What compiling one query needs besides the expression: the input frame (for
-    types), where the query is (for errors), and what compiling found."""
+    types), and what compiling found."""
 
     frame: DataFrame | None = None
-    where: str = "expression"
     #: (counter name, condition): rows the runner counts as warnings (e.g. unparseable dates)
     warnings: list[tuple[str, Column]] = field(default_factory=list)
     generators: int = 0
@@ -113,11 +112,12 @@ def _as_map(ctx: CompileContext, m: Column) -> Column:
     return m
 
 
-def _hash(ctx: CompileContext, args: list[Expression], cols: list[Column]) -> Column:
+def _hash(ctx: CompileContext, args: list[Expression], cols: list[Column], here: str
+          ) -> Column:
     if len(args) == 2:
-        algorithm = str(_constant(args[0], f"{ctx.where} -> hash", "the algorithm"))
+        algorithm = str(_constant(args[0], here, "the algorithm"))
         if algorithm.lower() != "murmur2":
-            raise TopologyError(f"{ctx.where} -> hash: algorithm {algorithm!r} is not supported; "
+            raise TopologyError(f"{here}: algorithm {algorithm!r} is not supported; "
                                 "SQE's Hash knows murmur2")
     value = cols[-1]
     if not isinstance(ctx.dtype(value), T.BinaryType):
@@ -125,19 +125,14 @@ def _hash(ctx: CompileContext, args: list[Expression], cols: list[Column]) -> Co
     return _hash_udf()(value)
 
 
-_HASH_UDF: list[Any] = []
-
-
+@cache
 def _hash_udf() -> Any:
-    if not _HASH_UDF:
-        from sqe.murmur_arrow import hash_bytes
+    from sqe.murmur_arrow import hash_bytes
 
-        _HASH_UDF.append(F.arrow_udf(hash_bytes, T.BinaryType()))
-    return _HASH_UDF[0]
+    return F.arrow_udf(hash_bytes, T.BinaryType())
 
 
-def _round_date(ctx: CompileContext, args: list[Expression], cols: list[Column]) -> Column:
-    here = f"{ctx.where} -> rounddate"
+def _round_date(args: list[Expression], cols: list[Column], here: str) -> Column:
     amount = _constant(args[1], here, "the amount")
     unit = str(_constant(args[2], here, "the unit")).lower()
     if unit not in _UNITS_MS:
@@ -149,12 +144,12 @@ def _round_date(ctx: CompileContext, args: list[Expression], cols: list[Column])
     return F.timestamp_millis(millis - millis % F.lit(step))
 
 
-def _get_map_value(ctx: CompileContext, args: list[Expression], cols: list[Column]) -> Column:
+def _get_map_value(ctx: CompileContext, args: list[Expression], cols: list[Column], here: str
+                   ) -> Column:
     m, key = cols
     kind = ctx.dtype(m)
     if isinstance(kind, T.StructType):
-        return m.getField(str(_constant(args[1], f"{ctx.where} -> getmapvalue",
-                                        "the key of a struct field")))
+        return m.getField(str(_constant(args[1], here, "the key of a struct field")))
     return F.try_element_at(_as_map(ctx, m), key)
 
 
@@ -164,12 +159,12 @@ def _explode(ctx: CompileContext, values: Callable[[Column], Column], m: Column)
     return F.explode(values(mm))
 
 
-def _hll(ctx: CompileContext, args: list[Expression], cols: list[Column], name: str) -> Column:
+def _hll(ctx: CompileContext, args: list[Expression], cols: list[Column], here: str) -> Column:
     lg_k = DEFAULT_LG_K
     if len(args) == 2:
-        lg_k = _constant(args[1], f"{ctx.where} -> {name}", "the sketch size (log2m)")
+        lg_k = _constant(args[1], here, "the sketch size (log2m)")
         if not isinstance(lg_k, int) or not 4 <= lg_k <= 21:
-            raise TopologyError(f"{ctx.where} -> {name}: log2m must be a whole number 4..21 "
+            raise TopologyError(f"{here}: log2m must be a whole number 4..21 "
                                 f"(Spark's lg_k range), got {lg_k!r}")
     value = cols[0]
     if not isinstance(ctx.dtype(value), HLL_INPUT_TYPES) and ctx.frame is not None:
@@ -202,10 +197,11 @@ _SIMPLE: dict[str, Callable[..., Column]] = {
 }
 
 
-def translate(name: str, args: list[Expression], cols: list[Column],
-              ctx: CompileContext) -> Column:
-    """The Column of SQE function ``name`` applied to compiled ``cols`` (from ``args``)."""
-    here = f"{ctx.where} -> {name}"
+def translate(name: str, args: list[Expression], cols: list[Column], ctx: CompileContext,
+              where: str) -> Column:
+    """The Column of SQE function ``name`` applied to compiled ``cols`` (from ``args``);
+    ``where`` locates the call in errors."""
+    here = f"{where} -> {name}"
     if name in ("parsedate", "formatdate"):
         cols = [cols[0], _pattern(args[1], cols[1], here)]
     if name == "parsedate":
@@ -215,18 +211,18 @@ def translate(name: str, args: list[Expression], cols: list[Column],
             else cols[0]
         return F.unix_millis(date)
     if name == "rounddate":
-        return _round_date(ctx, args, cols)
+        return _round_date(args, cols, here)
     if name == "hash":
-        return _hash(ctx, args, cols)
+        return _hash(ctx, args, cols, here)
     if name == "getmapvalue":
-        return _get_map_value(ctx, args, cols)
+        return _get_map_value(ctx, args, cols, here)
     if name == "expandkeys":
         return _explode(ctx, lambda m: F.array_sort(F.map_keys(m)), cols[0])
     if name == "expandvalues":
         return _explode(ctx, lambda m: F.transform(F.array_sort(F.map_keys(m)),
                                                    lambda k: F.element_at(m, k)), cols[0])
     if name in ("createhll", "createhllp"):
-        return _hll(ctx, args, cols, name)
+        return _hll(ctx, args, cols, here)
     build = _SIMPLE.get(name)
     if build is None:
         raise TopologyError(f"{here}: function {name} has no Spark translation")

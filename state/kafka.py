@@ -48,13 +48,17 @@ from sqe.compiler import CARRIED, compile_expression, field_column
 from sqe.errors import StateError
 from sqe.expressions import Expression
 from sqe.faults import armed, fault_point
-from sqe.kafka_client import RefusedRecord, Sender, producer_conf, topic_partitions
+from sqe.kafka_client import (
+    FLUSH_TIMEOUT,
+    RefusedRecord,
+    Sender,
+    producer_conf,
+    topic_partitions,
+)
 from sqe.metadata import encode_keys
 from sqe.source_rows import FILTER_HEADER
 
 __all__ = ["FILTER_HEADER", "KafkaStateConfig", "write_kafka"]
-
-_FLUSH_TIMEOUT = 120.0
 
 
 
@@ -232,9 +236,9 @@ def _producer_task(cfg: KafkaStateConfig) -> Any:
                 break
             written += len(values)
             if fault_at is not None:
-                sender.producer.flush(_FLUSH_TIMEOUT)
+                sender.producer.flush(FLUSH_TIMEOUT)
                 fault_point("kafka-state-sent", written)
-        problem = sender.finish(_FLUSH_TIMEOUT)
+        problem = sender.finish(FLUSH_TIMEOUT)
         if problem:
             raise StateError(f"Kafka state {cfg.topic} on {cfg.brokers}: delivery failed "
                              f"({problem}); the batch fails and its retry is filtered downstream "

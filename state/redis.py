@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from sqe.compiler import field_column
 from sqe.errors import StateError
 
-__all__ = ["RedisStateConfig", "STAGE_TTL_SECONDS", "stage_redis", "write_redis"]
+__all__ = ["RedisStateConfig", "STAGE_TTL_SECONDS", "stage_redis", "state_url", "write_redis"]
 
 _PIPELINE_ROWS = 5_000
 
@@ -84,7 +84,12 @@ class RedisStateConfig:
     @property
     def url(self) -> str:
         """The Redis URL of this state."""
-        return f"redis://{self.host}:{self.port}/{self.database}"
+        return state_url(self.host, self.port, self.database)
+
+
+def state_url(host: str, port: int, database: int) -> str:
+    """The Redis URL of the SQE options ``jw.sqe.state.redis.host``/``port``/``database``."""
+    return f"redis://{host}:{port}/{database}"
 
 
 def _joined(fields: tuple[str, ...], delimiter: str) -> Column:

@@ -45,12 +45,12 @@ from pyspark.sql import types as T
 
 from sqe.compiler import field_column
 from sqe.errors import StateError
+from state.redis import state_url
 
 __all__ = ["AggregateStateConfig", "MERGE_SCRIPT", "write_aggregates"]
 
 StateMode = Literal["TRANSACTIONAL", "OPAQUE", "NON_TRANSACTIONAL"]
 _ENTRIES_PER_CALL = 500
-_ARGS_PER_ENTRY = 5
 
 #: KEYS: the entries' keys; ARGV: mode, batch id, expire seconds, then per entry
 #: field ('' for STRING), op (sum | max | put), tag, value, expected ('0' absent,
@@ -184,8 +184,8 @@ class AggregateStateConfig:
         if mode not in ("TRANSACTIONAL", "OPAQUE", "NON_TRANSACTIONAL"):
             raise StateError(f"{where}: stateType {state_type} is not TRANSACTIONAL, OPAQUE or "
                              "NON_TRANSACTIONAL")
-        url = (f"redis://{settings['jw.sqe.state.redis.host']}:"
-               f"{settings['jw.sqe.state.redis.port']}/{settings['jw.sqe.state.redis.database']}")
+        url = state_url(settings["jw.sqe.state.redis.host"], settings["jw.sqe.state.redis.port"],
+                        settings["jw.sqe.state.redis.database"])
         return cls(name, url, datatype, keys, hashes, tuple(aggregates.items()),
                    settings["jw.sqe.state.redis.delimiter"],
                    settings["jw.sqe.state.redis.expireintervalsec"], mode)  # type: ignore[arg-type]

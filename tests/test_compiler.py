@@ -255,7 +255,7 @@ def test_every_catalogue_function_compiles_and_runs(spark, name):
     if name == "if":
         args = ["b", "n", "n"]
     col = compile_expression(parse_expression({name: args}), "here",
-                             CompileContext(frame, "here"))
+                             CompileContext(frame))
     assert len(frame.select(col).collect()) == 1
 
 

@@ -24,7 +24,7 @@ UTC = dt.timezone.utc
 
 
 def run(frame, **raws):
-    ctx = CompileContext(frame, "t")
+    ctx = CompileContext(frame)
     cols = [compile_expression(parse_expression(r), n, ctx).alias(n) for n, r in raws.items()]
     rows = frame.select(*cols).collect()
     return {n: [row[n] for row in rows] for n in raws}
