@@ -9,6 +9,7 @@ sentences on stderr, never as stack traces.
     sqe demo
     sqe run topologies/enrich.yaml --config conf/local.yaml --once
     sqe hwm show load.Enriched --redis redis://localhost:6379/0
+    sqe report checkpoints/enrich --plot enrich.png
     sqe options --markdown
     sqe keys decode 0000011f71fb04cb00000007000000000000002a
     sqe keys encode 1234567890123 7 42
@@ -25,9 +26,9 @@ from collections.abc import Sequence
 from sqe import __version__
 from sqe.errors import SqeError
 from sqe.metadata import StreamMetadata, pid_for
-from sqe.options import REGISTRY, RETIRED, Option
+from sqe.options import CLIENT_PROPERTIES, REGISTRY, RETIRED, Option
 from sqe.plan import plan_topology
-from sqe.settings import load_config, parse_conf_pairs
+from sqe.settings import Settings, load_config, parse_conf_pairs
 from sqe.topology import load_topology
 
 __all__ = ["main"]
@@ -87,19 +88,34 @@ def _cmd_run(args: argparse.Namespace) -> int:
     written = sum(sum(r.written.values()) for r in reports)
     print(f"{topology.name}: {len(reports)} batch(es), {read} records read, "
           f"{dropped} replays dropped, {written} rows written")
+    print(f"progress of every batch: sqe report {checkpoint}")
     return 0
 
 
 def _cmd_hwm(args: argparse.Namespace) -> int:
     import redis
 
+    from sqe.redis_endpoint import hwm_endpoint
     from state.hwm import HwmStore
 
-    store = HwmStore.from_url(args.redis, args.consumer, args.ttl)
+    settings = _settings(args)
+    if args.redis:
+        settings = settings.overlay({"jw.sqe.spout.kafka.filterReplays.redis.url": args.redis},
+                                    "--redis")
+    try:
+        endpoint = hwm_endpoint(settings)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        store = HwmStore.from_url(endpoint, args.consumer, args.ttl)
+    except redis.RedisError as exc:
+        print(f"error: HWM store: {endpoint.describe_error(exc)}", file=sys.stderr)
+        return 1
     try:
         if args.hwm_command == "reset":
             deleted = store.reset()
-            print(f"consumer {args.consumer}: {deleted} key(s) deleted from {args.redis}")
+            print(f"consumer {args.consumer}: {deleted} key(s) deleted from {endpoint.display}")
             if args.postgres:
                 from state.postgres import forget_batches
 
@@ -109,7 +125,7 @@ def _cmd_hwm(args: argparse.Namespace) -> int:
             return 0
         snapshot = store.load()
     except redis.RedisError as exc:
-        print(f"error: HWM store at {args.redis}: {exc}", file=sys.stderr)
+        print(f"error: HWM store: {endpoint.describe_error(exc)}", file=sys.stderr)
         return 1
     finally:
         store.client.close()
@@ -163,6 +179,20 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if not report.replays_in_middle_topic:
         print("warning: the crash left no replays in enriched, so the filter had nothing to "
               "do; run again with more --events", file=sys.stderr)
+    print("\nper-batch progress: sqe report " + " ".join(map(str, report.checkpoints))
+          + " [--plot demo.png]")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from sqe import report
+
+    progress = report.load(args.checkpoints)  # a missing or empty file: ProgressError, exit 2
+    if args.plot:
+        report.plot(progress, args.plot)  # fails before anything is printed without matplotlib
+    print(report.write_json(progress) if args.json else report.summary_table(progress))
+    if args.plot:
+        print(f"plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
@@ -184,8 +214,25 @@ def _default_text(option: Option) -> str:
     return str(option.default)
 
 
+def _settings(args: argparse.Namespace) -> Settings:
+    """The options of ``--config`` files and ``--conf`` pairs, in that order of precedence."""
+    settings = Settings.defaults()
+    for path in args.config:
+        cfg = load_config(path)
+        settings = settings.overlay(cfg.sqe, f"{cfg.path} (SQE)")
+    return settings.overlay(parse_conf_pairs(args.conf), "--conf")
+
+
 def _cmd_options(args: argparse.Namespace) -> int:
-    options = list(REGISTRY.values())
+    if args.show:
+        settings = _settings(args)
+        given = sorted(settings.explicit())
+        if not given:
+            print("no option is set by the given --config files and --conf pairs")
+        for key in given:
+            print(f"{key} = {settings.shown(key)!s}  ({settings.origin(key)})")
+        return 0
+    options = [*REGISTRY.values(), *CLIENT_PROPERTIES.values()]
     if args.markdown:
         print("| key | type | default | description |")
         print("| --- | --- | --- | --- |")
@@ -271,8 +318,15 @@ def _parser() -> argparse.ArgumentParser:
                          ("reset", "delete them (after deleting the query's checkpoint)")):
         a = hsub.add_parser(action, help=text)
         a.add_argument("consumer", metavar="CONSUMER", help="<topology name>.<streamName>")
-        a.add_argument("--redis", default="redis://localhost:6379/0", metavar="URL",
-                       help="the HWM store (jw.sqe.spout.kafka.filterReplays.redis.url)")
+        a.add_argument("--redis", metavar="URL",
+                       help="the HWM store's URL (default: jw.sqe.spout.kafka.filterReplays."
+                       "redis.url of --config/--conf, else redis://localhost:6379/0); its "
+                       "password and TLS files come from the filterReplays.redis.* options")
+        a.add_argument("--config", action="append", default=[], metavar="FILE",
+                       help="YAML config whose SQE: options name the HWM store (repeatable)")
+        a.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                       help="a jw.sqe.* option, e.g. jw.sqe.spout.kafka.filterReplays.redis."
+                       "password=${REDIS_PASSWORD} (repeatable)")
         a.add_argument("--ttl", type=int, default=172800, metavar="SECONDS",
                        help="entries older than this are not shown")
         if action == "reset":
@@ -296,6 +350,15 @@ def _parser() -> argparse.ArgumentParser:
                     "(default: a new temporary directory)")
     dm.set_defaults(func=_cmd_demo)
 
+    rp = sub.add_parser("report", help="summarize the batches of sqe run from a checkpoint's "
+                        "progress file, optionally as a plot")
+    rp.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT_DIR",
+                    help="the --checkpoint directory of sqe run (or its sqe-progress.jsonl)")
+    rp.add_argument("--json", action="store_true", help="print the summary as JSON")
+    rp.add_argument("--plot", metavar="PNG", help="also draw records in, replays dropped, "
+                    "Bloom chunks skipped and batch duration per batch (needs .[plot])")
+    rp.set_defaults(func=_cmd_report)
+
     se = sub.add_parser("sample-events", help="write sample JSON events for enrich.yaml to Kafka")
     se.add_argument("--brokers", default="localhost:9092")
     se.add_argument("--topic", default="events")
@@ -303,8 +366,13 @@ def _parser() -> argparse.ArgumentParser:
     se.add_argument("--start", type=int, default=0, help="first event number (ids e<start>...)")
     se.set_defaults(func=_cmd_sample_events)
 
-    o = sub.add_parser("options", help="list every jw.sqe.* option")
+    o = sub.add_parser("options", help="list every jw.sqe.* option, or with --show the values "
+                       "that --config files and --conf pairs set (secrets as ***)")
     o.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    o.add_argument("--show", action="store_true", help="print the options set by --config and "
+                   "--conf, with their values and where each comes from")
+    o.add_argument("--config", action="append", default=[], metavar="FILE")
+    o.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
     o.set_defaults(func=_cmd_options)
 
     k = sub.add_parser("keys", help="encode and decode 20-byte StreamMetadata keys")

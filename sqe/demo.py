@@ -11,7 +11,8 @@
    high-water marks and commits its Redis states atomically with them;
 5. report: records produced, replays in the middle topic, replays dropped,
    records in the final store and duplicates there (from ``load_log``, the
-   audit hash with one field per loaded ``enriched`` record).
+   audit hash with one field per loaded ``enriched`` record), and the
+   checkpoints whose progress files ``sqe report`` reads.
 
 Each step is a real ``sqe run`` process, as an operator would start it.
 """
@@ -56,6 +57,7 @@ class DemoReport:
     replays_dropped: int
     records_in_store: int
     duplicates_in_store: int
+    checkpoints: tuple[Path, ...] = ()  # of enrich and load: their progress files (sqe report)
 
     def lines(self) -> list[str]:
         """The report as printed."""
@@ -139,7 +141,8 @@ def run_demo(events: int = 5000, workdir: str | Path | None = None,
             client.close()
         per_event = Counter(audit.values())
         return DemoReport(events, records, records - distinct, dropped, len(per_event),
-                          sum(n - 1 for n in per_event.values()))
+                          sum(n - 1 for n in per_event.values()),
+                          tuple(work / "checkpoints" / name for name in ("enrich", "load")))
     finally:
         for service in reversed(services):
             service.stop()

@@ -16,11 +16,26 @@ list, SQE's defaults and the user's own librdkafka settings.  The defaults:
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["CLIENT_DEFAULTS", "FLUSH_TIMEOUT", "RefusedRecord", "Sender", "bootstrap",
-           "consumer_conf", "producer_conf", "error_text", "cluster_metadata", "topic_partitions", "read_all"]
+from sqe.secrets import mask_value, scrub
+
+__all__ = ["CLIENT_DEFAULTS", "CLIENT_LOG_ENV", "FLUSH_TIMEOUT", "RefusedRecord", "Sender",
+           "bootstrap", "check_properties", "connection_properties", "consumer_conf",
+           "producer_conf", "new_consumer", "new_producer", "error_text", "cluster_metadata",
+           "topic_partitions", "read_all"]
+
+#: When set, every client SQE builds appends its settings (secrets masked) as a JSON line to
+#: this file: a diagnostic of what each consumer and producer was built with, executors included.
+CLIENT_LOG_ENV = "SQE_KAFKA_CLIENT_LOG"
+
+#: Property prefixes about reaching and authenticating to the brokers: what a producer that
+#: writes to a stream's own cluster (its dead letters) takes from the stream's consumer settings.
+_CONNECTION_PREFIXES = ("security.", "sasl.", "ssl.", "ssl_", "socket.", "client.", "broker.",
+                        "reconnect.", "metadata.", "api.version", "resolve.", "retry.backoff")
 
 CLIENT_DEFAULTS: dict[str, Any] = {"receive.message.max.bytes": 200_000_000}
 #: Seconds a producer may take to have every queued record acknowledged.
@@ -65,6 +80,57 @@ def producer_conf(brokers: str | Iterable[str],
         **CLIENT_DEFAULTS,
         **(extra or {}),
     }
+
+
+def connection_properties(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a client's properties that says how to reach and log in to the brokers."""
+    return {k: v for k, v in properties.items() if k.startswith(_CONNECTION_PREFIXES)}
+
+
+def check_properties(role: Literal["consumer", "producer"],
+                     properties: Mapping[str, Any]) -> str | None:
+    """What librdkafka refuses in ``properties`` for a ``role`` client, or ``None``.
+
+    The client is built (no connection is made without ``bootstrap.servers``),
+    so unknown names, bad values and unreadable certificate files are all
+    found here rather than on an executor.  Secret values never appear in the text.
+    """
+    from confluent_kafka import Consumer, KafkaException, Producer
+
+    conf = {**properties, "log_level": 0}
+    try:
+        if role == "consumer":
+            Consumer({**conf, "group.id": "sqe-validate"}).close()
+        else:
+            Producer(conf).flush(0)
+    except KafkaException as exc:
+        return scrub(error_text(exc), [str(v) for k, v in properties.items()
+                                       if mask_value(k, v) != v])
+    return None
+
+
+def _logged(client: Any, kind: str, role: str, conf: Mapping[str, Any]) -> Any:
+    path = os.environ.get(CLIENT_LOG_ENV)
+    if path:
+        line = {"client": kind, "role": role, "pid": os.getpid(),
+                "conf": {k: mask_value(k, v) for k, v in conf.items()}}
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(line, default=str) + "\n")
+    return client
+
+
+def new_consumer(conf: Mapping[str, Any], role: str) -> Any:
+    """A confluent-kafka ``Consumer`` built with ``conf`` (``role`` names it in the client log)."""
+    from confluent_kafka import Consumer
+
+    return _logged(Consumer(dict(conf)), "consumer", role, conf)
+
+
+def new_producer(conf: Mapping[str, Any], role: str) -> Any:
+    """A confluent-kafka ``Producer`` built with ``conf`` (``role`` names it in the client log)."""
+    from confluent_kafka import Producer
+
+    return _logged(Producer(dict(conf)), "producer", role, conf)
 
 
 class Sender:

@@ -44,7 +44,8 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from sqe.errors import SourceError, TopologyError
-from sqe.kafka_client import consumer_conf, error_text, topic_partitions
+from sqe.kafka_client import consumer_conf, error_text, new_consumer, topic_partitions
+from sqe.redis_endpoint import RedisEndpoint
 from sqe.source_rows import ARROW_SCHEMA, FILTER_HEADER, SCHEMA, DeadLetters, Records, Tally, to_rows
 
 __all__ = [
@@ -92,7 +93,9 @@ class SourceConfig:
     Reader options (``.option(name, value)``): ``topic`` and ``brokers``
     (required); ``startingOffsets`` (``earliest``, ``latest`` or JSON
     ``{"0": 42}``); ``maxRecordsPerBatch``; ``readTimeoutSeconds``;
-    ``filterReplays`` with ``hwm.url``, ``hwm.consumer`` and ``hwm.ttl``;
+    ``filterReplays`` with ``hwm.url``, ``hwm.consumer`` and ``hwm.ttl`` (and the
+    store's ``hwm.username``, ``hwm.password``, ``hwm.tls.caFile``,
+    ``hwm.tls.certFile``, ``hwm.tls.keyFile``);
     ``emitTally``; ``chunks`` (the topic holds SQE chunks); ``filterValues``
     (a JSON list), ``matchUnfiltered`` and ``postFilter`` (an SQE expression as
     JSON); ``corruptChunkPolicy`` (``fail`` or ``deadletter``) with
@@ -109,13 +112,18 @@ class SourceConfig:
     hwm_consumer: str | None = None
     hwm_ttl: int = 172800
     emit_tally: bool = False
-    kafka: dict[str, str] = field(default_factory=dict)
+    kafka: dict[str, str] = field(default_factory=dict, repr=False)  # may hold SASL secrets
     chunks: bool = False
     filter_values: tuple[str, ...] = ()
     match_unfiltered: bool = False
     post_filter: str | None = None  # an SQE expression, as JSON
     corrupt_policy: Literal["fail", "deadletter"] = "fail"
     dead_letter_topic: str | None = None
+    hwm_username: str | None = None
+    hwm_password: str | None = field(default=None, repr=False)
+    hwm_ca_file: str | None = None
+    hwm_cert_file: str | None = None
+    hwm_key_file: str | None = None
 
     def __post_init__(self) -> None:
         if self.corrupt_policy not in ("fail", "deadletter"):
@@ -125,6 +133,12 @@ class SourceConfig:
             raise SourceError("sqe-kafka with corruptChunkPolicy=deadletter needs the option "
                               "deadLetterTopic")
         _ = self.post_filter_expression  # a bad post-filter fails here, not on an executor
+
+    @property
+    def hwm_endpoint(self) -> RedisEndpoint:
+        """The HWM store with its credentials and TLS files."""
+        return RedisEndpoint(str(self.hwm_url), self.hwm_username, self.hwm_password,
+                             self.hwm_ca_file, self.hwm_cert_file, self.hwm_key_file)
 
     @property
     def filtering(self) -> bool:
@@ -179,6 +193,7 @@ class SourceConfig:
             post_filter=lowered.get("postfilter") or None,
             corrupt_policy=lowered.get("corruptchunkpolicy", "fail").strip().lower(),  # type: ignore[arg-type]
             dead_letter_topic=lowered.get("deadlettertopic") or None,
+            **{name: lowered.get(option.lower()) or None for option, name in _HWM_OPTIONS.items()},
         )
         if cfg.filter_replays and not (cfg.hwm_url and cfg.hwm_consumer):
             raise SourceError("sqe-kafka with filterReplays=true needs the options hwm.url "
@@ -207,14 +222,22 @@ class SourceConfig:
             out["postFilter"] = self.post_filter
         if self.dead_letter_topic:
             out["deadLetterTopic"] = self.dead_letter_topic
+        out.update({option: getattr(self, name) for option, name in _HWM_OPTIONS.items()
+                    if getattr(self, name)})
         return out
 
     def consumer(self, role: str) -> Any:
         """A confluent-kafka consumer for this source (``role`` names it in the group id)."""
-        from confluent_kafka import Consumer
+        conf = consumer_conf(self.brokers, f"sqe-{role}-{self.topic}", self.kafka,
+                             quiet=role == "planner")
+        return new_consumer(conf, f"Kafka source {self.topic} {role}")
 
-        return Consumer(consumer_conf(self.brokers, f"sqe-{role}-{self.topic}", self.kafka,
-                                      quiet=role == "planner"))
+
+#: Reader options of the HWM store's credentials and TLS files, by SourceConfig field.  Spark
+#: redacts option keys matching spark.redaction.regex (password) in plans and the UI.
+_HWM_OPTIONS = {"hwm.username": "hwm_username", "hwm.password": "hwm_password",
+                "hwm.tls.caFile": "hwm_ca_file", "hwm.tls.certFile": "hwm_cert_file",
+                "hwm.tls.keyFile": "hwm_key_file"}
 
 
 def _values(raw: str | None) -> tuple[str, ...]:
@@ -282,6 +305,10 @@ class RangePartition(InputPartition):
         InputPartition.__init__(self, (self.partition, self.start, self.end))
 
 
+class _BrokersAway(Exception):
+    """The brokers did not answer one planning attempt (the text says how); retried."""
+
+
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans micro-batches on the driver; :meth:`read` runs on the executors."""
 
@@ -301,17 +328,46 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._meta
 
     def _watermarks(self) -> dict[int, tuple[int, int]]:
-        from confluent_kafka import KafkaException, TopicPartition
+        """Low and high watermark per partition.  Brokers that do not answer (down or
+        restarting: no metadata, no leader, no offsets) are asked again every second for up
+        to ``readTimeoutSeconds`` (librdkafka reconnects by itself), then the batch fails."""
+        cfg = self.config
+        deadline = time.monotonic() + cfg.read_timeout
+        while True:
+            try:
+                return self._try_watermarks(max(1.0, min(30.0, deadline - time.monotonic())))
+            except _BrokersAway as exc:
+                if time.monotonic() >= deadline:
+                    raise SourceError(
+                        f"Kafka source {cfg.topic}: cannot reach the Kafka brokers {cfg.brokers} "
+                        f"for {cfg.read_timeout} s (jw.sqe.spout.kafka.readTimeoutSeconds; last "
+                        f"error: {exc}); the next batch was not started") from None
+                time.sleep(1.0)
+
+    def _try_watermarks(self, timeout: float) -> dict[int, tuple[int, int]]:
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
         cfg, client = self.config, self._client()
-        partitions = topic_partitions(client, cfg.topic, cfg.brokers, SourceError, "Kafka source")
+        try:
+            meta = client.list_topics(cfg.topic, timeout=timeout).topics.get(cfg.topic)
+        except KafkaException as exc:
+            raise _BrokersAway(error_text(exc)) from None
+        leaderless = (KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
+                      KafkaError.BROKER_NOT_AVAILABLE, KafkaError._TRANSPORT)
+        if meta is not None and meta.error is not None and meta.error.code() in leaderless:
+            raise _BrokersAway(error_text(meta.error))
+        if meta is None or meta.error is not None or not meta.partitions:  # one sentence why
+            partitions = topic_partitions(client, cfg.topic, cfg.brokers, SourceError,
+                                          "Kafka source")
+        else:
+            partitions = sorted(meta.partitions)
         marks = {}
         for p in partitions:
             try:
-                marks[p] = client.get_watermark_offsets(TopicPartition(cfg.topic, p), timeout=30)
+                marks[p] = client.get_watermark_offsets(TopicPartition(cfg.topic, p),
+                                                        timeout=timeout)
             except KafkaException as exc:
-                raise SourceError(f"cannot read the offsets of {cfg.topic}/{p} from "
-                                  f"{cfg.brokers}: {error_text(exc)}") from None
+                raise _BrokersAway(f"the offsets of {cfg.topic}/{p}: {error_text(exc)}") from None
         return marks
 
     def initialOffset(self) -> dict:
@@ -362,14 +418,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from state.hwm import HwmStore
 
         cfg = self.config
-        store = HwmStore.from_url(str(cfg.hwm_url), str(cfg.hwm_consumer), cfg.hwm_ttl)
+        endpoint = cfg.hwm_endpoint
         try:
-            return store.load().hwm
+            store = HwmStore.from_url(endpoint, str(cfg.hwm_consumer), cfg.hwm_ttl)
+            try:
+                return store.load().hwm
+            finally:
+                store.client.close()
         except redis.RedisError as exc:
-            raise SourceError(f"cannot read the high-water marks of consumer {cfg.hwm_consumer} "
-                              f"from {cfg.hwm_url}: {exc}") from None
-        finally:
-            store.client.close()
+            raise SourceError(f"cannot read the high-water marks of consumer {cfg.hwm_consumer}: "
+                              f"{endpoint.describe_error(exc)}") from None
 
     def commit(self, end: dict) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, not in Kafka."""

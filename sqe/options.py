@@ -19,18 +19,20 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import yaml
 
 from sqe.errors import OptionError
 
-__all__ = ["Option", "OptionKind", "REGISTRY", "RETIRED", "PREFIX", "coerce", "lookup", "suggest"]
+__all__ = ["Option", "OptionKind", "REGISTRY", "RETIRED", "PREFIX", "CLIENT_PROPERTIES",
+           "CONSUMER_PREFIX", "PRODUCER_PREFIX", "OWNED_PROPERTIES", "coerce", "lookup", "suggest"]
 
 PREFIX = "jw.sqe."
 
-OptionKind = Literal["bool", "int", "float", "str", "list", "choice", "rows", "expression"]
+OptionKind = Literal["bool", "int", "float", "str", "list", "choice", "rows", "expression",
+                     "property"]
 Scope = Literal["topology", "stream", "state"]
 
 
@@ -42,7 +44,8 @@ class Option:
     normalised to the spelling given here.  ``check`` validates a coerced
     value further and returns an error text or ``None``.  ``ignored`` is set
     for SQE keys accepted for compatibility that have no effect on Spark: it
-    says why, and validation reports it as a warning.
+    says why, and validation reports it as a warning.  ``secret`` values
+    (passwords) are shown as ``***`` wherever SQE prints a value.
     """
 
     key: str
@@ -54,6 +57,7 @@ class Option:
     minimum: int | None = None
     check: Callable[[Any], str | None] | None = None
     ignored: str | None = None
+    secret: bool = False
 
     @property
     def type_name(self) -> str:
@@ -68,6 +72,7 @@ class Option:
             "list": "list of strings (or comma-separated string)",
             "rows": "list of lists",
             "expression": "SQE expression (a field name, a function tree or {sql: ...})",
+            "property": "string, number or boolean (passed to librdkafka as a string)",
         }[self.kind]
 
 
@@ -86,9 +91,36 @@ def _check_bloom_size(size: int) -> str | None:
 
 
 def _check_redis_url(url: str) -> str | None:
-    if not re.match(r"^(redis|rediss|unix)://", url):
-        return "expected a redis://, rediss:// or unix:// URL"
-    return None
+    from sqe.redis_endpoint import check_url
+
+    return check_url(url)
+
+
+def _check_state_redis_url(url: str) -> str | None:
+    if url.lower().split("://", 1)[0].endswith("+cluster"):
+        return ("the Redis state writes keys of every slot from one script, so it needs one "
+                "server (redis://, rediss://, unix:// or a Sentinel URL), not a Cluster")
+    return _check_redis_url(url)
+
+
+def _redis_security(prefix: str, what: str, scope: Scope) -> list[Option]:
+    """The credential and TLS options of one Redis connection (HWM store or Redis state)."""
+    return [
+        Option(f"{prefix}.username", "str", None,
+               f"ACL user name for {what} (Redis 6+; default: the URL's, else 'default').",
+               scope=scope),
+        Option(f"{prefix}.password", "str", None,
+               f"Password for {what} (requirepass or the ACL user's); write ${{ENV_VAR}} rather "
+               "than the password itself.", scope=scope, secret=True),
+        Option(f"{prefix}.tls.caFile", "str", None,
+               f"CA certificate file that signed the TLS certificate of {what} (needs rediss://).",
+               scope=scope),
+        Option(f"{prefix}.tls.certFile", "str", None,
+               f"Client certificate file for {what}, for servers that verify clients "
+               "(tls-auth-clients).", scope=scope),
+        Option(f"{prefix}.tls.keyFile", "str", None,
+               f"Private key file of the client certificate for {what}.", scope=scope),
+    ]
 
 
 _DECLARED = [
@@ -134,7 +166,11 @@ _DECLARED = [
            "Seconds after its last update that a high-water mark entry expires.",
            scope="stream", minimum=1),
     Option("jw.sqe.spout.kafka.filterReplays.redis.url", "str", "redis://localhost:6379/0",
-           "Redis URL of the high-water mark store.", scope="stream", check=_check_redis_url),
+           "Redis URL of the high-water mark store: redis://, rediss:// (TLS), unix://, "
+           "redis+sentinel://host:port[,host:port]/<service>[/db] or "
+           "redis+cluster://host:port[,host:port].", scope="stream", check=_check_redis_url),
+    *_redis_security("jw.sqe.spout.kafka.filterReplays.redis", "the high-water mark store",
+                     "stream"),
     # -- chunks: Bloom-filtered reading (DESIGN.md section 2) --------------------------
     Option("jw.sqe.spout.kafka.chunks", "bool", False,
            "The topic holds SQE chunks (written with jw.sqe.state.kafka.chunking): each record "
@@ -191,12 +227,19 @@ _DECLARED = [
            "Bloom filter size of a chunk, 16..255 bytes.", scope="state",
            check=_check_bloom_size),
     # -- Redis state ------------------------------------------------------------------
+    Option("jw.sqe.state.redis.url", "str", None,
+           "Redis URL of the Redis state (redis://, rediss://, unix:// or redis+sentinel://); "
+           "when set, host, port, database and tls are not used.", scope="state",
+           check=_check_state_redis_url),
     Option("jw.sqe.state.redis.host", "str", "localhost", "Redis host of the Redis state.",
            scope="state"),
     Option("jw.sqe.state.redis.port", "int", 6379, "Redis port of the Redis state.",
            scope="state", minimum=1),
     Option("jw.sqe.state.redis.database", "int", 0, "Redis database index of the Redis state.",
            scope="state", minimum=0),
+    Option("jw.sqe.state.redis.tls", "bool", False,
+           "Connect to host:port over TLS (rediss://).", scope="state"),
+    *_redis_security("jw.sqe.state.redis", "the Redis state", "state"),
     Option("jw.sqe.state.redis.datatype", "choice", "STRING",
            "STRING writes SET key value; HASH writes HSET key field value.", scope="state",
            choices=("STRING", "HASH")),
@@ -217,6 +260,88 @@ _DECLARED = [
 
 #: Every declared option by key.
 REGISTRY: dict[str, Option] = {o.key: o for o in _DECLARED}
+
+CONSUMER_PREFIX = "jw.sqe.spout.kafka.consumer."
+PRODUCER_PREFIX = "jw.sqe.state.kafka.producer."
+
+#: Families of keys that end in a librdkafka property name (``<prefix><property>``).
+CLIENT_PROPERTIES: dict[str, Option] = {
+    CONSUMER_PREFIX: Option(
+        CONSUMER_PREFIX + "<property>", "property", None,
+        "Any librdkafka consumer property for this stream's consumers (on the executors, the "
+        "driver's metadata look-ups and the dead-letter producer's connection), e.g. "
+        "security.protocol, sasl.mechanism, sasl.username, sasl.password, ssl.ca.location. "
+        "Checked against librdkafka before Spark starts; secrets (*password*, *secret*, "
+        "ssl.key.*) are shown as ***.", scope="stream"),
+    PRODUCER_PREFIX: Option(
+        PRODUCER_PREFIX + "<property>", "property", None,
+        "Any librdkafka producer property for this Kafka state's producers, e.g. "
+        "security.protocol, sasl.*, ssl.*, linger.ms, compression.type.  Checked against "
+        "librdkafka before Spark starts.", scope="state"),
+}
+
+_OFFSETS_IN_CHECKPOINT = ("offsets live in Spark's checkpoint and each task reads an assigned "
+                          "offset range")
+_ASSIGNED = "partitions are assigned by Spark (a task per partition range), not by a group"
+
+#: Client properties SQE sets itself, with why they cannot be overridden.
+OWNED_PROPERTIES: dict[str, dict[str, str]] = {
+    CONSUMER_PREFIX: {
+        "bootstrap.servers": "set jw.sqe.spout.kafka.brokers instead",
+        "group.id": f"SQE names the consumer per source task; {_OFFSETS_IN_CHECKPOINT}",
+        "enable.auto.commit": f"{_OFFSETS_IN_CHECKPOINT}, so nothing is committed to Kafka",
+        "enable.auto.offset.store": f"{_OFFSETS_IN_CHECKPOINT}, so nothing is stored in Kafka",
+        "auto.offset.reset": "a range that retention deleted must fail the batch rather than "
+                             "silently skip records; jw.sqe.spout.kafka.startingOffsets says "
+                             "where a new query starts",
+        "enable.partition.eof": "the source stops at each range's end offset itself",
+        "group.instance.id": _ASSIGNED,
+        "partition.assignment.strategy": _ASSIGNED,
+        "group.protocol": _ASSIGNED,
+        "group.remote.assignor": _ASSIGNED,
+    },
+    PRODUCER_PREFIX: {
+        "bootstrap.servers": "set jw.sqe.state.kafka.brokers instead",
+        "enable.idempotence": "the idempotent producer keeps each partition in order across "
+                              "retries, which the downstream replay filter relies on "
+                              "(DESIGN.md section 1)",
+        "acks": "the idempotent producer needs acks=all",
+        "transactional.id": "SQE's chains are exactly-once without Kafka transactions; a "
+                            "transactional producer would hold records back from readers "
+                            "that do not read_committed",
+    },
+}
+
+#: Java client properties users carry over, and what librdkafka calls them instead.
+JAVA_PROPERTIES: dict[str, str] = {
+    "sasl.jaas.config": "librdkafka takes sasl.username and sasl.password (PLAIN/SCRAM) or "
+                        "sasl.oauthbearer.* instead of a JAAS line",
+    "ssl.truststore.location": "librdkafka reads PEM files: ssl.ca.location",
+    "ssl.truststore.password": "librdkafka reads PEM files: ssl.ca.location needs no password",
+    "key.serializer": "SQE produces bytes; keys are set by jw.sqe.state.kafka.keytype",
+    "value.serializer": "SQE produces bytes; values are the selected fields",
+    "key.deserializer": "the source reads bytes; values are decoded by the stream's fields",
+    "value.deserializer": "the source reads bytes; values are decoded by the stream's fields",
+}
+
+
+def client_property_option(key: str, origin: str) -> Option | None:
+    """The option of a ``<prefix><librdkafka property>`` key, or ``None`` for other keys.
+
+    A property SQE owns is an :class:`OptionError` saying why.
+    """
+    for prefix, family in CLIENT_PROPERTIES.items():
+        if key.startswith(prefix) and len(key) > len(prefix):
+            name = key[len(prefix):]
+            why = OWNED_PROPERTIES[prefix].get(name)
+            if why:
+                role = "consumer" if prefix == CONSUMER_PREFIX else "producer"
+                raise OptionError(f"{origin}: {key}: SQE sets the Kafka {role} property "
+                                  f"{name} itself and it cannot be overridden: {why}")
+            from sqe.secrets import is_secret_key
+
+            return replace(family, key=key, secret=is_secret_key(name))
+    return None
 
 #: Keys of the original SQE that no longer apply, with what to do instead.
 RETIRED: dict[str, str] = {
@@ -240,6 +365,9 @@ def lookup(key: str, origin: str) -> Option:
     """The declared option for ``key``; an unknown or retired key is an :class:`OptionError`."""
     if key in REGISTRY:
         return REGISTRY[key]
+    family = client_property_option(key, origin)
+    if family is not None:
+        return family
     if key in RETIRED:
         raise OptionError(f"{origin}: {key} is no longer supported: {RETIRED[key]}")
     hint = suggest(key)
@@ -307,6 +435,12 @@ def _coerce(option: Option, value: Any) -> Any:
         if isinstance(value, (list, tuple)) and all(isinstance(r, (list, tuple)) for r in value):
             return [list(r) for r in value]
         raise ValueError("expected a list of rows, each a list of values")
+    if kind == "property":
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, (str, int, float)):
+            return str(value)
+        raise ValueError("expected a string, number or boolean")
     if kind == "expression":
         from sqe.expressions import ExpressionError, parse_expression
 
@@ -332,5 +466,6 @@ def coerce(option: Option, value: Any, origin: str) -> Any:
     except ValueError as exc:
         problem = str(exc)
     if problem:
-        raise OptionError(f"{origin}: {option.key} = {value!r}: {problem}")
+        shown = "***" if option.secret else repr(value)
+        raise OptionError(f"{origin}: {option.key} = {shown}: {problem}")
     return result

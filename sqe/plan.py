@@ -12,12 +12,14 @@ compiles.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqe.client_properties import property_problems
 from sqe.errors import OptionError, TopologyError
 from sqe.expressions import is_aggregate
+from sqe.redis_endpoint import hwm_endpoint, state_endpoint
 from sqe.settings import ConfigFile, Settings
 from sqe.topology import CreateStream, Query, SetCommand, Topology
 
@@ -49,6 +51,10 @@ def _stream_problems(stream: CreateStream, s: Settings, where: str) -> list[str]
         problems.append(f"{where}: corruptChunkPolicy deadletter needs "
                         "jw.sqe.spout.kafka.deadLetterTopic")
     problems += _filter_problems(s, where)
+    if stream.spoutName == "KAFKA":
+        problems += property_problems(s, "consumer", where)
+        if s["jw.sqe.spout.kafka.filterReplays"]:
+            problems += _endpoint_problems(hwm_endpoint, s, where)
     if stream.spoutName == "FIXED" and s["jw.sqe.spout.kafka.filterReplays"]:
         problems.append(f"{where}: filterReplays reads the StreamMetadata keys of a Kafka topic; "
                         "a FIXED stream has none")
@@ -86,6 +92,27 @@ def _filter_problems(s: Settings, where: str) -> list[str]:
     return problems
 
 
+def _endpoint_problems(endpoint: Callable[[Settings], Any], s: Settings, where: str) -> list[str]:
+    try:
+        endpoint(s)
+    except ValueError as exc:
+        return [f"{where}: {exc}"]
+    return []
+
+
+def _redis_state_problems(s: Settings, where: str) -> list[str]:
+    url_key = "jw.sqe.state.redis.url"
+    problems = _endpoint_problems(state_endpoint, s, where)
+    if s[url_key] is not None:
+        clashing = [f"{k} ({s.origin(k)})" for k in ("jw.sqe.state.redis.host",
+                    "jw.sqe.state.redis.port", "jw.sqe.state.redis.database",
+                    "jw.sqe.state.redis.tls") if s.origin(k) != "default"]
+        if clashing:
+            problems.append(f"{where}: {url_key} ({s.origin(url_key)}) names the server, so "
+                            f"{', '.join(clashing)} would be ignored; keep one of the two")
+    return problems
+
+
 def _state_problems(query: Query, s: Settings, where: str) -> list[str]:
     into = query.insertInto
     problems = []
@@ -96,6 +123,7 @@ def _state_problems(query: Query, s: Settings, where: str) -> list[str]:
             problems.append(f"{where}: jw.sqe.state.kafka.chunking keys each chunk by the "
                             "StreamMetadata of its last message, so it needs keytype "
                             "StreamMetadata")
+        problems += property_problems(s, "producer", where)
         if s["jw.sqe.state.kafka.keytype"] == "field" and len(into.fields) != 2:
             problems.append(f"{where} -> insertInto -> fields: keytype field writes the first "
                             f"field as key and the second as value, so it needs exactly 2 "
@@ -106,6 +134,7 @@ def _state_problems(query: Query, s: Settings, where: str) -> list[str]:
     if into.stateName == "POSTGRES" and not s["jw.sqe.state.postgres.dsn"]:
         problems.append(f"{where}: a POSTGRES state needs jw.sqe.state.postgres.dsn")
     if into.stateName == "REDIS":
+        problems += _redis_state_problems(s, where)
         for key in ("jw.sqe.state.redis.keyname.fields", "jw.sqe.state.redis.fieldname.fields"):
             missing = [f for f in s[key] if f not in into.fields]
             if missing:

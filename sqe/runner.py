@@ -40,16 +40,19 @@ from typing import Any, Literal
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sqe.client_properties import consumer_properties
 from sqe.compiler import CARRIED, CompiledQuery, compile_parts
 from sqe.deserializers import deserialize
 from sqe.errors import RunError, SourceError, SqeError, StateError, TopologyError
 from sqe.expressions import fields_of, to_raw
 from sqe.faults import fault_point
 from sqe.fixed_source import FixedSource, fixed_options
-from sqe.kafka_client import cluster_metadata, consumer_conf
+from sqe.kafka_client import cluster_metadata, consumer_conf, new_consumer
 from sqe.kafka_source import KafkaSource, SourceConfig, data_rows
 from sqe.metadata import kafka_secondary_id, pid_for
 from sqe.plan import TopologyPlan
+from sqe.progress import ProgressLog, progress_path
+from sqe.redis_endpoint import hwm_endpoint, persistence_warning
 from sqe.replay import filter_replays_frame
 from sqe.settings import Settings
 from sqe.source_rows import CHUNK_INDEX_BITS, TALLY, Tally
@@ -78,6 +81,12 @@ class BatchReport:
     already_written: list[str] = field(default_factory=list)
     source: Tally = field(default_factory=Tally)
     warnings: dict[str, int] = field(default_factory=dict)
+    started: float = field(default_factory=time.time)  # epoch seconds
+    duration_s: float = 0.0  # set when the batch is done
+
+    def rate(self) -> float | None:
+        """Records read per second of this batch (None before it is done)."""
+        return self.records_read / self.duration_s if self.duration_s > 0 else None
 
     def line(self) -> str:
         """The log line of this batch."""
@@ -88,9 +97,12 @@ class BatchReport:
                          else f"{n} to {k}" for k, n in self.written.items()) or "no state written"
         replays = (f"{self.replays_dropped} replays dropped, {self.unparseable_keys} records "
                    "with unparseable keys passed through, " if self.filtering else "")
+        rate = self.rate()
+        timing = (f" in {self.duration_s:.2f} s ({rate:,.{0 if rate >= 10 else 1}f} records/s)"
+                  if rate is not None else "")
         return (f"{self.stream} batch {self.batch_id}: {self.records_read} records read, "
                 f"{replays}{self.unparseable_values} values not JSON{self._source_text()}; "
-                f"wrote {outs}")
+                f"wrote {outs}{timing}")
 
     def _source_text(self) -> str:
         t = self.source
@@ -147,10 +159,9 @@ def _queries_of(plan: TopologyPlan, stream: CreateStream) -> list[tuple[str, Que
     return found
 
 
-def _cluster_id(brokers: str, topic: str) -> str | None:
-    from confluent_kafka import Consumer
-
-    client = Consumer(consumer_conf(brokers, "sqe-metadata", quiet=True))
+def _cluster_id(brokers: str, topic: str, properties: dict[str, str]) -> str | None:
+    client = new_consumer(consumer_conf(brokers, "sqe-metadata", properties, quiet=True),
+                          "metadata")
     try:
         return cluster_metadata(client, topic, brokers, SourceError, "Kafka source").cluster_id
     finally:
@@ -177,14 +188,8 @@ def build_pipelines(plan: TopologyPlan, name: str) -> list[StreamPipeline]:
                                 f"reads KAFKA and FIXED streams; spoutName {stream.spoutName} "
                                 "is for sqe validate only")
         brokers = ",".join(s["jw.sqe.spout.kafka.brokers"])
-        kafka_extra = {}
-        if s["jw.sqe.spout.kafka.clientid"]:
-            kafka_extra["client.id"] = s["jw.sqe.spout.kafka.clientid"]
-        if s["jw.sqe.spout.kafka.fetchSizeBytes"]:
-            kafka_extra["max.partition.fetch.bytes"] = str(s["jw.sqe.spout.kafka.fetchSizeBytes"])
-        if s["jw.sqe.spout.kafka.bufferSizeBytes"]:
-            kafka_extra["socket.receive.buffer.bytes"] = str(
-                s["jw.sqe.spout.kafka.bufferSizeBytes"])
+        kafka_extra = consumer_properties(s)
+        hwm = hwm_endpoint(s)
         native = s["jw.sqe.spout.kafka.format"] == "native"
         source = SourceConfig(
             topic=stream.objectName, brokers=brokers,
@@ -192,7 +197,8 @@ def build_pipelines(plan: TopologyPlan, name: str) -> list[StreamPipeline]:
             max_records=s["jw.sqe.spout.kafka.maxRecordsPerBatch"],
             read_timeout=s["jw.sqe.spout.kafka.readTimeoutSeconds"],
             filter_replays=bool(s["jw.sqe.spout.kafka.filterReplays"]) and not native,
-            hwm_url=s["jw.sqe.spout.kafka.filterReplays.redis.url"],
+            hwm_url=hwm.url, hwm_username=hwm.username, hwm_password=hwm.password,
+            hwm_ca_file=hwm.ca_file, hwm_cert_file=hwm.cert_file, hwm_key_file=hwm.key_file,
             hwm_consumer=consumer,
             hwm_ttl=s["jw.sqe.spout.kafka.filterReplays.metadata.ttl"],
             emit_tally=True, kafka=kafka_extra,
@@ -206,7 +212,7 @@ def build_pipelines(plan: TopologyPlan, name: str) -> list[StreamPipeline]:
         )
         pid = s["jw.sqe.pid"]
         if pid is None:
-            secondary = kafka_secondary_id(_cluster_id(brokers, stream.objectName),
+            secondary = kafka_secondary_id(_cluster_id(brokers, stream.objectName, kafka_extra),
                                            s["jw.sqe.spout.kafka.brokers"], stream.objectName)
             pid = pid_for(name, stream.streamName, secondary)
         pipelines.append(StreamPipeline(stream, s, queries, source, int(pid), consumer, native))
@@ -232,15 +238,15 @@ def _write_redis(frame: DataFrame, cfg: Any, commit: _Commit) -> int:
 
     store = commit.store
     try:
-        atomic = store is not None and store.same_database(cfg.url)
+        atomic = store is not None and store.same_database(cfg.endpoint)
         if not atomic:
             return write_redis(frame, cfg)
         key = store.stage_key(commit.batch_id, len(commit.stages))
         store.client.delete(key)  # what a crashed attempt of this batch staged
     except redis.RedisError as exc:
-        raise StateError(f"Redis state {cfg.name} at {cfg.url}: {exc}; the batch fails and "
-                         "is written when it is retried") from None
-    rows = stage_redis(frame, cfg, str(store.url), key)
+        raise StateError(f"Redis state {cfg.name}: {cfg.endpoint.describe_error(exc)}; the "
+                         "batch fails and is written when it is retried") from None
+    rows = stage_redis(frame, cfg, store.endpoint, key)
     commit.stages.append(Stage(key, cfg.datatype, cfg.expire_seconds))
     return rows
 
@@ -285,9 +291,11 @@ def _write_state(query: Query, parts: CompiledQuery, settings: Settings, where: 
 class BatchProcessor:
     """The ``foreachBatch`` function of one stream (runs on the driver)."""
 
-    def __init__(self, pipeline: StreamPipeline, reports: list[BatchReport]) -> None:
+    def __init__(self, pipeline: StreamPipeline, reports: list[BatchReport],
+                 progress: ProgressLog | None = None) -> None:
         self.p = pipeline
         self.reports = reports
+        self.progress = progress
         self.failure: BaseException | None = None
         self.filtering = (bool(pipeline.settings["jw.sqe.spout.kafka.filterReplays"])
                           and pipeline.source is not None)
@@ -297,7 +305,7 @@ class BatchProcessor:
 
         src = self.p.source
         assert src is not None  # only streams that filter replays have a store
-        return HwmStore.from_url(str(src.hwm_url), self.p.consumer, src.hwm_ttl)
+        return HwmStore.from_url(src.hwm_endpoint, self.p.consumer, src.hwm_ttl)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         try:
@@ -317,8 +325,8 @@ class BatchProcessor:
                 try:
                     snapshot = store.admit(batch_id)  # a lower batch id raises StaleBatchError
                 except redis.RedisError as exc:
-                    raise SourceError(f"cannot read the HWM store of {self.p.consumer} at "
-                                      f"{self.p.source.hwm_url}: {exc}") from None
+                    raise SourceError(f"cannot read the HWM store of {self.p.consumer}: "
+                                      f"{store.endpoint.describe_error(exc)}") from None
                 if snapshot is None:  # committed already: Spark re-ran a finished batch
                     report.skipped = True
                     self._done(report)
@@ -379,14 +387,17 @@ class BatchProcessor:
                 try:
                     store.commit(batch_id, updates, commit.stages)
                 except redis.RedisError as exc:
-                    raise StateError(f"cannot commit the HWMs of {self.p.consumer} to "
-                                     f"{self.p.source.hwm_url}: {exc}; the batch is re-run "
-                                     "and its output filtered as replays") from None
+                    raise StateError(f"cannot commit the HWMs of {self.p.consumer}: "
+                                     f"{store.endpoint.describe_error(exc)}; the batch is "
+                                     "re-run and its output filtered as replays") from None
         finally:
             frame.unpersist()
 
     def _done(self, report: BatchReport) -> None:
+        report.duration_s = max(0.0, time.time() - report.started)
         self.reports.append(report)
+        if self.progress is not None:
+            self.progress.append(report)
         log.info(report.line())
 
 
@@ -441,6 +452,32 @@ def describe_failure(exc: BaseException, processors: list[BatchProcessor]) -> st
     return first[:500]
 
 
+def persistence_warnings(pipelines: list[StreamPipeline]) -> list[str]:
+    """Why the HWM stores of ``pipelines`` would lose their marks on a restart (one line each)."""
+    import redis
+
+    out: list[str] = []
+    seen: set[str] = set()
+    for p in pipelines:
+        filtering = bool(p.settings["jw.sqe.spout.kafka.filterReplays"])
+        if p.source is None or not filtering or p.source.hwm_endpoint.display in seen:
+            continue
+        endpoint = p.source.hwm_endpoint
+        seen.add(endpoint.display)
+        try:
+            client = endpoint.connect()
+            try:
+                warning = persistence_warning(client, f"the HWM store at {endpoint.display}")
+            finally:
+                client.close()
+        except redis.RedisError as exc:
+            warning = (f"cannot tell whether the HWM store persists its marks: "
+                       f"{endpoint.describe_error(exc)}")
+        if warning:
+            out.append(warning)
+    return out
+
+
 def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint: str | Path,
                  mode: Mode = "forever", runtime: float | None = None,
                  on_start: Callable[[list[Any]], None] | None = None) -> list[BatchReport]:
@@ -454,13 +491,17 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
     if "spark.sql.session.timeZone" not in plan.spark_conf:
         spark.conf.set("spark.sql.session.timeZone", "UTC")  # SQE's dates are UTC
     pipelines = build_pipelines(plan, name)
+    for warning in persistence_warnings(pipelines):
+        log.warning(f"warning: {warning}")
     reports: list[BatchReport] = []
     processors = []
     queries = []
     root = Path(checkpoint)
+    where = progress_path(checkpoint)
+    progress = ProgressLog(where, name) if where is not None else None
     try:
         for p in pipelines:
-            proc = BatchProcessor(p, reports)
+            proc = BatchProcessor(p, reports, progress)
             processors.append(proc)
             writer = (_source_frame(spark, p).writeStream
                       .queryName(f"{name}.{p.stream.streamName}")

@@ -16,11 +16,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from sqe.prereq import require_java
+from sqe.secrets import SPARK_REDACTION_REGEX
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["build_session", "quiet_failure_traces", "LOCAL_DEFAULTS", "FAILURE_LOGGERS"]
+__all__ = ["build_session", "quiet_failure_traces", "LOCAL_DEFAULTS", "REDACTION_DEFAULTS",
+           "FAILURE_LOGGERS"]
 
 #: Spark conf for a local session when nothing else is given.
 LOCAL_DEFAULTS: Mapping[str, str] = {
@@ -28,6 +30,14 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
+}
+
+#: Spark conf set on every session unless given: the keys whose values Spark masks in plans,
+#: the UI and event logs include SQE's secrets (reader options such as hwm.password and
+#: kafka.sasl.password, and the HWM store's URL).
+REDACTION_DEFAULTS: Mapping[str, str] = {
+    "spark.redaction.regex": SPARK_REDACTION_REGEX,
+    "spark.sql.redaction.options.regex": SPARK_REDACTION_REGEX,
 }
 
 
@@ -55,7 +65,7 @@ def build_session(
         builder = builder.master("local[*]")
         for key, value in LOCAL_DEFAULTS.items():
             builder = builder.config(key, value)
-    for key, value in (conf or {}).items():
+    for key, value in {**REDACTION_DEFAULTS, **(conf or {})}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")

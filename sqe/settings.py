@@ -13,7 +13,9 @@ Precedence, lowest to highest (DESIGN.md section 5):
 mapping from every declared key to its effective value, which also knows
 where each value came from (:meth:`Settings.origin`).  Keys outside
 ``jw.sqe.`` are kept aside in :attr:`Settings.foreign` (SQE allowed any
-``Set`` key) and reported, never silently applied.
+``Set`` key) and reported, never silently applied.  Every value may name
+environment variables, ``${NAME}`` or ``${NAME:-default}``, expanded when
+it is read (:func:`sqe.secrets.expand_env`), so files need not hold secrets.
 
 Example::
 
@@ -34,6 +36,7 @@ import yaml
 
 from sqe.errors import OptionError
 from sqe.options import PREFIX, REGISTRY, coerce, lookup
+from sqe.secrets import MASK, expand_env, mask_value
 
 __all__ = ["Settings", "ConfigFile", "load_config", "parse_conf_pairs", "spark_conf_options"]
 
@@ -68,7 +71,8 @@ class Settings(Mapping[str, Any]):
                 foreign[key] = (raw, origin)
                 continue
             option = lookup(key, origin)
-            merged[key] = (coerce(option, raw, origin), origin)
+            value = expand_env(raw, f"{origin}: {key}")
+            merged[key] = (coerce(option, value, origin), origin)
         return Settings(MappingProxyType(merged), MappingProxyType(foreign))
 
     def __getitem__(self, key: str) -> Any:
@@ -89,6 +93,18 @@ class Settings(Mapping[str, Any]):
         REGISTRY[key]
         return "default"
 
+    def properties(self, prefix: str) -> dict[str, str]:
+        """The client properties given as ``<prefix><property>`` keys, by property name."""
+        return {k[len(prefix):]: v for k, (v, _) in self._values.items() if k.startswith(prefix)}
+
+    def shown(self, key: str) -> Any:
+        """The value of ``key`` as it may be printed: secrets masked, URL passwords hidden."""
+        option = lookup(key, "settings")
+        value = self[key]
+        if value is None:
+            return None
+        return MASK if option.secret else mask_value(key, value)
+
     def explicit(self) -> dict[str, Any]:
         """Only the keys given somewhere, with their values."""
         return {k: v for k, (v, _) in self._values.items()}
@@ -97,7 +113,7 @@ class Settings(Mapping[str, Any]):
         """Options that were given but have no effect on Spark, and foreign keys."""
         out = []
         for key, (_, origin) in self._values.items():
-            reason = REGISTRY[key].ignored
+            reason = REGISTRY[key].ignored if key in REGISTRY else None
             if reason:
                 out.append(f"{origin}: {key} has no effect on Spark ({reason})")
         for key, (_, origin) in self.foreign.items():
@@ -145,8 +161,8 @@ def load_config(path: str | Path) -> ConfigFile:
         if not isinstance(value, dict):
             raise OptionError(f"{name}: section {section} must be a map of key: value")
     Settings.defaults().overlay(sqe, f"{name} (SQE)")  # validate early, naming the file
-    return ConfigFile(name, MappingProxyType(dict(sqe)),
-                      MappingProxyType({str(k): _spark_value(v) for k, v in spark.items()}))
+    return ConfigFile(name, MappingProxyType(dict(sqe)), MappingProxyType(
+        {str(k): _spark_value(expand_env(v, f"{name} (Spark): {k}")) for k, v in spark.items()}))
 
 
 def _spark_value(value: Any) -> str:

@@ -150,13 +150,18 @@ class DeadLetters:
 
     def send(self, topic: str, partition: int, offset: int, key: bytes | None,
              value: bytes | None, reason: str) -> None:
-        from confluent_kafka import Producer
-
-        from sqe.kafka_client import RefusedRecord, Sender, producer_conf
+        from sqe.kafka_client import (
+            RefusedRecord,
+            Sender,
+            connection_properties,
+            new_producer,
+            producer_conf,
+        )
 
         target = str(self.cfg.dead_letter_topic)
         if self.sender is None:
-            self.sender = Sender(Producer(producer_conf(self.cfg.brokers)))
+            conf = producer_conf(self.cfg.brokers, connection_properties(self.cfg.kafka))
+            self.sender = Sender(new_producer(conf, "dead letters"))
         headers = [(DEAD_LETTER_SOURCE, f"{topic}/{partition}/{offset}".encode()),
                    (DEAD_LETTER_REASON, reason.encode("utf-8"))]
         try:

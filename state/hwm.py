@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import redis
 
 from sqe.errors import StaleBatchError
+from sqe.redis_endpoint import RedisEndpoint
 
 __all__ = ["HwmStore", "HwmSnapshot", "Stage", "StaleBatchError"]
 
@@ -153,16 +154,20 @@ class HwmStore:
         self.client = client
         self.consumer = consumer
         self.ttl_seconds = ttl_seconds
-        self.url = url  # for messages only
+        self.url = url  # for messages only: never holds a password
+        self.endpoint: RedisEndpoint | None = None
         self.keys = [f"sqe:{{{tag}}}:hwm", f"sqe:{{{tag}}}:ts", f"sqe:{{{tag}}}:batch"]
         self._stage_prefix = f"sqe:{{{tag}}}:stage:"
         self._commit = client.register_script(_COMMIT)
         self._load = client.register_script(_LOAD)
 
     @classmethod
-    def from_url(cls, url: str, consumer: str, ttl_seconds: int) -> HwmStore:
-        """A store on the Redis at ``url`` (``redis://host:port/db``)."""
-        return cls(redis.Redis.from_url(url), consumer, ttl_seconds, url)
+    def from_url(cls, url: str | RedisEndpoint, consumer: str, ttl_seconds: int) -> HwmStore:
+        """A store on the Redis at ``url`` (a URL, or an endpoint with credentials and TLS)."""
+        endpoint = url if isinstance(url, RedisEndpoint) else RedisEndpoint(url)
+        store = cls(endpoint.connect(), consumer, ttl_seconds, endpoint.display)
+        store.endpoint = endpoint
+        return store
 
     def load(self) -> HwmSnapshot:
         """The committed batch id and the HWMs updated within the TTL, read atomically."""
@@ -223,21 +228,24 @@ class HwmStore:
         """The key that stages the rows of this consumer's ``index``-th state in a batch."""
         return f"{self._stage_prefix}{int(batch_id)}:{int(index)}"
 
-    def same_database(self, url: str) -> bool:
-        """True when ``url`` names this store's Redis server and database.
+    def same_database(self, other: str | RedisEndpoint) -> bool:
+        """True when ``other`` names this store's Redis server and database.
 
         Compared by the server's ``run_id`` and the database index, so
-        ``localhost`` and ``127.0.0.1`` (or two DNS names) agree.
+        ``localhost`` and ``127.0.0.1`` (or two DNS names) agree.  A store on a
+        Redis Cluster shares no database with anything: one script there can
+        only touch keys of one slot.
         """
-        other = redis.Redis.from_url(url)
+        other = other if isinstance(other, RedisEndpoint) else RedisEndpoint(other)
+        if self.endpoint is None or "cluster" in (self.endpoint.kind, other.kind):
+            return False
+        if self.endpoint.database != other.database:
+            return False
+        client = other.connect()
         try:
-            mine = self.client.connection_pool.connection_kwargs.get("db", 0)
-            theirs = other.connection_pool.connection_kwargs.get("db", 0)
-            if int(mine) != int(theirs):
-                return False
-            return bool(self.client.info("server")["run_id"] == other.info("server")["run_id"])
+            return bool(self.client.info("server")["run_id"] == client.info("server")["run_id"])
         finally:
-            other.close()
+            client.close()
 
     def reset(self) -> int:
         """Forget this consumer's HWMs and batch id (after deleting its checkpoint on purpose).

@@ -52,10 +52,12 @@ from sqe.kafka_client import (
     FLUSH_TIMEOUT,
     RefusedRecord,
     Sender,
+    new_producer,
     producer_conf,
     topic_partitions,
 )
 from sqe.metadata import encode_keys
+from sqe.options import PRODUCER_PREFIX
 from sqe.source_rows import FILTER_HEADER
 
 __all__ = ["FILTER_HEADER", "KafkaStateConfig", "write_kafka"]
@@ -97,7 +99,12 @@ class KafkaStateConfig:
     @classmethod
     def from_settings(cls, topic: str, fields: list[str], settings: Mapping[str, Any],
                       extra: Mapping[str, Any] | None = None) -> KafkaStateConfig:
-        """The config of a query's state from its resolved ``jw.sqe.state.kafka.*`` options."""
+        """The config of a query's state from its resolved ``jw.sqe.state.kafka.*`` options.
+
+        Its producers get the ``jw.sqe.state.kafka.producer.*`` properties, then ``extra``.
+        """
+        properties = getattr(settings, "properties", None)
+        extra = {**(properties(PRODUCER_PREFIX) if properties else {}), **(extra or {})}
         return cls(
             topic=topic,
             brokers=",".join(settings["jw.sqe.state.kafka.brokers"]),
@@ -197,13 +204,11 @@ def _producer_task(cfg: KafkaStateConfig) -> Any:
     """The function each Spark task runs: produce its rows, flush, yield the count written."""
 
     def produce(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from confluent_kafka import Producer
-
         from partitioners import resolve
 
         conf = producer_conf(cfg.brokers, dict(cfg.extra))
         conf.setdefault("partitioner", "murmur2_random")
-        sender = Sender(Producer(conf))
+        sender = Sender(new_producer(conf, f"Kafka state {cfg.topic}"))
         n_partitions = len(topic_partitions(sender.producer, cfg.topic, cfg.brokers, StateError,
                                             "Kafka state"))
         partitioner = resolve(cfg.partitioner) if cfg.partitioner else None

@@ -35,6 +35,7 @@ from pyspark.sql import types as T
 
 from sqe.compiler import field_column
 from sqe.errors import StaleBatchError, StateError
+from sqe.secrets import redact_url
 
 __all__ = ["PostgresStateConfig", "PostgresWrite", "forget_batches", "pg_type", "write_postgres"]
 
@@ -250,4 +251,4 @@ def forget_batches(dsn: str, consumer: str) -> int:
                 deleted += cur.rowcount
             return deleted
     except psycopg.Error as exc:
-        raise StateError(f"Postgres batch tables at {dsn}: {_error_text(exc)}") from None
+        raise StateError(f"Postgres batch tables at {redact_url(dsn)}: {_error_text(exc)}") from None

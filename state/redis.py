@@ -35,8 +35,9 @@ from pyspark.sql import functions as F
 
 from sqe.compiler import field_column
 from sqe.errors import StateError
+from sqe.redis_endpoint import RedisEndpoint, state_endpoint
 
-__all__ = ["RedisStateConfig", "STAGE_TTL_SECONDS", "stage_redis", "state_url", "write_redis"]
+__all__ = ["RedisStateConfig", "STAGE_TTL_SECONDS", "stage_redis", "write_redis"]
 
 _PIPELINE_ROWS = 5_000
 
@@ -49,9 +50,7 @@ class RedisStateConfig:
     """Where and how one query writes to Redis."""
 
     name: str
-    host: str
-    port: int
-    database: int
+    endpoint: RedisEndpoint
     datatype: str
     key_fields: tuple[str, ...]
     hash_fields: tuple[str, ...]
@@ -76,20 +75,18 @@ class RedisStateConfig:
         if not values:
             raise StateError(f"{where}: every selected field is a key or hash field; "
                              "select one more field to be the value")
-        return cls(name, settings["jw.sqe.state.redis.host"], settings["jw.sqe.state.redis.port"],
-                   settings["jw.sqe.state.redis.database"], datatype, keys, hashes, values,
+        try:
+            endpoint = state_endpoint(settings)
+        except ValueError as exc:
+            raise StateError(f"{where}: {exc}") from None
+        return cls(name, endpoint, datatype, keys, hashes, values,
                    settings["jw.sqe.state.redis.delimiter"],
                    settings["jw.sqe.state.redis.expireintervalsec"])
 
     @property
     def url(self) -> str:
-        """The Redis URL of this state."""
-        return state_url(self.host, self.port, self.database)
-
-
-def state_url(host: str, port: int, database: int) -> str:
-    """The Redis URL of the SQE options ``jw.sqe.state.redis.host``/``port``/``database``."""
-    return f"redis://{host}:{port}/{database}"
+        """The Redis URL of this state, without its password (for messages)."""
+        return self.endpoint.display
 
 
 def _joined(fields: tuple[str, ...], delimiter: str) -> Column:
@@ -111,7 +108,7 @@ def prepare_redis(df: DataFrame, cfg: RedisStateConfig) -> DataFrame:
                      _value(df, cfg.value_fields).alias("_rv"))
 
 
-def _writer_task(name: str, url: str, datatype: str, expire_seconds: int,
+def _writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_seconds: int,
                  one_key: bool = False) -> Any:
     """The function each Spark task runs: ``_rk``/``_rf``/``_rv`` rows sent as SET or HSET.
 
@@ -121,7 +118,7 @@ def _writer_task(name: str, url: str, datatype: str, expire_seconds: int,
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import redis
 
-        client = redis.Redis.from_url(url)
+        client = endpoint.connect()
         written = 0
         try:
             for batch in batches:
@@ -143,8 +140,8 @@ def _writer_task(name: str, url: str, datatype: str, expire_seconds: int,
                     pipe.execute()
                 written += batch.num_rows
         except redis.RedisError as exc:
-            raise StateError(f"Redis state {name} at {url}: {exc}; the batch fails "
-                             "and is written again when it is retried") from None
+            raise StateError(f"Redis state {name}: {endpoint.describe_error(exc)}; the batch "
+                             "fails and is written again when it is retried") from None
         finally:
             client.close()
         yield pa.RecordBatch.from_pydict({"written": [written]})
@@ -160,10 +157,10 @@ def _send(rows: DataFrame, task: Any) -> int:
 def write_redis(df: DataFrame, cfg: RedisStateConfig) -> int:
     """Write ``df`` to Redis from the executors; returns the number of rows written."""
     return _send(prepare_redis(df, cfg),
-                 _writer_task(cfg.name, cfg.url, cfg.datatype, cfg.expire_seconds))
+                 _writer_task(cfg.name, cfg.endpoint, cfg.datatype, cfg.expire_seconds))
 
 
-def stage_redis(df: DataFrame, cfg: RedisStateConfig, store_url: str, stage_key: str) -> int:
+def stage_redis(df: DataFrame, cfg: RedisStateConfig, store: RedisEndpoint, stage_key: str) -> int:
     """Stage ``df``'s rows in hash ``stage_key`` of the HWM store; returns the rows staged.
 
     The commit script applies them (see the module docstring); nothing
@@ -175,4 +172,4 @@ def stage_redis(df: DataFrame, cfg: RedisStateConfig, store_url: str, stage_key:
         F.concat(F.octet_length("_rk").cast("string"), F.lit(":"), F.col("_rk"),
                  F.coalesce(F.col("_rf"), F.lit(""))).alias("_rf"),
         F.col("_rv"))
-    return _send(staged, _writer_task(cfg.name, store_url, "HASH", STAGE_TTL_SECONDS, one_key=True))
+    return _send(staged, _writer_task(cfg.name, store, "HASH", STAGE_TTL_SECONDS, one_key=True))

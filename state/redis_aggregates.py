@@ -45,7 +45,7 @@ from pyspark.sql import types as T
 
 from sqe.compiler import field_column
 from sqe.errors import StateError
-from state.redis import state_url
+from sqe.redis_endpoint import RedisEndpoint, state_endpoint
 
 __all__ = ["AggregateStateConfig", "MERGE_SCRIPT", "write_aggregates"]
 
@@ -147,7 +147,7 @@ class AggregateStateConfig:
     """Where and how one aggregating query merges into Redis."""
 
     name: str
-    url: str
+    endpoint: RedisEndpoint
     datatype: str
     key_fields: tuple[str, ...]
     hash_fields: tuple[str, ...]
@@ -184,9 +184,11 @@ class AggregateStateConfig:
         if mode not in ("TRANSACTIONAL", "OPAQUE", "NON_TRANSACTIONAL"):
             raise StateError(f"{where}: stateType {state_type} is not TRANSACTIONAL, OPAQUE or "
                              "NON_TRANSACTIONAL")
-        url = state_url(settings["jw.sqe.state.redis.host"], settings["jw.sqe.state.redis.port"],
-                        settings["jw.sqe.state.redis.database"])
-        return cls(name, url, datatype, keys, hashes, tuple(aggregates.items()),
+        try:
+            endpoint = state_endpoint(settings)
+        except ValueError as exc:
+            raise StateError(f"{where}: {exc}") from None
+        return cls(name, endpoint, datatype, keys, hashes, tuple(aggregates.items()),
                    settings["jw.sqe.state.redis.delimiter"],
                    settings["jw.sqe.state.redis.expireintervalsec"], mode)  # type: ignore[arg-type]
 
@@ -223,13 +225,13 @@ def _entry(df: DataFrame, cfg: AggregateStateConfig, field: str, function: str) 
                     F.lit(tag).alias("tag"), value.alias("v"), sketch.alias("sketch"))
 
 
-def _read_task(url: str, name: str) -> Any:
+def _read_task(endpoint: RedisEndpoint, name: str) -> Any:
     """Executors: the raw stored value of each entry (pipelined GET/HGET)."""
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import redis
 
-        client = redis.Redis.from_url(url)
+        client = endpoint.connect()
         try:
             for batch in batches:
                 keys, fields = batch.column("k").to_pylist(), batch.column("f").to_pylist()
@@ -239,7 +241,8 @@ def _read_task(url: str, name: str) -> Any:
                 raw = [None if v is None else v.decode("utf-8") for v in pipe.execute()]
                 yield batch.append_column("stored", pa.array(raw, pa.string()))
         except redis.RedisError as exc:
-            raise StateError(f"Redis state {name} at {url}: {exc}; the batch fails and is "
+            raise StateError(f"Redis state {name}: {endpoint.describe_error(exc)}; the batch "
+                             "fails and is "
                              "merged again when it is retried") from None
         finally:
             client.close()
@@ -247,13 +250,14 @@ def _read_task(url: str, name: str) -> Any:
     return read
 
 
-def _merge_task(url: str, name: str, mode: str, batch_id: int, expire: int) -> Any:
+def _merge_task(endpoint: RedisEndpoint, name: str, mode: str, batch_id: int,
+                expire: int) -> Any:
     """Executors: entries merged by :data:`MERGE_SCRIPT`, many per call, calls pipelined."""
 
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import redis
 
-        client = redis.Redis.from_url(url)
+        client = endpoint.connect()
         script = client.register_script(MERGE_SCRIPT)
         applied = skipped = 0
         try:
@@ -270,7 +274,8 @@ def _merge_task(url: str, name: str, mode: str, batch_id: int, expire: int) -> A
                 for a, s in pipe.execute():
                     applied, skipped = applied + a, skipped + s
         except redis.RedisError as exc:
-            raise StateError(f"Redis state {name} at {url}: {exc}; the batch fails and its "
+            raise StateError(f"Redis state {name}: {endpoint.describe_error(exc)}; the batch "
+                             "fails and its "
                              "retry merges with the same batch id") from None
         finally:
             client.close()
@@ -282,7 +287,7 @@ def _merge_task(url: str, name: str, mode: str, batch_id: int, expire: int) -> A
 def _sketch_puts(entries: DataFrame, cfg: AggregateStateConfig, batch_id: int) -> DataFrame:
     """HLL entries: stored sketch read, unioned with the batch's by Spark, as full values."""
     schema = "k string, f string, op string, tag string, v string, sketch binary, stored string"
-    read = entries.mapInArrow(_read_task(cfg.url, cfg.name), schema)
+    read = entries.mapInArrow(_read_task(cfg.endpoint, cfg.name), schema)
     k = F.lit(batch_id)
     stored = F.col("stored")
     if cfg.mode == "NON_TRANSACTIONAL":
@@ -317,7 +322,7 @@ def write_aggregates(df: DataFrame, cfg: AggregateStateConfig, batch_id: int) ->
     if any(fn in ("createhll", "createhllp") for _, fn in cfg.aggregates):
         merges = merges.unionByName(_sketch_puts(entries.where(F.col("op") == "put"), cfg,
                                                  batch_id))
-    result = merges.mapInArrow(_merge_task(cfg.url, cfg.name, cfg.mode, batch_id,
+    result = merges.mapInArrow(_merge_task(cfg.endpoint, cfg.name, cfg.mode, batch_id,
                                            cfg.expire_seconds), "applied long, skipped long")
     row = result.agg(F.sum("applied"), F.sum("skipped")).first()
     return int(row[0] or 0)

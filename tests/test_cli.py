@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sqe.options import REGISTRY
+from sqe.options import CLIENT_PROPERTIES, REGISTRY
 
 ROOT = Path(__file__).parents[1]
 
