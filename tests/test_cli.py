@@ -60,7 +60,7 @@ def test_options_lists_the_registry():
     assert "jw.sqe.spout.kafka.zkhosts" in out.stdout and "retired" in out.stdout
     md = sqe("options", "--markdown")
     rows = [line for line in md.stdout.splitlines() if line.startswith("| `jw.sqe.")]
-    assert len(rows) == len(REGISTRY) + 1  # plus the retired zkhosts row
+    assert len(rows) == len(REGISTRY) + len(CLIENT_PROPERTIES) + 1  # plus retired zkhosts
     assert "| `jw.sqe.spout.kafka.filterReplays.metadata.ttl` | integer >= 1 | `172800` |" in md.stdout
 
 
