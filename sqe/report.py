@@ -194,6 +194,7 @@ def plot(progress: Sequence[Progress], out: str | os.PathLike[str]) -> Path:
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
+        from matplotlib.ticker import MaxNLocator
     except ImportError:
         raise PrerequisiteError(NO_MATPLOTLIB) from None
     panels = [  # title, y label, value of a batch, whether the value is a count
@@ -212,16 +213,20 @@ def plot(progress: Sequence[Progress], out: str | os.PathLike[str]) -> Path:
         for name, entries in series.items():
             values = [value(e) for e in entries]
             top = max(top, *values)
-            ax.plot([e.batch_id for e in entries], values, marker="o", markersize=3,
+            ax.plot([e.batch_id for e in entries], values, marker="o", markersize=4,
                     linewidth=1.2, label=name)
         ax.set_title(title, fontsize=10)
         ax.set_ylabel(unit)
         if count:
-            ax.yaxis.get_major_locator().set_params(integer=True)
-        ax.set_ylim(0, None if top > 0 else 1)
+            ax.yaxis.set_major_locator(MaxNLocator(nbins=5, integer=True, min_n_ticks=1))
+        ax.set_ylim(0, top * 1.08 if top > 0 else 1)
         ax.grid(True, alpha=0.3)
+    ids = [e.batch_id for entries in series.values() for e in entries]
+    if ids:
+        ax = axes[-1]
+        ax.set_xlim(min(ids) - 0.5, max(ids) + 0.5)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     axes[-1].set_xlabel("batch id")
-    axes[-1].xaxis.get_major_locator().set_params(integer=True)
     if series:
         axes[0].legend(fontsize=8, loc="best")
     fig.suptitle("sqe report: " + ", ".join(str(p.path.parent.name or p.path) for p in progress))

@@ -22,8 +22,10 @@ cached micro-batch, in file order.  Per micro-batch ``K`` of a stream:
 
 Counters of every batch (records read, replays dropped, unparseable keys
 passed through, values that are not JSON, rows written per state) are logged
-on one line and, for the ``sqe-kafka`` source, reported in the streaming
-query progress as observed metrics named ``sqe.<stream>``.
+on one line with the batch's duration and rate, appended to the progress file
+``<checkpoint>/sqe-progress.jsonl`` (:mod:`sqe.progress`, read by ``sqe report``)
+and, for the ``sqe-kafka`` source, reported in the streaming query progress as
+observed metrics named ``sqe.<stream>``.
 """
 
 from __future__ import annotations
