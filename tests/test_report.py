@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from sqe.cli import main
 from sqe.metadata import StreamMetadata
@@ -22,6 +21,7 @@ from sqe.runner import BatchReport, run_topology
 from sqe.source_rows import Tally
 from sqe.topology import load_topology
 from tests.kafka_io import produce
+from tests.test_run_chunks import _write, _writer
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -129,30 +129,8 @@ def _events(first: int, n: int) -> list[tuple[bytes, bytes, int]]:
             for i in range(first, first + n)]
 
 
-def _topology(tmp_path: Path, name: str, commands: list) -> Path:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(commands))
-    return path
-
-
-def _writer(tmp_path: Path, source: str, chunked: str) -> Path:
-    return _topology(tmp_path, "writer", [
-        {"CreateStream": {"streamName": "Events", "objectName": source, "spoutName": "KAFKA",
-                          "deserializer": "json"}},
-        {"Query": {"insertInto": {
-            "objectName": chunked, "stateName": "KAFKA", "fields": ["id", "region"],
-            "options": {"jw.sqe.state.kafka.keytype": "StreamMetadata",
-                        "jw.sqe.state.kafka.partitionClass":
-                            "partitioners.SourcePartitionPartitioner",
-                        "jw.sqe.state.kafka.chunking": True,
-                        "jw.sqe.state.kafka.chunk.maxMessages": 20,
-                        "jw.sqe.state.kafka.filterValue": "region"}},
-            "select": {"expressions": ["id", "region"]}, "from": {"objectName": "Events"}}},
-    ])
-
-
 def _reader(tmp_path: Path, chunked: str, dest: str) -> Path:
-    return _topology(tmp_path, "reader", [
+    return _write(tmp_path, "reader", [
         {"CreateStream": {"streamName": "Chunked", "objectName": chunked, "spoutName": "KAFKA",
                           "deserializer": "json",
                           "options": {"jw.sqe.spout.kafka.chunks": True,
