@@ -1,0 +1,76 @@
+"""Smoke tests of the benchmarks in bench/: each runs as a subprocess with tiny sizes against
+the session's broker (and Redis), and its ``--json`` object must add up.
+
+The numbers are not checked (the machine is shared); the counts are: every replay filter
+drops exactly the replays the benchmark produced, and every writer writes every record.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_bench(script: str, *args: str, timeout: float = 600) -> dict:
+    """Run ``bench/<script>`` with ``--json``; its last stdout line, parsed."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args, "--json"],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 0, (f"{script} exited {done.returncode}: "
+                                  f"{errors or done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+def test_replay_bench_drops_exactly_the_replays(kafka_bootstrap, redis_url):
+    r = run_bench("replay.py", "--records", "6000", "--batch-records", "3000", "--repeat", "1",
+                  "--chain-events", "200", "--no-warm-up", "--brokers", kafka_bootstrap,
+                  "--redis", redis_url)
+    for key in ("plain_rps", "pushdown_rps", "dataframe_rps", "dropduplicates_rps",
+                "kernel_keys_per_s", "hwm_entries", "statestore_rows", "pushdown_vs_plain",
+                "dataframe_vs_plain", "dropduplicates_vs_plain", "chain_rps"):
+        assert r[key] > 0, key
+    assert r["replays"] > 0 and r["distinct"] == r["records"] - r["replays"]
+    assert r["plain_rows"] == r["records"]
+    # Two micro-batches per consumer: replays at the boundary are dropped by the stored HWMs.
+    assert r["pushdown_batches"] == r["dataframe_batches"] == 2
+    assert r["pushdown_dropped"] == r["replays"] and r["pushdown_rows"] == r["distinct"]
+    assert r["dataframe_dropped"] == r["replays"] and r["dataframe_rows"] == r["distinct"]
+    assert r["dropduplicates_rows"] == r["distinct"] == r["statestore_rows"]
+    assert r["kernel_dropped"] == r["replays"]
+    assert r["hwm_entries"] == 16  # one per (pid, source partition), whatever the data size
+    assert r["chain_loaded"] == r["chain_events"] == 200
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_kafka_write_bench_writes_every_record(kafka_bootstrap):
+    r = run_bench("kafka_write.py", "--records", "3000", "--txn-records", "500", "--repeat", "1",
+                  "--no-warm-up", "--brokers", kafka_bootstrap)
+    assert r["state_rps"] > 0 and r["idempotent_rps"] > 0 and r["state_vs_idempotent"] > 0
+    assert r["offsets_written"]["state"] == r["offsets_written"]["idempotent"] == 3000
+    if r["transactional_rps"] is None:  # a broker without transactions says why
+        assert r["transactions_error"]
+    else:
+        assert r["transactions_error"] is None
+        # 6 transactions, each with a commit marker in every partition it wrote to
+        assert 3000 < r["offsets_written"]["transactional"] <= 3000 + 6 * r["partitions"]
+
+
+@pytest.mark.kafka
+def test_chunk_filter_bench_skips_chunks_and_keeps_the_same_messages(kafka_bootstrap):
+    r = run_bench("chunk_filter.py", "--messages", "3000", "--size", "200",
+                  "--brokers", kafka_bootstrap)
+    for where in ("stage", "broker"):
+        a, b, c = (r[where][k] for k in ("a_no_filter", "b_post_filter", "c_bloom_post_filter"))
+        assert a["rows"] == 3000
+        assert 0 < c["rows"] == b["rows"] < a["rows"]
+        assert c["chunks_skipped_bloom"] > 0 and c["bytes_decoded"] < b["bytes_decoded"]
