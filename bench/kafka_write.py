@@ -286,6 +286,7 @@ def measure(args: argparse.Namespace, brokers: str, say: Callable[[str], None]
     start = time.perf_counter()
     records = make_records(args.records)
     spark = build_session("bench-kafka-write", {"spark.sql.shuffle.partitions": "2"})
+    spark.sparkContext.setLogLevel("ERROR")
     try:
         writers = Writers(spark, records, brokers, args.partitions, args.txn_records)
         # Warm-up (not measured): Spark's first job pays for JIT and Python worker start-up;

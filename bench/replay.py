@@ -228,13 +228,15 @@ class Consumers:
 
     def __init__(self, spark: Any, topic: str, brokers: str, redis_url: str, work: Path,
                  batch_records: int) -> None:
+        from sqe.kafka_source import KafkaSource
+
         self.spark, self.topic, self.brokers = spark, topic, brokers
         self.redis_url, self.work, self.batch_records = redis_url, work, batch_records
+        spark.dataSource.register(KafkaSource)
 
     def _source(self, consumer: str | None) -> Any:
         from sqe.kafka_source import KafkaSource, SourceConfig
 
-        self.spark.dataSource.register(KafkaSource)
         cfg = SourceConfig(topic=self.topic, brokers=self.brokers, max_records=self.batch_records,
                            filter_replays=consumer is not None, hwm_url=self.redis_url,
                            hwm_consumer=consumer, emit_tally=consumer is not None)
@@ -453,6 +455,7 @@ def measure(args: argparse.Namespace, brokers: str, redis_url: str, work: Path,
     spark = build_session("bench-replay", {
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB})
+    spark.sparkContext.setLogLevel("ERROR")  # Spark's warnings about its own plans are not ours
     try:
         # Warm-up (not measured): the first queries of a JVM pay for class loading, JIT and
         # Python worker start-up; a small topic read by (a) and (d) pays it here.
