@@ -38,8 +38,8 @@ the same aggregation: rows and largest source offset per (pid, partition)):
   arrays, no Spark, no Kafka (keys per second; each partition in two calls,
   the second with the HWMs the first returned).
 
-Each of (a)-(d) runs ``--repeat`` times, interleaved (a b c d a b c d ...), each
-time with a fresh checkpoint and fresh HWMs; the table shows medians and the
+Each of (a)-(d) runs ``--repeat`` times, interleaved and rotated (a b c d, b c d a,
+...), each time with a fresh checkpoint and fresh HWMs; the table shows medians and the
 ratios to (a).  Then the state each way keeps after a run: HWM entries in Redis
 (and their bytes, ``MEMORY USAGE``) against the state store's rows, memory and
 RocksDB files (``stateOperators`` of the last query progress, and the size of
@@ -469,7 +469,7 @@ def measure(args: argparse.Namespace, brokers: str, redis_url: str, work: Path,
         consumers = Consumers(spark, topic, brokers, redis_url, work, args.batch_records)
         runs: dict[str, list[Run]] = {w: [] for w in WAYS}
         for rep in range(args.repeat):
-            for way in WAYS:
+            for way in WAYS[rep % len(WAYS):] + WAYS[:rep % len(WAYS)]:  # each starts once
                 runs[way].append(consumers.run(way, rep))
             say(f"repetition {rep + 1} of {args.repeat} at {time.perf_counter() - start:.0f} s "
                 "(records/s of the micro-batches): "
