@@ -7,6 +7,7 @@ it writes a marker file and then waits, forever, to be killed.
 
     SQE_FAULT=kafka-state-sent@200   # a Kafka state task, after 200 of its records reached Kafka
     SQE_FAULT=before-commit          # a batch whose states are written, before its HWM commit
+    SQE_FAULT=postgres-before-commit@K  # a Postgres state of batch >= K: rows sent, no COMMIT yet
     SQE_FAULT_MARKER=/tmp/marker     # written (point, pid) when the point is reached
 
 With ``SQE_FAULT_ACTION=kill`` the process group kills itself with SIGKILL
@@ -33,7 +34,7 @@ FAULT_ENV = "SQE_FAULT"
 MARKER_ENV = "SQE_FAULT_MARKER"
 ACTION_ENV = "SQE_FAULT_ACTION"
 
-POINTS = ("kafka-state-sent", "before-commit")
+POINTS = ("kafka-state-sent", "before-commit", "postgres-before-commit")
 
 
 def armed(point: str) -> int | None:

@@ -194,6 +194,8 @@ def write_postgres(df: DataFrame, cfg: PostgresStateConfig, consumer: str,
     import psycopg
     from psycopg import sql
 
+    from sqe.faults import fault_point
+
     where = f"Postgres state {cfg.table}"
     try:
         conn = psycopg.connect(cfg.dsn, connect_timeout=10)
@@ -224,6 +226,7 @@ def write_postgres(df: DataFrame, cfg: PostgresStateConfig, consumer: str,
             cur.execute(sql.SQL("UPDATE {} SET batch_id = %s, rows = %s, committed_at = now() "
                                 "WHERE consumer = %s AND target = %s").format(cfg.batches),
                         [batch_id, rows, consumer, cfg.table])
+            fault_point("postgres-before-commit", batch_id)  # rows and K sent, COMMIT not yet
         return PostgresWrite(rows, False)
     except psycopg.Error as exc:
         raise StateError(f"{where}: {_error_text(exc)}; nothing of batch {batch_id} was "
