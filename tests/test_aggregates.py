@@ -15,6 +15,7 @@ from sqe.faults import kill_group, start_with_fault, wait_for_fault
 from sqe.local_services import service_conf
 from sqe.plan import plan_topology
 from sqe.runner import run_topology
+from sqe.settings import Settings
 from sqe.topology import load_topology
 from state.redis_aggregates import AggregateStateConfig, write_aggregates
 
@@ -58,7 +59,8 @@ def _config(redis_url: str, mode: str, datatype: str = "HASH") -> AggregateState
         settings["jw.sqe.state.redis.keyname.fields"] = ["day", "acct"]
     return AggregateStateConfig.from_settings(
         "Agg", ["day", "acct", "total", "top", "users"],
-        {"total": "sum", "top": "max", "users": "createhll"}, settings, mode)
+        {"total": "sum", "top": "max", "users": "createhll"},
+        Settings.defaults().overlay(settings, "test"), mode)
 
 
 def _batch(spark, rows):
