@@ -392,13 +392,10 @@ def run_chain(spark: Any, brokers: str, redis_url: str, work: Path, events: int,
             admin.create_topics([NewTopic(enriched_topic, 4, 1, config={"retention.ms": "-1"})]
                                 )[enriched_topic].result(30)
             files = {}
-            for name in ("enrich", "load"):
+            for name, source, sink in (("enrich", events_topic, enriched_topic),
+                                       ("load", enriched_topic, None)):
                 commands = yaml.safe_load((ROOT / "topologies" / f"{name}.yaml").read_text())
-                if name == "enrich":
-                    commands[0]["CreateStream"]["objectName"] = events_topic
-                    commands[1]["Query"]["insertInto"]["objectName"] = enriched_topic
-                else:
-                    commands[0]["CreateStream"]["objectName"] = enriched_topic
+                _retarget(commands, source, sink)
                 files[name] = work / f"chain-{rep}" / f"{name}.yaml"
                 files[name].parent.mkdir(parents=True, exist_ok=True)
                 files[name].write_text(yaml.safe_dump(commands, sort_keys=False))
@@ -423,6 +420,20 @@ def run_chain(spark: Any, brokers: str, redis_url: str, work: Path, events: int,
             "chain_rps": events / statistics.median(total_s),
             "chain_enrich_rps": events / statistics.median(enrich_s),
             "chain_load_rps": events / statistics.median(load_s)}
+
+
+def _retarget(commands: list[dict[str, Any]], source: str, sink: str | None) -> None:
+    """Point a shipped topology's Kafka stream at topic ``source`` and its Kafka state (if
+    ``sink``) at topic ``sink``, in place."""
+    streams = [c["CreateStream"] for c in commands if "CreateStream" in c]
+    states = [c["Query"]["insertInto"] for c in commands
+              if "Query" in c and c["Query"]["insertInto"].get("stateName") == "KAFKA"]
+    if len(streams) != 1 or (sink is not None and len(states) != 1):
+        raise BenchError("the shipped topologies changed shape: the chain expects one "
+                         "CreateStream in each and one Kafka state in enrich.yaml")
+    streams[0]["objectName"] = source
+    if sink is not None:
+        states[0]["objectName"] = sink
 
 
 # -- the report ------------------------------------------------------------------------------
