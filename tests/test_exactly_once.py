@@ -209,7 +209,7 @@ def test_redis_down_at_commit_fails_the_batch_and_the_retry_commits_once(
         marker.unlink()  # the batch goes on to its commit, with Redis down
         assert proc.wait(300) == 1
         log = chain.log("load", "before-commit")
-        assert f"cannot commit the HWMs of load.Enriched to {url}" in log
+        assert f"cannot commit the HWMs of load.Enriched: Redis at {url}: " in log
         assert "Traceback" not in log
     finally:
         server.stop()
