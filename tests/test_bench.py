@@ -17,14 +17,20 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_bench(script: str, *args: str, timeout: float = 600) -> dict:
-    """Run ``bench/<script>`` with ``--json``; its last stdout line, parsed."""
+def run_bench(script: str, *args: str, timeout: float = 600, check: bool = True) -> dict:
+    """Run ``bench/<script>`` with ``--json``; its last stdout line, parsed.
+
+    With ``check=False`` an exit code 1 that still printed the JSON object (the benchmark's
+    own consistency check failed) is left for the caller's asserts, which say more.
+    """
     done = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args, "--json"],
                           capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    assert done.returncode == 0, (f"{script} exited {done.returncode}: "
-                                  f"{errors or done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    printed = done.returncode == 1 and last.startswith("{")
+    assert done.returncode == 0 or (printed and not check), (
+        f"{script} exited {done.returncode}: {errors or done.stderr[-2000:]}")
+    return json.loads(last)
 
 
 @pytest.mark.spark
@@ -33,9 +39,11 @@ def run_bench(script: str, *args: str, timeout: float = 600) -> dict:
 def test_replay_bench_drops_exactly_the_replays(kafka_bootstrap, redis_url):
     # Without the enrich -> load chain (--chain-events 0): it is sqe run's own path, which
     # test_exactly_once and test_run_replays cover, and it would double this test's time.
+    # One Kafka partition holding all 16 (pid, partition) groups: one task per batch (fast),
+    # and every group meets its stored HWM in the same filter call in batch 2.
     r = run_bench("replay.py", "--records", "6000", "--batch-records", "3000", "--repeat", "1",
-                  "--chain-events", "0", "--no-warm-up", "--brokers", kafka_bootstrap,
-                  "--redis", redis_url)
+                  "--partitions", "1", "--chain-events", "0", "--no-warm-up",
+                  "--brokers", kafka_bootstrap, "--redis", redis_url, check=False)
     for key in ("plain_rps", "pushdown_rps", "dataframe_rps", "dropduplicates_rps",
                 "kernel_keys_per_s", "hwm_entries", "statestore_rows", "pushdown_vs_plain",
                 "dataframe_vs_plain", "dropduplicates_vs_plain"):
@@ -44,10 +52,14 @@ def test_replay_bench_drops_exactly_the_replays(kafka_bootstrap, redis_url):
     assert r["plain_rows"] == r["records"]
     # Two micro-batches per consumer: replays at the boundary are dropped by the stored HWMs.
     assert r["pushdown_batches"] == r["dataframe_batches"] == 2
-    assert r["pushdown_dropped"] == r["replays"] and r["pushdown_rows"] == r["distinct"]
     assert r["dataframe_dropped"] == r["replays"] and r["dataframe_rows"] == r["distinct"]
     assert r["dropduplicates_rows"] == r["distinct"] == r["statestore_rows"]
-    assert r["kernel_dropped"] == r["replays"]
+    assert r["kernel_dropped"] == r["replays"], (
+        f"filter_replays dropped {r['kernel_dropped'] - r['replays']} keys that are not replays")
+    assert r["pushdown_rows"] == r["distinct"], (
+        f"the source's filter dropped {r['distinct'] - r['pushdown_rows']} records that are not "
+        "replays (the first record above the stored HWM of a group?)")
+    assert r["pushdown_dropped"] == r["replays"]
     assert r["hwm_entries"] == 16  # one per (pid, source partition), whatever the data size
     assert "chain_rps" not in r
 
