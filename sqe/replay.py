@@ -94,9 +94,9 @@ def filter_replays_decoded(
         mark = hwm.get(group)
         seg = so[begin:end]
         kept = kept_sorted[begin:end]
+        kept[0] = True  # the first record of a group: only a stored mark can drop it
         kept[1:] = seg[1:] > np.maximum.accumulate(seg)[:-1]  # above every earlier offset
         if mark is None:
-            kept[0] = True  # nothing stored: the first record of a group is new
             new_hwm[group] = int(seg.max())
         else:
             kept &= seg > mark
