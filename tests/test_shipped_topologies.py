@@ -73,7 +73,7 @@ def test_demo_crashes_enrich_and_load_keeps_each_event_once(tmp_path, capsys):
     assert main(["demo", "--events", "1200", "--workdir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     report = dict(line.strip().split(":", 1) for line in out.split("report:")[1].splitlines()
-                  if ":" in line)
+                  if ":" in line and line.startswith("  "))  # the report's indented lines
     numbers = {k.strip(): int(v) for k, v in report.items()}
     assert numbers["records produced to events"] == 1200
     replays = numbers["replays present in enriched"]
@@ -82,3 +82,4 @@ def test_demo_crashes_enrich_and_load_keeps_each_event_once(tmp_path, capsys):
     assert numbers["records in the final store"] == 1200
     assert numbers["duplicates in the final store"] == 0
     assert "enrich: SIGKILLed mid-batch" in out
+    assert f"per-batch progress: sqe report {tmp_path}/checkpoints/enrich" in out
