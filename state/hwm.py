@@ -147,15 +147,15 @@ class HwmStore:
     """High-water marks and the committed batch id of one consumer, in Redis."""
 
     def __init__(self, client: redis.Redis, consumer: str, ttl_seconds: int,
-                 url: str | None = None) -> None:
+                 endpoint: RedisEndpoint | None = None) -> None:
         if ttl_seconds < 1:
             raise ValueError(f"HWM ttl must be at least 1 second, got {ttl_seconds}")
         tag = _tag(consumer)
         self.client = client
         self.consumer = consumer
         self.ttl_seconds = ttl_seconds
-        self.url = url  # for messages only: never holds a password
-        self.endpoint: RedisEndpoint | None = None
+        self.endpoint = endpoint  # where ``client`` connects (None: not known)
+        self.url = endpoint.display if endpoint else None  # for messages: never a password
         self.keys = [f"sqe:{{{tag}}}:hwm", f"sqe:{{{tag}}}:ts", f"sqe:{{{tag}}}:batch"]
         self._stage_prefix = f"sqe:{{{tag}}}:stage:"
         self._commit = client.register_script(_COMMIT)
@@ -165,9 +165,7 @@ class HwmStore:
     def from_url(cls, url: str | RedisEndpoint, consumer: str, ttl_seconds: int) -> HwmStore:
         """A store on the Redis at ``url`` (a URL, or an endpoint with credentials and TLS)."""
         endpoint = url if isinstance(url, RedisEndpoint) else RedisEndpoint(url)
-        store = cls(endpoint.connect(), consumer, ttl_seconds, endpoint.display)
-        store.endpoint = endpoint
-        return store
+        return cls(endpoint.connect(), consumer, ttl_seconds, endpoint)
 
     def load(self) -> HwmSnapshot:
         """The committed batch id and the HWMs updated within the TTL, read atomically."""

@@ -242,8 +242,7 @@ def _read_task(endpoint: RedisEndpoint, name: str) -> Any:
                 yield batch.append_column("stored", pa.array(raw, pa.string()))
         except redis.RedisError as exc:
             raise StateError(f"Redis state {name}: {endpoint.describe_error(exc)}; the batch "
-                             "fails and is "
-                             "merged again when it is retried") from None
+                             "fails and is merged again when it is retried") from None
         finally:
             client.close()
 
@@ -275,8 +274,7 @@ def _merge_task(endpoint: RedisEndpoint, name: str, mode: str, batch_id: int,
                     applied, skipped = applied + a, skipped + s
         except redis.RedisError as exc:
             raise StateError(f"Redis state {name}: {endpoint.describe_error(exc)}; the batch "
-                             "fails and its "
-                             "retry merges with the same batch id") from None
+                             "fails and its retry merges with the same batch id") from None
         finally:
             client.close()
         yield pa.RecordBatch.from_pydict({"applied": [applied], "skipped": [skipped]})

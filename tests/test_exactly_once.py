@@ -33,6 +33,20 @@ ROOT = Path(__file__).resolve().parent.parent
 EVENTS = 3000
 
 
+def load_commands(enriched: str, postgres: bool = False) -> list[dict]:
+    """The shipped load.yaml on topic ``enriched`` (and a Postgres table of every record)."""
+    load = yaml.safe_load((ROOT / "topologies/load.yaml").read_text())
+    load[0]["CreateStream"]["objectName"] = enriched
+    if postgres:
+        load.append({"Query": {
+            "insertInto": {"objectName": "loaded_events", "stateName": "POSTGRES",
+                           "fields": ["event_id", "region", "amount_cents", "position"]},
+            "select": {"expressions": ["event_id", "region", "amount_cents",
+                                       {"sql": "concat(_partition, ':', _offset)"}]},
+            "from": {"objectName": "Enriched"}}})
+    return load
+
+
 class Chain:
     """The shipped topologies on fresh topics, run as `sqe run` subprocesses."""
 
@@ -43,14 +57,7 @@ class Chain:
         enrich = yaml.safe_load((ROOT / "topologies/enrich.yaml").read_text())
         enrich[0]["CreateStream"]["objectName"] = events
         enrich[1]["Query"]["insertInto"]["objectName"] = enriched
-        load = yaml.safe_load((ROOT / "topologies/load.yaml").read_text())
-        load[0]["CreateStream"]["objectName"] = enriched
-        load.append({"Query": {
-            "insertInto": {"objectName": "loaded_events", "stateName": "POSTGRES",
-                           "fields": ["event_id", "region", "amount_cents", "position"]},
-            "select": {"expressions": ["event_id", "region", "amount_cents",
-                                       {"sql": "concat(_partition, ':', _offset)"}]},
-            "from": {"objectName": "Enriched"}}})
+        load = load_commands(enriched, postgres=True)
         self.files = {}
         for name, commands in (("enrich", enrich), ("load", load)):
             self.files[name] = tmp / f"{name}.yaml"

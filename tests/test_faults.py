@@ -48,6 +48,7 @@ from sqe.settings import load_config
 from sqe.topology import load_topology
 from tests.fault_services import PrivatePostgres, RestartableRedis, private_postgres_unavailable
 from tests.kafka_io import produce, read_topic
+from tests.test_exactly_once import load_commands
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL_CONF = ROOT / "conf/local.yaml"
@@ -55,20 +56,6 @@ PID = 4242  # the pid of the (pretended) upstream topology in pre-stamped `enric
 CONSUMER = "load.Enriched"
 
 # -- topologies and records --------------------------------------------------------------------
-def _load_commands(enriched: str, postgres: bool = False) -> list[dict]:
-    """The shipped load.yaml on topic ``enriched`` (and a Postgres table of every record)."""
-    load = yaml.safe_load((ROOT / "topologies/load.yaml").read_text())
-    load[0]["CreateStream"]["objectName"] = enriched
-    if postgres:
-        load.append({"Query": {
-            "insertInto": {"objectName": "loaded_events", "stateName": "POSTGRES",
-                           "fields": ["event_id", "region", "amount_cents", "position"]},
-            "select": {"expressions": ["event_id", "region", "amount_cents",
-                                       {"sql": "concat(_partition, ':', _offset)"}]},
-            "from": {"objectName": "Enriched"}}})
-    return load
-
-
 def _write(path: Path, commands: list[dict]) -> Path:
     path.write_text(yaml.safe_dump(commands, sort_keys=False))
     return path
@@ -79,7 +66,7 @@ def _chain(tmp: Path, events: str, enriched: str) -> Path:
     enrich = yaml.safe_load((ROOT / "topologies/enrich.yaml").read_text())
     enrich[0]["CreateStream"]["objectName"] = events
     enrich[1]["Query"]["insertInto"]["objectName"] = enriched
-    return _write(tmp / "chain.yaml", enrich + _load_commands(enriched))
+    return _write(tmp / "chain.yaml", enrich + load_commands(enriched))
 
 
 def _stamped(ids: range) -> list[tuple[bytes, bytes, int]]:
@@ -312,7 +299,7 @@ def test_redis_with_aof_keeps_hwms_and_batch_id_through_a_sigkill(spark, kafka_b
     server.start()
     try:
         enriched = kafka_topic(2, "enriched")
-        path = _write(tmp_path / "load.yaml", _load_commands(enriched))
+        path = _write(tmp_path / "load.yaml", load_commands(enriched))
         conf = _conf(kafka_bootstrap, server.url())
         produce(kafka_bootstrap, enriched, _stamped(range(200)))
         (first,) = _run_once(spark, path, conf, tmp_path / "ck")
@@ -346,7 +333,7 @@ def test_redis_without_persistence_loses_the_marks_and_replays_reach_postgres_tw
     server.start()
     try:
         enriched = kafka_topic(2, "enriched")
-        path = _write(tmp_path / "load.yaml", _load_commands(enriched, postgres=True))
+        path = _write(tmp_path / "load.yaml", load_commands(enriched, postgres=True))
         conf = _conf(kafka_bootstrap, server.url(), postgres_dsn)
         produce(kafka_bootstrap, enriched, _stamped(range(200)))
         _run_once(spark, path, conf, tmp_path / "ck")
@@ -394,7 +381,7 @@ def test_postgres_stopped_inside_the_commit_fails_the_batch_and_the_rerun_loads_
         spark, kafka_bootstrap, kafka_topic, redis_url, private_postgres, tmp_path):
     pg = private_postgres
     enriched = kafka_topic(2, "enriched")
-    path = _write(tmp_path / "load.yaml", _load_commands(enriched, postgres=True))
+    path = _write(tmp_path / "load.yaml", load_commands(enriched, postgres=True))
     produce(kafka_bootstrap, enriched, _stamped(range(300)) + _stamped(range(280, 300)))
     batch = ("--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=150")
     marker, log = tmp_path / "pg.marker", tmp_path / "pg.log"
