@@ -18,7 +18,7 @@ Three readers, the same data, one run:
 * (c) Bloom stage + post-filter: ``filterValues: [region-7]``.
 
 Measured twice: the read stage alone (what ``read()`` does after the fetch:
-:func:`sqe.source_rows.to_rows` on the fetched records, 5 repetitions), and
+:func:`sqe.source.rows.to_rows` on the fetched records, 5 repetitions), and
 the whole ``read_range`` of a real topic through the broker (fetch included,
 3 repetitions; a local pip broker is started unless ``--brokers`` is given;
 ``--no-broker`` skips it).  Prints medians in messages of the topic per second
@@ -38,10 +38,10 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-from sqe.chunk_arrow import encode_chunks
-from sqe.kafka_source import RangePartition, SourceConfig, read_range
-from sqe.metadata import StreamMetadata
-from sqe.source_rows import Records, Tally, to_rows
+from sqe.source.kafka import RangePartition, SourceConfig, read_range
+from sqe.source.rows import Records, Tally, to_rows
+from sqe.wire.chunk_arrow import encode_chunks
+from sqe.wire.keys import StreamMetadata
 
 REGIONS = [f"region-{i}" for i in range(50)]
 WANTED = "region-7"
@@ -107,7 +107,7 @@ def through_broker(rec: Records, brokers: str, reps: int) -> dict[str, dict]:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from sqe.kafka_client import Sender, producer_conf
+    from sqe.config.kafka_client import Sender, producer_conf
 
     topic = f"bench-chunks-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": brokers})
@@ -182,7 +182,7 @@ def main() -> None:
         brokers = args.brokers
         with tempfile.TemporaryDirectory(prefix="sqe-bench-") as tmp:
             if brokers is None:
-                from sqe.local_services import start_local_kafka
+                from sqe.cli.local_services import start_local_kafka
 
                 service = start_local_kafka(tmp)
                 brokers = service.address

@@ -48,9 +48,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from sqe.compiler import CARRIED
 from sqe.errors import SqeError
-from sqe.metadata import encode_keys
+from sqe.lang.compiler import CARRIED
+from sqe.wire.keys import encode_keys
 
 PIDS = (4_411_772_100_000_000_001, -7_000_000_000_000_000_003)
 SOURCE_PARTITIONS = 8
@@ -109,7 +109,7 @@ def create_topic(admin: Any, brokers: str, partitions: int, prefix: str) -> str:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewTopic
 
-    from sqe.kafka_client import error_text
+    from sqe.config.kafka_client import error_text
 
     topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
     try:
@@ -124,7 +124,7 @@ def topic_size(brokers: str, topic: str) -> int:
     """Offsets used in ``topic`` (records, plus transaction markers where there are any)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from sqe.kafka_client import consumer_conf
+    from sqe.config.kafka_client import consumer_conf
 
     client = Consumer(consumer_conf(brokers, "bench-size", quiet=True))
     try:
@@ -142,7 +142,7 @@ def committed_records(brokers: str, topic: str, expected: int, timeout: float = 
     """Records a ``read_committed`` consumer sees in ``topic`` (stops at ``expected``)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from sqe.kafka_client import consumer_conf
+    from sqe.config.kafka_client import consumer_conf
 
     client = Consumer(consumer_conf(brokers, "bench-count", {"isolation.level": "read_committed"},
                                     quiet=True))
@@ -163,7 +163,7 @@ def produce_all(producer: Any, topic: str, keys: list[bytes], value: bytes,
     acknowledgements; the first delivery error fails the run."""
     from confluent_kafka import KafkaException
 
-    from sqe.kafka_client import error_text
+    from sqe.config.kafka_client import error_text
 
     failures: list[str] = []
 
@@ -263,7 +263,7 @@ class Writers:
     def _producer(self, txn_records: int | None) -> Any:
         from confluent_kafka import KafkaException, Producer
 
-        from sqe.kafka_client import error_text, producer_conf
+        from sqe.config.kafka_client import error_text, producer_conf
 
         extra: dict[str, Any] = {"log_level": 2}
         if txn_records:
@@ -281,7 +281,7 @@ class Writers:
 def measure(args: argparse.Namespace, brokers: str, say: Callable[[str], None]
             ) -> dict[str, Any]:
     """Everything the benchmark measures, as the JSON object it prints."""
-    from sqe.session import build_session
+    from sqe.run.session import build_session
 
     start = time.perf_counter()
     records = make_records(args.records)
@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             brokers = args.brokers
             if brokers is None:
-                from sqe.local_services import start_local_kafka
+                from sqe.cli.local_services import start_local_kafka
 
                 kafka = start_local_kafka(work / "kafka")
                 stack.callback(kafka.stop)

@@ -29,12 +29,12 @@ the same aggregation: rows and largest source offset per (pid, partition)):
   and the batch commits its new HWMs to Redis (``state.hwm.HwmStore.commit``,
   as ``sqe run`` does), so replays that straddle a batch boundary are dropped
   by the marks stored in Redis;
-* (c) ``dataframe``: (a) plus :func:`sqe.replay.filter_replays_frame` in
+* (c) ``dataframe``: (a) plus :func:`sqe.source.replay.filter_replays_frame` in
   ``foreachBatch`` against the HWMs loaded from Redis, then the same commit;
 * (d) ``dropduplicates``: (a) with the key columns decoded by Spark built-ins
   and Spark's ``dropDuplicates(pid, partition, offset)`` on the RocksDB state
   store provider;
-* (e) ``kernel``: :func:`sqe.replay.filter_replays` on the keys as Arrow
+* (e) ``kernel``: :func:`sqe.source.replay.filter_replays` on the keys as Arrow
   arrays, no Spark, no Kafka (keys per second; each partition in two calls,
   the second with the HWMs the first returned).
 
@@ -47,7 +47,7 @@ the checkpoint's ``state`` directory on disk).
 
 Last, the end-to-end chain of the shipped topologies (``topologies/enrich.yaml``
 -> topic -> ``topologies/load.yaml`` -> Redis, their topic names replaced by
-fresh ones), run in-process by :func:`sqe.runner.run_topology` in mode
+fresh ones), run in-process by :func:`sqe.run.runner.run_topology` in mode
 ``once`` on ``--chain-events`` sample events, ``--repeat`` times
 (``--chain-events 0`` skips it).
 
@@ -76,7 +76,7 @@ import numpy as np
 import pyarrow as pa
 
 from sqe.errors import SqeError
-from sqe.metadata import encode_keys
+from sqe.wire.keys import encode_keys
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -183,7 +183,7 @@ def produce_topic(data: Data, brokers: str, partitions: int) -> str:
     from confluent_kafka import KafkaException, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from sqe.kafka_client import Sender, error_text, producer_conf
+    from sqe.config.kafka_client import Sender, error_text, producer_conf
 
     topic = f"bench-replay-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": brokers, "log_level": 2})
@@ -228,14 +228,14 @@ class Consumers:
 
     def __init__(self, spark: Any, topic: str, brokers: str, redis_url: str, work: Path,
                  batch_records: int) -> None:
-        from sqe.kafka_source import KafkaSource
+        from sqe.source.kafka import KafkaSource
 
         self.spark, self.topic, self.brokers = spark, topic, brokers
         self.redis_url, self.work, self.batch_records = redis_url, work, batch_records
         spark.dataSource.register(KafkaSource)
 
     def _source(self, consumer: str | None) -> Any:
-        from sqe.kafka_source import KafkaSource, SourceConfig
+        from sqe.source.kafka import KafkaSource, SourceConfig
 
         cfg = SourceConfig(topic=self.topic, brokers=self.brokers, max_records=self.batch_records,
                            filter_replays=consumer is not None, hwm_url=self.redis_url,
@@ -253,9 +253,9 @@ class Consumers:
     def run(self, way: str, rep: int | str) -> Run:
         from pyspark.sql import functions as F
 
-        from sqe.kafka_source import data_rows
-        from sqe.native_kafka import decode_key_columns
-        from sqe.replay import filter_replays_frame
+        from sqe.source.kafka import data_rows
+        from sqe.source.native import decode_key_columns
+        from sqe.source.replay import filter_replays_frame
 
         consumer = f"bench.{way}.{rep}"
         store = self._store(consumer) if way in ("pushdown", "dataframe") else None
@@ -324,7 +324,7 @@ def kernel(data: Data, repeat: int) -> tuple[float, int]:
     keys it drops.  Each partition is filtered in two calls, the second with the HWMs the
     first returned, as two micro-batches would be (so both the stored-mark path and the
     in-call path run)."""
-    from sqe.replay import filter_replays
+    from sqe.source.replay import filter_replays
 
     halves = []
     for p in data.partitions:
@@ -371,12 +371,12 @@ def run_chain(spark: Any, brokers: str, redis_url: str, work: Path, events: int,
     import yaml
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from sqe.local_services import service_conf
-    from sqe.plan import plan_topology
-    from sqe.runner import run_topology
-    from sqe.sample_events import produce_events
-    from sqe.settings import load_config, parse_conf_pairs
-    from sqe.topology import load_topology
+    from sqe.cli.local_services import service_conf
+    from sqe.cli.sample_events import produce_events
+    from sqe.config.plan import plan_topology
+    from sqe.config.settings import load_config, parse_conf_pairs
+    from sqe.lang.topology import load_topology
+    from sqe.run.runner import run_topology
 
     config = [load_config(ROOT / "conf" / "local.yaml")]
     conf = parse_conf_pairs(service_conf(brokers, redis_url)[1::2])
@@ -444,7 +444,7 @@ def measure(args: argparse.Namespace, brokers: str, redis_url: str, work: Path,
     """Everything the benchmark measures, as the JSON object it prints."""
     import redis
 
-    from sqe.session import build_session
+    from sqe.run.session import build_session
 
     start = time.perf_counter()
     if args.records == DEFAULT_RECORDS:
@@ -577,7 +577,7 @@ def table(r: dict[str, Any]) -> list[str]:
               f"{r.get('statestore_rocksdbSstFileSize', 0):,} bytes SST files, "
               f"{r['statestore_disk_bytes']:,} bytes in the checkpoint's state directory"]
     if "chain_rps" in r:
-        lines += [f"end-to-end chain (sqe.runner.run_topology, mode once, {r['chain_events']:,} "
+        lines += [f"end-to-end chain (sqe.run.runner.run_topology, mode once, {r['chain_events']:,} "
                   f"events, median of {r['repeat']}):",
                   f"  enrich {r['chain_enrich_rps']:,.0f}/s, load {r['chain_load_rps']:,.0f}/s, "
                   f"enrich + load {r['chain_rps']:,.0f} records/s; {r['chain_loaded']:,} "
@@ -627,7 +627,7 @@ def _services(stack: ExitStack, work: Path, brokers: str | None, redis_url: str 
               ) -> tuple[str, str]:
     import redis
 
-    from sqe.local_services import start_local_kafka, start_local_redis
+    from sqe.cli.local_services import start_local_kafka, start_local_redis
 
     if brokers is None:
         kafka = start_local_kafka(work / "kafka")

@@ -18,9 +18,9 @@ import uuid
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sqe.kafka_client import producer_conf
-from sqe.kafka_source import RangePartition, SourceConfig, read_range
-from sqe.metadata import StreamMetadata
+from sqe.config.kafka_client import producer_conf
+from sqe.source.kafka import RangePartition, SourceConfig, read_range
+from sqe.wire.keys import StreamMetadata
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import redis
 
-from sqe.session import build_session
+from sqe.run.session import build_session
 from state.hwm import HwmStore, Stage
 from state.postgres import PostgresStateConfig, write_postgres
 from state.redis import RedisStateConfig, stage_redis, write_redis

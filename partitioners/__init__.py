@@ -10,7 +10,7 @@ aliases.
 Example::
 
     >>> p = resolve("com.jwplayer.sqe.language.state.kafka.SourcePartitionPartitioner")
-    >>> from sqe.metadata import StreamMetadata
+    >>> from sqe.wire.keys import StreamMetadata
     >>> p.partition(StreamMetadata(1, 5, 0).to_bytes(), 4)
     1
 """

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from partitioners.base import check_num_partitions
-from sqe.metadata import KEY_SIZE, StreamMetadata, decode_keys
+from sqe.wire.keys import KEY_SIZE, StreamMetadata, decode_keys
 
 __all__ = ["SourcePartitionPartitioner"]
 

@@ -2,17 +2,17 @@
 
 The public surface is small: the StreamMetadata codec, topology loading and
 planning, and the error classes.  Everything else is reached through its
-module (``sqe.options``, ``sqe.settings``, ...).
+module (``sqe.config.options``, ``sqe.config.settings``, ...).
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from sqe.config.plan import TopologyPlan, plan_topology
 from sqe.errors import OptionError, PrerequisiteError, SqeError, TopologyError
-from sqe.metadata import StreamMetadata, decode_keys, encode_keys, pid_for
-from sqe.plan import TopologyPlan, plan_topology
-from sqe.topology import Topology, load_topology
+from sqe.lang.topology import Topology, load_topology
+from sqe.wire.keys import StreamMetadata, decode_keys, encode_keys, pid_for
 
 __all__ = [
     "__version__",

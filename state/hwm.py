@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import redis
 
+from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.errors import StaleBatchError
-from sqe.redis_endpoint import RedisEndpoint
 
 __all__ = ["HwmStore", "HwmSnapshot", "Stage", "StaleBatchError"]
 

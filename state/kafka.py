@@ -23,7 +23,7 @@ Filter values and chunks (DESIGN.md section 2): ``filterValue`` computes each
 message's filter value (an SQE expression over the query's fields).  Without
 chunking it travels in the record header ``sqe-filter-value``.  With
 ``chunking`` (keytype StreamMetadata), each task packs all its rows at once
-into chunks (:func:`sqe.chunk_arrow.encode_chunks`: never across source
+into chunks (:func:`sqe.wire.chunk_arrow.encode_chunks`: never across source
 partitions, deterministic for the same input range, so a retried batch writes
 the same chunks); a chunk's key is the StreamMetadata of its last message and
 its Bloom filter holds the filter values of its messages.
@@ -44,11 +44,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
-from sqe.compiler import CARRIED, compile_expression, field_column
-from sqe.errors import StateError
-from sqe.expressions import Expression
-from sqe.faults import armed, fault_point
-from sqe.kafka_client import (
+from sqe.config.kafka_client import (
     FLUSH_TIMEOUT,
     RefusedRecord,
     Sender,
@@ -56,9 +52,13 @@ from sqe.kafka_client import (
     producer_conf,
     topic_partitions,
 )
-from sqe.metadata import encode_keys
-from sqe.options import PRODUCER_PREFIX
-from sqe.source_rows import FILTER_HEADER
+from sqe.config.options import PRODUCER_PREFIX
+from sqe.errors import StateError
+from sqe.faults import armed, fault_point
+from sqe.lang.compiler import CARRIED, compile_expression, field_column
+from sqe.lang.expressions import Expression
+from sqe.source.rows import FILTER_HEADER
+from sqe.wire.keys import encode_keys
 
 __all__ = ["FILTER_HEADER", "KafkaStateConfig", "write_kafka"]
 
@@ -176,7 +176,7 @@ def _records(batches: Iterator[pa.RecordBatch], cfg: KafkaStateConfig
             fvs = batch.column("_fv").to_pylist() if "_fv" in batch.schema.names else None
             yield _keys(batch, cfg.keytype), batch.column("_v").to_pylist(), fvs
         return
-    from sqe.chunk_arrow import encode_chunks
+    from sqe.wire.chunk_arrow import encode_chunks
 
     table = pa.Table.from_batches(list(batches))
     if table.num_rows == 0:

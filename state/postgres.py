@@ -33,9 +33,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sqe.compiler import field_column
+from sqe.config.secrets import redact_url
 from sqe.errors import StaleBatchError, StateError
-from sqe.secrets import redact_url
+from sqe.lang.compiler import field_column
 
 __all__ = ["PostgresStateConfig", "PostgresWrite", "forget_batches", "pg_type", "write_postgres"]
 

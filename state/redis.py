@@ -33,9 +33,9 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sqe.compiler import field_column
+from sqe.config.redis_endpoint import RedisEndpoint, state_endpoint
 from sqe.errors import StateError
-from sqe.redis_endpoint import RedisEndpoint, state_endpoint
+from sqe.lang.compiler import field_column
 
 __all__ = ["RedisStateConfig", "STAGE_TTL_SECONDS", "stage_redis", "write_redis"]
 

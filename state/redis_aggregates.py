@@ -43,9 +43,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sqe.compiler import field_column
+from sqe.config.redis_endpoint import RedisEndpoint, state_endpoint
 from sqe.errors import StateError
-from sqe.redis_endpoint import RedisEndpoint, state_endpoint
+from sqe.lang.compiler import field_column
 
 __all__ = ["AggregateStateConfig", "MERGE_SCRIPT", "write_aggregates"]
 

@@ -3,7 +3,7 @@
 * :class:`RestartableRedis`: a private ``redis-server`` on a fixed port and
   directory, with AOF persistence (``appendonly yes``, ``appendfsync always``:
   every write is on disk before Redis replies) or with none (what
-  :func:`sqe.local_services.start_local_redis` starts); :meth:`~RestartableRedis.crash`
+  :func:`sqe.cli.local_services.start_local_redis` starts); :meth:`~RestartableRedis.crash`
   SIGKILLs it, :meth:`~RestartableRedis.start` starts it again on the same port and dir.
 * :class:`PrivatePostgres`: a throwaway Postgres cluster (``initdb`` into a
   temporary directory, ``pg_ctl`` on a free port) that a test may stop with
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import redis
 
-from sqe.local_services import free_port, redis_binary
+from sqe.cli.local_services import free_port, redis_binary
 
 __all__ = ["RestartableRedis", "PrivatePostgres", "private_postgres_unavailable"]
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, Producer
 
-from sqe.kafka_client import CLIENT_DEFAULTS, read_all
+from sqe.config.kafka_client import CLIENT_DEFAULTS, read_all
 
 
 @dataclass(frozen=True)

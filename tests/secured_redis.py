@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from sqe.local_services import LocalService, _spawn, free_port, redis_binary
+from sqe.cli.local_services import LocalService, _spawn, free_port, redis_binary
 
 
 @dataclass(frozen=True)

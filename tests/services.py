@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqe.local_services import LocalService, start_local_kafka, start_local_redis
+from sqe.cli.local_services import LocalService, start_local_kafka, start_local_redis
 
 
 @dataclass(frozen=True)

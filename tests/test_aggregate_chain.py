@@ -13,10 +13,10 @@ import pytest
 import redis
 import yaml
 
-from sqe.metadata import StreamMetadata
-from sqe.plan import plan_topology
-from sqe.runner import run_topology
-from sqe.topology import load_topology
+from sqe.config.plan import plan_topology
+from sqe.lang.topology import load_topology
+from sqe.run.runner import run_topology
+from sqe.wire.keys import StreamMetadata
 from state.hwm import HwmStore
 from tests.kafka_io import produce, read_topic
 

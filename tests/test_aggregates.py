@@ -11,12 +11,12 @@ import pytest
 import redis
 from pyspark.sql import functions as F
 
+from sqe.cli.local_services import service_conf
+from sqe.config.plan import plan_topology
+from sqe.config.settings import Settings
 from sqe.faults import kill_group, start_with_fault, wait_for_fault
-from sqe.local_services import service_conf
-from sqe.plan import plan_topology
-from sqe.runner import run_topology
-from sqe.settings import Settings
-from sqe.topology import load_topology
+from sqe.lang.topology import load_topology
+from sqe.run.runner import run_topology
 from state.redis_aggregates import AggregateStateConfig, write_aggregates
 
 pytestmark = [pytest.mark.spark, pytest.mark.redis]
@@ -152,7 +152,7 @@ def test_layouts_that_would_mix_groups_are_refused(redis_url, settings, message)
 
 
 def test_killed_between_the_merge_and_the_spark_commit_totals_stay_exact(redis_url, tmp_path):
-    command = [sys.executable, "-m", "sqe.cli", "run", str(COMPLEX), "--once", "--name",
+    command = [sys.executable, "-m", "sqe.cli.main", "run", str(COMPLEX), "--once", "--name",
                "TestTopo", "--checkpoint", str(tmp_path / "ck"),
                *service_conf("127.0.0.1:1", redis_url)]
     marker, log = tmp_path / "marker", tmp_path / "run.log"

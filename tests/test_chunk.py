@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqe.bloom import BloomFilter
-from sqe.chunk import (
+from sqe.wire.bloom import BloomFilter
+from sqe.wire.chunk import (
     HEADER_BYTES,
     MAX_BODY_BYTES,
     BadCount,

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from sqe.options import CLIENT_PROPERTIES, REGISTRY
+from sqe.config.options import CLIENT_PROPERTIES, REGISTRY
 
 ROOT = Path(__file__).parents[1]
 
 
 def sqe(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sqe.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "sqe.cli.main", *args], capture_output=True,
                           text=True, cwd=ROOT, timeout=120)
 
 

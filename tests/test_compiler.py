@@ -13,12 +13,12 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from sqe.compiler import CARRIED, compile_expression, compile_query, field_column
 from sqe.errors import TopologyError
-from sqe.expressions import Sql, parse_expression
-from sqe.functions import FUNCTIONS
-from sqe.spark_functions import CompileContext
-from sqe.topology import Query, parse_commands
+from sqe.lang.compiler import CARRIED, compile_expression, compile_query, field_column
+from sqe.lang.expressions import Sql, parse_expression
+from sqe.lang.functions import FUNCTIONS
+from sqe.lang.spark_functions import CompileContext
+from sqe.lang.topology import Query, parse_commands
 
 pytestmark = pytest.mark.spark
 

@@ -15,7 +15,7 @@ from decimal import Decimal
 import pytest
 from pyspark.sql import functions as F
 
-from sqe.deserializers import Deserialized, deserialize, top_level_fields
+from sqe.source.deserializers import Deserialized, deserialize, top_level_fields
 
 pytestmark = pytest.mark.spark
 

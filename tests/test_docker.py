@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sqe.cli import main
+from sqe.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
@@ -61,9 +61,9 @@ def dockerfile_path(compose: dict, name: str) -> Path:
 
 
 def dockerfile_facts(path: Path) -> dict:
-    """WORKDIR, base image and the path the image links to `python -m sqe.submit --path`."""
+    """WORKDIR, base image and the path the image links to `python -m sqe.cli.submit --path`."""
     text = path.read_text(encoding="utf-8")
-    link = re.search(r'ln\s+-sf?\s+"?\$\(python3? -m sqe\.submit --path\)"?\s+(\S+)', text)
+    link = re.search(r'ln\s+-sf?\s+"?\$\(python3? -m sqe\.cli\.submit --path\)"?\s+(\S+)', text)
     workdir = re.findall(r"^WORKDIR\s+(\S+)", text, re.M)
     base = re.findall(r"^FROM\s+(\S+)", text, re.M)
     return {"text": text, "submit": link.group(1) if link else None,
@@ -262,7 +262,7 @@ def image_problems(c: dict) -> list[str]:
     if not source or not re.search(rf"pip install {re.escape(source.group(1))}\s", facts["text"]):
         problems.append("Dockerfile: the repository is not pip-installed (COPY . DIR, pip install DIR)")
     if facts["submit"] is None:
-        problems.append("Dockerfile: no link to the script `python -m sqe.submit --path` names")
+        problems.append("Dockerfile: no link to the script `python -m sqe.cli.submit --path` names")
     for name in ("spark-master", "spark-worker"):
         if argv(c["services"][name].get("command"))[:1] != ["spark-class"]:
             problems.append(f"{name}: not started with spark-class")
@@ -276,7 +276,7 @@ def dockerignore_problems() -> list[str]:
     """Files the image needs must not be excluded from the build context."""
     patterns = [p.strip().rstrip("/") for p in (ROOT / ".dockerignore").read_text().splitlines()
                 if p.strip() and not p.startswith("#")]
-    needed = ["pyproject.toml", "README.md", "sqe/submit.py", "state/hwm.py",
+    needed = ["pyproject.toml", "README.md", "sqe/cli/submit.py", "state/hwm.py",
               "partitioners/__init__.py", "topologies/enrich.yaml", CONF]
     return [f".dockerignore excludes {f}" for f in needed
             if any(fnmatch.fnmatch(f, p) or f.startswith(p + "/") or fnmatch.fnmatch(f, p + "/*")
@@ -296,7 +296,7 @@ def submit_problems(c: dict, where: str, args: list[str]) -> list[str]:
     if s["options"].get("--master") != [master_url(c)]:
         problems.append(f"{where}: --master {s['options'].get('--master')}, expected {master_url(c)}")
     if s["resource"] != facts["submit"]:
-        problems.append(f"{where}: runs {s['resource']}, not {facts['submit']} (sqe/submit.py)")
+        problems.append(f"{where}: runs {s['resource']}, not {facts['submit']} (sqe/cli/submit.py)")
     for path in [s["topology"], *s["configs"]]:
         if path is None or Path(path).is_absolute() or not (ROOT / path).is_file():
             problems.append(f"{where}: {path} is not a file of the repository")

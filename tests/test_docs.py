@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sqe.cli import main
+from sqe.cli.main import main
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -32,7 +32,7 @@ def test_readme_names_only_existing_commands_and_files(capsys):
     for path in sorted(set(re.findall(r"`((?:topologies|conf|bench|docker|tests)/[\w./-]+)`",
                                       text))):
         assert (root / path).exists(), f"README.md names {path}, which does not exist"
-    from sqe.cli import _parser
+    from sqe.cli.main import _parser
 
     known = set(_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
     used = set(re.findall(r"(?:^|`)sqe ([a-z][\w-]*)", text, re.M))  # commands, not prose

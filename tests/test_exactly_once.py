@@ -21,10 +21,10 @@ import pytest
 import redis
 import yaml
 
+from sqe.cli.local_services import service_conf, start_local_redis
+from sqe.cli.sample_events import produce_events
 from sqe.faults import kill_group, start_with_fault, wait_for_fault
-from sqe.local_services import service_conf, start_local_redis
-from sqe.metadata import StreamMetadata
-from sqe.sample_events import produce_events
+from sqe.wire.keys import StreamMetadata
 from tests.kafka_io import produce, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis, pytest.mark.postgres]
@@ -64,7 +64,7 @@ class Chain:
             self.files[name].write_text(yaml.safe_dump(commands, sort_keys=False))
 
     def command(self, name: str, checkpoint: str | None = None, *extra: str) -> list[str]:
-        return [sys.executable, "-m", "sqe.cli", "run", str(self.files[name]), "--once",
+        return [sys.executable, "-m", "sqe.cli.main", "run", str(self.files[name]), "--once",
                 "--checkpoint", str(self.tmp / (checkpoint or name)),
                 "--config", str(ROOT / "conf/local.yaml"),
                 *service_conf(self.kafka, self.redis_url, self.dsn), *extra]

@@ -38,14 +38,14 @@ import redis
 import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from sqe.cli.local_services import LocalService, free_port, service_conf, start_local_kafka
+from sqe.cli.sample_events import produce_events
+from sqe.config.plan import plan_topology
+from sqe.config.settings import load_config
 from sqe.faults import kill_group, start_with_fault, wait_for_fault
-from sqe.local_services import LocalService, free_port, service_conf, start_local_kafka
-from sqe.metadata import StreamMetadata
-from sqe.plan import plan_topology
-from sqe.runner import BatchReport, run_topology
-from sqe.sample_events import produce_events
-from sqe.settings import load_config
-from sqe.topology import load_topology
+from sqe.lang.topology import load_topology
+from sqe.run.runner import BatchReport, run_topology
+from sqe.wire.keys import StreamMetadata
 from tests.fault_services import PrivatePostgres, RestartableRedis, private_postgres_unavailable
 from tests.kafka_io import produce, read_topic
 from tests.test_exactly_once import load_commands
@@ -89,7 +89,7 @@ def _conf(kafka: str, redis_url: str, dsn: str | None = None, **extra: object) -
 
 def _command(path: Path, checkpoint: Path, kafka: str, redis_url: str, dsn: str | None = None,
              *extra: str) -> list[str]:
-    return [sys.executable, "-m", "sqe.cli", "run", str(path), "--checkpoint", str(checkpoint),
+    return [sys.executable, "-m", "sqe.cli.main", "run", str(path), "--checkpoint", str(checkpoint),
             "--config", str(LOCAL_CONF), *service_conf(kafka, redis_url, dsn), *extra]
 
 

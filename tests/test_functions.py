@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqe.compiler import compile_expression, compile_parts
 from sqe.errors import TopologyError
-from sqe.expressions import parse_expression
-from sqe.metadata import PID_SEED, murmur64a
-from sqe.murmur_arrow import hash_bytes, murmur64a_array
-from sqe.spark_functions import CompileContext
-from sqe.topology import Query, parse_commands
+from sqe.lang.compiler import compile_expression, compile_parts
+from sqe.lang.expressions import parse_expression
+from sqe.lang.spark_functions import CompileContext
+from sqe.lang.topology import Query, parse_commands
+from sqe.wire.keys import PID_SEED, murmur64a
+from sqe.wire.murmur import hash_bytes, murmur64a_array
 
 pytestmark = pytest.mark.spark
 
@@ -172,7 +172,7 @@ def test_aggregates_into_kafka_are_partition_local_with_the_largest_offset(spark
 def test_the_readme_table_has_every_catalogue_function():
     from pathlib import Path
 
-    from sqe.functions import FUNCTIONS
+    from sqe.lang.functions import FUNCTIONS
 
     text = (Path(__file__).parent.parent / "README.md").read_text()
     table = text[text.index("| SQE | Spark | notes |"):text.index("Date patterns are Java's")]

@@ -76,7 +76,7 @@ def test_bad_arguments():
 
 
 def test_cli_shows_and_resets_a_consumer(redis_url, capsys):
-    from sqe.cli import main
+    from sqe.cli.main import main
 
     store = HwmStore.from_url(redis_url, "cli.S", 3600)
     store.commit(3, {(5, 1): 42})

@@ -8,9 +8,9 @@ from confluent_kafka import Producer
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sqe.config.kafka_client import CLIENT_DEFAULTS
 from sqe.errors import SourceError
-from sqe.kafka_client import CLIENT_DEFAULTS
-from sqe.kafka_source import (
+from sqe.source.kafka import (
     KafkaSource,
     RangePartition,
     SourceConfig,
@@ -18,9 +18,9 @@ from sqe.kafka_source import (
     limit_offsets,
     read_range,
 )
-from sqe.metadata import StreamMetadata, decode_keys
-from sqe.native_kafka import decode_key_columns
-from sqe.replay import filter_replays_frame
+from sqe.source.native import decode_key_columns
+from sqe.source.replay import filter_replays_frame
+from sqe.wire.keys import StreamMetadata, decode_keys
 from state.hwm import HwmStore
 from tests.kafka_io import produce
 
@@ -150,8 +150,8 @@ def test_read_drops_replays_with_the_shipped_hwms_and_tallies_them(kafka_bootstr
 
 
 def test_unreachable_broker_is_a_clear_error():
-    from sqe.kafka_source import KafkaStreamReader
-    from sqe.local_services import free_port
+    from sqe.cli.local_services import free_port
+    from sqe.source.kafka import KafkaStreamReader
 
     reader = KafkaStreamReader(SourceConfig(
         topic="t", brokers=f"127.0.0.1:{free_port()}",

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from partitioners import Murmur2Partitioner
 from sqe.errors import StateError
-from sqe.metadata import StreamMetadata
+from sqe.wire.keys import StreamMetadata
 from state.kafka import KafkaStateConfig, write_kafka
 from tests.kafka_io import read_topic
 
@@ -359,9 +359,9 @@ def test_a_value_the_broker_refuses_fails_with_delivery_failed(spark, kafka_boot
 
 def test_chunks_pack_each_source_partition_with_its_last_key_and_bloom(spark, kafka_bootstrap,
                                                                        kafka_topic):
-    from sqe.bloom import BloomFilter
-    from sqe.chunk import decode_chunk, read_header
-    from sqe.expressions import Field
+    from sqe.lang.expressions import Field
+    from sqe.wire.bloom import BloomFilter
+    from sqe.wire.chunk import decode_chunk, read_header
 
     topic = kafka_topic(2)
     rows = [(PID, p, o, f"m{p}-{o}", ["eu", "us", None][o % 3]) for p in (0, 1, 2)
@@ -391,7 +391,7 @@ def test_chunks_pack_each_source_partition_with_its_last_key_and_bloom(spark, ka
 def test_without_chunking_the_filter_value_is_a_record_header(spark, kafka_bootstrap, kafka_topic):
     from confluent_kafka import Consumer, TopicPartition
 
-    from sqe.expressions import Sql
+    from sqe.lang.expressions import Sql
     from state.kafka import FILTER_HEADER
 
     topic = kafka_topic(1)

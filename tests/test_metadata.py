@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqe.metadata import (
+from sqe.wire.keys import (
     StreamMetadata,
     decode_keys,
     encode_keys,

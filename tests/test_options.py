@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from sqe.config.options import REGISTRY, RETIRED, coerce, lookup, suggest
+from sqe.config.plan import plan_topology
+from sqe.config.settings import Settings, load_config, parse_conf_pairs, spark_conf_options
 from sqe.errors import OptionError, TopologyError
-from sqe.options import REGISTRY, RETIRED, coerce, lookup, suggest
-from sqe.plan import plan_topology
-from sqe.settings import Settings, load_config, parse_conf_pairs, spark_conf_options
-from sqe.topology import load_topology
+from sqe.lang.topology import load_topology
 
 REQUIRED_SQE_KEYS = {
     "jw.sqe.spout.kafka.filterReplays": False,
@@ -230,7 +230,7 @@ def test_bad_conf_is_reported_once_with_its_origin(tmp_path):
 
 
 def test_expression_options_parse_fields_trees_and_sql():
-    from sqe.expressions import Field, Function, Sql
+    from sqe.lang.expressions import Field, Function, Sql
 
     opt = REGISTRY["jw.sqe.state.kafka.filterValue"]
     assert coerce(opt, "region", "--conf") == Field("region")

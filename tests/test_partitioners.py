@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from partitioners import Murmur2Partitioner, Partitioner, SourcePartitionPartitioner, resolve
 from partitioners.murmur2 import murmur2, murmur2_array
-from sqe.metadata import StreamMetadata
+from sqe.wire.keys import StreamMetadata
 
 
 def key(partition: int, pid: int = 1, offset: int = 0) -> bytes:

@@ -117,7 +117,7 @@ def test_unreachable_server_is_a_clear_error(spark):
 
 
 def test_hwm_reset_forgets_the_consumers_postgres_batches(spark, postgres_dsn, redis_url, capsys):
-    from sqe.cli import main
+    from sqe.cli.main import main
 
     df = spark.createDataFrame([(1,)], "id long")
     write_postgres(df, PostgresStateConfig("a", postgres_dsn, ("id",)), "r.In", 9)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from sqe.cli.local_services import free_port, wait_for_kafka
 from sqe.errors import PrerequisiteError
-from sqe.local_services import free_port, wait_for_kafka
-from sqe.prereq import java_version, require_java
+from sqe.run.prereq import java_version, require_java
 
 
 def _fake_java(tmp_path, version_line: str):

@@ -7,8 +7,8 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqe.metadata import StreamMetadata, decode_keys, encode_keys
-from sqe.replay import ReplayStats, filter_replays, filter_replays_reference
+from sqe.source.replay import ReplayStats, filter_replays, filter_replays_reference
+from sqe.wire.keys import StreamMetadata, decode_keys, encode_keys
 
 
 def keys_of(rows):

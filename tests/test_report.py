@@ -1,4 +1,4 @@
-"""Progress files and ``sqe report``: the format of sqe/progress.py (round trip, a crash's
+"""Progress files and ``sqe report``: the format of sqe/run/progress.py (round trip, a crash's
 unfinished last line, corrupt lines), and a chunked, Bloom-filtered topology run twice over one
 checkpoint (real broker, Redis, Spark) whose progress file, table, JSON and plot are checked
 against the batch reports."""
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from sqe.cli import main
-from sqe.metadata import StreamMetadata
-from sqe.plan import plan_topology
-from sqe.progress import PROGRESS_FILE, ProgressError, ProgressLog, read_progress
-from sqe.runner import BatchReport, run_topology
-from sqe.source_rows import Tally
-from sqe.topology import load_topology
+from sqe.cli.main import main
+from sqe.config.plan import plan_topology
+from sqe.lang.topology import load_topology
+from sqe.run.progress import PROGRESS_FILE, ProgressError, ProgressLog, read_progress
+from sqe.run.runner import BatchReport, run_topology
+from sqe.source.rows import Tally
+from sqe.wire.keys import StreamMetadata
 from tests.kafka_io import produce
 from tests.test_run_chunks import _write, _writer
 

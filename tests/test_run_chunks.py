@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sqe.kafka_client import read_all
-from sqe.metadata import StreamMetadata
-from sqe.plan import plan_topology
-from sqe.runner import RunError, run_topology
-from sqe.source_rows import DEAD_LETTER_REASON, DEAD_LETTER_SOURCE
-from sqe.topology import load_topology
+from sqe.config.kafka_client import read_all
+from sqe.config.plan import plan_topology
+from sqe.lang.topology import load_topology
+from sqe.run.runner import RunError, run_topology
+from sqe.source.rows import DEAD_LETTER_REASON, DEAD_LETTER_SOURCE
+from sqe.wire.keys import StreamMetadata
 from tests.kafka_io import produce, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sqe.cli.local_services import free_port, start_local_kafka, start_local_redis
+from sqe.config.plan import plan_topology
 from sqe.errors import SqeError
-from sqe.local_services import free_port, start_local_kafka, start_local_redis
-from sqe.metadata import StreamMetadata
-from sqe.plan import plan_topology
-from sqe.runner import RunError, run_topology
-from sqe.topology import load_topology
+from sqe.lang.topology import load_topology
+from sqe.run.runner import RunError, run_topology
+from sqe.wire.keys import StreamMetadata
 from tests.kafka_io import produce, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
@@ -135,7 +135,7 @@ def test_kafka_outage_fails_the_batch_and_loses_nothing(spark, redis_url, tmp_pa
 
 
 def _sqe(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sqe.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "sqe.cli.main", *args], capture_output=True, text=True,
                           timeout=600, env={**os.environ, **(env or {})})
 
 
@@ -169,7 +169,7 @@ def test_spark_submit_runs_the_same_entry_point(kafka_bootstrap, kafka_topic, re
     path = _topology(tmp_path, source, dest, "identity")
     produce(kafka_bootstrap, source, [(_key(o), b"%d" % o, 0) for o in (0, 1, 1, 2)])
     submit = Path(sys.executable).parent / "spark-submit"
-    script = subprocess.run([sys.executable, "-m", "sqe.submit", "--path"], capture_output=True,
+    script = subprocess.run([sys.executable, "-m", "sqe.cli.submit", "--path"], capture_output=True,
                             text=True, check=True).stdout.strip()
     done = subprocess.run(
         [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",

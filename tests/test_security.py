@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 import redis
 
-from sqe.cli import main
-from sqe.client_properties import consumer_properties, producer_properties
+from sqe.cli.main import main
+from sqe.config.client_properties import consumer_properties, producer_properties
+from sqe.config.options import CONSUMER_PREFIX, PRODUCER_PREFIX
+from sqe.config.plan import plan_topology
+from sqe.config.redis_endpoint import RedisEndpoint, persistence_warning
+from sqe.config.secrets import expand_env, is_secret_key, mask_value, redact_url, scrub
+from sqe.config.settings import Settings, load_config
 from sqe.errors import OptionError, TopologyError
-from sqe.metadata import StreamMetadata
-from sqe.options import CONSUMER_PREFIX, PRODUCER_PREFIX
-from sqe.plan import plan_topology
-from sqe.redis_endpoint import RedisEndpoint, persistence_warning
-from sqe.secrets import expand_env, is_secret_key, mask_value, redact_url, scrub
-from sqe.settings import Settings, load_config
-from sqe.topology import load_topology
+from sqe.lang.topology import load_topology
+from sqe.wire.keys import StreamMetadata
 from state.hwm import HwmStore
 from tests.kafka_io import produce, read_topic
 from tests.secured_redis import make_tls_files, start_cluster, start_redis, start_sentinel
@@ -393,7 +393,7 @@ def test_secured_run_passes_properties_and_leaks_no_secret(kafka_bootstrap, kafk
     checkpoint = tmp_path / "ck"
 
     def sqe(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "sqe.cli", *args], env=env, cwd=tmp_path,
+        return subprocess.run([sys.executable, "-m", "sqe.cli.main", *args], env=env, cwd=tmp_path,
                               capture_output=True, text=True, timeout=600)
 
     runs = [sqe("validate", str(topo), "--config", str(conf)),
@@ -444,7 +444,7 @@ def test_secured_run_passes_properties_and_leaks_no_secret(kafka_bootstrap, kafk
 @pytest.mark.redis
 def test_run_warns_without_persistence_and_fails_in_one_line_on_a_wrong_password(
         spark, kafka_bootstrap, kafka_topic, password_redis, tmp_path, caplog):
-    from sqe.runner import RunError, run_topology
+    from sqe.run.runner import RunError, run_topology
 
     source = kafka_topic(1, "src")
     produce(kafka_bootstrap, source, _records(5)[:5])
@@ -489,8 +489,8 @@ def test_source_and_state_clients_against_a_secured_broker():
     range back with the source's executor-side reader, both built from the properties."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from sqe.kafka_client import Sender, new_producer, producer_conf
-    from sqe.kafka_source import RangePartition, SourceConfig, read_range
+    from sqe.config.kafka_client import Sender, new_producer, producer_conf
+    from sqe.source.kafka import RangePartition, SourceConfig, read_range
 
     brokers = os.environ[SECURE_ENV]
     props = json.loads(os.environ.get("KAFKA_SECURE_PROPERTIES", "{}"))

@@ -10,7 +10,7 @@ import redis
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from sqe.metadata import StreamMetadata, decode_keys, kafka_secondary_id, pid_for
+from sqe.wire.keys import StreamMetadata, decode_keys, kafka_secondary_id, pid_for
 
 
 def test_kafka_round_trip_with_stream_metadata_keys(kafka_bootstrap, kafka_topic,

@@ -9,9 +9,9 @@ import pytest
 import redis
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sqe.cli import main
+from sqe.cli.local_services import service_conf
+from sqe.cli.main import main
 from sqe.errors import SourceError
-from sqe.local_services import service_conf
 from tests.kafka_io import produce, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
@@ -53,8 +53,8 @@ def test_enrich_then_load_with_sqe_run_once(spark, kafka_bootstrap, redis_url, t
 
 
 def test_native_format_without_the_connector_is_a_clear_error(spark):
-    from sqe.kafka_source import SourceConfig
-    from sqe.native_kafka import native_stream
+    from sqe.source.kafka import SourceConfig
+    from sqe.source.native import native_stream
 
     with pytest.raises(SourceError, match="needs Spark's Kafka connector on the classpath"):
         native_stream(spark, SourceConfig(topic="t", brokers="127.0.0.1:1"))

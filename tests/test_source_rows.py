@@ -1,4 +1,4 @@
-"""The source's record-to-row stage (sqe.source_rows.to_rows) against a scalar reference.
+"""The source's record-to-row stage (sqe.source.rows.to_rows) against a scalar reference.
 
 The reference reads chunk by chunk with the scalar pieces (read_header,
 BloomFilter.might_contain, decode_chunk) and filters replays message by
@@ -15,13 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sqe.bloom import BloomFilter
-from sqe.chunk import ChunkError, Message, decode_chunk, encode_chunk, read_header
-from sqe.chunk_arrow import read_headers
 from sqe.errors import SourceError
-from sqe.kafka_source import RangePartition, SourceConfig
-from sqe.metadata import StreamMetadata
-from sqe.source_rows import Records, to_rows
+from sqe.source.kafka import RangePartition, SourceConfig
+from sqe.source.rows import Records, to_rows
+from sqe.wire.bloom import BloomFilter
+from sqe.wire.chunk import ChunkError, Message, decode_chunk, encode_chunk, read_header
+from sqe.wire.chunk_arrow import read_headers
+from sqe.wire.keys import StreamMetadata
 
 PID = 77
 REGIONS = [f"r{i}" for i in range(6)]

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from sqe.config.plan import plan_topology
 from sqe.errors import TopologyError
-from sqe.expressions import (
+from sqe.lang.expressions import (
     Constant,
     Field,
     Function,
@@ -17,8 +18,7 @@ from sqe.expressions import (
     parse_expression,
     to_raw,
 )
-from sqe.plan import plan_topology
-from sqe.topology import CreateStream, Query, SetCommand, load_topology
+from sqe.lang.topology import CreateStream, Query, SetCommand, load_topology
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parents[1]

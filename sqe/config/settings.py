@@ -1,0 +1,188 @@
+"""Where option values come from and which one wins.
+
+Precedence, lowest to highest (DESIGN.md section 5):
+
+1. the registry's defaults,
+2. ``--config`` YAML files, in order (their ``SQE:`` map; ``Spark:`` goes to the SparkSession),
+3. ``Set`` commands of the topology, in file order, for the commands after them,
+4. a command's own ``options``,
+5. ``--conf key=value`` on the command line,
+6. Spark conf ``spark.jw.sqe.*`` (so ``spark-submit --conf`` works).
+
+:class:`Settings` is the one immutable, validated result: a read-only
+mapping from every declared key to its effective value, which also knows
+where each value came from (:meth:`Settings.origin`).  Keys outside
+``jw.sqe.`` are kept aside in :attr:`Settings.foreign` (SQE allowed any
+``Set`` key) and reported, never silently applied.  Every value may name
+environment variables, ``${NAME}`` or ``${NAME:-default}``, expanded when
+it is read (:func:`sqe.config.secrets.expand_env`), so files need not hold secrets.
+
+Example::
+
+    >>> s = Settings.defaults().overlay({"jw.sqe.spout.kafka.filterReplays": "true"}, "--conf")
+    >>> s["jw.sqe.spout.kafka.filterReplays"], s.origin("jw.sqe.spout.kafka.filterReplays")
+    (True, '--conf')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from sqe.config.options import PREFIX, REGISTRY, coerce, lookup
+from sqe.config.secrets import MASK, expand_env, mask_value
+from sqe.errors import OptionError
+
+__all__ = ["Settings", "ConfigFile", "load_config", "parse_conf_pairs", "spark_conf_options"]
+
+SPARK_PREFIX = "spark." + PREFIX
+
+
+@dataclass(frozen=True)
+class Settings(Mapping[str, Any]):
+    """Effective values of every declared option, with the origin of each."""
+
+    _values: Mapping[str, tuple[Any, str]] = field(default_factory=dict)
+    foreign: Mapping[str, tuple[Any, str]] = field(default_factory=dict)
+
+    @classmethod
+    def defaults(cls) -> Settings:
+        """Nothing set: every key at its declared default."""
+        return cls(MappingProxyType({}), MappingProxyType({}))
+
+    def overlay(self, values: Mapping[str, Any] | None, origin: str) -> Settings:
+        """A new Settings with ``values`` (validated, from ``origin``) on top of this one."""
+        if not values:
+            return self
+        if not isinstance(values, Mapping):
+            raise OptionError(f"{origin}: options must be a map of key: value, "
+                              f"got {type(values).__name__}")
+        merged = dict(self._values)
+        foreign = dict(self.foreign)
+        for key, raw in values.items():
+            if not isinstance(key, str):
+                raise OptionError(f"{origin}: option key {key!r} is not a string")
+            if not key.startswith(PREFIX):
+                foreign[key] = (raw, origin)
+                continue
+            option = lookup(key, origin)
+            value = expand_env(raw, f"{origin}: {key}")
+            merged[key] = (coerce(option, value, origin), origin)
+        return Settings(MappingProxyType(merged), MappingProxyType(foreign))
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._values:
+            return self._values[key][0]
+        return REGISTRY[key].default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(REGISTRY)
+
+    def __len__(self) -> int:
+        return len(REGISTRY)
+
+    def origin(self, key: str) -> str:
+        """Where the effective value of ``key`` came from (``"default"`` when unset)."""
+        if key in self._values:
+            return self._values[key][1]
+        REGISTRY[key]
+        return "default"
+
+    def properties(self, prefix: str) -> dict[str, str]:
+        """The client properties given as ``<prefix><property>`` keys, by property name."""
+        return {k[len(prefix):]: v for k, (v, _) in self._values.items() if k.startswith(prefix)}
+
+    def shown(self, key: str) -> Any:
+        """The value of ``key`` as it may be printed: secrets masked, URL passwords hidden."""
+        option = lookup(key, "settings")
+        value = self[key]
+        if value is None:
+            return None
+        return MASK if option.secret else mask_value(key, value)
+
+    def explicit(self) -> dict[str, Any]:
+        """Only the keys given somewhere, with their values."""
+        return {k: v for k, (v, _) in self._values.items()}
+
+    def warnings(self) -> list[str]:
+        """Options that were given but have no effect on Spark, and foreign keys."""
+        out = []
+        for key, (_, origin) in self._values.items():
+            reason = REGISTRY[key].ignored if key in REGISTRY else None
+            if reason:
+                out.append(f"{origin}: {key} has no effect on Spark ({reason})")
+        for key, (_, origin) in self.foreign.items():
+            out.append(f"{origin}: {key} is not a jw.sqe.* option and is ignored")
+        return out
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """One ``--config`` YAML file: its ``SQE:`` options and ``Spark:`` conf."""
+
+    path: str
+    sqe: Mapping[str, Any]
+    spark: Mapping[str, str]
+
+
+_CONFIG_SECTIONS = {"SQE", "Spark", "Storm"}
+
+
+def load_config(path: str | Path) -> ConfigFile:
+    """Load a config file in SQE's sample-conf.yaml shape (``SQE:`` and ``Spark:`` maps).
+
+    SQE's ``Storm:`` section is accepted and ignored.  Errors name the file.
+    """
+    name = str(path)
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise OptionError(f"{name}: cannot read config file ({exc.strerror})") from exc
+    except yaml.YAMLError as exc:
+        raise OptionError(f"{name}: not valid YAML ({exc})") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise OptionError(f"{name}: a config file must be a map with SQE: and Spark: sections")
+    unknown = set(data) - _CONFIG_SECTIONS
+    if unknown:
+        raise OptionError(
+            f"{name}: unknown section(s) {', '.join(sorted(map(str, unknown)))}; "
+            "expected SQE: (jw.sqe.* options) and Spark: (Spark conf)"
+        )
+    sqe = data.get("SQE") or {}
+    spark = data.get("Spark") or {}
+    for section, value in (("SQE", sqe), ("Spark", spark)):
+        if not isinstance(value, dict):
+            raise OptionError(f"{name}: section {section} must be a map of key: value")
+    Settings.defaults().overlay(sqe, f"{name} (SQE)")  # validate early, naming the file
+    return ConfigFile(name, MappingProxyType(dict(sqe)), MappingProxyType(
+        {str(k): _spark_value(expand_env(v, f"{name} (Spark): {k}")) for k, v in spark.items()}))
+
+
+def _spark_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def parse_conf_pairs(pairs: Iterable[str]) -> dict[str, str]:
+    """Parse ``--conf key=value`` arguments; a pair without ``=`` is an error naming it."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise OptionError(f"--conf {pair!r}: expected key=value")
+        out[key.strip()] = value
+    return out
+
+
+def spark_conf_options(conf: Iterable[tuple[str, str]] | Mapping[str, str]) -> dict[str, str]:
+    """The ``jw.sqe.*`` options carried in Spark conf as ``spark.jw.sqe.*``."""
+    items = conf.items() if isinstance(conf, Mapping) else conf
+    return {k[len("spark."):]: v for k, v in items if k.startswith(SPARK_PREFIX)}

@@ -1,0 +1,157 @@
+"""Compiling SQE expression trees to Spark Columns, and queries to DataFrames.
+
+Every function becomes Spark built-ins (:mod:`sqe.lang.spark_functions` holds the
+translations), never a Python UDF where Spark has a built-in.  Arithmetic
+uses Spark's ``try_*`` forms, so a division by zero or an overflow gives
+NULL for that row instead of failing the whole micro-batch (SQE dropped such
+a row; a NULL lets ``where`` drop it or the sink keep it, as the user
+chooses).  ``=`` is NULL-safe, as SQE's ``Equals`` (``null = null`` is
+true); the other comparisons follow SQL (a NULL operand gives NULL, which
+``where`` treats as false).
+
+A query whose select mixes plain and aggregate expressions (``Sum``, ``Max``,
+``CreateHll``, ``CreateHllp``) groups the micro-batch by the plain ones.  For
+a Kafka state the grouping is *partition-local*: also by the carried pid and
+source partition, with the largest carried offset of the group as the
+aggregate's offset, so the next hop can replay-filter aggregates.
+
+Every query output keeps the carried StreamMetadata columns
+(:data:`CARRIED`), so a Kafka state can stamp each record with the
+pid of this topology's stream and the source partition and offset of the
+record it came from, without the user selecting them.
+
+Example::
+
+    >>> compile_expression(parse_expression({">": ["amount", 50]}))   # doctest: +SKIP
+    Column<'(amount > 50)'>
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from sqe.errors import TopologyError
+from sqe.lang.expressions import Constant, Expression, Field, Function, Sql, is_aggregate
+from sqe.lang.spark_functions import CompileContext, translate
+from sqe.lang.topology import Query
+
+__all__ = ["CARRIED", "CompiledQuery", "compile_expression", "compile_query", "compile_parts",
+           "field_column"]
+
+#: Columns every record carries from the source to the states: (pid, partition, offset).
+CARRIED = ("_sqe_pid", "_sqe_partition", "_sqe_offset")
+
+
+def field_column(name: str) -> Column:
+    """A reference to a field, quoted so names with dots or spaces work."""
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def compile_expression(expr: Expression, where: str = "expression",
+                       ctx: CompileContext | None = None) -> Column:
+    """The Spark Column of an SQE expression; a bad argument is a TopologyError."""
+    ctx = ctx or CompileContext()
+    if isinstance(expr, Field):
+        return field_column(expr.name)
+    if isinstance(expr, Constant):
+        return F.lit(expr.value)
+    if isinstance(expr, Sql):
+        return F.expr(expr.text)
+    if isinstance(expr, Function):
+        here = f"{where} -> {expr.name}"
+        args = [compile_expression(a, here, ctx) for a in expr.args]
+        return translate(expr.name, list(expr.args), args, ctx, where)
+    raise TypeError(f"not an expression: {expr!r}")
+
+
+@dataclass
+class CompiledQuery:
+    """A compiled query: its output frame and what the runner counts about it."""
+
+    frame: DataFrame
+    #: aggregate output field -> SQE function name (empty: not an aggregating query)
+    aggregates: dict[str, str] = field(default_factory=dict)
+    #: (frame, counter name, condition) of rows to count as warnings
+    warnings: list[tuple[DataFrame, str, Column]] = field(default_factory=list)
+
+    def warning_counts(self) -> dict[str, int]:
+        """Rows per warning counter (one Spark job per input frame that has any)."""
+        counts: dict[str, int] = {}
+        frames: dict[int, tuple[DataFrame, list[tuple[str, Column]]]] = {}
+        for frame, name, cond in self.warnings:
+            frames.setdefault(id(frame), (frame, []))[1].append((name, cond))
+        for frame, conds in frames.values():
+            row = frame.agg(*[F.count_if(c).alias(f"w{i}") for i, (_, c) in enumerate(conds)]
+                            ).first()
+            for i, (name, _) in enumerate(conds):
+                counts[name] = counts.get(name, 0) + int(row[f"w{i}"] or 0)
+        return counts
+
+
+def compile_query(query: Query, frame: DataFrame, where: str) -> DataFrame:
+    """``frame`` filtered by ``where`` and projected to ``insertInto.fields`` (+ carried columns)."""
+    return compile_parts(query, frame, where).frame
+
+
+def _select(query: Query, frame: DataFrame, where: str, ctx: CompileContext,
+            exprs: list[tuple[int, Expression, str]]) -> list[Column]:
+    cols = [compile_expression(e, f"{where} -> select -> expression {i + 1}", ctx).alias(name)
+            for i, e, name in exprs]
+    if ctx.generators > 1:
+        raise TopologyError(f"{where} -> select: ExpandKeys/ExpandValues may appear once in a "
+                            f"select (Spark allows one generator per select), found "
+                            f"{ctx.generators}")
+    return cols
+
+
+def compile_parts(query: Query, frame: DataFrame, where: str) -> CompiledQuery:
+    """:func:`compile_query` with what the runner needs to know besides the frame."""
+    warnings: list[tuple[DataFrame, str, Column]] = []
+    if query.where is not None:
+        wctx = CompileContext(frame)
+        cond = compile_expression(query.where, f"{where} -> where", wctx)
+        warnings += [(frame, n, c) for n, c in wctx.warnings]
+        frame = frame.where(cond)
+    chosen = {f.lower() for f in query.insertInto.fields}  # Spark names are case-insensitive
+    carried = [c for c in CARRIED if c in frame.columns and c not in chosen]
+    numbered = list(enumerate(zip(query.select.expressions, query.insertInto.fields,
+                                  strict=True)))
+    plain = [(i, e, n) for i, (e, n) in numbered if not is_aggregate(e)]
+    aggs = [(i, e, n) for i, (e, n) in numbered if is_aggregate(e)]
+    ctx = CompileContext(frame)
+    if not aggs:
+        out = frame.select(*_select(query, frame, where, ctx, plain), *carried)
+        warnings += [(frame, n, c) for n, c in ctx.warnings]
+        return CompiledQuery(out, {}, warnings)
+    # 1. the plain expressions and the aggregates' inputs, row by row
+    inputs: list[tuple[int, Expression, str]] = [(i, e.args[0], f"_sqe_agg{i}")  # type: ignore[union-attr]
+                                                 for i, e, _ in aggs]
+    rows = frame.select(*_select(query, frame, where, ctx, plain + inputs), *carried)
+    warnings += [(frame, n, c) for n, c in ctx.warnings]
+    local = query.insertInto.stateName == "KAFKA" and len(carried) == len(CARRIED)
+    if local and ctx.generators:
+        raise TopologyError(f"{where}: an aggregating query into Kafka emits one record per "
+                            "group with the largest source offset of the group; ExpandKeys/"
+                            "ExpandValues would give several groups the same offset")
+    # 2. group by the plain fields (and, for Kafka, the source partition) and aggregate
+    actx = CompileContext(rows)
+    measures = [translate(e.name, [Field(f"_sqe_agg{i}"), *e.args[1:]],  # type: ignore[union-attr]
+                          [field_column(f"_sqe_agg{i}"),
+                           *[compile_expression(a, where) for a in e.args[1:]]],  # type: ignore[union-attr]
+                          actx, f"{where} -> select -> expression {i + 1}").alias(name)
+                for i, e, name in aggs]
+    keys: list[Any] = [field_column(n) for _, _, n in plain]
+    if local:
+        keys += [F.col(CARRIED[0]), F.col(CARRIED[1])]
+        measures.append(F.max(CARRIED[2]).alias(CARRIED[2]))
+    grouped = rows.groupBy(*keys).agg(*measures)
+    out = grouped.select(*[field_column(n) for n in query.insertInto.fields],
+                         *([F.col(c) for c in CARRIED] if local else []))
+    if local:  # each source partition's aggregates in offset order, for the Kafka state
+        out = out.repartition(F.col(CARRIED[1])).sortWithinPartitions(CARRIED[1], CARRIED[2])
+    kinds = {name: e.name for _, e, name in aggs}  # type: ignore[union-attr]
+    return CompiledQuery(out, kinds, warnings)

@@ -1,0 +1,110 @@
+"""SQE expressions as Arrow compute expressions: the source's exact post-filter.
+
+``jw.sqe.spout.kafka.postFilter`` runs inside the source's ``read()``, on
+Arrow record batches, before rows reach Spark; so it is compiled to a
+``pyarrow.compute.Expression`` rather than a Spark Column.  It sees the
+source's record columns (``_filter_value``, ``_value``, ``_key``,
+``_partition``, ``_offset``, ``_pid``, ...), not the fields of the value,
+which are deserialized later, in Spark.
+
+The functions are SQE's logic, comparisons and ``If``, with SQE's meaning
+(``=`` is NULL-safe, as in the Spark compiler); a NULL result drops the
+message, as ``where`` does.  A Spark SQL string or any other function is a
+:class:`~sqe.errors.TopologyError` at validation, naming what is allowed.
+
+Example::
+
+    >>> import pyarrow as pa
+    >>> from sqe.lang.expressions import parse_expression
+    >>> e = compile_filter(parse_expression({"In": ["_filter_value", {"C": "eu"}]}),
+    ...                    ["_filter_value"])
+    >>> pa.table({"_filter_value": ["eu", "us", None]}).filter(e).num_rows
+    1
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import reduce
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sqe.errors import TopologyError
+from sqe.lang.expressions import Constant, Expression, Field, Function, Sql
+
+__all__ = ["FILTER_FUNCTIONS", "compile_filter"]
+
+Node = pc.Expression
+
+
+def _call(name: str, *args: Node, options: pc.FunctionOptions | None = None) -> Node:
+    return pc.Expression._call(name, list(args), options)
+
+
+def _null_safe_equal(a: Node, b: Node) -> Node:
+    both_null = a.is_null() & b.is_null()
+    one_null = a.is_null() | b.is_null()
+    return _call("if_else", one_null, both_null, a == b)
+
+
+def _xor(*args: Node) -> Node:
+    return reduce(lambda a, b: _call("xor", a, b), args)
+
+
+_BUILDERS: dict[str, Callable[..., Node]] = {
+    "and": lambda *a: reduce(lambda x, y: x & y, a),
+    "or": lambda *a: reduce(lambda x, y: x | y, a),
+    "xor": _xor,
+    "not": lambda a: ~a,
+    "=": _null_safe_equal,
+    "!=": lambda a, b: a != b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    "if": lambda c, a, b: _call("if_else", c, a, b),
+}
+
+#: Functions a post-filter may call.
+FILTER_FUNCTIONS = (*_BUILDERS, "in", "rlike")
+
+
+def _constants(args: Sequence[Expression], where: str, what: str) -> list[object]:
+    values = []
+    for a in args:
+        if not isinstance(a, Constant):
+            raise TopologyError(f"{where}: {what} must be constants in a post-filter")
+        values.append(a.value)
+    return values
+
+
+def compile_filter(expr: Expression, columns: Sequence[str], where: str = "postFilter") -> Node:
+    """The Arrow expression of ``expr`` over ``columns``; anything else is a TopologyError."""
+    if isinstance(expr, Field):
+        if expr.name not in columns:
+            raise TopologyError(f"{where}: a post-filter sees the source's record columns "
+                                f"({', '.join(columns)}), not {expr.name!r}")
+        return pc.field(expr.name)
+    if isinstance(expr, Constant):
+        return pc.scalar(expr.value)
+    if isinstance(expr, Sql):
+        raise TopologyError(f"{where}: a post-filter runs inside the source, before Spark, so it "
+                            "cannot be a Spark SQL string; write it with the functions "
+                            f"{', '.join(FILTER_FUNCTIONS)}")
+    if isinstance(expr, Function):
+        here = f"{where} -> {expr.name}"
+        if expr.name == "in":
+            values = _constants(expr.args[1:], here, "the values after the first")
+            return compile_filter(expr.args[0], columns, here).isin(
+                pa.array([v for v in values if v is not None]))
+        if expr.name == "rlike":
+            (pattern,) = _constants(expr.args[1:], here, "the pattern")
+            return _call("match_substring_regex", compile_filter(expr.args[0], columns, here),
+                         options=pc.MatchSubstringOptions(str(pattern)))
+        build = _BUILDERS.get(expr.name)
+        if build is None:
+            raise TopologyError(f"{where}: function {expr.name} cannot run in a post-filter; "
+                                f"it may call {', '.join(FILTER_FUNCTIONS)}")
+        return build(*[compile_filter(a, columns, here) for a in expr.args])
+    raise TypeError(f"not an expression: {expr!r}")

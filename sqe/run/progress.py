@@ -1,0 +1,246 @@
+"""The progress file of a topology run: one JSON line per micro-batch, under the checkpoint.
+
+``sqe run`` appends every batch's report to ``<checkpoint>/sqe-progress.jsonl``
+(:data:`PROGRESS_FILE`), the checkpoint directory that holds one sub-directory per
+stream, so a restarted run over the same checkpoint continues the same file.  A
+line holds every :class:`sqe.run.runner.BatchReport` counter -- records read, replays
+dropped, unparseable keys and values, rows written per state, skipped and
+already-written states, the source's :class:`sqe.source.rows.Tally` (Bloom
+chunks read, skipped, false positives, bytes decoded, ...) and warnings -- plus
+the run (a random id per ``run_topology`` call), the topology name, when the
+batch started (``started``, epoch seconds) and how long it took (``duration_s``).
+
+This module owns that format: :class:`ProgressLog` appends a line (one
+``write`` per line, and before the first line of a run it cuts off the
+unfinished last line a crash may have left), :func:`read_progress` reads the
+lines back: an unfinished last line is ignored and said so
+(:attr:`Progress.truncated`); any other bad line is a :class:`ProgressError`
+naming the file and line.  ``sqe report`` (:mod:`sqe.cli.report`) reads it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqe.errors import SqeError
+
+if TYPE_CHECKING:
+    from sqe.run.runner import BatchReport
+
+log = logging.getLogger("sqe")
+
+__all__ = ["FORMAT", "PROGRESS_FILE", "BatchEntry", "Progress", "ProgressError", "ProgressLog",
+           "progress_path", "read_progress"]
+
+#: The file's name inside the checkpoint directory.
+PROGRESS_FILE = "sqe-progress.jsonl"
+
+#: The format version written in each line (``"format": 1``).
+FORMAT = 1
+
+
+class ProgressError(SqeError, ValueError):
+    """A progress file that is missing, empty or holds a line that is not a batch entry."""
+
+
+def progress_path(checkpoint: str | os.PathLike[str]) -> Path | None:
+    """The progress file of a checkpoint directory; None when the checkpoint is not on the
+    local file system (e.g. ``hdfs://...`` under spark-submit): no progress file then."""
+    text = os.fspath(checkpoint)
+    if "://" in text:
+        if not text.startswith("file://"):
+            return None
+        text = text[len("file://"):]
+    return Path(text) / PROGRESS_FILE
+
+
+def _entry(report: BatchReport, run: str, topology: str) -> dict[str, Any]:
+    line: dict[str, Any] = {"format": FORMAT, "run": run, "topology": topology}
+    line.update(dataclasses.asdict(report))  # every counter, the source Tally as a dict
+    return line
+
+
+class ProgressLog:
+    """Appends the batch entries of one run to a progress file (thread-safe: each stream's
+    ``foreachBatch`` runs in a thread of its own)."""
+
+    def __init__(self, path: str | os.PathLike[str], topology: str) -> None:
+        self.path = Path(path)
+        self.topology = topology
+        self.run = uuid.uuid4().hex[:12]
+        self._lock = threading.Lock()
+        self._repaired = False
+        self._failed = False
+
+    def _cut_unfinished_line(self) -> None:
+        """Drop what a crash left after the last newline, so the next line starts a line."""
+        try:
+            with self.path.open("rb+") as f:
+                size = f.seek(0, os.SEEK_END)
+                if size == 0:
+                    return
+                f.seek(size - 1)
+                if f.read(1) == b"\n":
+                    return
+                end = size
+                while end > 0:  # back to just after the last newline (or the file's start)
+                    start = max(0, end - 65536)
+                    f.seek(start)
+                    cut = f.read(end - start).rfind(b"\n")
+                    if cut >= 0:
+                        end = start + cut + 1
+                        break
+                    end = start
+                f.truncate(end)
+        except FileNotFoundError:
+            return
+
+    def append(self, report: BatchReport) -> None:
+        """Append one batch's entry as a line.
+
+        The batch is committed when this runs, so a file that cannot be written is a
+        warning (once per run), never a failed batch.
+        """
+        text = json.dumps(_entry(report, self.run, self.topology), separators=(",", ":"),
+                          sort_keys=True) + "\n"
+        with self._lock:
+            if self._failed:
+                return
+            try:
+                if not self._repaired:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    self._cut_unfinished_line()
+                    self._repaired = True
+                with self.path.open("a", encoding="utf-8") as f:
+                    f.write(text)
+            except OSError as exc:
+                self._failed = True
+                log.warning(f"cannot write the progress file {self.path}: "
+                            f"{exc.strerror or exc}; this run's batches are not in it")
+
+
+@dataclass(frozen=True)
+class BatchEntry:
+    """One line of a progress file: one micro-batch of one stream."""
+
+    run: str
+    topology: str
+    stream: str
+    batch_id: int
+    started: float  # epoch seconds
+    duration_s: float
+    records_read: int
+    replays_dropped: int
+    unparseable_keys: int
+    unparseable_values: int
+    written: dict[str, int]
+    skipped: bool
+    source: dict[str, int]
+    already_written: list[str] = field(default_factory=list)
+    filtering: bool = False
+    warnings: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def rows_written(self) -> int:
+        """Rows written to every state."""
+        return sum(self.written.values())
+
+
+_INT_FIELDS = ("batch_id", "records_read", "replays_dropped", "unparseable_keys",
+               "unparseable_values")
+
+
+def _is_count_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+        for k, v in value.items())
+
+
+def _parse(text: str) -> BatchEntry:
+    """A line as an entry; raises ValueError saying what is wrong with it."""
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("expected a JSON object")
+    if data.get("format") != FORMAT:
+        raise ValueError(f"format {data.get('format')!r} is not {FORMAT}, the format this "
+                         "version of sqe reads")
+    missing = [k for k in ("run", "topology", "stream", *_INT_FIELDS, "started", "duration_s",
+                           "written", "skipped", "source") if k not in data]
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)}")
+    for k in ("run", "topology", "stream"):
+        if not isinstance(data[k], str):
+            raise ValueError(f"{k} is not a string")
+    for k in _INT_FIELDS:
+        if not isinstance(data[k], int) or isinstance(data[k], bool):
+            raise ValueError(f"{k} is not an integer")
+    for k in ("started", "duration_s"):
+        if not isinstance(data[k], (int, float)) or isinstance(data[k], bool) or data[k] < 0:
+            raise ValueError(f"{k} is not a number of seconds")
+    for k in ("written", "source", "warnings"):
+        if not _is_count_map(data.get(k, {})):
+            raise ValueError(f"{k} is not a map of counts")
+    if not isinstance(data["skipped"], bool):
+        raise ValueError("skipped is not true or false")
+    return BatchEntry(
+        run=data["run"], topology=data["topology"], stream=data["stream"],
+        batch_id=data["batch_id"], started=float(data["started"]),
+        duration_s=float(data["duration_s"]), records_read=data["records_read"],
+        replays_dropped=data["replays_dropped"], unparseable_keys=data["unparseable_keys"],
+        unparseable_values=data["unparseable_values"], written=dict(data["written"]),
+        skipped=data["skipped"], source=dict(data["source"]),
+        already_written=list(data.get("already_written", [])),
+        filtering=bool(data.get("filtering", False)), warnings=dict(data.get("warnings", {})))
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The entries of a progress file, in file order."""
+
+    path: Path
+    entries: list[BatchEntry]
+    truncated: bool = False  # the last line was unfinished (a crash while writing) and ignored
+
+
+def read_progress(path: str | os.PathLike[str]) -> Progress:
+    """Read a progress file back.
+
+    An unfinished last line (no newline, not a whole entry: a crash while writing it)
+    is ignored and said so in :attr:`Progress.truncated`; any other line that is not
+    an entry raises :class:`ProgressError` naming the file and line.
+    """
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ProgressError(f"{p}: no progress file; it is written by sqe run (and sqe demo) "
+                            "into the checkpoint directory") from None
+    except OSError as exc:
+        raise ProgressError(f"{p}: cannot read the progress file: {exc.strerror}") from None
+    lines = raw.split(b"\n")
+    last_unfinished = not raw.endswith(b"\n")  # split leaves "" after a final newline
+    entries: list[BatchEntry] = []
+    truncated = False
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            entries.append(_parse(line.decode("utf-8")))
+        except (ValueError, UnicodeDecodeError) as exc:
+            if last_unfinished and number == len(lines):
+                truncated = True
+                continue
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            raise ProgressError(f"{p}, line {number}: not a batch entry of sqe run: "
+                                f"{reason}") from None
+    if not entries:
+        raise ProgressError(f"{p}: the progress file holds no batch yet")
+    return Progress(p, entries, truncated)

@@ -1,0 +1,158 @@
+"""The replay filter: drop records at or below the high-water mark of their (pid, partition).
+
+Owns the rule of DESIGN.md section 1 as a pure function over one Kafka
+partition's records in offset order:
+
+    keep a record  <=>  its key is NULL / not 20 bytes (it cannot be judged),
+                        or its source offset is strictly greater than both the
+                        stored HWM of its (pid, partition) and every offset
+                        kept earlier in the same call.
+
+Because a dropped record's offset is never above the running threshold, the
+threshold before record *i* of a group is ``max(HWM, max of all earlier
+offsets of the group)``; :func:`filter_replays` computes it with one sort and
+a cumulative maximum per group (a loop over the few distinct groups, never
+over rows).  :func:`filter_replays_reference` is the plain-Python reference
+the tests hold it equal to.  :func:`filter_replays_frame` is the same rule
+as a Spark DataFrame stage (built-ins: a window maximum and a broadcast join
+of the HWMs), for records read by Spark's own Kafka connector.
+
+Example::
+
+    >>> from sqe.wire.keys import encode_keys
+    >>> keys = encode_keys([7] * 5, [0] * 5, [0, 1, 1, 2, 0])
+    >>> keep, hwm = filter_replays(keys, {})
+    >>> keep.tolist(), hwm
+    ([True, True, False, True, False], {(7, 0): 2})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from sqe.wire.keys import KEY_SIZE, StreamMetadata, decode_keys
+
+__all__ = [
+    "Hwm", "ReplayStats", "filter_replays", "filter_replays_decoded", "filter_replays_frame",
+    "filter_replays_reference",
+]
+
+#: High-water marks: (pid, source partition) -> highest source offset processed.
+Hwm = Mapping[tuple[int, int], int]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayStats:
+    """Counters of one filter call: records seen, replays dropped, keys that could not be judged."""
+
+    records: int
+    replays: int
+    unparseable: int
+
+    @classmethod
+    def of(cls, keep: np.ndarray, valid: np.ndarray) -> ReplayStats:
+        """Counters from the keep mask and the key validity mask of one call."""
+        return cls(int(len(keep)), int((~keep).sum()), int((~valid).sum()))
+
+
+def filter_replays(
+    keys: pa.Array | pa.ChunkedArray, hwm: Hwm
+) -> tuple[np.ndarray, dict[tuple[int, int], int]]:
+    """Vectorised replay filter: ``(keep mask, new HWMs)`` for keys in offset order.
+
+    ``new HWMs`` holds every entry of ``hwm`` plus, for each (pid, partition)
+    with a kept record, the larger of its old mark and its largest kept offset.
+    ``hwm`` itself is not modified.
+    """
+    return filter_replays_decoded(*decode_keys(keys), hwm)
+
+
+def filter_replays_decoded(
+    pid: np.ndarray, part: np.ndarray, off: np.ndarray, valid: np.ndarray, hwm: Hwm
+) -> tuple[np.ndarray, dict[tuple[int, int], int]]:
+    """:func:`filter_replays` over keys already split by :func:`~sqe.wire.keys.decode_keys`.
+
+    For callers that decoded the keys for other uses too, so they are decoded once.
+    """
+    keep = np.ones(len(off), dtype=bool)
+    new_hwm = dict(hwm)
+    rows = np.flatnonzero(valid)
+    if rows.size == 0:
+        return keep, new_hwm
+    vp, vq, vo = pid[rows], part[rows], off[rows]
+    order = np.lexsort((vq, vp))  # stable: offset order is kept inside each group
+    sp, sq, so = vp[order], vq[order], vo[order]
+    starts = np.flatnonzero(np.r_[True, (sp[1:] != sp[:-1]) | (sq[1:] != sq[:-1])])
+    kept_sorted = np.empty(len(order), dtype=bool)
+    for begin, end in zip(starts, np.r_[starts[1:], len(order)], strict=True):
+        group = (int(sp[begin]), int(sq[begin]))
+        mark = hwm.get(group)
+        seg = so[begin:end]
+        kept = kept_sorted[begin:end]
+        kept[0] = True  # the first record of a group: only a stored mark can drop it
+        kept[1:] = seg[1:] > np.maximum.accumulate(seg)[:-1]  # above every earlier offset
+        if mark is None:
+            new_hwm[group] = int(seg.max())
+        else:
+            kept &= seg > mark
+            new_hwm[group] = max(int(mark), int(seg.max()))
+    keep[rows[order]] = kept_sorted
+    return keep, new_hwm
+
+
+def filter_replays_reference(
+    keys: Iterable[bytes | None], hwm: Hwm
+) -> tuple[list[bool], dict[tuple[int, int], int]]:
+    """Scalar reference of :func:`filter_replays`: one row at a time, plain Python."""
+    marks = dict(hwm)
+    keep = []
+    for key in keys:
+        if key is None or len(key) != KEY_SIZE:
+            keep.append(True)
+            continue
+        m = StreamMetadata.from_bytes(key)
+        group = (m.pid, m.partition)
+        if group in marks and m.offset <= marks[group]:
+            keep.append(False)
+            continue
+        keep.append(True)
+        marks[group] = m.offset
+    return keep, marks
+
+
+def filter_replays_frame(frame: Any, hwm: Hwm) -> Any:
+    """The replay filter as a DataFrame stage over the source columns.
+
+    ``frame`` has ``_topic``, ``_partition``, ``_offset`` and the decoded
+    ``_pid``, ``_source_partition``, ``_source_offset`` (NULL for keys that
+    cannot be judged).  Within each Kafka partition and (pid, source
+    partition), ordered by Kafka offset, a record is kept iff its source
+    offset is above the HWM and above every earlier source offset.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    spark = frame.sparkSession
+    marks = spark.createDataFrame(
+        [(int(p), int(q), int(o)) for (p, q), o in hwm.items()],
+        "_hwm_pid long, _hwm_partition int, _hwm long",
+    )
+    group = ["_topic", "_partition", "_pid", "_source_partition"]
+    earlier = Window.partitionBy(*group).orderBy("_offset").rowsBetween(
+        Window.unboundedPreceding, -1)
+    joined = frame.join(
+        F.broadcast(marks),
+        (frame["_pid"] == marks["_hwm_pid"]) & (frame["_source_partition"] == marks["_hwm_partition"]),
+        "left",
+    ).withColumn("_sqe_before", F.max("_source_offset").over(earlier))
+    threshold = F.greatest(F.col("_hwm"), F.col("_sqe_before"))  # NULLs are skipped
+    keep = F.col("_pid").isNull() | threshold.isNull() | (F.col("_source_offset") > threshold)
+    # The window shuffles by group; each group stays in one Spark partition, and sorting
+    # within partitions restores Kafka offset order there.
+    kept = joined.where(keep).select(*[joined[c] for c in frame.columns])
+    return kept.sortWithinPartitions("_topic", "_partition", "_offset")

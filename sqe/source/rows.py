@@ -1,0 +1,393 @@
+"""What the source's ``read()`` makes of fetched Kafka records: the rows Spark gets.
+
+Per fetched slice of one partition (:class:`Records`), :func:`to_rows`
+
+* for a plain topic: decodes each key's StreamMetadata, drops replays at or
+  below the HWM, and (when the stream filters) keeps the messages whose filter
+  value -- the record header ``sqe-filter-value`` -- passes the post-filter;
+* for a chunked topic (``chunks``, DESIGN.md section 2), from the headers alone:
+  drops whole chunks whose key (the StreamMetadata of their last message) is at
+  or below the HWM, and chunks whose Bloom filter has none of ``filterValues``;
+  then decodes the rest at once (:func:`sqe.wire.chunk_arrow.decode_chunks`), drops
+  the replays of straddling chunks message by message, and post-filters
+  exactly.  A chunk that cannot be decoded fails the batch naming its
+  topic/partition/offset, or goes to the dead-letter topic (:class:`DeadLetters`).
+
+A message of a chunk becomes a row with its own StreamMetadata key
+(the chunk's pid and source partition, the message's offset), the chunk
+record's ``_offset`` and its position in the chunk, ``_index``.  Every counter
+lands in a :class:`Tally`; each task yields its tally as one row
+(``_offset`` NULL) that the runner sums.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from sqe.errors import SourceError
+from sqe.source.replay import filter_replays_decoded
+from sqe.wire.chunk import MAGIC, ChunkError, KeyMismatch, checked_body
+from sqe.wire.keys import decode_keys, encode_keys
+
+if TYPE_CHECKING:
+    from sqe.source.kafka import RangePartition, SourceConfig
+
+__all__ = ["ARROW_SCHEMA", "CHUNK_INDEX_BITS", "DEAD_LETTER_REASON", "DEAD_LETTER_SOURCE",
+           "FILTER_HEADER",
+           "RECORD_COLUMNS", "SCHEMA", "TALLY", "DeadLetters", "Records", "Tally", "to_rows"]
+
+Hwm = dict[tuple[int, int], int]
+
+#: A chunk message's carried offset for the next hop is ``_offset << 24 | _index``: a chunk
+#: holds at most 64 MiB / 10 bytes < 2**24 messages, so these stay increasing per partition.
+CHUNK_INDEX_BITS = 24
+
+#: The record header that carries a message's filter value when chunking is off.
+FILTER_HEADER = "sqe-filter-value"
+
+#: Headers of a dead letter: where the record was, and why it could not be read.
+DEAD_LETTER_SOURCE = "sqe-dead-letter-source"
+DEAD_LETTER_REASON = "sqe-dead-letter-reason"
+
+
+@dataclass
+class Tally:
+    """The counters of one task (or one batch, once summed)."""
+
+    replays_dropped: int = 0
+    chunks_read: int = 0
+    chunks_skipped_bloom: int = 0
+    chunks_skipped_hwm: int = 0
+    chunks_false_positive: int = 0
+    messages_decoded: int = 0
+    bytes_decoded: int = 0
+    bytes_not_decoded: int = 0
+    messages_filtered: int = 0
+    dead_letters: int = 0
+
+    def add(self, other: Tally) -> None:
+        """Add ``other``'s counts to these."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    @classmethod
+    def from_row(cls, row: Any) -> Tally:
+        """The counts of a row holding the :data:`TALLY` columns (NULL counts as 0)."""
+        return cls(**{f.name: row[f"_{f.name}"] or 0 for f in fields(cls)})
+
+    def __bool__(self) -> bool:
+        return any(getattr(self, f.name) for f in fields(self))
+
+    def row(self, topic: str, partition: int) -> pa.RecordBatch:
+        """The one-row batch that carries these counts to Spark (``_offset`` NULL)."""
+        out: dict[str, list[Any]] = {name: [None] for name in ARROW_SCHEMA.names}
+        out.update(_topic=[topic], _partition=[partition])
+        out.update({f"_{f.name}": [getattr(self, f.name)] for f in fields(self)})
+        return pa.RecordBatch.from_pydict(out, schema=ARROW_SCHEMA)
+
+
+#: The counter columns, one per :class:`Tally` field.
+TALLY = tuple(f"_{f.name}" for f in fields(Tally))
+
+_COLUMNS = [
+    ("_key", BinaryType(), pa.binary()), ("_value", BinaryType(), pa.binary()),
+    ("_topic", StringType(), pa.string()), ("_partition", IntegerType(), pa.int32()),
+    ("_offset", LongType(), pa.int64()),
+    ("_timestamp", TimestampType(), pa.timestamp("us", tz="UTC")),
+    ("_pid", LongType(), pa.int64()), ("_source_partition", IntegerType(), pa.int32()),
+    ("_source_offset", LongType(), pa.int64()),
+    ("_index", IntegerType(), pa.int32()), ("_filter_value", StringType(), pa.string()),
+]
+#: The columns of a record row (what a post-filter may read).
+RECORD_COLUMNS = tuple(name for name, _, _ in _COLUMNS)
+_ALL = [*_COLUMNS, *[(name, LongType(), pa.int64()) for name in TALLY]]
+#: Columns of the source; the Arrow schema below matches it exactly.
+SCHEMA = StructType([StructField(name, spark) for name, spark, _ in _ALL])
+ARROW_SCHEMA = pa.schema([(name, arrow) for name, _, arrow in _ALL])
+
+
+@dataclass
+class Records:
+    """Records fetched from one partition, in offset order, as the consumer gave them."""
+
+    keys: list[bytes | None] = field(default_factory=list)
+    values: list[bytes | None] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    stamps: list[int] = field(default_factory=list)
+    filter_values: list[bytes | None] | None = None  # the header's, when the stream filters
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+class DeadLetters:
+    """Sends undecodable chunk records, as they were, to the dead-letter topic.
+
+    Each dead letter carries :data:`DEAD_LETTER_SOURCE` (``topic/partition/offset``)
+    and :data:`DEAD_LETTER_REASON` headers.  The producer is made on first use;
+    :meth:`finish` flushes it and fails the task when a dead letter was not
+    acknowledged, so a corrupt record is never lost without trace (a retried
+    batch may send the same dead letter twice).
+    """
+
+    def __init__(self, cfg: SourceConfig) -> None:
+        self.cfg = cfg
+        self.sender: Any = None
+
+    def send(self, topic: str, partition: int, offset: int, key: bytes | None,
+             value: bytes | None, reason: str) -> None:
+        from sqe.config.kafka_client import (
+            RefusedRecord,
+            Sender,
+            connection_properties,
+            new_producer,
+            producer_conf,
+        )
+
+        target = str(self.cfg.dead_letter_topic)
+        if self.sender is None:
+            conf = producer_conf(self.cfg.brokers, connection_properties(self.cfg.kafka))
+            self.sender = Sender(new_producer(conf, "dead letters"))
+        headers = [(DEAD_LETTER_SOURCE, f"{topic}/{partition}/{offset}".encode()),
+                   (DEAD_LETTER_REASON, reason.encode("utf-8"))]
+        try:
+            self.sender.send(target, value, key, -1, headers)
+        except RefusedRecord as exc:
+            raise SourceError(f"the corrupt chunk at {topic}/{partition} offset {offset} could "
+                              f"not go to the dead-letter topic {target}: {exc}") from None
+
+    def finish(self) -> None:
+        """Wait for every dead letter to be acknowledged."""
+        if self.sender is None:
+            return
+        problem = self.sender.finish()
+        if problem:
+            raise SourceError(f"dead letters to {self.cfg.dead_letter_topic} on "
+                              f"{self.cfg.brokers} were not delivered ({problem}); the batch "
+                              "fails and is read again")
+
+
+def _merge(a: Hwm, b: Hwm) -> Hwm:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = max(out.get(k, v), v)
+    return out
+
+
+def _batch(part: RangePartition, n: int, columns: dict[str, Any]) -> pa.RecordBatch:
+    """A batch of ``n`` record rows; columns not given are NULL."""
+    base = {"_topic": pa.array([part.topic] * n, pa.string()),
+            "_partition": pa.array(np.full(n, part.partition, dtype=np.int32))}
+    arrays = [columns.get(f.name, base.get(f.name)) for f in ARROW_SCHEMA]
+    arrays = [pa.nulls(n, f.type) if a is None else a for a, f in zip(arrays, ARROW_SCHEMA,
+                                                                      strict=True)]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def _stamps(stamps: list[int] | np.ndarray) -> pa.Array:
+    return pa.array(np.asarray(stamps, dtype=np.int64) * 1000, pa.timestamp("us", tz="UTC"))
+
+
+def _metadata(pid: np.ndarray, spart: np.ndarray, soff: np.ndarray, valid: np.ndarray
+              ) -> dict[str, pa.Array]:
+    return {"_pid": pa.array(pid, mask=~valid), "_source_partition": pa.array(spart, mask=~valid),
+            "_source_offset": pa.array(soff, mask=~valid)}
+
+
+def _post_mask(batch: pa.RecordBatch, cfg: SourceConfig) -> np.ndarray:
+    """Messages that pass the post-filter (all of them when the stream does not filter)."""
+    n = batch.num_rows
+    if cfg.post_filter_expression is not None:
+        # Arrow filters by an expression (NULL drops); the row numbers that survive give the mask.
+        kept = batch.append_column("_row", pa.array(np.arange(n))).filter(
+            cfg.post_filter_expression).column("_row").to_numpy()
+        out = np.zeros(n, dtype=bool)
+        out[kept] = True
+        return out
+    if not cfg.filter_values:
+        return np.ones(n, dtype=bool)
+    fv = batch.column("_filter_value")
+    hit = pc.fill_null(pc.is_in(fv, pa.array(cfg.filter_values, pa.string())), False)
+    if cfg.match_unfiltered:
+        hit = pc.or_(hit, fv.is_null())
+    return hit.to_numpy(zero_copy_only=False)
+
+
+def to_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm | None,
+            dead: DeadLetters | None) -> tuple[pa.RecordBatch, Hwm | None, Tally]:
+    """The rows of ``rec`` (replays and filtered messages dropped), the HWMs after them and
+    the counters."""
+    tally = Tally()
+    if cfg.chunks:
+        batch, hwm = _chunk_rows(cfg, part, rec, hwm, tally, dead)
+    else:
+        batch, hwm = _plain_rows(cfg, part, rec, hwm, tally)
+    return batch, hwm, tally
+
+
+def _plain_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm | None,
+                tally: Tally) -> tuple[pa.RecordBatch, Hwm | None]:
+    key_arr = pa.array(rec.keys, pa.binary())
+    value_arr = pa.array(rec.values, pa.binary())
+    _refuse_chunks(part, rec, value_arr)
+    pid, spart, soff, valid = decode_keys(key_arr)
+    n = len(rec)
+    columns = {"_key": key_arr, "_value": value_arr,
+               "_offset": pa.array(np.asarray(rec.offsets, dtype=np.int64)),
+               "_timestamp": _stamps(rec.stamps), **_metadata(pid, spart, soff, valid)}
+    if rec.filter_values is not None:
+        columns["_filter_value"] = _header_values(part, rec)
+    batch = _batch(part, n, columns)
+    keep = np.ones(n, dtype=bool)
+    if hwm is not None:
+        keep, hwm = filter_replays_decoded(pid, spart, soff, valid, hwm)
+        tally.replays_dropped += int((~keep).sum())
+    if cfg.filtering:
+        passed = _post_mask(batch, cfg)
+        tally.messages_filtered += int((keep & ~passed).sum())
+        keep &= passed
+    return (batch if keep.all() else batch.filter(pa.array(keep))), hwm
+
+
+def _header_values(part: RangePartition, rec: Records) -> pa.Array:
+    raw = pa.array(rec.filter_values, pa.binary())
+    try:
+        return raw.cast(pa.string())
+    except pa.ArrowInvalid:
+        for i, v in enumerate(rec.filter_values or ()):
+            if v is not None:
+                try:
+                    v.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise SourceError(f"{part.topic}/{part.partition} offset {rec.offsets[i]}: "
+                                      f"the {FILTER_HEADER} header is not UTF-8: {v[:40]!r}"
+                                      ) from None
+        raise
+
+
+def _refuse_chunks(part: RangePartition, rec: Records, values: pa.Array) -> None:
+    """A stream that does not read chunks must not pass chunks on as opaque values."""
+    looks = pc.fill_null(pc.starts_with(values, MAGIC.decode("ascii")), False)
+    for i in np.flatnonzero(looks.to_numpy(zero_copy_only=False)).tolist():
+        try:
+            checked_body(rec.values[i] or b"")
+        except ChunkError:
+            continue  # starts like a chunk by chance: a plain value
+        raise SourceError(f"{part.topic}/{part.partition} offset {rec.offsets[i]} holds an SQE "
+                          "chunk (written with jw.sqe.state.kafka.chunking); read this topic "
+                          "with jw.sqe.spout.kafka.chunks: true")
+
+
+def _corrupt(cfg: SourceConfig, part: RangePartition, rec: Records,
+             bad: dict[int, ChunkError], dead: DeadLetters | None, tally: Tally) -> None:
+    """Apply the corrupt-chunk policy to the records in ``bad`` (by position in ``rec``)."""
+    for i in sorted(bad):
+        offset = rec.offsets[i]
+        reason = f"{type(bad[i]).__name__}: {bad[i]}"
+        if cfg.corrupt_policy != "deadletter" or dead is None:
+            raise SourceError(f"corrupt chunk at {part.topic}/{part.partition} offset {offset}: "
+                              f"{reason}; the batch fails (jw.sqe.spout.kafka."
+                              "corruptChunkPolicy: deadletter sends such records to a "
+                              "dead-letter topic and goes on)")
+        dead.send(part.topic, part.partition, offset, rec.keys[i], rec.values[i], reason)
+        tally.dead_letters += 1
+
+
+def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm | None,
+                tally: Tally, dead: DeadLetters | None) -> tuple[pa.RecordBatch, Hwm | None]:
+    from sqe.wire.bloom import probe_headers
+    from sqe.wire.chunk_arrow import decode_chunks, read_headers
+
+    n = len(rec)
+    values = [v if v is not None else b"" for v in rec.values]
+    sizes = np.fromiter(map(len, values), dtype=np.int64, count=n)
+    heads = read_headers(values)
+    pid, spart, last, valid = decode_keys(pa.array(rec.keys, pa.binary()))
+    bad: dict[int, ChunkError] = dict(heads.bad)
+    good = np.ones(n, dtype=bool)
+    good[list(bad)] = False
+    tally.chunks_read += n
+    # 1. whole chunks at or below the HWM, from their keys
+    skip_hwm = np.zeros(n, dtype=bool)
+    chunk_hwm: Hwm | None = None
+    if hwm is not None:
+        keep_c, chunk_hwm = filter_replays_decoded(pid, spart, last, valid & good, hwm)
+        skip_hwm = good & valid & ~keep_c
+        tally.chunks_skipped_hwm += int(skip_hwm.sum())
+        tally.replays_dropped += int(heads.count[skip_hwm].sum())
+    # 2. chunks whose Bloom filter has none of the wanted values
+    skip_bloom = np.zeros(n, dtype=bool)
+    if cfg.filter_values:
+        rows = np.flatnonzero(good & ~skip_hwm)
+        hit = probe_headers([heads.blooms[i] for i in rows.tolist()], cfg.filter_values,
+                            cfg.match_unfiltered)
+        skip_bloom[rows[~hit]] = True
+        tally.chunks_skipped_bloom += int(skip_bloom.sum())
+    tally.bytes_not_decoded += int(sizes[skip_hwm | skip_bloom].sum())
+    # 3. decode the rest at once
+    todo = np.flatnonzero(good & ~skip_hwm & ~skip_bloom)
+    tally.bytes_decoded += int(sizes[todo].sum())
+    dec = decode_chunks([values[i] for i in todo.tolist()])
+    bad.update({int(todo[k]): exc for k, exc in dec.bad.items()})
+    record = todo[dec.chunk]  # the record position of each message
+    _check_keys(record, dec.offset, last, valid, bad)
+    _corrupt(cfg, part, rec, bad, dead, tally)
+    ok = ~np.isin(record, np.fromiter(bad, dtype=np.int64, count=len(bad)))
+    record, soff = record[ok], dec.offset[ok]
+    fv, value = dec.filter_value.filter(pa.array(ok)), dec.value.filter(pa.array(ok))
+    m = len(record)
+    tally.messages_decoded += m
+    # which decoded chunk each message is in (0, 1, ...), and where each chunk starts
+    chunk_no = np.cumsum(np.r_[False, record[1:] != record[:-1]]) if m else np.zeros(0, int)
+    first = np.flatnonzero(np.r_[True, record[1:] != record[:-1]]) if m else np.zeros(0, int)
+    index = np.arange(m) - first[chunk_no]
+    m_pid, m_spart, m_valid = pid[record], spart[record], valid[record]
+    offsets = np.asarray(rec.offsets, dtype=np.int64)
+    keys = encode_keys(m_pid, m_spart, soff)
+    batch = _batch(part, m, {
+        "_key": pc.if_else(pa.array(m_valid), keys, pa.nulls(m, pa.binary())),
+        "_value": value, "_offset": pa.array(offsets[record]),
+        "_timestamp": _stamps(np.asarray(rec.stamps, dtype=np.int64)[record]),
+        **_metadata(m_pid, m_spart, soff, m_valid),
+        "_index": pa.array(index.astype(np.int32)), "_filter_value": fv,
+    })
+    keep = np.ones(m, dtype=bool)
+    if hwm is not None:
+        keep, message_hwm = filter_replays_decoded(m_pid, m_spart, soff, m_valid, hwm)
+        tally.replays_dropped += int((~keep).sum())
+        hwm = _merge(chunk_hwm or {}, message_hwm)
+    if cfg.filtering:
+        passed = _post_mask(batch, cfg)
+        if cfg.filter_values:  # decoded because of the Bloom filter, yet nothing matched
+            hits = np.bincount(chunk_no, weights=passed, minlength=len(first))
+            tally.chunks_false_positive += int((hits == 0).sum())
+        tally.messages_filtered += int((keep & ~passed).sum())
+        keep &= passed
+    return (batch if keep.all() else batch.filter(pa.array(keep))), hwm
+
+
+def _check_keys(record: np.ndarray, offset: np.ndarray, last: np.ndarray, valid: np.ndarray,
+                bad: dict[int, ChunkError]) -> None:
+    """A chunk's key must name its last message: the HWM stage trusts it without decoding."""
+    if not len(record):
+        return
+    ends = np.flatnonzero(np.r_[record[1:] != record[:-1], True])
+    chunks, final = record[ends], offset[ends]
+    wrong = valid[chunks] & (last[chunks] != final)
+    for c, got in zip(chunks[wrong].tolist(), final[wrong].tolist(), strict=True):
+        bad.setdefault(c, KeyMismatch(f"the record key names offset {int(last[c])} as the last "
+                                      f"message, the chunk's last message has offset {got}"))
