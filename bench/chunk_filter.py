@@ -38,9 +38,11 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-from sqe.source.kafka import RangePartition, SourceConfig, read_range
-from sqe.source.rows import Records, Tally, to_rows
+from sqe.source.config import RangePartition, SourceConfig
+from sqe.source.kafka import read_range
+from sqe.source.rows import Records, to_rows
 from sqe.wire.chunk_arrow import encode_chunks
+from sqe.wire.columns import Tally
 from sqe.wire.keys import StreamMetadata
 
 REGIONS = [f"region-{i}" for i in range(50)]
@@ -75,10 +77,11 @@ def make_records(messages: int, chunk: int, size: int, seed: int = 7) -> Records
 
 def readers(topic: str, brokers: str) -> dict[str, SourceConfig]:
     post = json.dumps({"In": ["_filter_value", {"C": WANTED}]})
-    base = {"topic": topic, "brokers": brokers, "chunks": True, "emit_tally": True}
-    return {"a_no_filter": SourceConfig(**base),
-            "b_post_filter": SourceConfig(**base, post_filter=post),
-            "c_bloom_post_filter": SourceConfig(**base, filter_values=(WANTED,))}
+    base = {"topic": topic, "brokers": brokers, "chunks": "true", "emitTally": "true"}
+    return {"a_no_filter": SourceConfig.from_options(base),
+            "b_post_filter": SourceConfig.from_options({**base, "postFilter": post}),
+            "c_bloom_post_filter": SourceConfig.from_options(
+                {**base, "filterValues": json.dumps([WANTED])})}
 
 
 def _median(reps: int, step: Callable[[], tuple[int, Tally]]) -> tuple[float, int, Tally]:

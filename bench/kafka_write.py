@@ -49,7 +49,7 @@ import numpy as np
 import pyarrow as pa
 
 from sqe.errors import SqeError
-from sqe.lang.compiler import CARRIED
+from sqe.wire.columns import CARRIED
 from sqe.wire.keys import encode_keys
 
 PIDS = (4_411_772_100_000_000_001, -7_000_000_000_000_000_003)
@@ -281,7 +281,7 @@ class Writers:
 def measure(args: argparse.Namespace, brokers: str, say: Callable[[str], None]
             ) -> dict[str, Any]:
     """Everything the benchmark measures, as the JSON object it prints."""
-    from sqe.run.session import build_session
+    from sqe.engine.session import build_session
 
     start = time.perf_counter()
     records = make_records(args.records)

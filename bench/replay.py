@@ -47,7 +47,7 @@ the checkpoint's ``state`` directory on disk).
 
 Last, the end-to-end chain of the shipped topologies (``topologies/enrich.yaml``
 -> topic -> ``topologies/load.yaml`` -> Redis, their topic names replaced by
-fresh ones), run in-process by :func:`sqe.run.runner.run_topology` in mode
+fresh ones), run in-process by :func:`sqe.engine.runner.run_topology` in mode
 ``once`` on ``--chain-events`` sample events, ``--repeat`` times
 (``--chain-events 0`` skips it).
 
@@ -235,13 +235,14 @@ class Consumers:
         spark.dataSource.register(KafkaSource)
 
     def _source(self, consumer: str | None) -> Any:
-        from sqe.source.kafka import KafkaSource, SourceConfig
+        from sqe.source.kafka import KafkaSource
 
-        cfg = SourceConfig(topic=self.topic, brokers=self.brokers, max_records=self.batch_records,
-                           filter_replays=consumer is not None, hwm_url=self.redis_url,
-                           hwm_consumer=consumer, emit_tally=consumer is not None)
-        return self.spark.readStream.format(KafkaSource.name()).options(
-            **cfg.to_options()).load()
+        options = {"topic": self.topic, "brokers": self.brokers,
+                   "maxRecordsPerBatch": str(self.batch_records)}
+        if consumer is not None:
+            options.update({"filterReplays": "true", "filterReplays.redis.url": self.redis_url,
+                            "hwmConsumer": consumer, "emitTally": "true"})
+        return self.spark.readStream.format(KafkaSource.name()).options(**options).load()
 
     def _store(self, consumer: str) -> Any:
         from state.hwm import HwmStore
@@ -253,9 +254,9 @@ class Consumers:
     def run(self, way: str, rep: int | str) -> Run:
         from pyspark.sql import functions as F
 
-        from sqe.source.kafka import data_rows
         from sqe.source.native import decode_key_columns
         from sqe.source.replay import filter_replays_frame
+        from sqe.wire.columns import data_rows
 
         consumer = f"bench.{way}.{rep}"
         store = self._store(consumer) if way in ("pushdown", "dataframe") else None
@@ -375,8 +376,8 @@ def run_chain(spark: Any, brokers: str, redis_url: str, work: Path, events: int,
     from sqe.cli.sample_events import produce_events
     from sqe.config.plan import plan_topology
     from sqe.config.settings import load_config, parse_conf_pairs
+    from sqe.engine.runner import run_topology
     from sqe.lang.topology import load_topology
-    from sqe.run.runner import run_topology
 
     config = [load_config(ROOT / "conf" / "local.yaml")]
     conf = parse_conf_pairs(service_conf(brokers, redis_url)[1::2])
@@ -444,7 +445,7 @@ def measure(args: argparse.Namespace, brokers: str, redis_url: str, work: Path,
     """Everything the benchmark measures, as the JSON object it prints."""
     import redis
 
-    from sqe.run.session import build_session
+    from sqe.engine.session import build_session
 
     start = time.perf_counter()
     if args.records == DEFAULT_RECORDS:
@@ -577,7 +578,7 @@ def table(r: dict[str, Any]) -> list[str]:
               f"{r.get('statestore_rocksdbSstFileSize', 0):,} bytes SST files, "
               f"{r['statestore_disk_bytes']:,} bytes in the checkpoint's state directory"]
     if "chain_rps" in r:
-        lines += [f"end-to-end chain (sqe.run.runner.run_topology, mode once, {r['chain_events']:,} "
+        lines += [f"end-to-end chain (sqe.engine.runner.run_topology, mode once, {r['chain_events']:,} "
                   f"events, median of {r['repeat']}):",
                   f"  enrich {r['chain_enrich_rps']:,.0f}/s, load {r['chain_load_rps']:,.0f}/s, "
                   f"enrich + load {r['chain_rps']:,.0f} records/s; {r['chain_loaded']:,} "

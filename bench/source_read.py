@@ -19,7 +19,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sqe.config.kafka_client import producer_conf
-from sqe.source.kafka import RangePartition, SourceConfig, read_range
+from sqe.source.config import RangePartition, SourceConfig
+from sqe.source.kafka import read_range
 from sqe.wire.keys import StreamMetadata
 
 
@@ -43,11 +44,12 @@ def main() -> None:
                 producer.poll(0.1)
     producer.flush(120)
     # A warm-up read first, so both measured ways find the log in the page cache.
-    warm = SourceConfig(topic=topic, brokers=args.brokers)
+    warm = SourceConfig.from_options({"topic": topic, "brokers": args.brokers})
     sum(b.num_rows for b in read_range(warm, RangePartition(topic, 0, 0, args.records, None)))
     for label, filtered in (("no filter", False), ("filterReplays", True)):
-        cfg = SourceConfig(topic=topic, brokers=args.brokers, filter_replays=filtered,
-                           hwm_url="redis://unused/0", hwm_consumer="bench")
+        cfg = SourceConfig.from_options({"topic": topic, "brokers": args.brokers,
+                                         "filterReplays": str(filtered).lower(),
+                                         "hwmConsumer": "bench"})
         p = RangePartition(topic, 0, 0, args.records, {} if filtered else None)
         rates, rows = [], 0
         for _ in range(3):

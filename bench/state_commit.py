@@ -21,7 +21,8 @@ from collections.abc import Callable
 
 import redis
 
-from sqe.run.session import build_session
+from sqe.config.redis_endpoint import RedisEndpoint
+from sqe.engine.session import build_session
 from state.hwm import HwmStore, Stage
 from state.postgres import PostgresStateConfig, write_postgres
 from state.redis import RedisStateConfig, stage_redis, write_redis
@@ -49,9 +50,8 @@ def main() -> None:
     df.count()
     client = redis.Redis.from_url(args.redis)
     client.flushdb()
-    parts = redis.connection.parse_url(args.redis)
-    cfg = RedisStateConfig("bench", parts.get("host", "localhost"), parts.get("port", 6379),
-                           parts.get("db", 0), "HASH", ("region",), ("event_id",),
+    endpoint = RedisEndpoint(args.redis)
+    cfg = RedisStateConfig("bench", endpoint, "HASH", ("region",), ("event_id",),
                            ("amount_cents",), ":", 0)
     results = {}
     results["redis direct (idempotent HSET, not atomic)"] = _median_rate(
@@ -61,7 +61,7 @@ def main() -> None:
 
     def staged(batch: int) -> None:
         key = store.stage_key(batch, 0)
-        stage_redis(df, cfg, args.redis, key)
+        stage_redis(df, cfg, endpoint, key)
         store.commit(batch, {(1, 0): batch}, [Stage(key, "HASH")])
 
     results["redis staged + atomic Lua commit"] = _median_rate(args.rows, staged)

@@ -54,6 +54,16 @@ class StateError(SqeError, RuntimeError):
 class StaleBatchError(SqeError, RuntimeError):
     """A commit with a batch id lower than the committed one: another writer is ahead."""
 
+    @classmethod
+    def behind(cls, store: str, consumer: str, batch_id: int, committed: int,
+               reset: str) -> StaleBatchError:
+        """The refusal of batch ``batch_id`` by ``store`` (a sentence naming it), which holds
+        ``committed``; ``reset`` is the command that forgets the consumer there."""
+        return cls(f"{store}: batch {batch_id} of consumer {consumer!r} is older than the "
+                   f"committed batch {committed}; another writer with the same consumer is "
+                   "ahead, so this one is refused (if this query's checkpoint was deleted on "
+                   f"purpose, run '{reset}')")
+
 
 class RunError(SqeError, RuntimeError):
     """A streaming query (or a step of ``sqe demo``) failed; the message is the cause."""

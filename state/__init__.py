@@ -1,10 +1,13 @@
-"""States: where topologies write.
+"""States: where topologies write, and the high-water-mark store.
 
-Per DESIGN.md section 4 this package holds one module per destination: the
-Kafka state (keyed, partitioned, chunked writes), the Redis state and the
-high-water-mark store, and the Postgres state.  The ``stateName`` values a
-topology may use are validated by :mod:`sqe.lang.topology`
-(KAFKA, REDIS, POSTGRES, CONSOLE).
+One module per state, each a :class:`~state.sink.Sink` (:mod:`state.sink` holds
+the protocol every state implements, :mod:`state.registry` the states by
+``stateName``): the Kafka state (keyed, partitioned, chunked writes), the Redis
+state and aggregates merged into Redis, the Postgres state, the console.
+:mod:`state.hwm` is the Redis store of high-water marks and committed batch ids
+that the sinks commit with.
+
+May import: :mod:`sqe.errors`, :mod:`sqe.faults`, :mod:`sqe.wire`, :mod:`sqe.config`,
+:mod:`sqe.lang.expressions` (the expression model of a state's options) and
+:mod:`partitioners`; never the query compiler, the sources or the runner.
 """
-
-__all__: list[str] = []

@@ -214,13 +214,14 @@ class HwmStore:
         return snapshot
 
     def _stale(self, batch_id: int, committed: int) -> StaleBatchError:
-        where = f" in {self.url}" if self.url else ""
+        store = f"HWM store at {self.url}" if self.url else "HWM store"
         redis_arg = f" --redis {self.url}" if self.url else ""
-        return StaleBatchError(
-            f"HWM store of consumer {self.consumer!r}: batch {batch_id} is older than the "
-            f"committed batch {committed}{where}; another writer with the same consumer is "
-            "ahead, so this one is refused (if this query's checkpoint was deleted on purpose, "
-            f"run 'sqe hwm reset {self.consumer}{redis_arg}')")
+        return StaleBatchError.behind(store, self.consumer, batch_id, committed,
+                                      f"sqe hwm reset {self.consumer}{redis_arg}")
+
+    def describe_error(self, exc: BaseException) -> str:
+        """A client error as one sentence naming this store's Redis (never its password)."""
+        return self.endpoint.describe_error(exc) if self.endpoint else str(exc)
 
     def stage_key(self, batch_id: int, index: int) -> str:
         """The key that stages the rows of this consumer's ``index``-th state in a batch."""

@@ -19,9 +19,10 @@ Values: the single field when ``fields`` has one entry (bytes as they are,
 strings as UTF-8, anything else as its string form), else a JSON object of
 the fields.
 
-Filter values and chunks (DESIGN.md section 2): ``filterValue`` computes each
-message's filter value (an SQE expression over the query's fields).  Without
-chunking it travels in the record header ``sqe-filter-value``.  With
+Filter values and chunks: ``filterValue`` computes each message's filter value
+(an SQE expression over the query's fields, compiled by the runner into the
+column :data:`FILTER_VALUE_COLUMN`).  Without chunking it travels in the record
+header ``sqe-filter-value``.  With
 ``chunking`` (keytype StreamMetadata), each task packs all its rows at once
 into chunks (:func:`sqe.wire.chunk_arrow.encode_chunks`: never across source
 partitions, deterministic for the same input range, so a retried batch writes
@@ -35,7 +36,7 @@ its Bloom filter holds the filter values of its messages.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +45,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
+from partitioners import resolve
+from sqe.config.client_properties import property_problems
 from sqe.config.kafka_client import (
     FLUSH_TIMEOUT,
     RefusedRecord,
@@ -52,73 +55,90 @@ from sqe.config.kafka_client import (
     producer_conf,
     topic_partitions,
 )
-from sqe.config.options import PRODUCER_PREFIX
 from sqe.errors import StateError
 from sqe.faults import armed, fault_point
-from sqe.lang.compiler import CARRIED, compile_expression, field_column
 from sqe.lang.expressions import Expression
-from sqe.source.rows import FILTER_HEADER
+from sqe.wire.chunk import Codec
+from sqe.wire.chunk_arrow import encode_chunks
+from sqe.wire.columns import CARRIED, field_column
+from sqe.wire.headers import FILTER_HEADER
 from sqe.wire.keys import encode_keys
+from state.sink import Sink, SinkTarget
 
-__all__ = ["FILTER_HEADER", "KafkaStateConfig", "write_kafka"]
+__all__ = ["FILTER_VALUE_COLUMN", "KafkaSink", "KafkaStateConfig", "write_kafka"]
 
+#: The column that holds each message's filter value when the state has a ``filterValue``.
+FILTER_VALUE_COLUMN = "_sqe_filter_value"
 
 
 @dataclass(frozen=True)
 class KafkaStateConfig:
-    """Where and how one query writes to Kafka."""
+    """Where and how one query writes to Kafka (what each task is sent)."""
 
     topic: str
     brokers: str
-    keytype: str
+    keytype: str  # streammetadata | messagehash | field
     fields: tuple[str, ...]
     partitioner: str | None = None
-    extra: tuple[tuple[str, Any], ...] = ()
-    filter_value: Expression | None = None
+    extra: tuple[tuple[str, Any], ...] = ()  # producer properties
     chunking: bool = False
     chunk_messages: int = 1000
     chunk_bytes: int = 1 << 20
-    chunk_codec: str = "none"
+    chunk_codec: Codec = "none"
     filter_size: int = 16
 
     def __post_init__(self) -> None:
-        keytype = self.keytype.lower()
-        if keytype not in ("streammetadata", "messagehash", "field"):
-            raise StateError(f"Kafka state {self.topic}: keytype must be StreamMetadata, "
-                             f"messagehash or field, got {self.keytype!r}")
-        if keytype == "field" and len(self.fields) != 2:
-            raise StateError(f"Kafka state {self.topic}: keytype field writes the first field "
-                             f"as key and the second as value, so it needs exactly 2 fields, "
-                             f"got {len(self.fields)}")
-        if self.chunking and keytype != "streammetadata":
-            raise StateError(f"Kafka state {self.topic}: chunking keys each chunk by the "
-                             "StreamMetadata of its last message, so it needs keytype "
-                             "StreamMetadata")
-        object.__setattr__(self, "keytype", keytype)
+        object.__setattr__(self, "keytype", self.keytype.lower())
 
     @classmethod
-    def from_settings(cls, topic: str, fields: list[str], settings: Mapping[str, Any],
-                      extra: Mapping[str, Any] | None = None) -> KafkaStateConfig:
-        """The config of a query's state from its resolved ``jw.sqe.state.kafka.*`` options.
+    def of(cls, target: SinkTarget) -> KafkaStateConfig:
+        """The config of a query's Kafka state."""
+        s = target.settings.kafka
+        return cls(topic=target.name, brokers=s.bootstrap, keytype=s.keytype,
+                   fields=target.fields, partitioner=s.partitioner,
+                   extra=tuple(sorted(s.producer_properties.items())), chunking=s.chunking,
+                   chunk_messages=s.chunk_messages, chunk_bytes=s.chunk_bytes,
+                   chunk_codec=s.chunk_codec, filter_size=s.filter_size)
 
-        Its producers get the ``jw.sqe.state.kafka.producer.*`` properties, then ``extra``.
-        """
-        properties = getattr(settings, "properties", None)
-        extra = {**(properties(PRODUCER_PREFIX) if properties else {}), **(extra or {})}
-        return cls(
-            topic=topic,
-            brokers=",".join(settings["jw.sqe.state.kafka.brokers"]),
-            keytype=settings["jw.sqe.state.kafka.keytype"],
-            fields=tuple(fields),
-            partitioner=settings["jw.sqe.state.kafka.partitionClass"],
-            extra=tuple(sorted((extra or {}).items())),
-            filter_value=settings["jw.sqe.state.kafka.filterValue"],
-            chunking=bool(settings["jw.sqe.state.kafka.chunking"]),
-            chunk_messages=settings["jw.sqe.state.kafka.chunk.maxMessages"],
-            chunk_bytes=settings["jw.sqe.state.kafka.chunk.maxBytes"],
-            chunk_codec=settings["jw.sqe.state.kafka.chunk.compression"],
-            filter_size=settings["jw.sqe.state.kafka.filterSizeBytes"],
-        )
+
+class KafkaSink(Sink):
+    """A Kafka state: the batch's rows produced from the executors (see the module docstring).
+
+    Nothing to commit: a retried batch writes its records again, and they are replays
+    the next hop's HWM filter drops.
+    """
+
+    state_name = "KAFKA"
+
+    def __init__(self, target: SinkTarget) -> None:
+        super().__init__(target)
+        self.config = KafkaStateConfig.of(target)
+
+    @classmethod
+    def problems(cls, target: SinkTarget) -> list[str]:
+        s, where = target.settings.kafka, target.where
+        problems = []
+        if not s.brokers:
+            problems.append(f"{where}: a KAFKA state needs jw.sqe.state.kafka.brokers")
+        if s.chunking and s.keytype != "streammetadata":
+            problems.append(f"{where}: jw.sqe.state.kafka.chunking keys each chunk by the "
+                            "StreamMetadata of its last message, so it needs keytype "
+                            "StreamMetadata")
+        problems += property_problems(s.settings, "producer", where)
+        if s.keytype == "field" and len(target.fields) != 2:
+            problems.append(f"{where} -> insertInto -> fields: keytype field writes the first "
+                            f"field as key and the second as value, so it needs exactly 2 "
+                            f"fields, got {len(target.fields)}")
+        return problems
+
+    def columns(self) -> dict[str, tuple[Expression, str]]:
+        fv = self.target.settings.kafka.filter_value
+        if fv is None:
+            return {}
+        return {FILTER_VALUE_COLUMN: (fv, "jw.sqe.state.kafka.filterValue")}
+
+    def write(self, frame: DataFrame) -> int:
+        return write_kafka(frame, self.config)
 
 
 def _as_bytes(df: DataFrame, name: str) -> Column:
@@ -145,10 +165,8 @@ def _prepare(df: DataFrame, cfg: KafkaStateConfig) -> DataFrame:
     if cfg.keytype == "streammetadata" and len(carried) != len(CARRIED):
         raise StateError(f"Kafka state {cfg.topic}: keytype StreamMetadata needs the carried "
                          "StreamMetadata of each record, and this query's input has none")
-    extra = []
-    if cfg.filter_value is not None:
-        fv = compile_expression(cfg.filter_value, f"Kafka state {cfg.topic} -> filterValue")
-        extra.append(fv.cast("string").alias("_fv"))
+    extra = ([F.col(FILTER_VALUE_COLUMN).cast("string").alias("_fv")]
+             if FILTER_VALUE_COLUMN in df.columns else [])
     return df.select(key.alias("_k"), value.alias("_v"), *carried, *extra)
 
 
@@ -176,8 +194,6 @@ def _records(batches: Iterator[pa.RecordBatch], cfg: KafkaStateConfig
             fvs = batch.column("_fv").to_pylist() if "_fv" in batch.schema.names else None
             yield _keys(batch, cfg.keytype), batch.column("_v").to_pylist(), fvs
         return
-    from sqe.wire.chunk_arrow import encode_chunks
-
     table = pa.Table.from_batches(list(batches))
     if table.num_rows == 0:
         return
@@ -204,8 +220,6 @@ def _producer_task(cfg: KafkaStateConfig) -> Any:
     """The function each Spark task runs: produce its rows, flush, yield the count written."""
 
     def produce(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from partitioners import resolve
-
         conf = producer_conf(cfg.brokers, dict(cfg.extra))
         conf.setdefault("partitioner", "murmur2_random")
         sender = Sender(new_producer(conf, f"Kafka state {cfg.topic}"))
@@ -256,7 +270,6 @@ def _producer_task(cfg: KafkaStateConfig) -> Any:
 def write_kafka(df: DataFrame, cfg: KafkaStateConfig) -> int:
     """Write ``df`` to Kafka from the executors; returns the number of records written."""
     prepared = _prepare(df, cfg)
-    result = prepared.mapInArrow(_producer_task(cfg), "written long").agg(F.sum("written"))
-    total = result.first()[0]
-    return int(total or 0)
+    row = prepared.mapInArrow(_producer_task(cfg), "written long").agg(F.sum("written")).first()
+    return int(row[0] or 0) if row is not None else 0
 

@@ -5,39 +5,47 @@ it is missing it is created with one column per ``fields`` entry, typed from
 the Spark column (:func:`pg_type`); when it exists it must have those
 columns, and rows are appended to them.
 
-One micro-batch ``K`` of consumer ``C`` is one SQL transaction:
+One micro-batch ``K`` of consumer ``C`` is one SQL transaction, as the sink
+protocol (:mod:`state.sink`) runs it:
 
-1. lock the row ``(C, table)`` of the batch table (``sqe_batches`` in the
-   target's schema, created when missing);
-2. a stored batch id equal to ``K`` means this batch was written already
-   (the process died after the Postgres commit and before the HWM commit):
-   nothing is written again; a stored id above ``K`` is a stale writer and
-   fails loudly (:class:`~sqe.errors.StaleBatchError`);
-3. otherwise ``COPY`` the rows in (CSV built by Arrow on the executors, so
-   no row-by-row INSERT and no per-row Python), record ``K`` and commit.
+1. ``open``: lock the row ``(C, table)`` of the batch table (``sqe_batches`` in
+   the target's schema, created when missing); a stored id above ``K`` is a stale
+   writer and fails loudly (:class:`~sqe.errors.StaleBatchError`);
+2. ``holds``: a stored batch id equal to ``K`` means this batch was written
+   already (the process died after the Postgres commit and before the HWM
+   commit): nothing is written again;
+3. ``write``: ``COPY`` the rows in (CSV built by Arrow on the executors, so no
+   row-by-row INSERT and no per-row Python) and record ``K``;
+4. ``commit``: the SQL COMMIT, before the HWM commit to Redis; ``close`` rolls
+   back what was not committed.
 
-The lock is held while Spark computes the rows, so two writers of the same
-consumer cannot interleave.  The runner commits the HWMs to Redis only after
-this transaction; a retry consults the batch table and skips the write.
+The lock is held while the batch is written, so two writers of the same
+consumer cannot interleave; a retry consults the batch table and skips the write.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 import pyarrow as pa
+import pyarrow.csv as pcsv
+from psycopg import sql
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sqe.config.secrets import redact_url
 from sqe.errors import StaleBatchError, StateError
-from sqe.lang.compiler import field_column
+from sqe.faults import fault_point
+from sqe.wire.columns import field_column
+from state.sink import Batch, Sink, SinkTarget
 
-__all__ = ["PostgresStateConfig", "PostgresWrite", "forget_batches", "pg_type", "write_postgres"]
+__all__ = ["PostgresSink", "PostgresStateConfig", "PostgresWrite", "forget_batches", "pg_type",
+           "write_postgres"]
 
 BATCH_TABLE = "sqe_batches"
 
@@ -51,13 +59,9 @@ class PostgresStateConfig:
     fields: tuple[str, ...]
 
     @classmethod
-    def from_settings(cls, table: str, fields: list[str],
-                      settings: Mapping[str, Any]) -> PostgresStateConfig:
-        """The config of a query's Postgres state from its resolved options."""
-        dsn = settings["jw.sqe.state.postgres.dsn"]
-        if not dsn:
-            raise StateError(f"Postgres state {table}: jw.sqe.state.postgres.dsn is not set")
-        return cls(table, dsn, tuple(fields))
+    def of(cls, target: SinkTarget) -> PostgresStateConfig:
+        """The config of a query's Postgres state (its DSN checked by :meth:`PostgresSink.problems`)."""
+        return cls(target.name, target.settings.postgres.dsn or "", target.fields)
 
     @property
     def schema_and_table(self) -> tuple[str | None, str]:
@@ -117,8 +121,6 @@ def _csv_column(df: DataFrame, name: str) -> Column:
 
 
 def _csv_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    import pyarrow.csv as pcsv
-
     out = io.BytesIO()
     rows = 0
     options = pcsv.WriteOptions(include_header=False)
@@ -131,20 +133,14 @@ def _csv_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 
 def _ident(name: str) -> Any:
-    from psycopg import sql
-
     return sql.Identifier(name)
 
 
 def _qualified(schema: str | None, name: str) -> Any:
-    from psycopg import sql
-
     return sql.Identifier(schema, name) if schema else sql.Identifier(name)
 
 
 def _ensure_table(cur: Any, cfg: PostgresStateConfig, df: DataFrame) -> None:
-    from psycopg import sql
-
     cur.execute("SELECT a.attname FROM pg_attribute a "
                 "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped",
                 [cfg.target.as_string(cur)])
@@ -163,8 +159,6 @@ def _ensure_table(cur: Any, cfg: PostgresStateConfig, df: DataFrame) -> None:
 
 
 def _lock_batch(cur: Any, cfg: PostgresStateConfig, consumer: str) -> int | None:
-    from psycopg import sql
-
     batches = cfg.batches
     cur.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (consumer text NOT NULL, "
                         "target text NOT NULL, batch_id bigint NOT NULL, rows bigint NOT NULL, "
@@ -188,51 +182,127 @@ def _error_text(exc: Exception) -> str:
     return f"{primary} ({context[0]})" if context else primary
 
 
+class _Transaction:
+    """One batch of one consumer in one table: the SQL transaction of the module docstring."""
+
+    def __init__(self, cfg: PostgresStateConfig, consumer: str, batch_id: int) -> None:
+        self.cfg, self.consumer, self.batch_id = cfg, consumer, batch_id
+        self.where = f"Postgres state {cfg.table}"
+        try:
+            self.conn = psycopg.connect(cfg.dsn, connect_timeout=10)
+        except psycopg.Error as exc:
+            raise StateError(f"{self.where}: cannot connect ({_error_text(exc)}); the batch "
+                             "fails and is written when it is retried") from None
+        try:
+            with self.conn.cursor() as cur:
+                self.stored = _lock_batch(cur, cfg, consumer)
+        except psycopg.Error as exc:
+            self.close()
+            raise self._failed(exc) from None
+        if self.stored is not None and self.stored > batch_id:
+            self.close()
+            raise StaleBatchError.behind(self.where, consumer, batch_id, self.stored,
+                                         f"sqe hwm reset {consumer} --postgres DSN")
+
+    def _failed(self, exc: Exception) -> StateError:
+        return StateError(f"{self.where}: {_error_text(exc)}; nothing of batch "
+                          f"{self.batch_id} was committed")
+
+    def copy(self, frame: DataFrame) -> int:
+        """COPY the rows in and record the batch id (not committed yet)."""
+        cfg = self.cfg
+        try:
+            with self.conn.cursor() as cur:
+                _ensure_table(cur, cfg, frame)
+                chunks = (frame.select(*[_csv_column(frame, f) for f in cfg.fields])
+                          .mapInArrow(_csv_task, "csv binary, rows long").collect())
+                rows = sum(r["rows"] for r in chunks)
+                copy = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(
+                    cfg.target, sql.SQL(", ").join(_ident(f) for f in cfg.fields))
+                with cur.copy(copy) as sink:
+                    for r in chunks:
+                        if r["rows"]:
+                            sink.write(r["csv"])
+                cur.execute(sql.SQL("UPDATE {} SET batch_id = %s, rows = %s, "
+                                    "committed_at = now() WHERE consumer = %s AND target = %s"
+                                    ).format(cfg.batches),
+                            [self.batch_id, rows, self.consumer, cfg.table])
+        except psycopg.Error as exc:
+            raise self._failed(exc) from None
+        return int(rows)
+
+    def commit(self) -> None:
+        """The SQL COMMIT of the rows and the batch id."""
+        fault_point("postgres-before-commit", self.batch_id)  # rows and K sent, COMMIT not yet
+        try:
+            self.conn.commit()
+        except psycopg.Error as exc:
+            raise self._failed(exc) from None
+
+    def close(self) -> None:
+        """Close the connection; what was not committed is rolled back."""
+        self.conn.close()
+
+
+class PostgresSink(Sink):
+    """A Postgres state: the batch's rows and its id in one SQL transaction (see the module
+    docstring)."""
+
+    state_name = "POSTGRES"
+
+    def __init__(self, target: SinkTarget) -> None:
+        super().__init__(target)
+        self.config = PostgresStateConfig.of(target)
+        self._tx: _Transaction | None = None
+
+    @classmethod
+    def problems(cls, target: SinkTarget) -> list[str]:
+        problems = []
+        if target.aggregates:
+            problems.append(f"{target.where}: an aggregating query (Sum, Max, CreateHll) merges "
+                            "into a REDIS or KAFKA state, not POSTGRES")
+        if not target.settings.postgres.dsn:
+            problems.append(f"{target.where}: a POSTGRES state needs jw.sqe.state.postgres.dsn")
+        return problems
+
+    @property
+    def _transaction(self) -> _Transaction:
+        if self._tx is None:
+            raise RuntimeError(f"{self.describe()}: no batch is open")
+        return self._tx
+
+    def open(self, batch: Batch) -> None:
+        super().open(batch)
+        self._tx = _Transaction(self.config, batch.consumer, batch.batch_id)
+
+    def holds(self) -> bool:
+        return self._transaction.stored == self.batch.batch_id
+
+    def write(self, frame: DataFrame) -> int:
+        return self._transaction.copy(frame)
+
+    def commit(self) -> None:
+        self._transaction.commit()
+
+    def close(self) -> None:
+        if self._tx is not None:
+            self._tx.close()
+            self._tx = None
+        super().close()
+
+
 def write_postgres(df: DataFrame, cfg: PostgresStateConfig, consumer: str,
                    batch_id: int) -> PostgresWrite:
-    """Append ``df`` as batch ``batch_id`` of ``consumer``, once (see the module docstring)."""
-    import psycopg
-    from psycopg import sql
-
-    from sqe.faults import fault_point
-
-    where = f"Postgres state {cfg.table}"
+    """Append ``df`` as batch ``batch_id`` of ``consumer``, once (the sink's steps in one go)."""
+    tx = _Transaction(cfg, consumer, batch_id)
     try:
-        conn = psycopg.connect(cfg.dsn, connect_timeout=10)
-    except psycopg.Error as exc:
-        raise StateError(f"{where}: cannot connect ({_error_text(exc)}); the batch fails "
-                         "and is written when it is retried") from None
-    try:
-        with conn.transaction(), conn.cursor() as cur:
-            stored = _lock_batch(cur, cfg, consumer)
-            if stored is not None and stored > batch_id:
-                raise StaleBatchError(
-                    f"{where}: batch {batch_id} of consumer {consumer!r} is older than batch "
-                    f"{stored} already written to the table; another writer with the same "
-                    "consumer is ahead, so this one is refused (if this query's checkpoint "
-                    f"was deleted on purpose, run 'sqe hwm reset {consumer} --postgres DSN')")
-            if stored == batch_id:
-                return PostgresWrite(0, True)
-            _ensure_table(cur, cfg, df)
-            chunks = (df.select(*[_csv_column(df, f) for f in cfg.fields])
-                      .mapInArrow(_csv_task, "csv binary, rows long").collect())
-            rows = sum(r["rows"] for r in chunks)
-            copy = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(
-                cfg.target, sql.SQL(", ").join(_ident(f) for f in cfg.fields))
-            with cur.copy(copy) as sink:
-                for r in chunks:
-                    if r["rows"]:
-                        sink.write(r["csv"])
-            cur.execute(sql.SQL("UPDATE {} SET batch_id = %s, rows = %s, committed_at = now() "
-                                "WHERE consumer = %s AND target = %s").format(cfg.batches),
-                        [batch_id, rows, consumer, cfg.table])
-            fault_point("postgres-before-commit", batch_id)  # rows and K sent, COMMIT not yet
+        if tx.stored == batch_id:
+            return PostgresWrite(0, True)
+        rows = tx.copy(df)
+        tx.commit()
         return PostgresWrite(rows, False)
-    except psycopg.Error as exc:
-        raise StateError(f"{where}: {_error_text(exc)}; nothing of batch {batch_id} was "
-                         "committed") from None
     finally:
-        conn.close()
+        tx.close()
 
 
 def forget_batches(dsn: str, consumer: str) -> int:
@@ -241,9 +311,6 @@ def forget_batches(dsn: str, consumer: str) -> int:
     For ``sqe hwm reset`` after a checkpoint was deleted on purpose: the next
     run starts again at batch 0, which the batch table would refuse.
     """
-    import psycopg
-    from psycopg import sql
-
     try:
         with psycopg.connect(dsn, connect_timeout=10) as conn, conn.cursor() as cur:
             cur.execute("SELECT schemaname FROM pg_tables WHERE tablename = %s", [BATCH_TABLE])

@@ -1,5 +1,8 @@
 """The Redis state: a query's rows written as Redis strings or hashes.
 
+An aggregating query's Redis state merges instead (:mod:`state.redis_aggregates`);
+:meth:`RedisSink.create` picks that variant.
+
 SQE's options ``jw.sqe.state.redis.*`` decide the command per row:
 
 * ``datatype: HASH``: ``HSET <keyname fields joined by the delimiter>
@@ -11,9 +14,9 @@ field (a JSON object of them when there are several).  ``expireintervalsec``
 > 0 adds ``EXPIRE`` on every written key.  Keys, fields and values are built
 with Spark built-ins; each Spark task sends its rows in pipelined chunks.
 
-Exactly once (DESIGN.md section 3): when the state lives in the same Redis
+Exactly once: when the state lives in the same Redis
 server and database as the consumer's HWM store, the rows are *staged*
-(:func:`stage_redis`): the executors write them into one hash of the HWM
+(:func:`stage_redis`, :class:`RedisSink`): the executors write them into one hash of the HWM
 store, ``sqe:{<consumer>}:stage:<batch>:<n>``, field ``<key bytes>:<key><hash
 field>``, and the HWM commit script applies every staged row, the new HWMs
 and the batch id in one atomic step (:meth:`state.hwm.HwmStore.commit`).  A
@@ -25,19 +28,23 @@ re-run batch leaves the same state there too.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import redis
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sqe.config.redis_endpoint import RedisEndpoint, state_endpoint
+from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.errors import StateError
-from sqe.lang.compiler import field_column
+from sqe.wire.columns import field_column
+from state.hwm import Stage
+from state.redis_aggregates import AggregateSink
+from state.sink import Batch, Sink, SinkTarget
 
-__all__ = ["RedisStateConfig", "STAGE_TTL_SECONDS", "stage_redis", "write_redis"]
+__all__ = ["RedisSink", "RedisStateConfig", "STAGE_TTL_SECONDS", "stage_redis", "write_redis"]
 
 _PIPELINE_ROWS = 5_000
 
@@ -47,7 +54,7 @@ STAGE_TTL_SECONDS = 86_400
 
 @dataclass(frozen=True)
 class RedisStateConfig:
-    """Where and how one query writes to Redis."""
+    """Where and how one query writes to Redis (what each task is sent)."""
 
     name: str
     endpoint: RedisEndpoint
@@ -59,34 +66,90 @@ class RedisStateConfig:
     expire_seconds: int
 
     @classmethod
-    def from_settings(cls, name: str, fields: list[str],
-                      settings: Mapping[str, Any]) -> RedisStateConfig:
-        """The config of a query's Redis state from its resolved options."""
-        keys = tuple(settings["jw.sqe.state.redis.keyname.fields"])
-        hashes = tuple(settings["jw.sqe.state.redis.fieldname.fields"])
-        datatype = settings["jw.sqe.state.redis.datatype"]
-        values = tuple(f for f in fields if f not in keys and f not in hashes)
-        where = f"Redis state {name}"
-        if not keys:
-            raise StateError(f"{where}: jw.sqe.state.redis.keyname.fields names no field, "
-                             "so there is no Redis key to write")
-        if datatype == "HASH" and not hashes:
-            raise StateError(f"{where}: datatype HASH needs jw.sqe.state.redis.fieldname.fields")
-        if not values:
-            raise StateError(f"{where}: every selected field is a key or hash field; "
-                             "select one more field to be the value")
-        try:
-            endpoint = state_endpoint(settings)
-        except ValueError as exc:
-            raise StateError(f"{where}: {exc}") from None
-        return cls(name, endpoint, datatype, keys, hashes, values,
-                   settings["jw.sqe.state.redis.delimiter"],
-                   settings["jw.sqe.state.redis.expireintervalsec"])
+    def of(cls, target: SinkTarget) -> RedisStateConfig:
+        """The config of a query's Redis state (its options checked by :meth:`RedisSink.problems`)."""
+        s = target.settings.redis
+        values = tuple(f for f in target.fields if f not in s.key_fields + s.hash_fields)
+        return cls(target.name, s.endpoint, s.datatype, s.key_fields, s.hash_fields, values,
+                   s.delimiter, s.expire_seconds)
 
     @property
     def url(self) -> str:
         """The Redis URL of this state, without its password (for messages)."""
         return self.endpoint.display
+
+
+class RedisSink(Sink):
+    """A Redis state: staged for the HWM commit when it shares the HWM store's database,
+    else written directly (see the module docstring)."""
+
+    state_name = "REDIS"
+
+    def __init__(self, target: SinkTarget) -> None:
+        super().__init__(target)
+        self.config = RedisStateConfig.of(target)
+        self._stage: Stage | None = None  # where this batch's rows are staged, if they are
+        self._store: RedisEndpoint | None = None  # the HWM store that holds the stage
+
+    @classmethod
+    def create(cls, target: SinkTarget) -> Sink:
+        return AggregateSink(target) if target.aggregates else cls(target)
+
+    @classmethod
+    def problems(cls, target: SinkTarget) -> list[str]:
+        s, where = target.settings.redis, target.where
+        try:
+            _ = s.endpoint
+        except ValueError as exc:
+            return [f"{where}: {exc}"]
+        problems = []
+        clashing = s.server_keys_given_beside_url() if s.url is not None else []
+        if clashing:
+            problems.append(f"{where}: jw.sqe.state.redis.url ({s.origin(type(s).url)}) names "
+                            f"the server, so {', '.join(clashing)} would be ignored; keep one "
+                            "of the two")
+        if target.aggregates:
+            return problems + AggregateSink.problems(target)
+        for key, names in (("jw.sqe.state.redis.keyname.fields", s.key_fields),
+                           ("jw.sqe.state.redis.fieldname.fields", s.hash_fields)):
+            missing = [f for f in names if f not in target.fields]
+            if missing:
+                problems.append(f"{where}: {key} names {', '.join(missing)}, which "
+                                f"insertInto.fields does not have ({', '.join(target.fields)})")
+        if not s.key_fields:
+            problems.append(f"{where}: jw.sqe.state.redis.keyname.fields names no field, so "
+                            "there is no Redis key to write")
+        if s.datatype == "HASH" and not s.hash_fields:
+            problems.append(f"{where}: datatype HASH needs jw.sqe.state.redis.fieldname.fields")
+        if not [f for f in target.fields if f not in s.key_fields + s.hash_fields]:
+            problems.append(f"{where}: every selected field is a key or hash field; select one "
+                            "more field to be the value")
+        return problems
+
+    def open(self, batch: Batch) -> None:
+        super().open(batch)
+        store = batch.store
+        self._stage = self._store = None
+        try:
+            if store is not None and store.endpoint is not None \
+                    and store.same_database(self.config.endpoint):
+                self._stage = Stage(batch.stage_key(), self.config.datatype,
+                                    self.config.expire_seconds)
+                self._store = store.endpoint
+                store.client.delete(self._stage.key)  # what a crashed attempt staged
+        except redis.RedisError as exc:
+            raise StateError(f"Redis state {self.config.name}: "
+                             f"{self.config.endpoint.describe_error(exc)}; the batch fails and "
+                             "is written when it is retried") from None
+
+    def write(self, frame: DataFrame) -> int:
+        if self._stage is None or self._store is None:
+            return write_redis(frame, self.config)
+        return stage_redis(frame, self.config, self._store, self._stage.key)
+
+    def commit(self) -> None:
+        if self._stage is not None:
+            self.batch.stages.append(self._stage)
 
 
 def _joined(fields: tuple[str, ...], delimiter: str) -> Column:
@@ -116,8 +179,6 @@ def _writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_secon
     """
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import redis
-
         client = endpoint.connect()
         written = 0
         try:
@@ -150,8 +211,8 @@ def _writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_secon
 
 
 def _send(rows: DataFrame, task: Any) -> int:
-    result = rows.mapInArrow(task, "written long")
-    return int(result.agg(F.sum("written")).first()[0] or 0)
+    row = rows.mapInArrow(task, "written long").agg(F.sum("written")).first()
+    return int(row[0] or 0) if row is not None else 0
 
 
 def write_redis(df: DataFrame, cfg: RedisStateConfig) -> int:

@@ -11,16 +11,12 @@ and aggregate**, laid out as SQE does (``d`` is ``jw.sqe.state.redis.delimiter``
 ``keyname.fields`` defaults to the plain fields that are not ``fieldname.fields``;
 a plain field in neither is an error (its groups would share an entry).
 
-Stored values follow ``stateType``, in SQE's JSON (type tags ``L`` integer,
-``D`` double, ``S`` string, ``B`` bytes as base64, ``N`` null), where ``K`` is
-the micro-batch id that last changed the entry:
-
-* ``TRANSACTIONAL``: ``[K, tag, value]``; a merge for the batch id already
-  stored is not applied again (a re-run batch changes nothing);
-* ``OPAQUE``: ``[K, tag, value, tag, previous]``; a merge for the stored batch
-  id starts again from ``previous``, so a re-run batch with other contents
-  replaces its own earlier contribution instead of adding twice;
-* ``NON_TRANSACTIONAL``: the bare value, merged every time.
+Stored values follow ``stateType`` in SQE's JSON (:mod:`state.aggregate_layout`):
+``TRANSACTIONAL`` does not apply a merge for the batch id already stored (a
+re-run batch changes nothing); ``OPAQUE`` starts a merge for the stored batch id
+again from the value before it, so a re-run batch with other contents replaces
+its own earlier contribution instead of adding twice; ``NON_TRANSACTIONAL``
+merges every time.
 
 Sum adds and Max keeps the larger: both are merged by one Lua script on the
 server, many entries per call, calls pipelined, from the executors.  HLL
@@ -34,112 +30,26 @@ instead of losing precision.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, cast
 
 import pyarrow as pa
+import redis
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sqe.config.redis_endpoint import RedisEndpoint, state_endpoint
+from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.errors import StateError
-from sqe.lang.compiler import field_column
+from sqe.wire.columns import field_column
+from state.aggregate_layout import MERGE_SCRIPT, StateMode, encoded, stored_parts
+from state.sink import Sink, SinkTarget
 
-__all__ = ["AggregateStateConfig", "MERGE_SCRIPT", "write_aggregates"]
+__all__ = ["AggregateSink", "AggregateStateConfig", "write_aggregates"]
 
-StateMode = Literal["TRANSACTIONAL", "OPAQUE", "NON_TRANSACTIONAL"]
 _ENTRIES_PER_CALL = 500
-
-#: KEYS: the entries' keys; ARGV: mode, batch id, expire seconds, then per entry
-#: field ('' for STRING), op (sum | max | put), tag, value, expected ('0' absent,
-#: '1'..raw: what a put read).  Returns {applied, skipped}.
-MERGE_SCRIPT = r"""
-local mode, txid, expire = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local function read(key, field)
-  if field == '' then return redis.call('GET', key) end
-  return redis.call('HGET', key, field)
-end
-local function nonnull(v) if v == cjson.null then return nil end return v end
-local function enc(tag, v)
-  if v == nil then return 'null' end
-  if tag == 'L' then
-    if math.abs(v) > 9007199254740992 then
-      error('integer sum ' .. string.format('%.0f', v) .. ' is beyond 2^53')
-    end
-    return string.format('%d', v)
-  end
-  if tag == 'D' then return string.format('%.17g', v) end
-  return cjson.encode(v)
-end
-local function merge(op, tag, base, v)
-  if base == nil then return v end
-  if op == 'sum' then return base + v end
-  if tag == 'S' then if tostring(v) > tostring(base) then return v end return base end
-  if v > base then return v end return base
-end
-local n = #KEYS
-local raws = {}
-for i = 1, n do
-  local b = 3 + (i - 1) * 5
-  local raw = read(KEYS[i], ARGV[b + 1])
-  raws[i] = raw
-  if ARGV[b + 2] == 'put' then
-    local seen = '0'
-    if raw then seen = '1' .. raw end
-    if seen ~= ARGV[b + 5] then
-      return redis.error_reply('CONFLICT ' .. KEYS[i] .. ' ' .. ARGV[b + 1] ..
-        ' changed since it was read')
-    end
-  end
-end
-local applied, skipped = 0, 0
-for i = 1, n do
-  local b = 3 + (i - 1) * 5
-  local key, field, op, tag, value = KEYS[i], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
-  local raw, out = raws[i], nil
-  if op == 'put' then
-    out = value
-  else
-    local v = value
-    if tag ~= 'S' then v = tonumber(value) end
-    local stored, curr, prev = nil, nil, nil
-    if raw then
-      if mode == 'NON_TRANSACTIONAL' then
-        curr = nonnull(cjson.decode(raw))
-      else
-        local a = cjson.decode(raw)
-        stored, curr, prev = tonumber(a[1]), nonnull(a[3]), nonnull(a[5])
-      end
-    end
-    if mode == 'TRANSACTIONAL' and stored == txid then
-      out = false
-    else
-      local base = curr
-      if mode == 'OPAQUE' and stored == txid then base = prev end
-      local new = merge(op, tag, base, v)
-      if mode == 'TRANSACTIONAL' then
-        out = '[' .. ARGV[2] .. ',"' .. tag .. '",' .. enc(tag, new) .. ']'
-      elseif mode == 'OPAQUE' then
-        local before = '"N",null'
-        if base ~= nil then before = '"' .. tag .. '",' .. enc(tag, base) end
-        out = '[' .. ARGV[2] .. ',"' .. tag .. '",' .. enc(tag, new) .. ',' .. before .. ']'
-      else
-        out = enc(tag, new)
-      end
-    end
-  end
-  if out then
-    if field == '' then redis.call('SET', key, out) else redis.call('HSET', key, field, out) end
-    if expire > 0 then redis.call('EXPIRE', key, expire) end
-    applied = applied + 1
-  else
-    skipped = skipped + 1
-  end
-end
-return {applied, skipped}
-"""
+_MODES = ("TRANSACTIONAL", "OPAQUE", "NON_TRANSACTIONAL")
 
 
 @dataclass(frozen=True)
@@ -157,40 +67,53 @@ class AggregateStateConfig:
     mode: StateMode
 
     @classmethod
-    def from_settings(cls, name: str, fields: list[str], aggregates: Mapping[str, str],
-                      settings: Mapping[str, Any], state_type: str | None) -> AggregateStateConfig:
-        """The config from a query's resolved options; a layout that cannot work is an error."""
-        where = f"Redis state {name}"
-        plain = [f for f in fields if f not in aggregates]
-        datatype = settings["jw.sqe.state.redis.datatype"]
-        hashes = tuple(settings["jw.sqe.state.redis.fieldname.fields"] or ())
-        if datatype == "HASH" and not hashes:
-            raise StateError(f"{where}: datatype HASH needs jw.sqe.state.redis.fieldname.fields")
-        if datatype != "HASH" and hashes:
-            raise StateError(f"{where}: jw.sqe.state.redis.fieldname.fields is for datatype "
-                             f"HASH, and this state is {datatype}")
-        keys = tuple(settings["jw.sqe.state.redis.keyname.fields"] or
-                     [f for f in plain if f not in hashes])
-        for f in (*keys, *hashes):
-            if f not in plain:
-                raise StateError(f"{where}: key or hash field {f!r} must be one of the plain "
-                                 f"(grouping) fields: {', '.join(plain) or 'none'}")
-        loose = [f for f in plain if f not in keys and f not in hashes]
+    def of(cls, target: SinkTarget) -> AggregateStateConfig:
+        """The config of an aggregating query (its layout checked by
+        :meth:`AggregateSink.problems`); ``keyname.fields`` defaults to the plain fields
+        that are not hash fields."""
+        s = target.settings.redis
+        plain = [f for f in target.fields if f not in target.aggregates]
+        keys = s.key_fields or tuple(f for f in plain if f not in s.hash_fields)
+        mode = cast(StateMode, (target.state_type or "NON_TRANSACTIONAL").upper())
+        return cls(target.name, s.endpoint, s.datatype, keys, s.hash_fields,
+                   tuple(target.aggregates.items()), s.delimiter, s.expire_seconds, mode)
+
+
+class AggregateSink(Sink):
+    """A Redis state of an aggregating query: entries merged with the batch id."""
+
+    state_name = "REDIS"
+
+    def __init__(self, target: SinkTarget) -> None:
+        super().__init__(target)
+        self.config = AggregateStateConfig.of(target)
+
+    @classmethod
+    def problems(cls, target: SinkTarget) -> list[str]:
+        """A layout that cannot work: groups that would share an entry, or an unknown mode."""
+        s, where = target.settings.redis, target.where
+        plain = [f for f in target.fields if f not in target.aggregates]
+        if s.datatype == "HASH" and not s.hash_fields:
+            return [f"{where}: datatype HASH needs jw.sqe.state.redis.fieldname.fields"]
+        if s.datatype != "HASH" and s.hash_fields:
+            return [f"{where}: jw.sqe.state.redis.fieldname.fields is for datatype HASH, and "
+                    f"this state is {s.datatype}"]
+        keys = s.key_fields or tuple(f for f in plain if f not in s.hash_fields)
+        problems = [f"{where}: key or hash field {f!r} must be one of the plain (grouping) "
+                    f"fields: {', '.join(plain) or 'none'}"
+                    for f in (*keys, *s.hash_fields) if f not in plain]
+        loose = [f for f in plain if f not in keys and f not in s.hash_fields]
         if loose:
-            raise StateError(f"{where}: grouping field(s) {', '.join(loose)} are in neither "
-                             "keyname.fields nor fieldname.fields, so groups that differ only "
-                             "there would merge into one Redis entry")
-        mode = (state_type or "NON_TRANSACTIONAL").upper()
-        if mode not in ("TRANSACTIONAL", "OPAQUE", "NON_TRANSACTIONAL"):
-            raise StateError(f"{where}: stateType {state_type} is not TRANSACTIONAL, OPAQUE or "
-                             "NON_TRANSACTIONAL")
-        try:
-            endpoint = state_endpoint(settings)
-        except ValueError as exc:
-            raise StateError(f"{where}: {exc}") from None
-        return cls(name, endpoint, datatype, keys, hashes, tuple(aggregates.items()),
-                   settings["jw.sqe.state.redis.delimiter"],
-                   settings["jw.sqe.state.redis.expireintervalsec"], mode)  # type: ignore[arg-type]
+            problems.append(f"{where}: grouping field(s) {', '.join(loose)} are in neither "
+                            "keyname.fields nor fieldname.fields, so groups that differ only "
+                            "there would merge into one Redis entry")
+        if (target.state_type or "NON_TRANSACTIONAL").upper() not in _MODES:
+            problems.append(f"{where}: stateType {target.state_type} is not TRANSACTIONAL, "
+                            "OPAQUE or NON_TRANSACTIONAL")
+        return problems
+
+    def write(self, frame: DataFrame) -> int:
+        return write_aggregates(frame, self.config, self.batch.batch_id)
 
 
 def _joined(parts: list[Column], delimiter: str) -> Column:
@@ -229,8 +152,6 @@ def _read_task(endpoint: RedisEndpoint, name: str) -> Any:
     """Executors: the raw stored value of each entry (pipelined GET/HGET)."""
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import redis
-
         client = endpoint.connect()
         try:
             for batch in batches:
@@ -254,8 +175,6 @@ def _merge_task(endpoint: RedisEndpoint, name: str, mode: str, batch_id: int,
     """Executors: entries merged by :data:`MERGE_SCRIPT`, many per call, calls pipelined."""
 
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import redis
-
         client = endpoint.connect()
         script = client.register_script(MERGE_SCRIPT)
         applied = skipped = 0
@@ -288,21 +207,12 @@ def _sketch_puts(entries: DataFrame, cfg: AggregateStateConfig, batch_id: int) -
     read = entries.mapInArrow(_read_task(cfg.endpoint, cfg.name), schema)
     k = F.lit(batch_id)
     stored = F.col("stored")
-    if cfg.mode == "NON_TRANSACTIONAL":
-        parts = F.from_json(F.concat(F.lit("["), stored, F.lit("]")), "array<string>")
-        txid, curr, prev = F.lit(None).cast("long"), parts[0], F.lit(None).cast("string")
-    else:
-        parts = F.from_json(stored, "array<string>")
-        txid, curr, prev = parts[0].cast("long"), parts[2], F.try_element_at(parts, F.lit(5))
+    txid, curr, prev = stored_parts(cfg.mode, stored)
     base = F.when(txid.eqNullSafe(k), prev).otherwise(curr) if cfg.mode == "OPAQUE" else curr
     merged = F.when(base.isNull(), F.col("sketch")).otherwise(
         F.hll_union(F.unbase64(base), F.col("sketch"), True))
-    new = F.concat(F.lit('"'), F.base64(merged), F.lit('"'))
-    before = F.when(base.isNull(), F.lit('"N",null')).otherwise(
-        F.concat(F.lit('"B","'), base, F.lit('"')))
-    value = {"TRANSACTIONAL": F.concat(F.lit(f'[{batch_id},"B",'), new, F.lit("]")),
-             "OPAQUE": F.concat(F.lit(f'[{batch_id},"B",'), new, F.lit(","), before, F.lit("]")),
-             "NON_TRANSACTIONAL": new}[cfg.mode]
+    quoted = [F.concat(F.lit('"'), c, F.lit('"')) for c in (F.base64(merged), base)]
+    value = encoded(cfg.mode, batch_id, "B", *quoted)
     out = read
     if cfg.mode == "TRANSACTIONAL":  # applied already by this batch id: nothing to write
         out = out.where(~txid.eqNullSafe(k))
@@ -323,4 +233,4 @@ def write_aggregates(df: DataFrame, cfg: AggregateStateConfig, batch_id: int) ->
     result = merges.mapInArrow(_merge_task(cfg.endpoint, cfg.name, cfg.mode, batch_id,
                                            cfg.expire_seconds), "applied long, skipped long")
     row = result.agg(F.sum("applied"), F.sum("skipped")).first()
-    return int(row[0] or 0)
+    return int(row[0] or 0) if row is not None else 0

@@ -11,8 +11,8 @@ import redis
 from hypothesis import HealthCheck, settings
 
 from sqe.cli.local_services import KAFKA_CLIENT_DEFAULTS, wait_for_kafka
+from sqe.engine.prereq import require_java
 from sqe.errors import PrerequisiteError
-from sqe.run.prereq import require_java
 from tests.services import Endpoint, kafka_endpoint, postgres_endpoint, redis_endpoint
 
 # The machine is shared and noisy: no per-example deadlines (speed is measured in bench/).
@@ -134,7 +134,7 @@ def postgres_dsn(_postgres_server) -> str:
 @pytest.fixture(scope="session")
 def spark():
     """A local SparkSession (2 shuffle partitions, UI off) built the way the project builds it."""
-    from sqe.run.session import build_session
+    from sqe.engine.session import build_session
 
     session = build_session("sqe-tests")
     yield session

@@ -14,8 +14,8 @@ import redis
 import yaml
 
 from sqe.config.plan import plan_topology
+from sqe.engine.runner import run_topology
 from sqe.lang.topology import load_topology
-from sqe.run.runner import run_topology
 from sqe.wire.keys import StreamMetadata
 from state.hwm import HwmStore
 from tests.kafka_io import produce, read_topic

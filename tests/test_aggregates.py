@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -14,10 +15,12 @@ from pyspark.sql import functions as F
 from sqe.cli.local_services import service_conf
 from sqe.config.plan import plan_topology
 from sqe.config.settings import Settings
+from sqe.config.views import StateSettings
+from sqe.engine.runner import run_topology
 from sqe.faults import kill_group, start_with_fault, wait_for_fault
 from sqe.lang.topology import load_topology
-from sqe.run.runner import run_topology
-from state.redis_aggregates import AggregateStateConfig, write_aggregates
+from state.redis_aggregates import AggregateSink, AggregateStateConfig, write_aggregates
+from state.sink import SinkTarget
 
 pytestmark = [pytest.mark.spark, pytest.mark.redis]
 
@@ -57,10 +60,14 @@ def _config(redis_url: str, mode: str, datatype: str = "HASH") -> AggregateState
                 **{k: v for k, v in _conf(redis_url).items() if k.startswith("jw.sqe.state.redis")}}
     if datatype != "HASH":
         settings["jw.sqe.state.redis.keyname.fields"] = ["day", "acct"]
-    return AggregateStateConfig.from_settings(
-        "Agg", ["day", "acct", "total", "top", "users"],
-        {"total": "sum", "top": "max", "users": "createhll"},
-        Settings.defaults().overlay(settings, "test"), mode)
+    return AggregateStateConfig.of(_target(settings, ("day", "acct", "total", "top", "users"),
+                                           {"total": "sum", "top": "max", "users": "createhll"},
+                                           mode))
+
+
+def _target(settings, fields, aggregates, mode) -> SinkTarget:
+    return SinkTarget("Agg", fields, StateSettings(Settings.defaults().overlay(settings, "test")),
+                      aggregates, mode, "t.yaml: command 2 (Query)")
 
 
 def _batch(spark, rows):
@@ -141,14 +148,13 @@ def test_an_integer_sum_beyond_2_53_fails_instead_of_losing_precision(spark, red
     ({"jw.sqe.state.redis.keyname.fields": ["total"]}, "'total' must be one of the plain"),
 ])
 def test_layouts_that_would_mix_groups_are_refused(redis_url, settings, message):
-    from sqe.errors import StateError
-
     base = {"jw.sqe.state.redis.fieldname.fields": [], "jw.sqe.state.redis.datatype": "STRING",
             "jw.sqe.state.redis.delimiter": ":", "jw.sqe.state.redis.expireintervalsec": 0,
             **{k: v for k, v in _conf(redis_url).items() if k.startswith("jw.sqe.state.redis")}}
-    with pytest.raises(StateError, match=message):
-        AggregateStateConfig.from_settings("Agg", ["day", "acct", "total"], {"total": "sum"},
-                                           {**base, **settings}, "TRANSACTIONAL")
+    target = _target({**base, **settings}, ("day", "acct", "total"), {"total": "sum"},
+                     "TRANSACTIONAL")
+    problems = AggregateSink.problems(target)
+    assert any(re.search(f"^t.yaml: command 2 \\(Query\\): .*{message}", p) for p in problems)
 
 
 def test_killed_between_the_merge_and_the_spark_commit_totals_stay_exact(redis_url, tmp_path):

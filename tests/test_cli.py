@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sqe.config.options import CLIENT_PROPERTIES, REGISTRY
+from sqe.config.registry import CLIENT_PROPERTIES, REGISTRY
 
 ROOT = Path(__file__).parents[1]
 

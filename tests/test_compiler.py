@@ -14,11 +14,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from sqe.errors import TopologyError
-from sqe.lang.compiler import CARRIED, compile_expression, compile_query, field_column
+from sqe.lang.compiler import compile_expression, compile_query
 from sqe.lang.expressions import Sql, parse_expression
 from sqe.lang.functions import FUNCTIONS
 from sqe.lang.spark_functions import CompileContext
 from sqe.lang.topology import Query, parse_commands
+from sqe.wire.columns import CARRIED, field_column
 
 pytestmark = pytest.mark.spark
 
@@ -265,7 +266,7 @@ def test_every_catalogue_function_compiles_and_runs(spark, name):
 def test_compile_query_filters_renames_in_order_and_carries_metadata(events):
     q = query(where={">": ["amount", 50]}, fields=["who", "twice", "big"],
               expressions=["name", {"*": ["amount", 2]}, {">": ["amount", 60]}])
-    out = compile_query(q, events, "test.yaml: command 2 (Query)")
+    out = compile_query(q, events, "test.yaml: command 2 (Query)").frame
     assert out.columns == ["who", "twice", "big", *CARRIED]
     assert [tuple(r) for r in out.collect()] == [
         ("ann", 140, True, 1, 0, 10),
@@ -275,40 +276,41 @@ def test_compile_query_filters_renames_in_order_and_carries_metadata(events):
 
 def test_compile_query_without_where_keeps_every_row(events):
     q = query(fields=["n"], expressions=["name"])
-    out = compile_query(q, events, "q")
+    out = compile_query(q, events, "q").frame
     assert [r["n"] for r in out.collect()] == ["ann", "bob", "cy", "dee", "eve"]
 
 
 def test_compile_query_without_carried_columns_outputs_only_the_fields(spark):
     frame = spark.createDataFrame([(1, "a"), (2, "b")], "x bigint, y string")
-    out = compile_query(query(fields=["y2", "x2"], expressions=["y", "x"]), frame, "q")
+    out = compile_query(query(fields=["y2", "x2"], expressions=["y", "x"]), frame, "q").frame
     assert out.columns == ["y2", "x2"]
     assert [tuple(r) for r in out.collect()] == [("a", 1), ("b", 2)]
 
 
 def test_compile_query_keeps_only_the_carried_columns_present(spark):
     frame = spark.createDataFrame([(1, 9)], "x bigint, _sqe_offset bigint")
-    out = compile_query(query(fields=["x"], expressions=["x"]), frame, "q")
+    out = compile_query(query(fields=["x"], expressions=["x"]), frame, "q").frame
     assert out.columns == ["x", "_sqe_offset"]
 
 
 def test_a_selected_field_named_like_a_carried_column_is_not_duplicated(events):
     q = query(fields=["_sqe_offset", "name"], expressions=[{"+": ["_sqe_offset", 1000]}, "name"])
-    out = compile_query(q, events, "q")
+    out = compile_query(q, events, "q").frame
     assert out.columns == ["_sqe_offset", "name", "_sqe_pid", "_sqe_partition"]
     assert [r["_sqe_offset"] for r in out.collect()] == [1010, 1011, 1005, 1006, 1012]
 
 
 def test_selecting_a_carried_column_under_another_name_keeps_both(events):
-    out = compile_query(query(fields=["off"], expressions=["_sqe_offset"]), events, "q")
+    out = compile_query(query(fields=["off"], expressions=["_sqe_offset"]), events, "q").frame
     assert out.columns == ["off", *CARRIED]
     assert all(r["off"] == r["_sqe_offset"] for r in out.collect())
 
 
 def test_chained_queries_keep_the_carried_columns(events):
-    first = compile_query(query(fields=["who", "amount"], expressions=["name", "amount"]), events, "q1")
+    first = compile_query(query(fields=["who", "amount"], expressions=["name", "amount"]), events,
+                          "q1").frame
     second = compile_query(query(where={"RLike": ["who", {"C": "^[ab]"}]}, fields=["w"],
-                                 expressions=["who"]), first, "q2")
+                                 expressions=["who"]), first, "q2").frame
     assert second.columns == ["w", *CARRIED]
     assert [tuple(r) for r in second.collect()] == [("ann", 1, 0, 10), ("bob", 1, 0, 11)]
 
@@ -319,7 +321,7 @@ def test_compile_query_preserves_row_order_within_a_partition(spark):
              .toDF("name string, _sqe_partition int, _sqe_offset bigint, n bigint")
              .withColumn("_sqe_pid", F.lit(5).cast("long")))
     q = query(where={"!=": [{"%": ["n", 4]}, 1]}, fields=["name"], expressions=["name"])
-    out = compile_query(q, frame, "q")
+    out = compile_query(q, frame, "q").frame
     expected = [[r["name"] for r in part if r["n"] % 4 != 1] for part in frame.rdd.glom().collect()]
     assert [[r["name"] for r in part] for part in out.rdd.glom().collect()] == expected
     per_source: dict[int, list[int]] = {}
@@ -353,7 +355,7 @@ def test_compiled_queries_plan_no_python_udf(spark, events):
     ]
     q = query(where={"Or": [{">": ["amount", 10]}, {"RLike": ["name", {"C": "e$"}]}]},
               fields=[f"c{i}" for i in range(len(expressions))], expressions=expressions)
-    out = compile_query(q, events, "q")
+    out = compile_query(q, events, "q").frame
     plan = executed_plan(out)
     assert "Project" in plan and "Filter" in plan
     assert not [m for m in PYTHON_UDF_MARKERS if m in plan], plan
@@ -368,5 +370,5 @@ def test_compiled_queries_plan_no_python_udf(spark, events):
 
 
 def test_a_field_named_like_a_carried_column_in_other_case_is_not_ambiguous(events):
-    out = compile_query(query(fields=["_SQE_OFFSET"], expressions=["name"]), events, "q")
+    out = compile_query(query(fields=["_SQE_OFFSET"], expressions=["name"]), events, "q").frame
     out.select("_sqe_offset").collect()

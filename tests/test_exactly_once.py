@@ -190,7 +190,7 @@ def test_a_stale_writer_is_refused_and_changes_nothing(kafka_bootstrap, kafka_to
     _enriched_records(kafka_bootstrap, enriched, 20)  # it would have something to write
     stale = chain.run("load", checkpoint="other-checkpoint")
     assert stale.returncode == 1
-    assert ("HWM store of consumer 'load.Enriched': batch 0 is older than the committed batch 2"
+    assert ("batch 0 of consumer 'load.Enriched' is older than the committed batch 2"
             in stale.stderr)
     assert "Traceback" not in stale.stderr, stale.stderr
     assert (_redis_view(redis_url), sorted(_postgres_rows(postgres_dsn))) == before

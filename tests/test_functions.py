@@ -11,12 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sqe.errors import TopologyError
-from sqe.lang.compiler import compile_expression, compile_parts
+from sqe.lang.compiler import compile_expression, compile_query
 from sqe.lang.expressions import parse_expression
 from sqe.lang.spark_functions import CompileContext
 from sqe.lang.topology import Query, parse_commands
-from sqe.wire.keys import PID_SEED, murmur64a
-from sqe.wire.murmur import hash_bytes, murmur64a_array
+from sqe.wire.murmur import PID_SEED, hash_bytes, murmur64a, murmur64a_array
 
 pytestmark = pytest.mark.spark
 
@@ -57,7 +56,7 @@ def test_unparseable_dates_are_null_and_counted_not_a_crash(spark, dates):
         "select": {"expressions": [{"ParseDate": ["s", {"C": "yyyy-MM-dd HH:mm"}]}]},
         "from": {"objectName": "i"}}}], "t.yaml")
     assert isinstance(q, Query)
-    parts = compile_parts(q, dates, "t.yaml: command 1 (Query)")
+    parts = compile_query(q, dates, "t.yaml: command 1 (Query)")
     assert parts.frame.count() == 4
     assert parts.warning_counts() == {"unparseable_dates": 1}  # NULL input is not a warning
 
@@ -127,7 +126,7 @@ def test_one_generator_per_select(spark):
         "select": {"expressions": [{"ExpandKeys": ["m"]}, {"ExpandValues": ["m"]}]},
         "from": {"objectName": "i"}}}], "t.yaml")
     with pytest.raises(TopologyError, match="may appear once in a select"):
-        compile_parts(q, frame, "t")
+        compile_query(q, frame, "t")
 
 
 def test_if_not_xor(spark):
@@ -146,7 +145,7 @@ def test_aggregating_query_groups_by_the_plain_fields(spark):
         "select": {"expressions": ["k", {"Sum": ["n"]}, {"Max": ["x"]}, {"CreateHll": ["user"]},
                                    {"CreateHllp": ["user", 12]}]},
         "from": {"objectName": "i"}}}], "t.yaml")
-    parts = compile_parts(q, frame, "t")
+    parts = compile_query(q, frame, "t")
     assert parts.aggregates == {"total": "sum", "most": "max", "users": "createhll",
                                 "users_p": "createhllp"}
     from pyspark.sql import functions as F
@@ -164,7 +163,7 @@ def test_aggregates_into_kafka_are_partition_local_with_the_largest_offset(spark
     (q,) = parse_commands([{"Query": {
         "insertInto": {"objectName": "o", "stateName": "KAFKA", "fields": ["k", "total"]},
         "select": {"expressions": ["k", {"Sum": ["n"]}]}, "from": {"objectName": "i"}}}], "t.yaml")
-    rows = compile_parts(q, frame, "t").frame.collect()
+    rows = compile_query(q, frame, "t").frame.collect()
     got = sorted((r["_sqe_partition"], r["_sqe_offset"], r["k"], r["total"]) for r in rows)
     assert got == [(0, 11, "a", 3), (0, 12, "b", 4), (1, 5, "a", 3)]
 
@@ -193,7 +192,7 @@ def test_only_hash_plans_a_python_udf(spark):
             {"GetTime": ["s", {"C": "yyyy-MM-dd HH:mm"}]}, {"GetMapValue": ["m", {"C": "a"}]},
             {"Sum": ["n"]}, {"CreateHll": ["user"]}]},
         "from": {"objectName": "i"}}}], "t.yaml")
-    plan = compile_parts(q, frame, "t").frame._jdf.queryExecution().executedPlan().toString()
+    plan = compile_query(q, frame, "t").frame._jdf.queryExecution().executedPlan().toString()
     assert "Python" not in plan and "ArrowEval" not in plan, plan
     hashed = run(frame, h={"Hash": ["s"]})
     assert len(hashed["h"][0]) == 8

@@ -8,18 +8,14 @@ from confluent_kafka import Producer
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sqe.cli.local_services import free_port
 from sqe.config.kafka_client import CLIENT_DEFAULTS
 from sqe.errors import SourceError
-from sqe.source.kafka import (
-    KafkaSource,
-    RangePartition,
-    SourceConfig,
-    data_rows,
-    limit_offsets,
-    read_range,
-)
+from sqe.source.config import RangePartition, SourceConfig
+from sqe.source.kafka import KafkaSource, KafkaStreamReader, limit_offsets, read_range
 from sqe.source.native import decode_key_columns
 from sqe.source.replay import filter_replays_frame
+from sqe.wire.columns import data_rows
 from sqe.wire.keys import StreamMetadata, decode_keys
 from state.hwm import HwmStore
 from tests.kafka_io import produce
@@ -46,20 +42,36 @@ def test_limit_offsets_shares_the_limit_by_backlog():
     assert limit_offsets({0: 0}, {0: 10, 1: 5}, None) == {0: 10, 1: 5}
 
 
+def source_config(topic, brokers, **options):
+    return SourceConfig.from_options({"topic": topic, "brokers": brokers, **options})
+
+
 def test_source_config_validates_and_round_trips():
-    cfg = SourceConfig.from_options({"topic": "t", "brokers": "a:1,b:2", "maxRecordsPerBatch": "5",
-                                     "filterReplays": "true", "hwm.url": "redis://x:1/0",
-                                     "hwm.consumer": "c", "kafka.client.id": "me"})
-    assert cfg.max_records == 5 and cfg.filter_replays and cfg.kafka == {"client.id": "me"}
-    assert SourceConfig.from_options(cfg.to_options()) == cfg
+    # Spark hands the options over with lower-cased keys: both spellings work.
+    for options in ({"topic": "t", "brokers": "a:1,b:2", "maxRecordsPerBatch": "5",
+                   "filterReplays": "true", "filterReplays.redis.url": "redis://x:1/0",
+                   "hwmConsumer": "c", "consumer.client.id": "me"},
+                  {"topic": "t", "jw.sqe.spout.kafka.brokers": "a:1,b:2",
+                   "maxrecordsperbatch": "5", "filterreplays": "true",
+                   "filterreplays.redis.url": "redis://x:1/0", "hwmconsumer": "c",
+                   "consumer.client.id": "me"}):
+        cfg = SourceConfig.from_options(options)
+        assert cfg.stream.max_records == 5 and cfg.stream.filter_replays
+        assert cfg.stream.consumer_properties == {"client.id": "me"}
+        assert cfg.stream.brokers == ("a:1", "b:2") and cfg.hwm_consumer == "c"
+        assert SourceConfig.from_options(cfg.to_options()) == cfg
     with pytest.raises(SourceError, match="needs the option topic"):
         SourceConfig.from_options({"brokers": "a:1"})
-    with pytest.raises(SourceError, match="maxRecordsPerBatch must be at least 1"):
-        SourceConfig.from_options({"topic": "t", "brokers": "a:1", "maxRecordsPerBatch": "0"})
-    with pytest.raises(SourceError, match="filterReplays=true needs the options hwm.url"):
-        SourceConfig.from_options({"topic": "t", "brokers": "a:1", "filterReplays": "true"})
-    with pytest.raises(SourceError, match="startingOffsets must be earliest, latest or JSON"):
-        SourceConfig.from_options({"topic": "t", "brokers": "a:1", "startingOffsets": "soon"})
+    with pytest.raises(SourceError, match="maxRecordsPerBatch = '0': expected an integer >= 1"):
+        source_config("t", "a:1", maxRecordsPerBatch="0")
+    with pytest.raises(SourceError, match="filterReplays needs the option hwmConsumer"):
+        source_config("t", "a:1", filterReplays="true")
+    with pytest.raises(SourceError, match="startingOffsets = 'soon': expected earliest, latest or "
+                                          "JSON"):
+        source_config("t", "a:1", startingOffsets="soon")
+    with pytest.raises(SourceError, match="unknown option jw.sqe.spout.kafka.maxrecordperbatch; "
+                                          "did you mean jw.sqe.spout.kafka.maxRecordsPerBatch"):
+        source_config("t", "a:1", maxRecordPerBatch="5")
 
 
 # -- read_range against the real broker ------------------------------------------------------
@@ -90,8 +102,8 @@ class _SpyConfig(SourceConfig):
         return spy
 
 
-def _spy_config(bootstrap, topic, **kw):
-    cfg = _SpyConfig(topic=topic, brokers=bootstrap, **kw)
+def _spy_config(bootstrap, topic):
+    cfg = _SpyConfig(topic, source_config(topic, bootstrap).stream)
     object.__setattr__(cfg, "spies", [])
     return cfg
 
@@ -137,8 +149,8 @@ def test_read_drops_replays_with_the_shipped_hwms_and_tallies_them(kafka_bootstr
     offs = [5, 6, 7, 6, 7, 8, 3]
     keys = [StreamMetadata(9, 2, o).to_bytes() for o in offs] + [b"x" * 19, None]
     produce(kafka_bootstrap, topic, [(k, b"v", 0) for k in keys])
-    cfg = SourceConfig(topic=topic, brokers=kafka_bootstrap, filter_replays=True, emit_tally=True,
-                       hwm_url="redis://unused:1/0", hwm_consumer="c")
+    cfg = source_config(topic, kafka_bootstrap, filterReplays=True, emitTally=True,
+                        hwmConsumer="c", **{"filterReplays.redis.url": "redis://unused:1/0"})
     batches = list(read_range(cfg, RangePartition(topic, 0, 0, len(keys), {(9, 2): 5})))
     rows = _rows(batches)
     data = [r for r in rows if r["_offset"] is not None]
@@ -150,15 +162,13 @@ def test_read_drops_replays_with_the_shipped_hwms_and_tallies_them(kafka_bootstr
 
 
 def test_unreachable_broker_is_a_clear_error():
-    from sqe.cli.local_services import free_port
-    from sqe.source.kafka import KafkaStreamReader
-
-    reader = KafkaStreamReader(SourceConfig(
-        topic="t", brokers=f"127.0.0.1:{free_port()}",
-        kafka={"socket.connection.setup.timeout.ms": "1000"}))
+    reader = KafkaStreamReader(source_config(
+        "t", f"127.0.0.1:{free_port()}", readTimeoutSeconds=2,
+        **{"consumer.socket.connection.setup.timeout.ms": "1000"}))
     try:
         with pytest.raises(SourceError,
-                           match=r"Kafka source t: cannot reach the Kafka brokers 127\.0\.0\.1:\d+"):
+                           match=r"Kafka source t: cannot reach the Kafka brokers 127\.0\.0\.1:\d+ "
+                                 r"for 2 s \(jw.sqe.spout.kafka.readTimeoutSeconds"):
             reader.initialOffset()
     finally:
         reader.stop()
@@ -262,7 +272,7 @@ def test_filter_in_read_equals_the_dataframe_filter(spark, kafka_bootstrap, kafk
         return handle
 
     filtered = _stream(spark, topic, kafka_bootstrap, filterReplays="true", **{
-        "hwm.url": redis_url, "hwm.consumer": "eq", "emitTally": "true"})
+        "filterReplays.redis.url": redis_url, "hwmConsumer": "eq", "emitTally": "true"})
     _run(filtered, tmp_path / "a", collect("read"))
 
     def frame_filter(df, batch_id):

@@ -18,8 +18,9 @@ from pyspark.sql import functions as F
 
 from partitioners import Murmur2Partitioner
 from sqe.errors import StateError
+from sqe.wire.headers import FILTER_HEADER
 from sqe.wire.keys import StreamMetadata
-from state.kafka import KafkaStateConfig, write_kafka
+from state.kafka import FILTER_VALUE_COLUMN, KafkaStateConfig, write_kafka
 from tests.kafka_io import read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -359,7 +360,6 @@ def test_a_value_the_broker_refuses_fails_with_delivery_failed(spark, kafka_boot
 
 def test_chunks_pack_each_source_partition_with_its_last_key_and_bloom(spark, kafka_bootstrap,
                                                                        kafka_topic):
-    from sqe.lang.expressions import Field
     from sqe.wire.bloom import BloomFilter
     from sqe.wire.chunk import decode_chunk, read_header
 
@@ -367,10 +367,10 @@ def test_chunks_pack_each_source_partition_with_its_last_key_and_bloom(spark, ka
     rows = [(PID, p, o, f"m{p}-{o}", ["eu", "us", None][o % 3]) for p in (0, 1, 2)
             for o in range(10, 35)]
     df = spark.createDataFrame(rows, f"{CARRIED_DDL}, v string, region string").repartition(1)
+    df = df.withColumn(FILTER_VALUE_COLUMN, F.col("region"))  # the filterValue the runner adds
     cfg = KafkaStateConfig(topic=topic, brokers=kafka_bootstrap, keytype="StreamMetadata",
                            fields=("v",), partitioner=SOURCE_PARTITION_PARTITIONER,
-                           filter_value=Field("region"), chunking=True, chunk_messages=10,
-                           chunk_codec="zstd")
+                           chunking=True, chunk_messages=10, chunk_codec="zstd")
     assert write_kafka(df.orderBy("_sqe_partition", "_sqe_offset"), cfg) == 9  # 3 x (10+10+5)
     records = read_topic(kafka_bootstrap, topic)
     seen = []
@@ -391,14 +391,12 @@ def test_chunks_pack_each_source_partition_with_its_last_key_and_bloom(spark, ka
 def test_without_chunking_the_filter_value_is_a_record_header(spark, kafka_bootstrap, kafka_topic):
     from confluent_kafka import Consumer, TopicPartition
 
-    from sqe.lang.expressions import Sql
-    from state.kafka import FILTER_HEADER
-
     topic = kafka_topic(1)
     df = spark.createDataFrame([(PID, 0, 1, "a", "eu"), (PID, 0, 2, "b", None)],
                                f"{CARRIED_DDL}, v string, region string")
+    df = df.withColumn(FILTER_VALUE_COLUMN, F.upper("region"))
     cfg = KafkaStateConfig(topic=topic, brokers=kafka_bootstrap, keytype="StreamMetadata",
-                           fields=("v",), filter_value=Sql("upper(region)"))
+                           fields=("v",))
     assert write_kafka(df.coalesce(1), cfg) == 2
     consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": uuid.uuid4().hex,
                          "receive.message.max.bytes": 2**30})

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from sqe.config.options import REGISTRY, RETIRED, coerce, lookup, suggest
+from sqe.api import load_topology, validate
+from sqe.config.options import coerce
 from sqe.config.plan import plan_topology
+from sqe.config.registry import REGISTRY, RETIRED, lookup, suggest
 from sqe.config.settings import Settings, load_config, parse_conf_pairs, spark_conf_options
 from sqe.errors import OptionError, TopologyError
-from sqe.lang.topology import load_topology
 
 REQUIRED_SQE_KEYS = {
     "jw.sqe.spout.kafka.filterReplays": False,
@@ -204,12 +205,12 @@ def test_precedence_of_sources(tmp_path, opts, conf, spark, expected, origin):
     topo = tmp_path / "t.yaml"
     topo.write_text(PRECEDENCE_TOPOLOGY.replace("{OPTS}", opts))
     plan = plan_topology(load_topology(topo), [load_config(cfg)], conf, spark)
-    s = plan.streams["S"]
+    s = plan.streams["S"].settings
     assert s[KEY] == expected and origin in s.origin(KEY)
     assert s["jw.sqe.spout.kafka.clientid"] == "from-config"
     # A Set applies to the commands after it: stream T sees the second Set.
     if not conf and not spark:
-        assert plan.streams["T"][KEY] == 30
+        assert plan.streams["T"].settings[KEY] == 30
 
 
 def test_config_below_set_commands(tmp_path):
@@ -218,7 +219,7 @@ def test_config_below_set_commands(tmp_path):
     topo = tmp_path / "t.yaml"
     topo.write_text(PRECEDENCE_TOPOLOGY.replace("{OPTS}", "{}"))
     plan = plan_topology(load_topology(topo), [load_config(cfg)])
-    assert plan.streams["S"][KEY] == 20
+    assert plan.streams["S"].settings[KEY] == 20
 
 
 def test_bad_conf_is_reported_once_with_its_origin(tmp_path):
@@ -254,7 +255,7 @@ def test_chunk_options_are_checked_together(tmp_path):
     from: {objectName: S}
 """)
     with pytest.raises(TopologyError) as err:
-        plan_topology(load_topology(path))
+        validate(path)
     text = str(err.value)
     assert "corruptChunkPolicy deadletter needs jw.sqe.spout.kafka.deadLetterTopic" in text
     assert "chunking keys each chunk by the StreamMetadata of its last message" in text
@@ -298,6 +299,6 @@ def test_fixed_streams_do_not_filter_replays_and_postgres_takes_no_aggregates(tm
     from: {objectName: F}
 """)
     with pytest.raises(TopologyError) as err:
-        plan_topology(load_topology(path))
+        validate(path)
     assert "a FIXED stream has none" in str(err.value)
     assert "merges into a REDIS or KAFKA state, not POSTGRES" in str(err.value)

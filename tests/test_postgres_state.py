@@ -85,7 +85,8 @@ def test_a_batch_is_written_once_and_an_older_one_refused(spark, postgres_dsn):
     assert write_postgres(df, cfg, "t.In", 7).skipped is False
     again = write_postgres(df, cfg, "t.In", 7)  # the process died before the HWM commit
     assert (again.rows, again.skipped) == (0, True)
-    with pytest.raises(StaleBatchError, match=r"batch 6 of consumer 't.In' is older than batch 7"):
+    with pytest.raises(StaleBatchError,
+                       match=r"batch 6 of consumer 't.In' is older than the committed batch 7"):
         write_postgres(df, cfg, "t.In", 6)
     assert write_postgres(df, cfg, "other.In", 0).rows == 5  # another consumer: its own batches
     assert _rows(postgres_dsn, "SELECT count(*) FROM ids") == [(10,)]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from sqe.cli.local_services import free_port, wait_for_kafka
+from sqe.engine.prereq import java_version, require_java
 from sqe.errors import PrerequisiteError
-from sqe.run.prereq import java_version, require_java
 
 
 def _fake_java(tmp_path, version_line: str):

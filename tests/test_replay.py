@@ -7,7 +7,7 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqe.source.replay import ReplayStats, filter_replays, filter_replays_reference
+from sqe.source.replay import filter_replays, filter_replays_reference
 from sqe.wire.keys import StreamMetadata, decode_keys, encode_keys
 
 
@@ -42,13 +42,11 @@ def test_stored_hwm_drops_at_or_below_and_keeps_above():
     assert new == {(1, 0): 7, (2, 0): 0, (3, 3): 10}  # untouched entries are carried over
 
 
-def test_invalid_keys_are_kept_and_counted():
+def test_invalid_keys_are_kept():
     keys = [None, b"x" * 19] + keys_of([(1, 0, 3), (1, 0, 3)])
     keep, _ = check_equal(keys, {})
     assert keep.tolist() == [True, True, True, False]
-    pa_keys = pa.array(keys, type=pa.binary())
-    stats = ReplayStats.of(keep, decode_keys(pa_keys)[3])
-    assert stats == ReplayStats(records=4, replays=1, unparseable=2)
+    assert (~decode_keys(pa.array(keys, type=pa.binary()))[3]).sum() == 2
 
 
 def test_extreme_offsets():

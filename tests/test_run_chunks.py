@@ -12,9 +12,10 @@ import yaml
 
 from sqe.config.kafka_client import read_all
 from sqe.config.plan import plan_topology
+from sqe.engine.runner import run_topology
+from sqe.errors import RunError
 from sqe.lang.topology import load_topology
-from sqe.run.runner import RunError, run_topology
-from sqe.source.rows import DEAD_LETTER_REASON, DEAD_LETTER_SOURCE
+from sqe.wire.headers import DEAD_LETTER_REASON, DEAD_LETTER_SOURCE
 from sqe.wire.keys import StreamMetadata
 from tests.kafka_io import produce, read_topic
 

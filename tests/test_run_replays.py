@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from sqe.config.plan import plan_topology
+from sqe.engine.runner import run_topology
 from sqe.lang.topology import load_topology
-from sqe.run.runner import run_topology
 from sqe.wire.keys import StreamMetadata, kafka_secondary_id, pid_for
 from tests.kafka_io import cluster_id, produce, read_topic
 

@@ -13,9 +13,9 @@ import yaml
 
 from sqe.cli.local_services import free_port, start_local_kafka, start_local_redis
 from sqe.config.plan import plan_topology
-from sqe.errors import SqeError
+from sqe.engine.runner import run_topology
+from sqe.errors import RunError, SqeError
 from sqe.lang.topology import load_topology
-from sqe.run.runner import RunError, run_topology
 from sqe.wire.keys import StreamMetadata
 from tests.kafka_io import produce, read_topic
 
@@ -197,7 +197,7 @@ def test_committed_batch_is_skipped_and_an_older_one_refused(spark, kafka_bootst
                              tmp_path / "ck0", "once")
     assert report.skipped and read_topic(kafka_bootstrap, dest) == []
     store.commit(5, {})  # a writer with this consumer is at batch 5
-    with pytest.raises(RunError, match=r"batch 0 is older than the committed batch 5 .*"
+    with pytest.raises(RunError, match=r"batch 0 of consumer .* is older than the committed batch 5 .*"
                                        r"sqe hwm reset fence\.In"):
         run_topology(_plan(path, kafka_bootstrap, redis_url), spark, "fence", tmp_path / "ck1",
                      "once")

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 import redis
 
+from sqe.api import validate
 from sqe.cli.main import main
 from sqe.config.client_properties import consumer_properties, producer_properties
-from sqe.config.options import CONSUMER_PREFIX, PRODUCER_PREFIX
 from sqe.config.plan import plan_topology
 from sqe.config.redis_endpoint import RedisEndpoint, persistence_warning
+from sqe.config.registry import CONSUMER_PREFIX, PRODUCER_PREFIX
 from sqe.config.secrets import expand_env, is_secret_key, mask_value, redact_url, scrub
 from sqe.config.settings import Settings, load_config
 from sqe.errors import OptionError, TopologyError
@@ -100,10 +101,10 @@ def test_config_file_and_topology_read_secrets_from_the_environment(tmp_path, mo
         "      jw.sqe.spout.kafka.filterReplays.redis.url: redis://${SQE_T_HOST:-db}:6379/3")
     topo.write_text(text)
     plan = plan_topology(load_topology(topo), [cfg])
-    s = plan.streams["In"]
+    s = plan.streams["In"].settings
     assert s["jw.sqe.spout.kafka.filterReplays.redis.password"] == "s3cret-value"
     assert s["jw.sqe.spout.kafka.filterReplays.redis.url"] == "redis://db:6379/3"
-    assert plan.states[1]["jw.sqe.state.redis.password"] == "s3cret-value"
+    assert plan.states[1].settings["jw.sqe.state.redis.password"] == "s3cret-value"
 
     monkeypatch.delenv("SQE_T_PW")
     with pytest.raises(OptionError, match=rf"{conf} \(SQE\): jw.sqe.state.redis.password: "
@@ -175,7 +176,7 @@ def test_owned_properties_cannot_be_overridden(key, message):
 def _plan_errors(tmp_path: Path, conf: dict) -> str:
     topo = write_topology(tmp_path, "events", "out")
     with pytest.raises(TopologyError) as err:
-        plan_topology(load_topology(topo), conf=conf)
+        validate(topo, conf=conf)
     return str(err.value)
 
 
@@ -444,7 +445,8 @@ def test_secured_run_passes_properties_and_leaks_no_secret(kafka_bootstrap, kafk
 @pytest.mark.redis
 def test_run_warns_without_persistence_and_fails_in_one_line_on_a_wrong_password(
         spark, kafka_bootstrap, kafka_topic, password_redis, tmp_path, caplog):
-    from sqe.run.runner import RunError, run_topology
+    from sqe.engine.runner import run_topology
+    from sqe.errors import RunError
 
     source = kafka_topic(1, "src")
     produce(kafka_bootstrap, source, _records(5)[:5])
@@ -490,7 +492,8 @@ def test_source_and_state_clients_against_a_secured_broker():
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from sqe.config.kafka_client import Sender, new_producer, producer_conf
-    from sqe.source.kafka import RangePartition, SourceConfig, read_range
+    from sqe.source.config import RangePartition, SourceConfig
+    from sqe.source.kafka import read_range
 
     brokers = os.environ[SECURE_ENV]
     props = json.loads(os.environ.get("KAFKA_SECURE_PROPERTIES", "{}"))
@@ -501,6 +504,7 @@ def test_source_and_state_clients_against_a_secured_broker():
     for key, value, _ in _records(20)[:20]:
         sender.send(topic, value, key, 0)
     assert sender.finish() is None
-    cfg = SourceConfig(topic=topic, brokers=brokers, kafka=props)
+    cfg = SourceConfig.from_options({"topic": topic, "brokers": brokers,
+                                     **{f"consumer.{k}": v for k, v in props.items()}})
     rows = sum(b.num_rows for b in read_range(cfg, RangePartition(topic, 0, 0, 20)))
     assert rows == 20

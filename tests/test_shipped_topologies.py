@@ -53,11 +53,14 @@ def test_enrich_then_load_with_sqe_run_once(spark, kafka_bootstrap, redis_url, t
 
 
 def test_native_format_without_the_connector_is_a_clear_error(spark):
-    from sqe.source.kafka import SourceConfig
+    from sqe.config.settings import Settings
+    from sqe.config.views import StreamSettings
     from sqe.source.native import native_stream
 
+    stream = StreamSettings(Settings.defaults().overlay(
+        {"jw.sqe.spout.kafka.brokers": "127.0.0.1:1", "jw.sqe.spout.kafka.format": "native"}, "t"))
     with pytest.raises(SourceError, match="needs Spark's Kafka connector on the classpath"):
-        native_stream(spark, SourceConfig(topic="t", brokers="127.0.0.1:1"))
+        native_stream(spark, "t", stream)
 
 
 def test_sample_events_command_writes_events_enrich_can_read(kafka_bootstrap, kafka_topic, capsys):

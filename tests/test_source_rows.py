@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sqe.errors import SourceError
-from sqe.source.kafka import RangePartition, SourceConfig
+from sqe.source.config import RangePartition, SourceConfig
 from sqe.source.rows import Records, to_rows
 from sqe.wire.bloom import BloomFilter
 from sqe.wire.chunk import ChunkError, Message, decode_chunk, encode_chunk, read_header
@@ -27,8 +27,14 @@ PID = 77
 REGIONS = [f"r{i}" for i in range(6)]
 
 
-def _cfg(**kw) -> SourceConfig:
-    return SourceConfig(topic="t", brokers="127.0.0.1:1", chunks=True, **kw)
+def _source(**options) -> SourceConfig:
+    """A source config from reader options; tuples of filter values as JSON lists."""
+    given = {k: json.dumps(list(v)) if isinstance(v, tuple) else v for k, v in options.items()}
+    return SourceConfig.from_options({"topic": "t", "brokers": "127.0.0.1:1", **given})
+
+
+def _cfg(**options) -> SourceConfig:
+    return _source(chunks=True, **options)
 
 
 def _part(hwm=None) -> RangePartition:
@@ -66,10 +72,10 @@ def _reference(cfg: SourceConfig, rec: Records, hwm: dict | None) -> tuple[list,
             counts["replays_dropped"] += header.count
             continue
         if header.bloom:
-            wants = BloomFilter.from_bytes(header.bloom).might_contain(cfg.filter_values,
-                                                                       cfg.match_unfiltered)
+            wants = BloomFilter.from_bytes(header.bloom).might_contain(cfg.stream.filter_values,
+                                                                       cfg.stream.match_unfiltered)
         else:
-            wants = not cfg.filter_values or cfg.match_unfiltered
+            wants = not cfg.stream.filter_values or cfg.stream.match_unfiltered
         if not wants:
             counts["chunks_skipped_bloom"] += 1
             if running is not None:
@@ -78,8 +84,8 @@ def _reference(cfg: SourceConfig, rec: Records, hwm: dict | None) -> tuple[list,
         passed_any = False
         for i, m in enumerate(decode_chunk(value)):
             counts["messages_decoded"] += 1
-            wanted = (not cfg.filter_values or m.filter_value in cfg.filter_values
-                      or (m.filter_value is None and cfg.match_unfiltered))
+            wanted = (not cfg.stream.filter_values or m.filter_value in cfg.stream.filter_values
+                      or (m.filter_value is None and cfg.stream.match_unfiltered))
             passed_any |= wanted
             if running is not None and group in running and m.offset <= running[group]:
                 counts["replays_dropped"] += 1
@@ -90,7 +96,7 @@ def _reference(cfg: SourceConfig, rec: Records, hwm: dict | None) -> tuple[list,
                 counts["messages_filtered"] += 1
                 continue
             rows.append((offset, i, m.offset, m.filter_value, m.value))
-        if cfg.filter_values and not passed_any:
+        if cfg.stream.filter_values and not passed_any:
             counts["chunks_false_positive"] += 1
     return rows, counts
 
@@ -112,7 +118,7 @@ chunk_specs = st.lists(st.lists(st.one_of(st.none(), st.sampled_from(REGIONS)), 
 @given(chunk_specs, st.lists(st.sampled_from(REGIONS), max_size=2), st.booleans(),
        st.one_of(st.none(), st.integers(90, 200)))
 def test_equal_to_the_scalar_reference(spec, wanted, match_unfiltered, mark):
-    cfg = _cfg(filter_values=tuple(wanted), match_unfiltered=match_unfiltered)
+    cfg = _cfg(filterValues=tuple(wanted), matchUnfiltered=match_unfiltered)
     rec = _chunked(spec)
     hwm = {(PID, 1): mark} if mark is not None else None
     assert _vectorised(cfg, rec, hwm) == _reference(cfg, rec, hwm)
@@ -123,7 +129,7 @@ def test_a_selective_reader_gets_exactly_its_value_and_skips_most_chunks():
     regions = [f"region-{i}" for i in range(50)]
     spec = [[regions[int(rng.integers(0, 50))]] * 100 for _ in range(200)]  # one region a chunk
     rec = _chunked(spec)
-    batch, _, tally = to_rows(_cfg(filter_values=("region-7",)), _part(), rec, None, None)
+    batch, _, tally = to_rows(_cfg(filterValues=("region-7",)), _part(), rec, None, None)
     expected = sum(100 for s in spec if s[0] == "region-7")
     assert batch.num_rows == expected > 0
     assert set(batch.column("_filter_value").to_pylist()) == {"region-7"}
@@ -135,10 +141,10 @@ def test_a_selective_reader_gets_exactly_its_value_and_skips_most_chunks():
 def test_match_unfiltered_on_a_topic_mixing_filtered_and_unfiltered_messages():
     spec = [["eu", None], ["us"], [None, None], ["eu"]]
     rec = _chunked(spec)
-    without, _, t1 = to_rows(_cfg(filter_values=("eu",)), _part(), rec, None, None)
+    without, _, t1 = to_rows(_cfg(filterValues=("eu",)), _part(), rec, None, None)
     assert without.column("_filter_value").to_pylist() == ["eu", "eu"]
     assert t1.chunks_skipped_bloom == 2
-    with_, _, t2 = to_rows(_cfg(filter_values=("eu",), match_unfiltered=True), _part(), rec,
+    with_, _, t2 = to_rows(_cfg(filterValues=("eu",), matchUnfiltered=True), _part(), rec,
                            None, None)
     assert with_.column("_filter_value").to_pylist() == ["eu", None, None, None, "eu"]
     assert t2.chunks_skipped_bloom == 1
@@ -198,7 +204,7 @@ def test_a_plain_record_in_a_chunked_stream_is_a_corrupt_chunk():
 
 def test_a_chunk_in_a_plain_stream_is_an_error_that_names_the_option():
     rec = _chunked([["a"]])
-    plain = SourceConfig(topic="t", brokers="127.0.0.1:1")
+    plain = _source()
     with pytest.raises(SourceError, match=r"t/3 offset 500 holds an SQE chunk.*chunks: true"):
         to_rows(plain, _part(), rec, None, None)
     rec.values[0] = b"SQEC but plain text"  # starts like one, is not one: passed on
@@ -215,16 +221,16 @@ def _plain(fvs: list[bytes | None]) -> Records:
 
 def test_plain_records_are_post_filtered_by_their_header():
     rec = _plain([b"eu", b"us", None, b"eu"])
-    cfg = SourceConfig(topic="t", brokers="b", filter_values=("eu",))
+    cfg = _source(filterValues=("eu",))
     batch, _, tally = to_rows(cfg, _part(), rec, None, None)
     assert batch.column("_offset").to_pylist() == [0, 3]
     assert tally.messages_filtered == 2
-    cfg = SourceConfig(topic="t", brokers="b", filter_values=("eu",), match_unfiltered=True)
+    cfg = _source(filterValues=("eu",), matchUnfiltered=True)
     assert to_rows(cfg, _part(), rec, None, None)[0].column("_offset").to_pylist() == [0, 2, 3]
 
 
 def test_a_header_that_is_not_utf8_is_an_error_naming_the_offset():
-    cfg = SourceConfig(topic="t", brokers="b", filter_values=("eu",))
+    cfg = _source(filterValues=("eu",))
     with pytest.raises(SourceError, match="t/3 offset 1: the sqe-filter-value header is not"):
         to_rows(cfg, _part(), _plain([b"eu", b"\xff\xfe"]), None, None)
 
@@ -232,7 +238,7 @@ def test_a_header_that_is_not_utf8_is_an_error_naming_the_offset():
 def test_post_filter_expression_replaces_the_default():
     post = json.dumps({"Or": [{"RLike": ["_filter_value", {"C": "^r[12]$"}]},
                               {"=": ["_filter_value", None]}]})
-    cfg = _cfg(post_filter=post)
+    cfg = _cfg(postFilter=post)
     rec = _chunked([["r1", "r2", "r3", None]])
     batch, _, tally = to_rows(cfg, _part(), rec, None, None)
     assert batch.column("_filter_value").to_pylist() == ["r1", "r2", None]
@@ -241,13 +247,13 @@ def test_post_filter_expression_replaces_the_default():
 
 def test_a_post_filter_on_a_value_field_is_refused_with_the_columns_it_may_use():
     with pytest.raises(SourceError, match="sees the source's record columns"):
-        _cfg(post_filter=json.dumps({"=": ["region", {"C": "eu"}]}))
+        _cfg(postFilter=json.dumps({"=": ["region", {"C": "eu"}]}))
 
 
 def test_the_config_with_a_compiled_post_filter_survives_pickling():
     import pickle
 
-    cfg = _cfg(post_filter=json.dumps({"In": ["_filter_value", {"C": "a"}]}))
+    cfg = _cfg(postFilter=json.dumps({"In": ["_filter_value", {"C": "a"}]}))
     _ = cfg.post_filter_expression
     back = pickle.loads(pickle.dumps(cfg))
     rec = _chunked([["a", "b"]])

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from sqe.api import load_topology, validate
 from sqe.config.plan import plan_topology
 from sqe.errors import TopologyError
 from sqe.lang.expressions import (
@@ -18,7 +19,7 @@ from sqe.lang.expressions import (
     parse_expression,
     to_raw,
 )
-from sqe.lang.topology import CreateStream, Query, SetCommand, load_topology
+from sqe.lang.topology import CreateStream, Query, SetCommand
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parents[1]
@@ -33,10 +34,10 @@ def test_sqe_replay_file_loads_unchanged():
     assert middle.insertInto.stateName is None and middle.select.expressions == [Field("_value")]
     assert dest.from_.objectName == "middle" and dest.insertInto.stateName == "KAFKA"
     plan = plan_topology(t)
-    s = plan.streams["Source"]
+    s = plan.streams["Source"].settings
     assert s["jw.sqe.spout.kafka.filterReplays"] is True
     assert s["jw.sqe.spout.kafka.clientid"] == "replay-test"
-    state = plan.state_settings(dest)
+    state = plan.state_settings(dest).settings
     assert state["jw.sqe.state.kafka.keytype"] == "streammetadata"
     assert state["jw.sqe.state.kafka.partitionClass"].endswith("SourcePartitionPartitioner")
 
@@ -55,7 +56,7 @@ def test_sqe_complex_query_file_loads_unchanged():
         "or", (Function(">", (Field("HappyDanceCount"), Constant(0.0))), Constant(False))
     )
     plan = plan_topology(t)
-    s = plan.state_settings(q)
+    s = plan.state_settings(q).settings
     assert s["jw.sqe.state.redis.host"] == "localhost"  # from the Set before the query
     assert s["jw.sqe.state.redis.database"] == 3 and s["jw.sqe.state.redis.datatype"] == "HASH"
     assert any("a is not a jw.sqe.* option" in w for w in plan.warnings)
@@ -86,12 +87,12 @@ def test_shipped_topologies_form_the_replay_chain():
     enrich = plan_topology(load_topology(ROOT / "topologies" / "enrich.yaml"))
     load = plan_topology(load_topology(ROOT / "topologies" / "load.yaml"))
     writer = enrich.topology.queries[0]
-    state = enrich.state_settings(writer)
+    state = enrich.state_settings(writer).settings
     assert state["jw.sqe.state.kafka.keytype"] == "streammetadata"
     assert state["jw.sqe.state.kafka.partitionClass"].endswith("SourcePartitionPartitioner")
     reader = load.topology.streams[0]
     assert reader.objectName == writer.insertInto.objectName
-    assert load.streams[reader.streamName]["jw.sqe.spout.kafka.filterReplays"] is True
+    assert load.streams[reader.streamName].settings["jw.sqe.spout.kafka.filterReplays"] is True
 
 
 def _write(tmp_path, text: str, name: str = "t.yaml") -> Path:
@@ -201,7 +202,7 @@ def test_state_requirements(tmp_path):
         "    select: {expressions: [a]}\n    from: {objectName: S}\n"
     )
     with pytest.raises(TopologyError) as info:
-        plan_topology(load_topology(_write(tmp_path, body)))
+        validate(_write(tmp_path, body))
     assert len(info.value.messages) == 2
     assert "keytype field writes the first field as key" in info.value.messages[0]
     assert "jw.sqe.state.redis.keyname.fields names b" in info.value.messages[1]

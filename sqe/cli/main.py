@@ -24,255 +24,10 @@ import sys
 from collections.abc import Sequence
 
 from sqe import __version__
-from sqe.config.options import CLIENT_PROPERTIES, REGISTRY, RETIRED, Option
-from sqe.config.plan import plan_topology
-from sqe.config.settings import Settings, load_config, parse_conf_pairs
+from sqe.cli import commands
 from sqe.errors import SqeError
-from sqe.lang.topology import load_topology
-from sqe.wire.keys import StreamMetadata, pid_for
 
 __all__ = ["main"]
-
-
-def _cmd_validate(args: argparse.Namespace) -> int:
-    configs = [load_config(c) for c in args.config]
-    conf = parse_conf_pairs(args.conf)
-    failed = False
-    for path in args.files:
-        try:
-            plan = plan_topology(load_topology(path, args.name), configs, conf)
-        except SqeError as exc:
-            failed = True
-            print(f"error: {exc}".replace("\n", "\nerror: "), file=sys.stderr)
-            continue
-        for warning in plan.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
-        t = plan.topology
-        print(f"OK {path}: topology {t.name!r}, {len(t.streams)} stream(s), "
-              f"{len(t.queries)} query(ies)")
-    return 2 if failed else 0
-
-
-def _cmd_run(args: argparse.Namespace) -> int:
-    import logging
-    from pathlib import Path
-
-    from sqe.config.settings import spark_conf_options
-    from sqe.errors import SourceError, StateError
-    from sqe.run.runner import RunError, run_topology
-    from sqe.run.session import build_session, quiet_failure_traces
-
-    configs = [load_config(c) for c in args.config]
-    conf = parse_conf_pairs(args.conf)
-    topology = load_topology(args.topology, args.name)
-    plan = plan_topology(topology, configs, conf)  # invalid input fails before Spark starts
-    for warning in plan.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    logging.basicConfig(level=logging.INFO, format="sqe: %(message)s", stream=sys.stderr)
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    spark = build_session(f"sqe {topology.name}", plan.spark_conf)
-    if not args.verbose:
-        quiet_failure_traces(spark)
-    from_spark = spark_conf_options(spark.sparkContext.getConf().getAll())
-    if from_spark:
-        plan = plan_topology(topology, configs, conf, from_spark)
-    checkpoint = args.checkpoint or str(Path("checkpoints") / topology.name)
-    mode = "once" if args.once else ("runtime" if args.runtime is not None else "forever")
-    try:
-        reports = run_topology(plan, spark, topology.name, checkpoint, mode, args.runtime)
-    except (RunError, SourceError, StateError) as exc:
-        print(f"error: {topology.path}: {exc}", file=sys.stderr)
-        return 1
-    read = sum(r.records_read for r in reports)
-    dropped = sum(r.replays_dropped for r in reports)
-    written = sum(sum(r.written.values()) for r in reports)
-    print(f"{topology.name}: {len(reports)} batch(es), {read} records read, "
-          f"{dropped} replays dropped, {written} rows written")
-    print(f"progress of every batch: sqe report {checkpoint}")
-    return 0
-
-
-def _cmd_hwm(args: argparse.Namespace) -> int:
-    import redis
-
-    from sqe.config.redis_endpoint import hwm_endpoint
-    from state.hwm import HwmStore
-
-    settings = _settings(args)
-    if args.redis:
-        settings = settings.overlay({"jw.sqe.spout.kafka.filterReplays.redis.url": args.redis},
-                                    "--redis")
-    try:
-        endpoint = hwm_endpoint(settings)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        store = HwmStore.from_url(endpoint, args.consumer, args.ttl)
-    except redis.RedisError as exc:
-        print(f"error: HWM store: {endpoint.describe_error(exc)}", file=sys.stderr)
-        return 1
-    try:
-        if args.hwm_command == "reset":
-            deleted = store.reset()
-            print(f"consumer {args.consumer}: {deleted} key(s) deleted from {endpoint.display}")
-            if args.postgres:
-                from state.postgres import forget_batches
-
-                rows = forget_batches(args.postgres, args.consumer)
-                print(f"consumer {args.consumer}: {rows} batch row(s) deleted from the "
-                      "Postgres batch tables")
-            return 0
-        snapshot = store.load()
-    except redis.RedisError as exc:
-        print(f"error: HWM store: {endpoint.describe_error(exc)}", file=sys.stderr)
-        return 1
-    finally:
-        store.client.close()
-    print(f"consumer {args.consumer}: committed batch "
-          f"{'-' if snapshot.batch_id is None else snapshot.batch_id}, "
-          f"{len(snapshot.hwm)} high-water mark(s)")
-    for (pid, partition), offset in sorted(snapshot.hwm.items()):
-        print(f"pid={pid} partition={partition} offset={offset}")
-    return 0
-
-
-def _cmd_services(args: argparse.Namespace) -> int:
-    import signal
-    import threading
-
-    from sqe.cli.local_services import start_local_kafka, start_local_redis
-
-    started = []
-    try:
-        kafka = start_local_kafka(os.path.join(args.data_dir, "kafka"), args.kafka_port)
-        started.append(kafka)
-        print(f"kafka: {kafka.address} (logs in {kafka.log_path})", flush=True)
-        if args.redis_port:
-            rds = start_local_redis(os.path.join(args.data_dir, "redis"), args.redis_port)
-            started.append(rds)
-            print(f"redis: {rds.address} (logs in {rds.log_path})", flush=True)
-        print("running; Ctrl-C stops them", flush=True)
-        stop = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
-        while not stop.wait(1.0):
-            dead = [s for s in started if s.process.poll() is not None]
-            if dead:
-                print(f"error: {dead[0].name} exited: {dead[0].log_tail(5)}", file=sys.stderr)
-                return 1
-        return 0
-    finally:
-        for service in reversed(started):
-            service.stop()
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from sqe.cli.demo import run_demo
-
-    report = run_demo(args.events, args.workdir, say=lambda text: print(text, flush=True))
-    print("\n".join(["", "report:", *("  " + line for line in report.lines())]))
-    if report.duplicates_in_store:
-        print(f"error: {report.duplicates_in_store} duplicate(s) reached the final store",
-              file=sys.stderr)
-        return 1
-    if not report.replays_in_middle_topic:
-        print("warning: the crash left no replays in enriched, so the filter had nothing to "
-              "do; run again with more --events", file=sys.stderr)
-    print("\nper-batch progress: sqe report " + " ".join(map(str, report.checkpoints))
-          + " [--plot demo.png]")
-    return 0
-
-
-def _cmd_report(args: argparse.Namespace) -> int:
-    from sqe.cli import report
-
-    progress = report.load(args.checkpoints)  # a missing or empty file: ProgressError, exit 2
-    if args.plot:
-        report.plot(progress, args.plot)  # fails before anything is printed without matplotlib
-    print(report.write_json(progress) if args.json else report.summary_table(progress))
-    if args.plot:
-        print(f"plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout)
-    return 0
-
-
-def _cmd_sample_events(args: argparse.Namespace) -> int:
-    from sqe.cli.sample_events import produce_events
-
-    n = produce_events(args.brokers, args.topic, args.count, start=args.start)
-    print(f"{n} sample events written to {args.topic} on {args.brokers}")
-    return 0
-
-
-def _default_text(option: Option) -> str:
-    if option.default is None:
-        return "-"
-    if isinstance(option.default, bool):
-        return str(option.default).lower()
-    if isinstance(option.default, list):
-        return "[]" if not option.default else ",".join(option.default)
-    return str(option.default)
-
-
-def _settings(args: argparse.Namespace) -> Settings:
-    """The options of ``--config`` files and ``--conf`` pairs, in that order of precedence."""
-    settings = Settings.defaults()
-    for path in args.config:
-        cfg = load_config(path)
-        settings = settings.overlay(cfg.sqe, f"{cfg.path} (SQE)")
-    return settings.overlay(parse_conf_pairs(args.conf), "--conf")
-
-
-def _cmd_options(args: argparse.Namespace) -> int:
-    if args.show:
-        settings = _settings(args)
-        given = sorted(settings.explicit())
-        if not given:
-            print("no option is set by the given --config files and --conf pairs")
-        for key in given:
-            print(f"{key} = {settings.shown(key)!s}  ({settings.origin(key)})")
-        return 0
-    options = [*REGISTRY.values(), *CLIENT_PROPERTIES.values()]
-    if args.markdown:
-        print("| key | type | default | description |")
-        print("| --- | --- | --- | --- |")
-        for o in options:
-            doc = o.doc + (f" *Ignored on Spark: {o.ignored}.*" if o.ignored else "")
-            print(f"| `{o.key}` | {o.type_name} | `{_default_text(o)}` | {doc} |")
-        for key, why in RETIRED.items():
-            print(f"| `{key}` | retired | - | {why[0].upper() + why[1:]}. |")
-        return 0
-    width = max(len(o.key) for o in options)
-    for o in options:
-        print(f"{o.key:<{width}}  {o.type_name}  (default {_default_text(o)})")
-        print(f"{'':<{width}}  {o.doc}" + (f" Ignored on Spark: {o.ignored}." if o.ignored else ""))
-    for key, why in RETIRED.items():
-        print(f"{key:<{width}}  retired: {why}")
-    return 0
-
-
-def _cmd_keys(args: argparse.Namespace) -> int:
-    if args.keys_command == "decode":
-        status = 0
-        for text in args.hex:
-            try:
-                m = StreamMetadata.from_bytes(bytes.fromhex(text))
-            except ValueError as exc:
-                print(f"error: key {text!r}: {exc}", file=sys.stderr)
-                status = 2
-                continue
-            print(f"pid={m.pid} partition={m.partition} offset={m.offset}")
-        return status
-    if args.keys_command == "encode":
-        try:
-            m = StreamMetadata(args.pid, args.partition, args.offset)
-        except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        print(m.to_bytes().hex())
-        return 0
-    print(pid_for(args.topology, args.stream, args.secondary_id))
-    return 0
 
 
 def _option_arguments(parser: argparse.ArgumentParser) -> None:
@@ -294,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="check topology files without starting Spark")
     v.add_argument("files", nargs="+", metavar="FILE", help="topology files (YAML or JSON)")
     _option_arguments(v)
-    v.set_defaults(func=_cmd_validate)
+    v.set_defaults(func=commands.validate)
 
     r = sub.add_parser("run", help="run a topology on Spark (locally, or under spark-submit)")
     r.add_argument("topology", metavar="TOPOLOGY", help="topology file (YAML or JSON)")
@@ -310,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--verbose", action="store_true",
                    help="keep Spark's stack traces of a failure (it is always reported as a "
                    "sentence)")
-    r.set_defaults(func=_cmd_run)
+    r.set_defaults(func=commands.run)
 
     h = sub.add_parser("hwm", help="show or reset a consumer's high-water marks in Redis")
     hsub = h.add_subparsers(dest="hwm_command", required=True, metavar="ACTION")
@@ -332,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
         if action == "reset":
             a.add_argument("--postgres", metavar="DSN", help="also forget the consumer's "
                            "batches in this database's Postgres batch tables (sqe_batches)")
-    h.set_defaults(func=_cmd_hwm)
+    h.set_defaults(func=commands.hwm)
 
     sv = sub.add_parser("services", help="run a local Kafka-protocol broker and redis-server "
                         "for trying topologies on a machine without them (needs .[local])")
@@ -340,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--redis-port", type=int, default=6379,
                     help="0 to start no redis-server (e.g. one already runs)")
     sv.add_argument("--data-dir", default=".sqe-services", metavar="DIR")
-    sv.set_defaults(func=_cmd_services)
+    sv.set_defaults(func=commands.services)
 
     dm = sub.add_parser("demo", help="the exactly-once chain end to end on local services, with "
                         "a crash of enrich mid-batch, and a report")
@@ -348,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
                     "(default 5000)")
     dm.add_argument("--workdir", metavar="DIR", help="where services, checkpoints and logs go "
                     "(default: a new temporary directory)")
-    dm.set_defaults(func=_cmd_demo)
+    dm.set_defaults(func=commands.demo)
 
     rp = sub.add_parser("report", help="summarize the batches of sqe run from a checkpoint's "
                         "progress file, optionally as a plot")
@@ -357,14 +112,14 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--json", action="store_true", help="print the summary as JSON")
     rp.add_argument("--plot", metavar="PNG", help="also draw records in, replays dropped, "
                     "Bloom chunks skipped and batch duration per batch (needs .[plot])")
-    rp.set_defaults(func=_cmd_report)
+    rp.set_defaults(func=commands.report)
 
     se = sub.add_parser("sample-events", help="write sample JSON events for enrich.yaml to Kafka")
     se.add_argument("--brokers", default="localhost:9092")
     se.add_argument("--topic", default="events")
     se.add_argument("--count", type=int, default=1000)
     se.add_argument("--start", type=int, default=0, help="first event number (ids e<start>...)")
-    se.set_defaults(func=_cmd_sample_events)
+    se.set_defaults(func=commands.sample_events)
 
     o = sub.add_parser("options", help="list every jw.sqe.* option, or with --show the values "
                        "that --config files and --conf pairs set (secrets as ***)")
@@ -373,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
                    "--conf, with their values and where each comes from")
     o.add_argument("--config", action="append", default=[], metavar="FILE")
     o.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
-    o.set_defaults(func=_cmd_options)
+    o.set_defaults(func=commands.options)
 
     k = sub.add_parser("keys", help="encode and decode 20-byte StreamMetadata keys")
     ksub = k.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
@@ -388,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("stream")
     p.add_argument("secondary_id", metavar="SECONDARY_ID",
                    help="for a Kafka stream: '<cluster id>/<topic>'")
-    k.set_defaults(func=_cmd_keys)
+    k.set_defaults(func=commands.keys)
     return parser
 
 

@@ -1,7 +1,7 @@
 """``sqe report``: what a topology's runs did, from the progress file of its checkpoint.
 
 :func:`summarize` folds the entries of one or more progress files
-(:mod:`sqe.run.progress`) into one :class:`StreamSummary` per stream (per
+(:mod:`sqe.engine.progress`) into one :class:`StreamSummary` per stream (per
 ``<topology>.<stream>`` consumer): batches, records in, replays dropped, rows
 written per state, Bloom chunks read and skipped, bytes decoded, total and median
 batch duration and records per second.  :func:`summary_table` prints them as a
@@ -17,13 +17,14 @@ import json
 import os
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from sqe.engine.batch_report import BatchReport
+from sqe.engine.progress import PROGRESS_FILE, Progress, ProgressEntry, read_progress
 from sqe.errors import PrerequisiteError, SqeError
-from sqe.run.progress import PROGRESS_FILE, BatchEntry, Progress, read_progress
 
 __all__ = ["NO_MATPLOTLIB", "ReportError", "StreamSummary", "load", "plot", "progress_file_of",
            "summarize", "summary_json", "summary_table", "write_json"]
@@ -54,24 +55,12 @@ class StreamSummary:
 
     topology: str
     stream: str
+    totals: BatchReport  # every counter summed over the batches
     runs: int = 0
     batches: int = 0  # batches that ran
     skipped_batches: int = 0  # re-runs of batches committed already (nothing done)
-    records_read: int = 0
-    replays_dropped: int = 0
-    unparseable_keys: int = 0
-    unparseable_values: int = 0
-    written: dict[str, int] = field(default_factory=dict)
-    chunks_read: int = 0
-    chunks_skipped_bloom: int = 0
-    chunks_skipped_hwm: int = 0
-    chunks_false_positive: int = 0
-    bytes_decoded: int = 0
-    bytes_not_decoded: int = 0
-    dead_letters: int = 0
-    duration_s: float = 0.0  # the batches' durations added up
     median_batch_s: float = 0.0
-    records_per_s: float | None = None  # records_read / duration_s
+    records_per_s: float | None = None  # records read / the batches' durations added up
     first_started: str = ""  # ISO 8601, UTC
     last_finished: str = ""
 
@@ -80,6 +69,16 @@ class StreamSummary:
         """``<topology>.<stream>``, the name in the HWM store."""
         return f"{self.topology}.{self.stream}"
 
+    def to_json(self) -> dict[str, Any]:
+        """A flat map: the summary's own fields, then the totals, the source's counters inline."""
+        totals = self.totals.to_json()
+        source = totals.pop("source")
+        source.pop("replays_dropped")  # the batch's own counter says it
+        for key in ("stream", "batch_id", "skipped", "filtering", "already_written", "started"):
+            totals.pop(key)
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "totals"}
+        return {"consumer": self.consumer, **own, **totals, **source}
+
 
 def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds")
@@ -87,33 +86,24 @@ def _iso(epoch: float) -> str:
 
 def summarize(progress: Sequence[Progress]) -> list[StreamSummary]:
     """One summary per stream, in the order the streams first appear."""
-    groups: dict[tuple[str, str], list[BatchEntry]] = {}
+    groups: dict[tuple[str, str], list[ProgressEntry]] = {}
     for p in progress:
         for e in p.entries:
-            groups.setdefault((e.topology, e.stream), []).append(e)
+            groups.setdefault((e.topology, e.report.stream), []).append(e)
     out = []
     for (topology, stream), entries in groups.items():
-        s = StreamSummary(topology, stream, runs=len({e.run for e in entries}))
-        ran = [e for e in entries if not e.skipped]
-        s.batches, s.skipped_batches = len(ran), len(entries) - len(ran)
-        for e in entries:
-            s.records_read += e.records_read
-            s.replays_dropped += e.replays_dropped
-            s.unparseable_keys += e.unparseable_keys
-            s.unparseable_values += e.unparseable_values
-            for state, rows in e.written.items():
-                s.written[state] = s.written.get(state, 0) + rows
-            for name in ("chunks_read", "chunks_skipped_bloom", "chunks_skipped_hwm",
-                         "chunks_false_positive", "bytes_decoded", "bytes_not_decoded",
-                         "dead_letters"):
-                setattr(s, name, getattr(s, name) + e.source.get(name, 0))
-            s.duration_s += e.duration_s
+        reports = [e.report for e in entries]
+        s = StreamSummary(topology, stream, BatchReport(stream, -1),
+                          runs=len({e.run for e in entries}))
+        ran = [r for r in reports if not r.skipped]
+        s.batches, s.skipped_batches = len(ran), len(reports) - len(ran)
+        for r in reports:
+            s.totals.add(r)
         if ran:
-            s.median_batch_s = statistics.median(e.duration_s for e in ran)
-        if s.duration_s > 0:
-            s.records_per_s = s.records_read / s.duration_s
-        s.first_started = _iso(min(e.started for e in entries))
-        s.last_finished = _iso(max(e.started + e.duration_s for e in entries))
+            s.median_batch_s = statistics.median(r.duration_s for r in ran)
+        s.records_per_s = s.totals.rate()
+        s.first_started = _iso(min(r.started for r in reports))
+        s.last_finished = _iso(max(r.started + r.duration_s for r in reports))
         out.append(s)
     return out
 
@@ -133,20 +123,21 @@ def _count(n: int) -> str:
 def summary_table(progress: Sequence[Progress]) -> str:
     """The summary as printed by ``sqe report``: a row per measure, a column per stream."""
     summaries = summarize(progress)
-    states = sorted({state for s in summaries for state in s.written})
+    totals = [s.totals for s in summaries]
+    states = sorted({state for t in totals for state in t.written})
     rows: list[tuple[str, list[str]]] = [
         ("runs", [_count(s.runs) for s in summaries]),
         ("batches", [_count(s.batches) + (f" (+{s.skipped_batches} skipped)"
                                           if s.skipped_batches else "") for s in summaries]),
-        ("records in", [_count(s.records_read) for s in summaries]),
-        ("replays dropped", [_count(s.replays_dropped) for s in summaries]),
+        ("records in", [_count(t.records_read) for t in totals]),
+        ("replays dropped", [_count(t.replays_dropped) for t in totals]),
         *[(f"rows written to {state}",
-           [_count(s.written[state]) if state in s.written else "-" for s in summaries])
+           [_count(t.written[state]) if state in t.written else "-" for t in totals])
           for state in states],
-        ("chunks read", [_count(s.chunks_read) for s in summaries]),
-        ("chunks skipped (Bloom)", [_count(s.chunks_skipped_bloom) for s in summaries]),
-        ("bytes decoded", [_count(s.bytes_decoded) for s in summaries]),
-        ("total batch time (s)", [f"{s.duration_s:.2f}" for s in summaries]),
+        ("chunks read", [_count(t.source.chunks_read) for t in totals]),
+        ("chunks skipped (Bloom)", [_count(t.source.chunks_skipped_bloom) for t in totals]),
+        ("bytes decoded", [_count(t.source.bytes_decoded) for t in totals]),
+        ("total batch time (s)", [f"{t.duration_s:.2f}" for t in totals]),
         ("median batch time (s)", [f"{s.median_batch_s:.2f}" for s in summaries]),
         ("records/s", ["-" if s.records_per_s is None else _rate(s.records_per_s)
                        for s in summaries]),
@@ -174,18 +165,18 @@ def summary_json(progress: Sequence[Progress]) -> dict[str, Any]:
     return {
         "files": [{"path": str(p.path), "entries": len(p.entries), "truncated": p.truncated}
                   for p in progress],
-        "streams": [{"consumer": s.consumer, **asdict(s)} for s in summarize(progress)],
+        "streams": [s.to_json() for s in summarize(progress)],
     }
 
 
-def _series(progress: Sequence[Progress]) -> dict[str, list[BatchEntry]]:
+def _series(progress: Sequence[Progress]) -> dict[str, list[BatchReport]]:
     """The batches that ran, per ``<topology>.<stream>``, by batch id then start."""
-    out: dict[str, list[BatchEntry]] = {}
+    out: dict[str, list[BatchReport]] = {}
     for p in progress:
         for e in p.entries:
-            if not e.skipped:
-                out.setdefault(f"{e.topology}.{e.stream}", []).append(e)
-    return {k: sorted(v, key=lambda e: (e.batch_id, e.started)) for k, v in out.items()}
+            if not e.report.skipped:
+                out.setdefault(f"{e.topology}.{e.report.stream}", []).append(e.report)
+    return {k: sorted(v, key=lambda r: (r.batch_id, r.started)) for k, v in out.items()}
 
 
 def plot(progress: Sequence[Progress], out: str | os.PathLike[str]) -> Path:
@@ -200,8 +191,7 @@ def plot(progress: Sequence[Progress], out: str | os.PathLike[str]) -> Path:
     panels = [  # title, y label, value of a batch, whether the value is a count
         ("Records in", "records", lambda e: e.records_read, True),
         ("Replays dropped", "records", lambda e: e.replays_dropped, True),
-        ("Bloom chunks skipped", "chunks", lambda e: e.source.get("chunks_skipped_bloom", 0),
-         True),
+        ("Bloom chunks skipped", "chunks", lambda e: e.source.chunks_skipped_bloom, True),
         ("Batch duration", "seconds", lambda e: e.duration_s, False),
     ]
     series = _series(progress)

@@ -28,7 +28,7 @@ import re
 from typing import Literal
 
 from sqe.config.kafka_client import check_properties
-from sqe.config.options import CONSUMER_PREFIX, JAVA_PROPERTIES, PRODUCER_PREFIX
+from sqe.config.registry import CONSUMER_PREFIX, JAVA_PROPERTIES, PRODUCER_PREFIX
 from sqe.config.settings import Settings
 
 __all__ = ["consumer_properties", "producer_properties", "property_problems"]

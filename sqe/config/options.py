@@ -1,33 +1,33 @@
-"""The ``jw.sqe.*`` option registry: every key declared once, with type, default and doc.
+"""What a ``jw.sqe.*`` option is, and turning a raw value into a typed one and back.
 
-This module owns what an option *is* (:class:`Option`), the registry
-(:data:`REGISTRY`), the retired keys and what to do instead
-(:data:`RETIRED`), and turning a raw value into a typed one
-(:func:`coerce`).  Where values come from and which one wins is
-:mod:`sqe.config.settings`.
+:class:`Option` declares one key: its kind, default, doc, scope and checks.
+:func:`coerce` turns a raw value into the option's type: values arrive typed from
+YAML/JSON files and as strings from ``--conf``, Spark conf and reader options, so
+every kind accepts its string spelling too (``"true"``, ``"42"``, ``"a,b"``).
+:func:`render` is its inverse, the string a value travels as in Spark reader
+options.  The declarations themselves are :mod:`sqe.config.registry`.
 
-Values arrive typed from YAML/JSON files and as strings from ``--conf`` and
-Spark conf, so every kind accepts its string spelling too (``"true"``,
-``"42"``, ``"a,b"``).  Example::
+Example::
 
-    >>> coerce(REGISTRY["jw.sqe.state.kafka.keytype"], "StreamMetadata", "--conf")
-    'streammetadata'
+    >>> o = Option("jw.sqe.x", "list", None, "doc")
+    >>> coerce(o, "a,b", "--conf"), render(o, ["a", "b"])
+    (['a', 'b'], '["a", "b"]')
 """
 
 from __future__ import annotations
 
-import difflib
+import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import yaml
 
 from sqe.errors import OptionError
+from sqe.lang.expressions import Constant, ExpressionError, Field, parse_expression, to_raw
 
-__all__ = ["Option", "OptionKind", "REGISTRY", "RETIRED", "PREFIX", "CLIENT_PROPERTIES",
-           "CONSUMER_PREFIX", "PRODUCER_PREFIX", "OWNED_PROPERTIES", "coerce", "lookup", "suggest"]
+__all__ = ["Option", "OptionKind", "PREFIX", "Scope", "coerce", "render"]
 
 PREFIX = "jw.sqe."
 
@@ -74,305 +74,6 @@ class Option:
             "expression": "SQE expression (a field name, a function tree or {sql: ...})",
             "property": "string, number or boolean (passed to librdkafka as a string)",
         }[self.kind]
-
-
-def _check_partitioner(name: str) -> str | None:
-    from partitioners import resolve  # local: partitioners imports sqe.wire.keys
-
-    try:
-        resolve(name)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
-def _check_bloom_size(size: int) -> str | None:
-    return None if 16 <= size <= 255 else "expected 16..255 bytes"
-
-
-def _check_redis_url(url: str) -> str | None:
-    from sqe.config.redis_endpoint import check_url
-
-    return check_url(url)
-
-
-def _check_state_redis_url(url: str) -> str | None:
-    if url.lower().split("://", 1)[0].endswith("+cluster"):
-        return ("the Redis state writes keys of every slot from one script, so it needs one "
-                "server (redis://, rediss://, unix:// or a Sentinel URL), not a Cluster")
-    return _check_redis_url(url)
-
-
-def _redis_security(prefix: str, what: str, scope: Scope) -> list[Option]:
-    """The credential and TLS options of one Redis connection (HWM store or Redis state)."""
-    return [
-        Option(f"{prefix}.username", "str", None,
-               f"ACL user name for {what} (Redis 6+; default: the URL's, else 'default').",
-               scope=scope),
-        Option(f"{prefix}.password", "str", None,
-               f"Password for {what} (requirepass or the ACL user's); write ${{ENV_VAR}} rather "
-               "than the password itself.", scope=scope, secret=True),
-        Option(f"{prefix}.tls.caFile", "str", None,
-               f"CA certificate file that signed the TLS certificate of {what} (needs rediss://).",
-               scope=scope),
-        Option(f"{prefix}.tls.certFile", "str", None,
-               f"Client certificate file for {what}, for servers that verify clients "
-               "(tls-auth-clients).", scope=scope),
-        Option(f"{prefix}.tls.keyFile", "str", None,
-               f"Private key file of the client certificate for {what}.", scope=scope),
-    ]
-
-
-_DECLARED = [
-    # -- topology-wide ---------------------------------------------------------------
-    Option("jw.sqe.pid", "int", None,
-           "Override the PID stamped on this topology's records (default: MurmurHash64A of "
-           "topology + stream + '<cluster id>/<topic>')."),
-    Option("jw.sqe.parallelism.hint", "int", 1,
-           "SQE (Storm) parallelism hint; accepted for compatibility.", minimum=1,
-           ignored="Spark's parallelism follows the Kafka partitions and "
-                   "spark.sql.shuffle.partitions"),
-    # -- Kafka streams (CreateStream spoutName KAFKA) --------------------------------
-    Option("jw.sqe.spout.kafka.brokers", "list", ["localhost:9092"],
-           "Bootstrap servers of the source topic (list or comma-separated host:port).",
-           scope="stream"),
-    Option("jw.sqe.spout.kafka.clientid", "str", None,
-           "Kafka client.id of the source consumers (SQE key).", scope="stream"),
-    Option("jw.sqe.spout.kafka.startingOffsets", "choice", "earliest",
-           "Where a query without a checkpoint starts reading.", scope="stream",
-           choices=("earliest", "latest")),
-    Option("jw.sqe.spout.kafka.maxRecordsPerBatch", "int", None,
-           "Upper bound on records read per micro-batch across all partitions "
-           "(default: no bound).", scope="stream", minimum=1),
-    Option("jw.sqe.spout.kafka.fetchSizeBytes", "int", None,
-           "SQE key: per-partition fetch size, passed to the consumer as "
-           "max.partition.fetch.bytes.", scope="stream", minimum=1),
-    Option("jw.sqe.spout.kafka.bufferSizeBytes", "int", None,
-           "SQE key: socket receive buffer, passed to the consumer as "
-           "socket.receive.buffer.bytes.", scope="stream", minimum=1),
-    Option("jw.sqe.spout.kafka.format", "choice", "python",
-           "Kafka reader: 'python' is SQE's own source (confluent-kafka on the executors, no JVM "
-           "connector); 'native' is Spark's Kafka connector, which must be on the classpath "
-           "(spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version>).",
-           scope="stream", choices=("python", "native")),
-    Option("jw.sqe.spout.kafka.readTimeoutSeconds", "int", 120,
-           "Seconds a source task may wait for records the broker reported but did not deliver "
-           "before the batch fails with the topic, partition and offsets it was waiting for.",
-           scope="stream", minimum=1),
-    Option("jw.sqe.spout.kafka.filterReplays", "bool", False,
-           "Drop records at or below the high-water mark of their (pid, partition).",
-           scope="stream"),
-    Option("jw.sqe.spout.kafka.filterReplays.metadata.ttl", "int", 172800,
-           "Seconds after its last update that a high-water mark entry expires.",
-           scope="stream", minimum=1),
-    Option("jw.sqe.spout.kafka.filterReplays.redis.url", "str", "redis://localhost:6379/0",
-           "Redis URL of the high-water mark store: redis://, rediss:// (TLS), unix://, "
-           "redis+sentinel://host:port[,host:port]/<service>[/db] or "
-           "redis+cluster://host:port[,host:port].", scope="stream", check=_check_redis_url),
-    *_redis_security("jw.sqe.spout.kafka.filterReplays.redis", "the high-water mark store",
-                     "stream"),
-    # -- chunks: Bloom-filtered reading (DESIGN.md section 2) --------------------------
-    Option("jw.sqe.spout.kafka.chunks", "bool", False,
-           "The topic holds SQE chunks (written with jw.sqe.state.kafka.chunking): each record "
-           "is decoded into its messages.  Without it, a chunk met in the topic is an error.",
-           scope="stream"),
-    Option("jw.sqe.spout.kafka.filterValues", "list", None,
-           "Filter values this stream wants: chunks whose Bloom filter has none of them are "
-           "skipped undecoded, and decoded messages are post-filtered exactly.", scope="stream"),
-    Option("jw.sqe.spout.kafka.matchUnfiltered", "bool", False,
-           "With filterValues, also accept messages (and chunks holding messages) without a "
-           "filter value.", scope="stream"),
-    Option("jw.sqe.spout.kafka.postFilter", "expression", None,
-           "The exact filter applied after decoding, instead of 'the message's filter value "
-           "is in filterValues'.  It runs in the source before Spark, over the record columns "
-           "(_filter_value, _value, _key, _partition, _offset, _pid, ...), with the functions "
-           "And, Or, Xor, Not, If, comparisons, In and RLike.", scope="stream"),
-    Option("jw.sqe.spout.kafka.corruptChunkPolicy", "choice", "fail",
-           "A chunk that cannot be decoded: fail the batch (naming topic/partition/offset), "
-           "or send the raw record to deadLetterTopic and go on (counted).", scope="stream",
-           choices=("fail", "deadletter")),
-    Option("jw.sqe.spout.kafka.deadLetterTopic", "str", None,
-           "Topic for corrupt chunks under corruptChunkPolicy: deadletter.", scope="stream"),
-    # -- FIXED streams (test and demo data declared in the file) ---------------------
-    Option("jw.sqe.spout.fixed.fields", "list", None,
-           "Field names of a FIXED stream.", scope="stream"),
-    Option("jw.sqe.spout.fixed.values", "rows", None,
-           "Rows of a FIXED stream, one list of values per row.", scope="stream"),
-    # -- Kafka state ------------------------------------------------------------------
-    Option("jw.sqe.state.kafka.brokers", "list", ["localhost:9092"],
-           "Bootstrap servers of the destination topic (list or comma-separated).",
-           scope="state"),
-    Option("jw.sqe.state.kafka.keytype", "choice", "messagehash",
-           "Record key: a hash of the value, a named field, or the record's "
-           "20-byte StreamMetadata.", scope="state",
-           choices=("messagehash", "field", "streammetadata")),
-    Option("jw.sqe.state.kafka.partitionClass", "str", None,
-           "Partitioner by dotted path, e.g. partitioners.SourcePartitionPartitioner "
-           "(SQE's Java class name is accepted); default: the client's partitioner.",
-           scope="state", check=_check_partitioner),
-    Option("jw.sqe.state.kafka.chunking", "bool", False,
-           "Pack messages of one source partition into chunks with a Bloom filter of their "
-           "filter values in the header (DESIGN.md section 2).", scope="state"),
-    Option("jw.sqe.state.kafka.chunk.maxMessages", "int", 1000,
-           "Most messages in one chunk.", scope="state", minimum=1),
-    Option("jw.sqe.state.kafka.chunk.maxBytes", "int", 1048576,
-           "Most body bytes (before compression) in one chunk; a larger message gets a chunk "
-           "of its own.", scope="state", minimum=1024),
-    Option("jw.sqe.state.kafka.chunk.compression", "choice", "none",
-           "Codec of chunk bodies.", scope="state", choices=("none", "zstd", "lz4")),
-    Option("jw.sqe.state.kafka.filterValue", "expression", None,
-           "Each message's filter value (NULL: unfiltered); carried in chunk Bloom filters, "
-           "or in the record header sqe-filter-value without chunking.", scope="state"),
-    Option("jw.sqe.state.kafka.filterSizeBytes", "int", 16,
-           "Bloom filter size of a chunk, 16..255 bytes.", scope="state",
-           check=_check_bloom_size),
-    # -- Redis state ------------------------------------------------------------------
-    Option("jw.sqe.state.redis.url", "str", None,
-           "Redis URL of the Redis state (redis://, rediss://, unix:// or redis+sentinel://); "
-           "when set, host, port, database and tls are not used.", scope="state",
-           check=_check_state_redis_url),
-    Option("jw.sqe.state.redis.host", "str", "localhost", "Redis host of the Redis state.",
-           scope="state"),
-    Option("jw.sqe.state.redis.port", "int", 6379, "Redis port of the Redis state.",
-           scope="state", minimum=1),
-    Option("jw.sqe.state.redis.database", "int", 0, "Redis database index of the Redis state.",
-           scope="state", minimum=0),
-    Option("jw.sqe.state.redis.tls", "bool", False,
-           "Connect to host:port over TLS (rediss://).", scope="state"),
-    *_redis_security("jw.sqe.state.redis", "the Redis state", "state"),
-    Option("jw.sqe.state.redis.datatype", "choice", "STRING",
-           "STRING writes SET key value; HASH writes HSET key field value.", scope="state",
-           choices=("STRING", "HASH")),
-    Option("jw.sqe.state.redis.keyname.fields", "list", [],
-           "Fields whose values, joined by the delimiter, form the Redis key.", scope="state"),
-    Option("jw.sqe.state.redis.fieldname.fields", "list", [],
-           "HASH only: fields whose values, joined by the delimiter, form the hash field.",
-           scope="state"),
-    Option("jw.sqe.state.redis.delimiter", "str", ":",
-           "Separator between joined key and field values.", scope="state"),
-    Option("jw.sqe.state.redis.expireintervalsec", "int", 0,
-           "Seconds until written keys expire; 0 never expires.", scope="state", minimum=0),
-    # -- Postgres state ---------------------------------------------------------------
-    Option("jw.sqe.state.postgres.dsn", "str", None,
-           "Postgres connection string of the Postgres state (libpq URI or key=value), e.g. "
-           "postgresql://postgres@localhost:5432/postgres.", scope="state"),
-]
-
-#: Every declared option by key.
-REGISTRY: dict[str, Option] = {o.key: o for o in _DECLARED}
-
-CONSUMER_PREFIX = "jw.sqe.spout.kafka.consumer."
-PRODUCER_PREFIX = "jw.sqe.state.kafka.producer."
-
-#: Families of keys that end in a librdkafka property name (``<prefix><property>``).
-CLIENT_PROPERTIES: dict[str, Option] = {
-    CONSUMER_PREFIX: Option(
-        CONSUMER_PREFIX + "<property>", "property", None,
-        "Any librdkafka consumer property for this stream's consumers (on the executors, the "
-        "driver's metadata look-ups and the dead-letter producer's connection), e.g. "
-        "security.protocol, sasl.mechanism, sasl.username, sasl.password, ssl.ca.location. "
-        "Checked against librdkafka before Spark starts; secrets (*password*, *secret*, "
-        "ssl.key.*) are shown as ***.", scope="stream"),
-    PRODUCER_PREFIX: Option(
-        PRODUCER_PREFIX + "<property>", "property", None,
-        "Any librdkafka producer property for this Kafka state's producers, e.g. "
-        "security.protocol, sasl.*, ssl.*, linger.ms, compression.type.  Checked against "
-        "librdkafka before Spark starts.", scope="state"),
-}
-
-_OFFSETS_IN_CHECKPOINT = ("offsets live in Spark's checkpoint and each task reads an assigned "
-                          "offset range")
-_ASSIGNED = "partitions are assigned by Spark (a task per partition range), not by a group"
-
-#: Client properties SQE sets itself, with why they cannot be overridden.
-OWNED_PROPERTIES: dict[str, dict[str, str]] = {
-    CONSUMER_PREFIX: {
-        "bootstrap.servers": "set jw.sqe.spout.kafka.brokers instead",
-        "group.id": f"SQE names the consumer per source task; {_OFFSETS_IN_CHECKPOINT}",
-        "enable.auto.commit": f"{_OFFSETS_IN_CHECKPOINT}, so nothing is committed to Kafka",
-        "enable.auto.offset.store": f"{_OFFSETS_IN_CHECKPOINT}, so nothing is stored in Kafka",
-        "auto.offset.reset": "a range that retention deleted must fail the batch rather than "
-                             "silently skip records; jw.sqe.spout.kafka.startingOffsets says "
-                             "where a new query starts",
-        "enable.partition.eof": "the source stops at each range's end offset itself",
-        "group.instance.id": _ASSIGNED,
-        "partition.assignment.strategy": _ASSIGNED,
-        "group.protocol": _ASSIGNED,
-        "group.remote.assignor": _ASSIGNED,
-    },
-    PRODUCER_PREFIX: {
-        "bootstrap.servers": "set jw.sqe.state.kafka.brokers instead",
-        "enable.idempotence": "the idempotent producer keeps each partition in order across "
-                              "retries, which the downstream replay filter relies on "
-                              "(DESIGN.md section 1)",
-        "acks": "the idempotent producer needs acks=all",
-        "transactional.id": "SQE's chains are exactly-once without Kafka transactions; a "
-                            "transactional producer would hold records back from readers "
-                            "that do not read_committed",
-    },
-}
-
-#: Java client properties users carry over, and what librdkafka calls them instead.
-JAVA_PROPERTIES: dict[str, str] = {
-    "sasl.jaas.config": "librdkafka takes sasl.username and sasl.password (PLAIN/SCRAM) or "
-                        "sasl.oauthbearer.* instead of a JAAS line",
-    "ssl.truststore.location": "librdkafka reads PEM files: ssl.ca.location",
-    "ssl.truststore.password": "librdkafka reads PEM files: ssl.ca.location needs no password",
-    "key.serializer": "SQE produces bytes; keys are set by jw.sqe.state.kafka.keytype",
-    "value.serializer": "SQE produces bytes; values are the selected fields",
-    "key.deserializer": "the source reads bytes; values are decoded by the stream's fields",
-    "value.deserializer": "the source reads bytes; values are decoded by the stream's fields",
-}
-
-
-def client_property_option(key: str, origin: str) -> Option | None:
-    """The option of a ``<prefix><librdkafka property>`` key, or ``None`` for other keys.
-
-    A property SQE owns is an :class:`OptionError` saying why.
-    """
-    for prefix, family in CLIENT_PROPERTIES.items():
-        if key.startswith(prefix) and len(key) > len(prefix):
-            name = key[len(prefix):]
-            why = OWNED_PROPERTIES[prefix].get(name)
-            if why:
-                role = "consumer" if prefix == CONSUMER_PREFIX else "producer"
-                raise OptionError(f"{origin}: {key}: SQE sets the Kafka {role} property "
-                                  f"{name} itself and it cannot be overridden: {why}")
-            from sqe.config.secrets import is_secret_key
-
-            return replace(family, key=key, secret=is_secret_key(name))
-    return None
-
-#: Keys of the original SQE that no longer apply, with what to do instead.
-RETIRED: dict[str, str] = {
-    "jw.sqe.spout.kafka.zkhosts":
-        "ZooKeeper hosts are not used on Spark; set jw.sqe.spout.kafka.brokers "
-        "to the Kafka bootstrap servers instead",
-}
-
-
-def suggest(key: str) -> str | None:
-    """The closest known key to a misspelt one, or ``None``."""
-    known = list(REGISTRY)
-    lowered = {k.lower(): k for k in known}
-    if key.lower() in lowered:
-        return lowered[key.lower()]
-    match = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
-    return match[0] if match else None
-
-
-def lookup(key: str, origin: str) -> Option:
-    """The declared option for ``key``; an unknown or retired key is an :class:`OptionError`."""
-    if key in REGISTRY:
-        return REGISTRY[key]
-    family = client_property_option(key, origin)
-    if family is not None:
-        return family
-    if key in RETIRED:
-        raise OptionError(f"{origin}: {key} is no longer supported: {RETIRED[key]}")
-    hint = suggest(key)
-    tail = f"; did you mean {hint}?" if hint else "; run 'sqe options' to list the known keys"
-    raise OptionError(f"{origin}: unknown option {key}{tail}")
 
 
 _INT = re.compile(r"^[+-]?\d+$")
@@ -442,8 +143,6 @@ def _coerce(option: Option, value: Any) -> Any:
             return str(value)
         raise ValueError("expected a string, number or boolean")
     if kind == "expression":
-        from sqe.lang.expressions import ExpressionError, parse_expression
-
         if isinstance(value, str) and value.strip().startswith("{"):
             value = _parse_structured(value.strip())
         try:
@@ -469,3 +168,18 @@ def coerce(option: Option, value: Any, origin: str) -> Any:
         shown = "***" if option.secret else repr(value)
         raise OptionError(f"{origin}: {option.key} = {shown}: {problem}")
     return result
+
+
+def render(option: Option, value: Any) -> str:
+    """The string form of a coerced value that :func:`coerce` reads back as the same value."""
+    if option.kind == "bool":
+        return "true" if value else "false"
+    if option.kind in ("list", "rows"):
+        return json.dumps(value)
+    if option.kind == "expression":
+        if isinstance(value, Field) and not value.name.startswith(("{", '"')):
+            return value.name
+        if isinstance(value, Constant):
+            return json.dumps({"C": value.value})
+        return json.dumps(to_raw(value))
+    return str(value)

@@ -29,15 +29,13 @@ sentence naming it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from sqe.config.secrets import redact_url, scrub
 
-__all__ = ["RedisEndpoint", "SCHEMES", "check_url", "hwm_endpoint", "persistence_warning",
-           "state_endpoint"]
+__all__ = ["RedisEndpoint", "SCHEMES", "check_url", "persistence_warning"]
 
 #: URL schemes understood, by what they connect to.
 SCHEMES = {"redis": "single", "rediss": "single", "unix": "single",
@@ -185,32 +183,6 @@ class RedisEndpoint:
         else:
             what = str(exc) or type(exc).__name__
         return scrub(f"Redis at {self.display}: {what}", [self.password, urlsplit(self.url).password])
-
-
-def _secured(url: str, settings: Mapping[str, Any], prefix: str) -> RedisEndpoint:
-    return RedisEndpoint(url, settings[f"{prefix}.username"], settings[f"{prefix}.password"],
-                         settings[f"{prefix}.tls.caFile"], settings[f"{prefix}.tls.certFile"],
-                         settings[f"{prefix}.tls.keyFile"])
-
-
-def hwm_endpoint(settings: Mapping[str, Any]) -> RedisEndpoint:
-    """The HWM store of a stream, from its ``jw.sqe.spout.kafka.filterReplays.redis.*`` options.
-
-    A combination that cannot work (TLS files without TLS) is a ``ValueError``.
-    """
-    prefix = "jw.sqe.spout.kafka.filterReplays.redis"
-    return _secured(settings[f"{prefix}.url"], settings, prefix)
-
-
-def state_endpoint(settings: Mapping[str, Any]) -> RedisEndpoint:
-    """The Redis of a Redis state: ``jw.sqe.state.redis.url``, else SQE's host/port/database."""
-    prefix = "jw.sqe.state.redis"
-    url = settings[f"{prefix}.url"]
-    if url is None:
-        scheme = "rediss" if settings[f"{prefix}.tls"] else "redis"
-        url = (f"{scheme}://{settings[f'{prefix}.host']}:{settings[f'{prefix}.port']}/"
-               f"{settings[f'{prefix}.database']}")
-    return _secured(url, settings, prefix)
 
 
 def persistence_warning(client: Any, what: str) -> str | None:

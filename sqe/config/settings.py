@@ -34,7 +34,8 @@ from typing import Any
 
 import yaml
 
-from sqe.config.options import PREFIX, REGISTRY, coerce, lookup
+from sqe.config.options import PREFIX, coerce, render
+from sqe.config.registry import REGISTRY, lookup
 from sqe.config.secrets import MASK, expand_env, mask_value
 from sqe.errors import OptionError
 
@@ -75,6 +76,10 @@ class Settings(Mapping[str, Any]):
             merged[key] = (coerce(option, value, origin), origin)
         return Settings(MappingProxyType(merged), MappingProxyType(foreign))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Settings travel to the executors inside a source's config: pickle plain dicts.
+        return _restore, (dict(self._values), dict(self.foreign))
+
     def __getitem__(self, key: str) -> Any:
         if key in self._values:
             return self._values[key][0]
@@ -109,6 +114,10 @@ class Settings(Mapping[str, Any]):
         """Only the keys given somewhere, with their values."""
         return {k: v for k, (v, _) in self._values.items()}
 
+    def text(self, key: str) -> str:
+        """The value of ``key`` as the string that :meth:`overlay` reads back as the same."""
+        return render(lookup(key, "settings"), self[key])
+
     def warnings(self) -> list[str]:
         """Options that were given but have no effect on Spark, and foreign keys."""
         out = []
@@ -119,6 +128,11 @@ class Settings(Mapping[str, Any]):
         for key, (_, origin) in self.foreign.items():
             out.append(f"{origin}: {key} is not a jw.sqe.* option and is ignored")
         return out
+
+
+def _restore(values: dict[str, tuple[Any, str]], foreign: dict[str, tuple[Any, str]]
+             ) -> Settings:
+    return Settings(MappingProxyType(values), MappingProxyType(foreign))
 
 
 @dataclass(frozen=True)

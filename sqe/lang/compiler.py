@@ -16,7 +16,7 @@ source partition, with the largest carried offset of the group as the
 aggregate's offset, so the next hop can replay-filter aggregates.
 
 Every query output keeps the carried StreamMetadata columns
-(:data:`CARRIED`), so a Kafka state can stamp each record with the
+(:data:`~sqe.wire.columns.CARRIED`), so a Kafka state can stamp each record with the
 pid of this topology's stream and the source partition and offset of the
 record it came from, without the user selecting them.
 
@@ -38,17 +38,9 @@ from sqe.errors import TopologyError
 from sqe.lang.expressions import Constant, Expression, Field, Function, Sql, is_aggregate
 from sqe.lang.spark_functions import CompileContext, translate
 from sqe.lang.topology import Query
+from sqe.wire.columns import CARRIED, field_column
 
-__all__ = ["CARRIED", "CompiledQuery", "compile_expression", "compile_query", "compile_parts",
-           "field_column"]
-
-#: Columns every record carries from the source to the states: (pid, partition, offset).
-CARRIED = ("_sqe_pid", "_sqe_partition", "_sqe_offset")
-
-
-def field_column(name: str) -> Column:
-    """A reference to a field, quoted so names with dots or spaces work."""
-    return F.col("`" + name.replace("`", "``") + "`")
+__all__ = ["CompiledQuery", "aggregates_of", "compile_expression", "compile_query"]
 
 
 def compile_expression(expr: Expression, where: str = "expression",
@@ -92,11 +84,6 @@ class CompiledQuery:
         return counts
 
 
-def compile_query(query: Query, frame: DataFrame, where: str) -> DataFrame:
-    """``frame`` filtered by ``where`` and projected to ``insertInto.fields`` (+ carried columns)."""
-    return compile_parts(query, frame, where).frame
-
-
 def _select(query: Query, frame: DataFrame, where: str, ctx: CompileContext,
             exprs: list[tuple[int, Expression, str]]) -> list[Column]:
     cols = [compile_expression(e, f"{where} -> select -> expression {i + 1}", ctx).alias(name)
@@ -108,8 +95,16 @@ def _select(query: Query, frame: DataFrame, where: str, ctx: CompileContext,
     return cols
 
 
-def compile_parts(query: Query, frame: DataFrame, where: str) -> CompiledQuery:
-    """:func:`compile_query` with what the runner needs to know besides the frame."""
+def aggregates_of(query: Query) -> dict[str, str]:
+    """Aggregate output field -> SQE function name of a query (empty: it does not aggregate)."""
+    return {name: e.name for e, name in zip(query.select.expressions, query.insertInto.fields,
+                                            strict=True)
+            if isinstance(e, Function) and is_aggregate(e)}
+
+
+def compile_query(query: Query, frame: DataFrame, where: str) -> CompiledQuery:
+    """``frame`` filtered by ``where`` and projected to ``insertInto.fields`` (plus the
+    carried columns), grouped when the query aggregates, with its warning counters."""
     warnings: list[tuple[DataFrame, str, Column]] = []
     if query.where is not None:
         wctx = CompileContext(frame)
@@ -153,5 +148,4 @@ def compile_parts(query: Query, frame: DataFrame, where: str) -> CompiledQuery:
                          *([F.col(c) for c in CARRIED] if local else []))
     if local:  # each source partition's aggregates in offset order, for the Kafka state
         out = out.repartition(F.col(CARRIED[1])).sortWithinPartitions(CARRIED[1], CARRIED[2])
-    kinds = {name: e.name for _, e, name in aggs}  # type: ignore[union-attr]
-    return CompiledQuery(out, kinds, warnings)
+    return CompiledQuery(out, aggregates_of(query), warnings)

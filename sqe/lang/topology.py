@@ -16,12 +16,21 @@ here as well; option values are validated by :mod:`sqe.config.plan`.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from sqe.errors import TopologyError
@@ -42,7 +51,6 @@ __all__ = [
 
 StateType = Literal["TRANSACTIONAL", "OPAQUE", "NON_TRANSACTIONAL"]
 SpoutName = Literal["KAFKA", "FIXED"]
-StateName = Literal["KAFKA", "REDIS", "POSTGRES", "CONSOLE"]
 Deserializer = Literal["identity", "json"]
 
 
@@ -97,10 +105,19 @@ class InsertInto(_Model):
     """Where a query's rows go: a state (``stateName``) or, without one, a named stream."""
 
     objectName: str = Field(min_length=1)
-    stateName: Annotated[StateName | None, BeforeValidator(_empty_as_none)] = None
+    stateName: Annotated[str | None, BeforeValidator(_empty_as_none)] = None
     stateType: Annotated[StateType | None, BeforeValidator(_upper)] = None
     fields: list[str] = Field(min_length=1)
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("stateName")
+    @classmethod
+    def _known_state(cls, name: str | None, info: ValidationInfo) -> str | None:
+        known = (info.context or {}).get("state_names")
+        if name is not None and known is not None and name not in known:
+            raise PydanticCustomError("state_name", "expected one of {names}",
+                                      {"names": ", ".join(known)})
+        return name
 
 
 class Select(_Model):
@@ -195,8 +212,12 @@ def _known_fields(model: type[_Model], loc: list[str]) -> str:
     return f" (expected {', '.join(names)})"
 
 
-def parse_commands(raw: Any, source: str) -> tuple[Command, ...]:
-    """Validate a raw command list; all problems are collected into one :class:`TopologyError`."""
+def parse_commands(raw: Any, source: str, state_names: Sequence[str] | None = None
+                   ) -> tuple[Command, ...]:
+    """Validate a raw command list; all problems are collected into one :class:`TopologyError`.
+
+    ``state_names`` are the ``stateName`` values a query may use (None: any).
+    """
     if not isinstance(raw, list):
         raise TopologyError(f"{source}: a topology file must be a list of commands "
                             f"(Set, CreateStream, Query), got {type(raw).__name__}")
@@ -215,7 +236,7 @@ def parse_commands(raw: Any, source: str) -> tuple[Command, ...]:
             continue
         label, model = known
         try:
-            commands.append(model.model_validate(body))
+            commands.append(model.model_validate(body, context={"state_names": state_names}))
         except ValidationError as exc:
             for err in exc.errors():
                 loc, text = _describe_error(err, model)
@@ -269,17 +290,20 @@ def _read(path: Path) -> Any:
         raise TopologyError(f"{path}: not valid YAML ({exc})") from None
 
 
-def load_topology(path: str | Path, name: str | None = None) -> Topology:
+def load_topology(path: str | Path, name: str | None = None,
+                  state_names: Sequence[str] | None = None) -> Topology:
     """Load and validate a topology file (YAML, or JSON by its ``.json`` suffix).
 
     ``name`` is the topology name used in PIDs; it defaults to the file's stem.
+    ``state_names`` are the states a query may write to (None: any; ``sqe`` passes
+    those of ``state.registry``).
     """
     p = Path(path)
     try:
         raw = _read(p)
     except OSError as exc:
         raise TopologyError(f"{p}: cannot read topology file ({exc.strerror})") from None
-    commands = parse_commands(raw, str(p))
+    commands = parse_commands(raw, str(p), state_names)
     topology = Topology(str(p), name or p.stem, commands)
     _check_structure(str(p), topology)
     return topology

@@ -3,7 +3,7 @@
 ``jw.sqe.spout.fixed.fields`` names the fields and ``jw.sqe.spout.fixed.values``
 gives the rows.  As SQE's ``FixedBatchSpout`` (no cycling), every row is
 emitted once, all in the first micro-batch; later batches are empty.  The
-rows come in the ``sqe-kafka`` schema (:data:`sqe.source.rows.SCHEMA`) with
+rows come in the ``sqe-kafka`` schema (:data:`sqe.wire.columns.SCHEMA`) with
 each row as a JSON object in ``_value``, partition 0 and the row's position
 as ``_offset``, so the runner treats a FIXED stream like a Kafka stream read
 with the ``json`` deserializer.
@@ -28,7 +28,7 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from sqe.errors import SourceError
-from sqe.source.rows import ARROW_SCHEMA, SCHEMA
+from sqe.wire.columns import ARROW_SCHEMA, SCHEMA
 
 __all__ = ["FIXED_SOURCE_NAME", "FixedSource", "fixed_options"]
 

@@ -9,13 +9,15 @@ queries, states, the DataFrame-level replay filter) is the same.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from sqe.config.views import StreamSettings
 from sqe.errors import SourceError
-from sqe.source.kafka import SCHEMA, SourceConfig
+from sqe.wire.columns import SCHEMA
 
 __all__ = ["decode_key_columns", "native_stream"]
 
@@ -56,16 +58,20 @@ def _native_columns(raw: DataFrame) -> DataFrame:
                             for f in SCHEMA.fields])
 
 
-def native_stream(spark: Any, cfg: SourceConfig) -> DataFrame:
-    """A streaming DataFrame read by Spark's Kafka connector, in the ``sqe-kafka`` schema."""
+def native_stream(spark: Any, topic: str, stream: StreamSettings) -> DataFrame:
+    """A streaming DataFrame of ``topic`` read by Spark's Kafka connector, in the ``sqe-kafka``
+    schema."""
+    starting = stream.starting_offsets
+    if starting not in ("earliest", "latest"):  # the connector's JSON names the topic
+        starting = json.dumps({topic: json.loads(starting)})
     reader = (spark.readStream.format("kafka")
-              .option("kafka.bootstrap.servers", cfg.brokers)
-              .option("subscribe", cfg.topic)
-              .option("startingOffsets", cfg.starting)
+              .option("kafka.bootstrap.servers", stream.bootstrap)
+              .option("subscribe", topic)
+              .option("startingOffsets", starting)
               .option("failOnDataLoss", "true"))
-    if cfg.max_records is not None:
-        reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_records))
-    for key, value in cfg.kafka.items():
+    if stream.max_records is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(stream.max_records))
+    for key, value in stream.consumer_properties.items():
         reader = reader.option(f"kafka.{key}", value)
     try:
         raw = reader.load()

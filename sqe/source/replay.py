@@ -29,7 +29,6 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,26 +37,12 @@ import pyarrow as pa
 from sqe.wire.keys import KEY_SIZE, StreamMetadata, decode_keys
 
 __all__ = [
-    "Hwm", "ReplayStats", "filter_replays", "filter_replays_decoded", "filter_replays_frame",
+    "Hwm", "filter_replays", "filter_replays_decoded", "filter_replays_frame",
     "filter_replays_reference",
 ]
 
 #: High-water marks: (pid, source partition) -> highest source offset processed.
 Hwm = Mapping[tuple[int, int], int]
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayStats:
-    """Counters of one filter call: records seen, replays dropped, keys that could not be judged."""
-
-    records: int
-    replays: int
-    unparseable: int
-
-    @classmethod
-    def of(cls, keep: np.ndarray, valid: np.ndarray) -> ReplayStats:
-        """Counters from the keep mask and the key validity mask of one call."""
-        return cls(int(len(keep)), int((~keep).sum()), int((~valid).sum()))
 
 
 def filter_replays(

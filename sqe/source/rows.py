@@ -11,113 +11,39 @@ Per fetched slice of one partition (:class:`Records`), :func:`to_rows`
   then decodes the rest at once (:func:`sqe.wire.chunk_arrow.decode_chunks`), drops
   the replays of straddling chunks message by message, and post-filters
   exactly.  A chunk that cannot be decoded fails the batch naming its
-  topic/partition/offset, or goes to the dead-letter topic (:class:`DeadLetters`).
+  topic/partition/offset, or goes to the dead-letter topic
+(:class:`~sqe.source.dead_letters.DeadLetters`).
 
 A message of a chunk becomes a row with its own StreamMetadata key
 (the chunk's pid and source partition, the message's offset), the chunk
 record's ``_offset`` and its position in the chunk, ``_index``.  Every counter
-lands in a :class:`Tally`; each task yields its tally as one row
+lands in a :class:`~sqe.wire.columns.Tally`; each task yields its tally as one row
 (``_offset`` NULL) that the runner sums.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import (
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from sqe.errors import SourceError
+from sqe.source.config import RangePartition, SourceConfig
+from sqe.source.dead_letters import DeadLetters
 from sqe.source.replay import filter_replays_decoded
+from sqe.wire.bloom import probe_headers
 from sqe.wire.chunk import MAGIC, ChunkError, KeyMismatch, checked_body
+from sqe.wire.chunk_arrow import decode_chunks, read_headers
+from sqe.wire.columns import ARROW_SCHEMA, Tally
+from sqe.wire.headers import FILTER_HEADER
 from sqe.wire.keys import decode_keys, encode_keys
 
-if TYPE_CHECKING:
-    from sqe.source.kafka import RangePartition, SourceConfig
-
-__all__ = ["ARROW_SCHEMA", "CHUNK_INDEX_BITS", "DEAD_LETTER_REASON", "DEAD_LETTER_SOURCE",
-           "FILTER_HEADER",
-           "RECORD_COLUMNS", "SCHEMA", "TALLY", "DeadLetters", "Records", "Tally", "to_rows"]
+__all__ = ["Records", "to_rows"]
 
 Hwm = dict[tuple[int, int], int]
-
-#: A chunk message's carried offset for the next hop is ``_offset << 24 | _index``: a chunk
-#: holds at most 64 MiB / 10 bytes < 2**24 messages, so these stay increasing per partition.
-CHUNK_INDEX_BITS = 24
-
-#: The record header that carries a message's filter value when chunking is off.
-FILTER_HEADER = "sqe-filter-value"
-
-#: Headers of a dead letter: where the record was, and why it could not be read.
-DEAD_LETTER_SOURCE = "sqe-dead-letter-source"
-DEAD_LETTER_REASON = "sqe-dead-letter-reason"
-
-
-@dataclass
-class Tally:
-    """The counters of one task (or one batch, once summed)."""
-
-    replays_dropped: int = 0
-    chunks_read: int = 0
-    chunks_skipped_bloom: int = 0
-    chunks_skipped_hwm: int = 0
-    chunks_false_positive: int = 0
-    messages_decoded: int = 0
-    bytes_decoded: int = 0
-    bytes_not_decoded: int = 0
-    messages_filtered: int = 0
-    dead_letters: int = 0
-
-    def add(self, other: Tally) -> None:
-        """Add ``other``'s counts to these."""
-        for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
-
-    @classmethod
-    def from_row(cls, row: Any) -> Tally:
-        """The counts of a row holding the :data:`TALLY` columns (NULL counts as 0)."""
-        return cls(**{f.name: row[f"_{f.name}"] or 0 for f in fields(cls)})
-
-    def __bool__(self) -> bool:
-        return any(getattr(self, f.name) for f in fields(self))
-
-    def row(self, topic: str, partition: int) -> pa.RecordBatch:
-        """The one-row batch that carries these counts to Spark (``_offset`` NULL)."""
-        out: dict[str, list[Any]] = {name: [None] for name in ARROW_SCHEMA.names}
-        out.update(_topic=[topic], _partition=[partition])
-        out.update({f"_{f.name}": [getattr(self, f.name)] for f in fields(self)})
-        return pa.RecordBatch.from_pydict(out, schema=ARROW_SCHEMA)
-
-
-#: The counter columns, one per :class:`Tally` field.
-TALLY = tuple(f"_{f.name}" for f in fields(Tally))
-
-_COLUMNS = [
-    ("_key", BinaryType(), pa.binary()), ("_value", BinaryType(), pa.binary()),
-    ("_topic", StringType(), pa.string()), ("_partition", IntegerType(), pa.int32()),
-    ("_offset", LongType(), pa.int64()),
-    ("_timestamp", TimestampType(), pa.timestamp("us", tz="UTC")),
-    ("_pid", LongType(), pa.int64()), ("_source_partition", IntegerType(), pa.int32()),
-    ("_source_offset", LongType(), pa.int64()),
-    ("_index", IntegerType(), pa.int32()), ("_filter_value", StringType(), pa.string()),
-]
-#: The columns of a record row (what a post-filter may read).
-RECORD_COLUMNS = tuple(name for name, _, _ in _COLUMNS)
-_ALL = [*_COLUMNS, *[(name, LongType(), pa.int64()) for name in TALLY]]
-#: Columns of the source; the Arrow schema below matches it exactly.
-SCHEMA = StructType([StructField(name, spark) for name, spark, _ in _ALL])
-ARROW_SCHEMA = pa.schema([(name, arrow) for name, _, arrow in _ALL])
 
 
 @dataclass
@@ -132,53 +58,6 @@ class Records:
 
     def __len__(self) -> int:
         return len(self.offsets)
-
-
-class DeadLetters:
-    """Sends undecodable chunk records, as they were, to the dead-letter topic.
-
-    Each dead letter carries :data:`DEAD_LETTER_SOURCE` (``topic/partition/offset``)
-    and :data:`DEAD_LETTER_REASON` headers.  The producer is made on first use;
-    :meth:`finish` flushes it and fails the task when a dead letter was not
-    acknowledged, so a corrupt record is never lost without trace (a retried
-    batch may send the same dead letter twice).
-    """
-
-    def __init__(self, cfg: SourceConfig) -> None:
-        self.cfg = cfg
-        self.sender: Any = None
-
-    def send(self, topic: str, partition: int, offset: int, key: bytes | None,
-             value: bytes | None, reason: str) -> None:
-        from sqe.config.kafka_client import (
-            RefusedRecord,
-            Sender,
-            connection_properties,
-            new_producer,
-            producer_conf,
-        )
-
-        target = str(self.cfg.dead_letter_topic)
-        if self.sender is None:
-            conf = producer_conf(self.cfg.brokers, connection_properties(self.cfg.kafka))
-            self.sender = Sender(new_producer(conf, "dead letters"))
-        headers = [(DEAD_LETTER_SOURCE, f"{topic}/{partition}/{offset}".encode()),
-                   (DEAD_LETTER_REASON, reason.encode("utf-8"))]
-        try:
-            self.sender.send(target, value, key, -1, headers)
-        except RefusedRecord as exc:
-            raise SourceError(f"the corrupt chunk at {topic}/{partition} offset {offset} could "
-                              f"not go to the dead-letter topic {target}: {exc}") from None
-
-    def finish(self) -> None:
-        """Wait for every dead letter to be acknowledged."""
-        if self.sender is None:
-            return
-        problem = self.sender.finish()
-        if problem:
-            raise SourceError(f"dead letters to {self.cfg.dead_letter_topic} on "
-                              f"{self.cfg.brokers} were not delivered ({problem}); the batch "
-                              "fails and is read again")
 
 
 def _merge(a: Hwm, b: Hwm) -> Hwm:
@@ -218,11 +97,11 @@ def _post_mask(batch: pa.RecordBatch, cfg: SourceConfig) -> np.ndarray:
         out = np.zeros(n, dtype=bool)
         out[kept] = True
         return out
-    if not cfg.filter_values:
+    if not cfg.stream.filter_values:
         return np.ones(n, dtype=bool)
     fv = batch.column("_filter_value")
-    hit = pc.fill_null(pc.is_in(fv, pa.array(cfg.filter_values, pa.string())), False)
-    if cfg.match_unfiltered:
+    hit = pc.fill_null(pc.is_in(fv, pa.array(cfg.stream.filter_values, pa.string())), False)
+    if cfg.stream.match_unfiltered:
         hit = pc.or_(hit, fv.is_null())
     return hit.to_numpy(zero_copy_only=False)
 
@@ -232,7 +111,7 @@ def to_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm | No
     """The rows of ``rec`` (replays and filtered messages dropped), the HWMs after them and
     the counters."""
     tally = Tally()
-    if cfg.chunks:
+    if cfg.stream.chunks:
         batch, hwm = _chunk_rows(cfg, part, rec, hwm, tally, dead)
     else:
         batch, hwm = _plain_rows(cfg, part, rec, hwm, tally)
@@ -256,7 +135,7 @@ def _plain_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm 
     if hwm is not None:
         keep, hwm = filter_replays_decoded(pid, spart, soff, valid, hwm)
         tally.replays_dropped += int((~keep).sum())
-    if cfg.filtering:
+    if cfg.stream.filtering:
         passed = _post_mask(batch, cfg)
         tally.messages_filtered += int((keep & ~passed).sum())
         keep &= passed
@@ -298,7 +177,7 @@ def _corrupt(cfg: SourceConfig, part: RangePartition, rec: Records,
     for i in sorted(bad):
         offset = rec.offsets[i]
         reason = f"{type(bad[i]).__name__}: {bad[i]}"
-        if cfg.corrupt_policy != "deadletter" or dead is None:
+        if cfg.stream.corrupt_policy != "deadletter" or dead is None:
             raise SourceError(f"corrupt chunk at {part.topic}/{part.partition} offset {offset}: "
                               f"{reason}; the batch fails (jw.sqe.spout.kafka."
                               "corruptChunkPolicy: deadletter sends such records to a "
@@ -309,9 +188,6 @@ def _corrupt(cfg: SourceConfig, part: RangePartition, rec: Records,
 
 def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm | None,
                 tally: Tally, dead: DeadLetters | None) -> tuple[pa.RecordBatch, Hwm | None]:
-    from sqe.wire.bloom import probe_headers
-    from sqe.wire.chunk_arrow import decode_chunks, read_headers
-
     n = len(rec)
     values = [v if v is not None else b"" for v in rec.values]
     sizes = np.fromiter(map(len, values), dtype=np.int64, count=n)
@@ -331,10 +207,10 @@ def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm 
         tally.replays_dropped += int(heads.count[skip_hwm].sum())
     # 2. chunks whose Bloom filter has none of the wanted values
     skip_bloom = np.zeros(n, dtype=bool)
-    if cfg.filter_values:
+    if cfg.stream.filter_values:
         rows = np.flatnonzero(good & ~skip_hwm)
-        hit = probe_headers([heads.blooms[i] for i in rows.tolist()], cfg.filter_values,
-                            cfg.match_unfiltered)
+        hit = probe_headers([heads.blooms[i] for i in rows.tolist()], cfg.stream.filter_values,
+                            cfg.stream.match_unfiltered)
         skip_bloom[rows[~hit]] = True
         tally.chunks_skipped_bloom += int(skip_bloom.sum())
     tally.bytes_not_decoded += int(sizes[skip_hwm | skip_bloom].sum())
@@ -370,9 +246,9 @@ def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm 
         keep, message_hwm = filter_replays_decoded(m_pid, m_spart, soff, m_valid, hwm)
         tally.replays_dropped += int((~keep).sum())
         hwm = _merge(chunk_hwm or {}, message_hwm)
-    if cfg.filtering:
+    if cfg.stream.filtering:
         passed = _post_mask(batch, cfg)
-        if cfg.filter_values:  # decoded because of the Bloom filter, yet nothing matched
+        if cfg.stream.filter_values:  # decoded because of the Bloom filter, yet nothing matched
             hits = np.bincount(chunk_no, weights=passed, minlength=len(first))
             tally.chunks_false_positive += int((hits == 0).sum())
         tally.messages_filtered += int((keep & ~passed).sum())

@@ -32,7 +32,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from sqe.wire.keys import murmur64a
+from sqe.wire.murmur import murmur64a
 
 __all__ = ["BLOOM_SEED", "MIN_SIZE", "MAX_SIZE", "BloomFilter", "value_bits", "probe_headers"]
 

@@ -5,8 +5,8 @@ Owns the wire format of DESIGN.md section 2 and the producer id (PID):
 * :class:`StreamMetadata` -- ``(pid, partition, offset)``, 20 bytes big-endian
   (pid int64, partition int32, offset int64), byte-compatible with the
   original Java SQE (``Longs.toByteArray`` order).
-* :func:`murmur64a` / :func:`pid_for` -- MurmurHash64A exactly as stream-lib's
-  ``MurmurHash.hash64`` that SQE used, over the UTF-8 bytes of
+* :func:`pid_for` -- :func:`~sqe.wire.murmur.murmur64a` (stream-lib's
+  ``MurmurHash.hash64``, as SQE used) of the UTF-8 bytes of
   ``topology + stream + secondary id``.
 * :func:`decode_keys` / :func:`encode_keys` -- the vectorised (NumPy over
   Arrow buffers) forms used on hot paths; :meth:`StreamMetadata.from_bytes`
@@ -27,7 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from sqe.wire.murmur import PID_SEED, murmur64a
+
 __all__ = [
+    "CHUNK_INDEX_BITS",
     "KEY_SIZE",
     "PID_SEED",
     "StreamMetadata",
@@ -39,14 +42,15 @@ __all__ = [
 ]
 
 KEY_SIZE = 20
-PID_SEED = 0xE17A1465
+
+#: A chunk message's carried offset for the next hop is ``chunk record offset << 24 | index``:
+#: a chunk holds at most 64 MiB / 10 bytes < 2**24 messages, so these stay increasing per
+#: partition.
+CHUNK_INDEX_BITS = 24
 
 _KEY = struct.Struct(">qiq")
 _INT64 = (-(2**63), 2**63 - 1)
 _INT32 = (-(2**31), 2**31 - 1)
-_M = 0xC6A4A7935BD1E995
-_R = 47
-_MASK64 = 0xFFFFFFFFFFFFFFFF
 
 
 def _check_range(name: str, value: int, bounds: tuple[int, int]) -> None:
@@ -84,31 +88,6 @@ class StreamMetadata:
                 f"stream metadata key must be exactly {KEY_SIZE} bytes, got {len(data)}"
             )
         return cls(*_KEY.unpack(bytes(data)))
-
-
-def murmur64a(data: bytes, seed: int = PID_SEED) -> int:
-    """MurmurHash64A of ``data`` as a signed int64, identical to stream-lib's ``hash64``.
-
-    m = 0xc6a4a7935bd1e995, r = 47, little-endian 8-byte words; the seed is
-    taken as an unsigned 32-bit value, as the Java code does (``seed & 0xffffffffL``).
-    """
-    length = len(data)
-    h = ((seed & 0xFFFFFFFF) ^ (length * _M)) & _MASK64
-    n8 = length // 8
-    for (k,) in struct.iter_unpack("<Q", data[: n8 * 8]):
-        k = (k * _M) & _MASK64
-        k ^= k >> _R
-        k = (k * _M) & _MASK64
-        h ^= k
-        h = (h * _M) & _MASK64
-    tail = data[n8 * 8 :]
-    if tail:
-        h ^= int.from_bytes(tail, "little")
-        h = (h * _M) & _MASK64
-    h ^= h >> _R
-    h = (h * _M) & _MASK64
-    h ^= h >> _R
-    return h - (1 << 64) if h >= 1 << 63 else h
 
 
 def pid_for(topology: str, stream: str, secondary_id: str) -> int:

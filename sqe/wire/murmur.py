@@ -1,4 +1,7 @@
-"""MurmurHash64A over a whole Arrow column at once: SQE's ``Hash`` function on Spark.
+"""MurmurHash64A, one value at a time and a whole Arrow column at once.
+
+:func:`murmur64a` is stream-lib's ``MurmurHash.hash64``, exactly as SQE used it: for
+PIDs (:func:`sqe.wire.keys.pid_for`), Bloom filter bits and, per value, SQE's ``Hash``.
 
 SQE's ``Hash(value)`` (or ``Hash('murmur2', value)``) is stream-lib's
 ``MurmurHash.hash64`` -- MurmurHash64A with seed ``0xe17a1465`` over the
@@ -7,7 +10,7 @@ bytes big-endian.  Spark has no built-in for it (``hash`` is 32-bit
 Murmur3, ``xxhash64`` another hash), so it runs as an Arrow UDF, vectorised
 with NumPy: round ``r`` mixes the ``r``-th 8-byte word of every value long
 enough to have one (uint64 arithmetic wraps, as the algorithm wants).
-:func:`sqe.wire.keys.murmur64a` is the scalar reference; a test holds them equal.
+:func:`murmur64a` is the scalar reference; a test holds them equal.
 
     >>> import pyarrow as pa
     >>> murmur64a_array(pa.array([b"ABCDEF"])).tolist() == [0x0F6106105304A543]
@@ -16,16 +19,47 @@ enough to have one (uint64 arithmetic wraps, as the algorithm wants).
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sqe.wire.keys import PID_SEED
+__all__ = ["PID_SEED", "hash_bytes", "murmur64a", "murmur64a_array"]
 
-__all__ = ["murmur64a_array", "hash_bytes"]
+#: The seed of PIDs and of SQE's ``Hash``.
+PID_SEED = 0xE17A1465
 
-_M = np.uint64(0xC6A4A7935BD1E995)
-_R = np.uint64(47)
+_M64 = 0xC6A4A7935BD1E995
+_R64 = 47
+_MASK64 = 0xFFFFFFFFFFFFFFFF
+_M = np.uint64(_M64)
+_R = np.uint64(_R64)
+
+
+def murmur64a(data: bytes, seed: int = PID_SEED) -> int:
+    """MurmurHash64A of ``data`` as a signed int64, identical to stream-lib's ``hash64``.
+
+    m = 0xc6a4a7935bd1e995, r = 47, little-endian 8-byte words; the seed is
+    taken as an unsigned 32-bit value, as the Java code does (``seed & 0xffffffffL``).
+    """
+    length = len(data)
+    h = ((seed & 0xFFFFFFFF) ^ (length * _M64)) & _MASK64
+    n8 = length // 8
+    for (k,) in struct.iter_unpack("<Q", data[: n8 * 8]):
+        k = (k * _M64) & _MASK64
+        k ^= k >> _R64
+        k = (k * _M64) & _MASK64
+        h ^= k
+        h = (h * _M64) & _MASK64
+    tail = data[n8 * 8 :]
+    if tail:
+        h ^= int.from_bytes(tail, "little")
+        h = (h * _M64) & _MASK64
+    h ^= h >> _R64
+    h = (h * _M64) & _MASK64
+    h ^= h >> _R64
+    return h - (1 << 64) if h >= 1 << 63 else h
 
 
 def _le(buf: np.ndarray, pos: np.ndarray, width: np.ndarray | int) -> np.ndarray:

@@ -3,12 +3,10 @@
 ``sqe run`` appends every batch's report to ``<checkpoint>/sqe-progress.jsonl``
 (:data:`PROGRESS_FILE`), the checkpoint directory that holds one sub-directory per
 stream, so a restarted run over the same checkpoint continues the same file.  A
-line holds every :class:`sqe.run.runner.BatchReport` counter -- records read, replays
-dropped, unparseable keys and values, rows written per state, skipped and
-already-written states, the source's :class:`sqe.source.rows.Tally` (Bloom
-chunks read, skipped, false positives, bytes decoded, ...) and warnings -- plus
-the run (a random id per ``run_topology`` call), the topology name, when the
-batch started (``started``, epoch seconds) and how long it took (``duration_s``).
+line holds every field of the batch's :class:`~sqe.engine.batch_report.BatchReport`
+(records read, replays dropped, rows written per state, the source's Bloom and
+chunk counters, warnings, when the batch started and how long it took) plus the
+run (a random id per ``run_topology`` call) and the topology name.
 
 This module owns that format: :class:`ProgressLog` appends a line (one
 ``write`` per line, and before the first line of a run it cuts off the
@@ -20,25 +18,22 @@ naming the file and line.  ``sqe report`` (:mod:`sqe.cli.report`) reads it.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from sqe.engine.batch_report import BatchReport
 from sqe.errors import SqeError
-
-if TYPE_CHECKING:
-    from sqe.run.runner import BatchReport
 
 log = logging.getLogger("sqe")
 
-__all__ = ["FORMAT", "PROGRESS_FILE", "BatchEntry", "Progress", "ProgressError", "ProgressLog",
-           "progress_path", "read_progress"]
+__all__ = ["FORMAT", "PROGRESS_FILE", "Progress", "ProgressEntry", "ProgressError",
+           "ProgressLog", "progress_path", "read_progress"]
 
 #: The file's name inside the checkpoint directory.
 PROGRESS_FILE = "sqe-progress.jsonl"
@@ -63,9 +58,7 @@ def progress_path(checkpoint: str | os.PathLike[str]) -> Path | None:
 
 
 def _entry(report: BatchReport, run: str, topology: str) -> dict[str, Any]:
-    line: dict[str, Any] = {"format": FORMAT, "run": run, "topology": topology}
-    line.update(dataclasses.asdict(report))  # every counter, the source Tally as a dict
-    return line
+    return {"format": FORMAT, "run": run, "topology": topology, **report.to_json()}
 
 
 class ProgressLog:
@@ -128,43 +121,15 @@ class ProgressLog:
 
 
 @dataclass(frozen=True)
-class BatchEntry:
-    """One line of a progress file: one micro-batch of one stream."""
+class ProgressEntry:
+    """One line of a progress file: one micro-batch of one stream, and the run it was in."""
 
     run: str
     topology: str
-    stream: str
-    batch_id: int
-    started: float  # epoch seconds
-    duration_s: float
-    records_read: int
-    replays_dropped: int
-    unparseable_keys: int
-    unparseable_values: int
-    written: dict[str, int]
-    skipped: bool
-    source: dict[str, int]
-    already_written: list[str] = field(default_factory=list)
-    filtering: bool = False
-    warnings: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def rows_written(self) -> int:
-        """Rows written to every state."""
-        return sum(self.written.values())
+    report: BatchReport
 
 
-_INT_FIELDS = ("batch_id", "records_read", "replays_dropped", "unparseable_keys",
-               "unparseable_values")
-
-
-def _is_count_map(value: Any) -> bool:
-    return isinstance(value, dict) and all(
-        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
-        for k, v in value.items())
-
-
-def _parse(text: str) -> BatchEntry:
+def _parse(text: str) -> ProgressEntry:
     """A line as an entry; raises ValueError saying what is wrong with it."""
     data = json.loads(text)
     if not isinstance(data, dict):
@@ -172,33 +137,14 @@ def _parse(text: str) -> BatchEntry:
     if data.get("format") != FORMAT:
         raise ValueError(f"format {data.get('format')!r} is not {FORMAT}, the format this "
                          "version of sqe reads")
-    missing = [k for k in ("run", "topology", "stream", *_INT_FIELDS, "started", "duration_s",
-                           "written", "skipped", "source") if k not in data]
+    missing = [k for k in ("run", "topology") if k not in data] + BatchReport.missing(data)
     if missing:
         raise ValueError(f"missing {', '.join(missing)}")
-    for k in ("run", "topology", "stream"):
+    for k in ("run", "topology"):
         if not isinstance(data[k], str):
             raise ValueError(f"{k} is not a string")
-    for k in _INT_FIELDS:
-        if not isinstance(data[k], int) or isinstance(data[k], bool):
-            raise ValueError(f"{k} is not an integer")
-    for k in ("started", "duration_s"):
-        if not isinstance(data[k], (int, float)) or isinstance(data[k], bool) or data[k] < 0:
-            raise ValueError(f"{k} is not a number of seconds")
-    for k in ("written", "source", "warnings"):
-        if not _is_count_map(data.get(k, {})):
-            raise ValueError(f"{k} is not a map of counts")
-    if not isinstance(data["skipped"], bool):
-        raise ValueError("skipped is not true or false")
-    return BatchEntry(
-        run=data["run"], topology=data["topology"], stream=data["stream"],
-        batch_id=data["batch_id"], started=float(data["started"]),
-        duration_s=float(data["duration_s"]), records_read=data["records_read"],
-        replays_dropped=data["replays_dropped"], unparseable_keys=data["unparseable_keys"],
-        unparseable_values=data["unparseable_values"], written=dict(data["written"]),
-        skipped=data["skipped"], source=dict(data["source"]),
-        already_written=list(data.get("already_written", [])),
-        filtering=bool(data.get("filtering", False)), warnings=dict(data.get("warnings", {})))
+    return ProgressEntry(data["run"], data["topology"], BatchReport.from_json(
+        {k: v for k, v in data.items() if k not in ("format", "run", "topology")}))
 
 
 @dataclass(frozen=True)
@@ -206,7 +152,7 @@ class Progress:
     """The entries of a progress file, in file order."""
 
     path: Path
-    entries: list[BatchEntry]
+    entries: list[ProgressEntry]
     truncated: bool = False  # the last line was unfinished (a crash while writing) and ignored
 
 
@@ -227,7 +173,7 @@ def read_progress(path: str | os.PathLike[str]) -> Progress:
         raise ProgressError(f"{p}: cannot read the progress file: {exc.strerror}") from None
     lines = raw.split(b"\n")
     last_unfinished = not raw.endswith(b"\n")  # split leaves "" after a final newline
-    entries: list[BatchEntry] = []
+    entries: list[ProgressEntry] = []
     truncated = False
     for number, line in enumerate(lines, start=1):
         if not line.strip():

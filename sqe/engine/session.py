@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from sqe.config.secrets import SPARK_REDACTION_REGEX
-from sqe.run.prereq import require_java
+from sqe.engine.prereq import require_java
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,0 +1,130 @@
+"""SQE from Python: load, validate and run topologies, with the arguments of the ``sqe`` command.
+
+``sqe validate FILE --config C --conf K=V --name N`` is
+``sqe.validate(FILE, config=[C], conf={K: V}, name=N)``, and ``sqe run`` is
+``sqe.run(...)`` with ``checkpoint``, ``once`` and ``runtime`` as well.  Errors
+are the ones the command prints as sentences: :class:`~sqe.errors.TopologyError`
+and :class:`~sqe.errors.OptionError` for input that is wrong (every problem, each
+located in its file), :class:`~sqe.errors.RunError` (and its kin, all
+:class:`~sqe.errors.SqeError`) for a run that fails.
+
+Example::
+
+    >>> import sqe                                                    # doctest: +SKIP
+    >>> plan = sqe.validate("topologies/load.yaml", config=["conf/local.yaml"])
+    >>> result = sqe.run("topologies/enrich.yaml", config=["conf/local.yaml"], once=True)
+    >>> result.records_read, result.rows_written
+    (1000, 1000)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from sqe.config.plan import TopologyPlan, plan_topology
+from sqe.config.settings import ConfigFile, load_config, spark_conf_options
+from sqe.engine.batch_report import BatchReport
+from sqe.engine.pipeline import state_problems
+from sqe.engine.runner import Mode, run_topology
+from sqe.engine.session import build_session, quiet_failure_traces
+from sqe.lang.topology import Topology
+from sqe.lang.topology import load_topology as _load
+from state.registry import SINKS
+
+__all__ = ["RunResult", "load_topology", "run", "validate"]
+
+TopologyArg = str | Path | Topology
+ConfigArg = str | Path | ConfigFile
+
+
+def load_topology(path: str | Path, name: str | None = None) -> Topology:
+    """Load and check a topology file's commands (YAML, or JSON by its ``.json`` suffix).
+
+    ``name`` is the topology name in PIDs and consumer names (default: the file's stem).
+    Its options are not resolved yet: :func:`validate` does that.
+    """
+    return _load(path, name, state_names=tuple(SINKS))
+
+
+def _configs(config: Sequence[ConfigArg]) -> list[ConfigFile]:
+    return [c if isinstance(c, ConfigFile) else load_config(c) for c in config]
+
+
+def _topology(topology: TopologyArg, name: str | None) -> Topology:
+    if isinstance(topology, Topology):
+        return topology if name is None else Topology(topology.path, name, topology.commands)
+    return load_topology(topology, name)
+
+
+def validate(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
+             conf: Mapping[str, Any] | None = None, name: str | None = None,
+             spark_conf: Mapping[str, Any] | None = None) -> TopologyPlan:
+    """Check a topology with its options, as ``sqe validate``, without starting Spark.
+
+    ``config`` are config files (``SQE:`` options, ``Spark:`` conf), ``conf`` options
+    that win over them, ``spark_conf`` the ``jw.sqe.*`` options carried by Spark conf.
+    Returns the plan (every stream's and state's settings, and ``warnings``); every
+    problem is raised together in one :class:`~sqe.errors.TopologyError`.
+    """
+    return plan_topology(_topology(topology, name), _configs(config), conf, spark_conf,
+                         check=state_problems)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What :func:`run` did: every batch's report, and where its checkpoint is."""
+
+    topology: str
+    checkpoint: str
+    reports: list[BatchReport] = field(default_factory=list)
+
+    @property
+    def records_read(self) -> int:
+        """Records read, replays included."""
+        return sum(r.records_read for r in self.reports)
+
+    @property
+    def replays_dropped(self) -> int:
+        """Replays dropped by the high-water marks."""
+        return sum(r.replays_dropped for r in self.reports)
+
+    @property
+    def rows_written(self) -> int:
+        """Rows written to every state."""
+        return sum(r.rows_written for r in self.reports)
+
+
+def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
+        conf: Mapping[str, Any] | None = None, name: str | None = None,
+        checkpoint: str | Path | None = None, once: bool = False,
+        runtime: float | None = None, spark: SparkSession | None = None,
+        verbose: bool = False) -> RunResult:
+    """Run a topology on Spark, as ``sqe run``; returns when it is done.
+
+    ``once`` processes everything available now and returns; ``runtime`` stops after
+    that many seconds; with neither it runs until stopped.  ``checkpoint`` defaults to
+    ``checkpoints/<name>``.  Without ``spark``, a session is made from the config
+    files' ``Spark:`` conf (local unless under ``spark-submit``), and Spark's stack
+    traces of a failure are silenced unless ``verbose``: the failure is raised as one
+    sentence either way.
+    """
+    if once and runtime is not None:
+        raise ValueError("once and runtime exclude each other")
+    configs = _configs(config)
+    topo = _topology(topology, name)
+    plan = validate(topo, config=configs, conf=conf)  # bad input fails before Spark starts
+    if spark is None:
+        spark = build_session(f"sqe {topo.name}", plan.spark_conf)
+        if not verbose:
+            quiet_failure_traces(spark)
+    from_spark = spark_conf_options(spark.sparkContext.getConf().getAll())
+    if from_spark:
+        plan = validate(topo, config=configs, conf=conf, spark_conf=from_spark)
+    where = str(checkpoint if checkpoint is not None else Path("checkpoints") / topo.name)
+    mode: Mode = "once" if once else ("runtime" if runtime is not None else "forever")
+    return RunResult(topo.name, where, run_topology(plan, spark, topo.name, where, mode, runtime))

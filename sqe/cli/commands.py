@@ -1,0 +1,246 @@
+"""What each ``sqe`` command does, given its parsed arguments; returns the exit code.
+
+The parser is :mod:`sqe.cli.main`; the commands that run topologies go through
+the public API (:mod:`sqe.api`), so ``sqe run`` and ``sqe.run()`` are one path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+
+import redis
+
+from sqe import api
+from sqe.cli import report as summary
+from sqe.cli.demo import run_demo
+from sqe.cli.local_services import start_local_kafka, start_local_redis
+from sqe.cli.sample_events import produce_events
+from sqe.config.options import Option
+from sqe.config.registry import CLIENT_PROPERTIES, REGISTRY, RETIRED
+from sqe.config.settings import Settings, load_config, parse_conf_pairs
+from sqe.config.views import StreamSettings
+from sqe.errors import RunError, SourceError, SqeError, StateError
+from sqe.wire.keys import StreamMetadata, pid_for
+from state.hwm import HwmStore
+from state.postgres import forget_batches
+
+__all__ = ["demo", "hwm", "keys", "options", "report", "run", "sample_events", "services",
+           "validate"]
+
+
+def validate(args: argparse.Namespace) -> int:
+    """``sqe validate``: every file checked, one located line per problem; exit 2 if any."""
+    configs = [load_config(c) for c in args.config]
+    conf = parse_conf_pairs(args.conf)
+    failed = False
+    for path in args.files:
+        try:
+            plan = api.validate(path, config=configs, conf=conf, name=args.name)
+        except SqeError as exc:
+            failed = True
+            print(f"error: {exc}".replace("\n", "\nerror: "), file=sys.stderr)
+            continue
+        for warning in plan.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        t = plan.topology
+        print(f"OK {path}: topology {t.name!r}, {len(t.streams)} stream(s), "
+              f"{len(t.queries)} query(ies)")
+    return 2 if failed else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """``sqe run``: the topology on Spark; a failure is one sentence and exit 1."""
+    configs = [load_config(c) for c in args.config]
+    conf = parse_conf_pairs(args.conf)
+    topology = api.load_topology(args.topology, args.name)
+    plan = api.validate(topology, config=configs, conf=conf)  # bad input: exit 2, no Spark
+    for warning in plan.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    logging.basicConfig(level=logging.INFO, format="sqe: %(message)s", stream=sys.stderr)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    try:
+        result = api.run(topology, config=configs, conf=conf, checkpoint=args.checkpoint,
+                         once=args.once, runtime=args.runtime, verbose=args.verbose)
+    except (RunError, SourceError, StateError) as exc:
+        print(f"error: {topology.path}: {exc}", file=sys.stderr)
+        return 1
+    print(f"{result.topology}: {len(result.reports)} batch(es), {result.records_read} records "
+          f"read, {result.replays_dropped} replays dropped, {result.rows_written} rows written")
+    print(f"progress of every batch: sqe report {result.checkpoint}")
+    return 0
+
+
+def hwm(args: argparse.Namespace) -> int:
+    """``sqe hwm show|reset``: a consumer's high-water marks and batch id in Redis."""
+    settings = _settings(args)
+    if args.redis:
+        settings = settings.overlay({StreamSettings.hwm_url.key: args.redis}, "--redis")
+    try:
+        endpoint = StreamSettings(settings).hwm_store
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        store = HwmStore.from_url(endpoint, args.consumer, args.ttl)
+    except redis.RedisError as exc:
+        print(f"error: HWM store: {endpoint.describe_error(exc)}", file=sys.stderr)
+        return 1
+    try:
+        if args.hwm_command == "reset":
+            deleted = store.reset()
+            print(f"consumer {args.consumer}: {deleted} key(s) deleted from {endpoint.display}")
+            if args.postgres:
+                rows = forget_batches(args.postgres, args.consumer)
+                print(f"consumer {args.consumer}: {rows} batch row(s) deleted from the "
+                      "Postgres batch tables")
+            return 0
+        snapshot = store.load()
+    except redis.RedisError as exc:
+        print(f"error: HWM store: {endpoint.describe_error(exc)}", file=sys.stderr)
+        return 1
+    finally:
+        store.client.close()
+    print(f"consumer {args.consumer}: committed batch "
+          f"{'-' if snapshot.batch_id is None else snapshot.batch_id}, "
+          f"{len(snapshot.hwm)} high-water mark(s)")
+    for (pid, partition), offset in sorted(snapshot.hwm.items()):
+        print(f"pid={pid} partition={partition} offset={offset}")
+    return 0
+
+
+def services(args: argparse.Namespace) -> int:
+    """``sqe services``: a local broker and redis-server until Ctrl-C."""
+    started = []
+    try:
+        kafka = start_local_kafka(os.path.join(args.data_dir, "kafka"), args.kafka_port)
+        started.append(kafka)
+        print(f"kafka: {kafka.address} (logs in {kafka.log_path})", flush=True)
+        if args.redis_port:
+            rds = start_local_redis(os.path.join(args.data_dir, "redis"), args.redis_port)
+            started.append(rds)
+            print(f"redis: {rds.address} (logs in {rds.log_path})", flush=True)
+        print("running; Ctrl-C stops them", flush=True)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        while not stop.wait(1.0):
+            dead = [s for s in started if s.process.poll() is not None]
+            if dead:
+                print(f"error: {dead[0].name} exited: {dead[0].log_tail(5)}", file=sys.stderr)
+                return 1
+        return 0
+    finally:
+        for service in reversed(started):
+            service.stop()
+
+
+def demo(args: argparse.Namespace) -> int:
+    """``sqe demo``: the exactly-once chain with a crash, and its report."""
+    report = run_demo(args.events, args.workdir, say=lambda text: print(text, flush=True))
+    print("\n".join(["", "report:", *("  " + line for line in report.lines())]))
+    if report.duplicates_in_store:
+        print(f"error: {report.duplicates_in_store} duplicate(s) reached the final store",
+              file=sys.stderr)
+        return 1
+    if not report.replays_in_middle_topic:
+        print("warning: the crash left no replays in enriched, so the filter had nothing to "
+              "do; run again with more --events", file=sys.stderr)
+    print("\nper-batch progress: sqe report " + " ".join(map(str, report.checkpoints))
+          + " [--plot demo.png]")
+    return 0
+
+
+def report(args: argparse.Namespace) -> int:
+    """``sqe report``: a run's batches from its progress file, as a table, JSON or a plot."""
+    progress = summary.load(args.checkpoints)  # a missing or empty file: ProgressError, exit 2
+    if args.plot:
+        summary.plot(progress, args.plot)  # fails before anything is printed without matplotlib
+    print(summary.write_json(progress) if args.json else summary.summary_table(progress))
+    if args.plot:
+        print(f"plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def sample_events(args: argparse.Namespace) -> int:
+    """``sqe sample-events``: JSON events for enrich.yaml into a topic."""
+    n = produce_events(args.brokers, args.topic, args.count, start=args.start)
+    print(f"{n} sample events written to {args.topic} on {args.brokers}")
+    return 0
+
+
+def _default_text(option: Option) -> str:
+    if option.default is None:
+        return "-"
+    if isinstance(option.default, bool):
+        return str(option.default).lower()
+    if isinstance(option.default, list):
+        return "[]" if not option.default else ",".join(option.default)
+    return str(option.default)
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """The options of ``--config`` files and ``--conf`` pairs, in that order of precedence."""
+    settings = Settings.defaults()
+    for path in args.config:
+        cfg = load_config(path)
+        settings = settings.overlay(cfg.sqe, f"{cfg.path} (SQE)")
+    return settings.overlay(parse_conf_pairs(args.conf), "--conf")
+
+
+def options(args: argparse.Namespace) -> int:
+    """``sqe options``: the registry, or the values --config and --conf set."""
+    if args.show:
+        settings = _settings(args)
+        given = sorted(settings.explicit())
+        if not given:
+            print("no option is set by the given --config files and --conf pairs")
+        for key in given:
+            print(f"{key} = {settings.shown(key)!s}  ({settings.origin(key)})")
+        return 0
+    options = [*REGISTRY.values(), *CLIENT_PROPERTIES.values()]
+    if args.markdown:
+        print("| key | type | default | description |")
+        print("| --- | --- | --- | --- |")
+        for o in options:
+            doc = o.doc + (f" *Ignored on Spark: {o.ignored}.*" if o.ignored else "")
+            print(f"| `{o.key}` | {o.type_name} | `{_default_text(o)}` | {doc} |")
+        for key, why in RETIRED.items():
+            print(f"| `{key}` | retired | - | {why[0].upper() + why[1:]}. |")
+        return 0
+    width = max(len(o.key) for o in options)
+    for o in options:
+        print(f"{o.key:<{width}}  {o.type_name}  (default {_default_text(o)})")
+        print(f"{'':<{width}}  {o.doc}" + (f" Ignored on Spark: {o.ignored}." if o.ignored else ""))
+    for key, why in RETIRED.items():
+        print(f"{key:<{width}}  retired: {why}")
+    return 0
+
+
+def keys(args: argparse.Namespace) -> int:
+    """``sqe keys``: StreamMetadata keys and PIDs."""
+    if args.keys_command == "decode":
+        status = 0
+        for text in args.hex:
+            try:
+                m = StreamMetadata.from_bytes(bytes.fromhex(text))
+            except ValueError as exc:
+                print(f"error: key {text!r}: {exc}", file=sys.stderr)
+                status = 2
+                continue
+            print(f"pid={m.pid} partition={m.partition} offset={m.offset}")
+        return status
+    if args.keys_command == "encode":
+        try:
+            m = StreamMetadata(args.pid, args.partition, args.offset)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(m.to_bytes().hex())
+        return 0
+    print(pid_for(args.topology, args.stream, args.secondary_id))
+    return 0

@@ -1,0 +1,177 @@
+"""One micro-batch of one stream: the ``foreachBatch`` body (it runs on the driver).
+
+Per micro-batch ``K`` of a stream (consumer ``<topology>.<stream>``):
+
+1. with ``filterReplays``: read the committed batch id ``C`` from the HWM store;
+   ``K == C`` was committed already (Spark re-ran it) and is skipped; ``K < C``
+   is a stale writer and fails loudly;
+2. drop replays (done in the source's ``read()``; for Spark's own connector by
+   :func:`~sqe.source.replay.filter_replays_frame` here);
+3. count what the source read and find the new high-water marks, one Spark job
+   over the cached batch;
+4. stamp each record with its StreamMetadata (this stream's pid, the source
+   partition and offset), deserialize, run the queries in file order and write
+   each query's state through its sink (:mod:`state.sink`: open, holds, write);
+5. commit: every sink's part, then the new HWMs with batch id ``K`` (and the rows
+   the sinks staged) in one atomic step; close the sinks.
+
+The batch's counters are a :class:`~sqe.engine.batch_report.BatchReport`, logged,
+appended to the progress file and kept for the caller.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import redis
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sqe.engine.batch_report import BatchReport
+from sqe.engine.pipeline import QueryStep, StreamPipeline
+from sqe.engine.progress import ProgressLog
+from sqe.errors import SourceError, StateError
+from sqe.faults import fault_point
+from sqe.lang.compiler import compile_expression, compile_query
+from sqe.source.deserializers import deserialize
+from sqe.source.replay import filter_replays_frame
+from sqe.wire.columns import CARRIED, TALLY, Tally, carried_offset, data_rows
+from state.hwm import HwmSnapshot, HwmStore
+from state.sink import Batch, Sink
+
+__all__ = ["BatchProcessor"]
+
+log = logging.getLogger("sqe")
+
+
+class BatchProcessor:
+    """The ``foreachBatch`` function of one stream."""
+
+    def __init__(self, pipeline: StreamPipeline, reports: list[BatchReport],
+                 progress: ProgressLog | None = None) -> None:
+        self.p = pipeline
+        self.reports = reports
+        self.progress = progress
+        self.failure: BaseException | None = None
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        try:
+            self._process(batch, batch_id)
+        except BaseException as exc:
+            self.failure = exc
+            raise
+
+    def _store(self) -> HwmStore | None:
+        s = self.p.settings
+        if not self.p.filtering:
+            return None
+        return HwmStore.from_url(s.hwm_store, self.p.consumer, s.hwm_ttl)
+
+    def _process(self, batch: DataFrame, batch_id: int) -> None:
+        report = BatchReport(self.p.stream.streamName, batch_id, filtering=self.p.filtering)
+        store = self._store()
+        try:
+            snapshot = None
+            if store is not None:
+                try:
+                    snapshot = store.admit(batch_id)  # a lower batch id raises StaleBatchError
+                except redis.RedisError as exc:
+                    raise SourceError(f"cannot read the HWM store of {self.p.consumer}: "
+                                      f"{store.describe_error(exc)}") from None
+                if snapshot is None:  # committed already: Spark re-ran a finished batch
+                    report.skipped = True
+                    self._done(report)
+                    return
+            self._run(batch, Batch(self.p.consumer, batch_id, store), snapshot, report)
+        finally:
+            if store is not None:
+                store.client.close()
+        self._done(report)
+
+    def _read(self, frame: DataFrame, snapshot: HwmSnapshot | None, report: BatchReport
+              ) -> tuple[DataFrame, dict[tuple[int, int], int]]:
+        """The batch's record rows (replays dropped), counted into ``report``, and the new
+        high-water marks of the (pid, partition) groups it holds."""
+        if self.p.native and snapshot is not None:
+            rows = data_rows(frame)
+            before = rows.count()
+            filtered = filter_replays_frame(rows, snapshot.hwm).persist()
+            report.replays_dropped = before - filtered.count()
+            report.records_read = report.replays_dropped
+            frame.unpersist()
+            frame = filtered
+        groups = (frame.groupBy("_pid", "_source_partition")
+                  .agg(F.count("_offset").alias("n"), F.max("_source_offset").alias("hi"),
+                       *[F.sum(c).alias(c) for c in TALLY]).collect())
+        updates = {}
+        for g in groups:
+            counts = Tally.from_row(g)
+            report.source.add(counts)
+            report.records_read += g["n"] + counts.replays_dropped
+            report.replays_dropped += counts.replays_dropped
+            if g["_pid"] is None:
+                report.unparseable_keys += g["n"]
+            elif g["hi"] is not None:
+                updates[(g["_pid"], g["_source_partition"])] = g["hi"]
+        return frame, updates
+
+    def _run(self, batch: DataFrame, commit: Batch, snapshot: HwmSnapshot | None,
+             report: BatchReport) -> None:
+        frame = batch.persist()
+        opened: list[Sink] = []
+        try:
+            frame, updates = self._read(frame, snapshot, report)
+            stamped = data_rows(frame).select(
+                "*", F.lit(self.p.pid).cast("long").alias(CARRIED[0]),
+                F.col("_partition").alias(CARRIED[1]), carried_offset().alias(CARRIED[2]))
+            kind = "json" if self.p.fixed is not None else self.p.stream.deserializer
+            des = deserialize(stamped, kind, self.p.wanted_fields)
+            report.unparseable_values = des.unparseable_values
+            frames = {self.p.stream.streamName: des.frame}
+            for step in self.p.steps:
+                compiled = compile_query(step.query, frames[step.query.from_.objectName],
+                                         step.where)
+                frames[step.query.insertInto.objectName] = compiled.frame
+                for name, count in compiled.warning_counts().items():
+                    report.warnings[name] = report.warnings.get(name, 0) + count
+                if step.sink is not None:
+                    opened.append(step.sink)
+                    self._write(step, compiled.frame, commit, report)
+            for sink in opened:
+                sink.commit()
+            fault_point("before-commit")
+            if commit.store is not None:
+                try:
+                    commit.store.commit(commit.batch_id, updates, commit.stages)
+                except redis.RedisError as exc:
+                    raise StateError(f"cannot commit the HWMs of {self.p.consumer}: "
+                                     f"{commit.store.describe_error(exc)}; the batch is "
+                                     "re-run and its output filtered as replays") from None
+        finally:
+            for sink in opened:
+                sink.close()
+            frame.unpersist()
+
+    def _write(self, step: QueryStep, frame: DataFrame, commit: Batch,
+               report: BatchReport) -> None:
+        sink = step.sink
+        assert sink is not None
+        name = step.query.insertInto.objectName
+        sink.open(commit)
+        if sink.holds():
+            report.already_written.append(name)
+            report.written[name] = 0
+            return
+        extra = sink.columns()
+        if extra:
+            frame = frame.select("*", *[compile_expression(e, f"{step.where} -> {what}").alias(col)
+                                        for col, (e, what) in extra.items()])
+        report.written[name] = sink.write(frame)
+
+    def _done(self, report: BatchReport) -> None:
+        report.duration_s = max(0.0, time.time() - report.started)
+        self.reports.append(report)
+        if self.progress is not None:
+            self.progress.append(report)
+        log.info(report.line())

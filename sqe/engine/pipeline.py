@@ -1,0 +1,159 @@
+"""What runs for each stream of a planned topology: its source, its pid and its queries' sinks.
+
+:func:`build_pipelines` turns a :class:`~sqe.config.plan.TopologyPlan` into one
+:class:`StreamPipeline` per ``CreateStream``: the source to read (the
+``sqe-kafka`` source's config, Spark's own connector, or the rows of a FIXED
+stream), the pid stamped on what it writes (MurmurHash64A of topology + stream +
+``<cluster id>/<topic>``, unless ``jw.sqe.pid`` sets it), the consumer name of
+its high-water marks (``<topology>.<stream>``), and every query that reads from
+it -- directly, or through intermediate streams without a ``stateName`` -- in
+file order, each with the :class:`~state.sink.Sink` of its state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqe.config.kafka_client import cluster_metadata, consumer_conf, new_consumer
+from sqe.config.plan import TopologyPlan
+from sqe.config.views import StreamSettings
+from sqe.errors import SourceError, TopologyError
+from sqe.lang.compiler import aggregates_of
+from sqe.lang.expressions import fields_of
+from sqe.lang.topology import CreateStream, Query
+from sqe.source.config import SourceConfig
+from sqe.source.fixed import fixed_options
+from sqe.wire.keys import kafka_secondary_id, pid_for
+from state.registry import SINKS, sink_for, sink_problems
+from state.sink import Sink, SinkTarget
+
+__all__ = ["QueryStep", "StreamPipeline", "build_pipelines", "sink_target", "state_problems"]
+
+
+@dataclass(frozen=True)
+class QueryStep:
+    """One query of a stream's pipeline: where it is (for messages), and its state's sink."""
+
+    where: str
+    query: Query
+    sink: Sink | None  # None: the query feeds an intermediate stream
+
+
+@dataclass(frozen=True)
+class StreamPipeline:
+    """A CreateStream and everything that runs in its foreachBatch."""
+
+    stream: CreateStream
+    settings: StreamSettings
+    steps: tuple[QueryStep, ...]
+    pid: int
+    consumer: str
+    source: SourceConfig | None = None  # the sqe-kafka source; None for FIXED and native
+    fixed: dict[str, str] | None = None  # the sqe-fixed reader options of a FIXED stream
+
+    @property
+    def native(self) -> bool:
+        """Whether Spark's own Kafka connector reads this stream."""
+        return self.stream.spoutName == "KAFKA" and self.settings.format == "native"
+
+    @property
+    def filtering(self) -> bool:
+        """Whether this stream filters replays (and so commits to an HWM store)."""
+        return self.stream.spoutName == "KAFKA" and self.settings.filter_replays
+
+    @property
+    def wanted_fields(self) -> list[str]:
+        """Field names the queries on this stream refer to (a JSON stream makes missing ones
+        NULL)."""
+        names: list[str] = []
+        for step in self.steps:
+            q = step.query
+            if q.from_.objectName != self.stream.streamName:
+                continue
+            for e in [*q.select.expressions, *([q.where] if q.where is not None else [])]:
+                names += sorted(fields_of(e))
+        return names
+
+
+def sink_target(plan: TopologyPlan, query: Query) -> SinkTarget:
+    """What ``query`` writes (its state's name, fields, aggregates and options)."""
+    t = plan.topology
+    into = query.insertInto
+    return SinkTarget(into.objectName, tuple(into.fields), plan.state_settings(query),
+                      aggregates_of(query), into.stateType, f"{t.path}: {t.label(query)}")
+
+
+def state_problems(plan: TopologyPlan) -> list[str]:
+    """What each query's state lacks (checked by the state itself), one located sentence each;
+    queries whose options did not resolve are left out (their own problem is reported)."""
+    problems = []
+    for index, command in enumerate(plan.topology.commands):
+        if isinstance(command, Query) and command.insertInto.stateName and index in plan.states:
+            problems += sink_problems(command.insertInto.stateName, sink_target(plan, command))
+    return problems
+
+
+def _steps(plan: TopologyPlan, stream: CreateStream) -> tuple[QueryStep, ...]:
+    t = plan.topology
+    reachable = {stream.streamName}
+    found = []
+    for command in t.commands:
+        if isinstance(command, Query) and command.from_.objectName in reachable:
+            reachable.add(command.insertInto.objectName)
+            name = command.insertInto.stateName
+            where = f"{t.path}: {t.label(command)}"
+            if name is not None and name not in SINKS:
+                raise TopologyError(f"{where} -> insertInto -> stateName: expected one of "
+                                    f"{', '.join(SINKS)}")
+            sink = sink_for(name, sink_target(plan, command)) if name is not None else None
+            found.append(QueryStep(where, command, sink))
+    return tuple(found)
+
+
+def _cluster_id(stream: StreamSettings, topic: str) -> str | None:
+    client = new_consumer(consumer_conf(stream.bootstrap, "sqe-metadata",
+                                        stream.consumer_properties, quiet=True), "metadata")
+    try:
+        return cluster_metadata(client, topic, stream.bootstrap, SourceError,
+                                "Kafka source").cluster_id
+    finally:
+        client.close()
+
+
+def _pid(name: str, stream: CreateStream, s: StreamSettings) -> int:
+    if s.pid is not None:
+        return int(s.pid)
+    if stream.spoutName == "FIXED":  # SQE's pid of a fixed stream: hash64(topology + stream)
+        return pid_for(name, stream.streamName, "")
+    secondary = kafka_secondary_id(_cluster_id(s, stream.objectName), s.brokers,
+                                   stream.objectName)
+    return pid_for(name, stream.streamName, secondary)
+
+
+def build_pipelines(plan: TopologyPlan, name: str) -> list[StreamPipeline]:
+    """The pipelines of a topology named ``name`` (the name in every pid and consumer)."""
+    pipelines = []
+    for stream in plan.topology.streams:
+        s = plan.streams[stream.streamName]
+        consumer = f"{name}.{stream.streamName}"
+        if stream.spoutName not in ("KAFKA", "FIXED"):
+            raise TopologyError(f"{plan.topology.path}: {plan.topology.label(stream)}: sqe run "
+                                f"reads KAFKA and FIXED streams; spoutName {stream.spoutName} "
+                                "is for sqe validate only")
+        steps = _steps(plan, stream)
+        pid = _pid(name, stream, s)
+        if stream.spoutName == "FIXED":
+            fixed = fixed_options(stream.objectName, s.fixed_fields or [], s.fixed_rows or [])
+            pipelines.append(StreamPipeline(stream, s, steps, pid, consumer, fixed=fixed))
+        elif s.format == "native":
+            pipelines.append(StreamPipeline(stream, s, steps, pid, consumer))
+        else:
+            source = SourceConfig(stream.objectName, s, consumer, emit_tally=True)
+            pipelines.append(StreamPipeline(stream, s, steps, pid, consumer, source))
+    return pipelines
+
+
+def all_sinks(pipelines: Sequence[StreamPipeline]) -> list[Sink]:
+    """Every sink of ``pipelines``."""
+    return [step.sink for p in pipelines for step in p.steps if step.sink is not None]

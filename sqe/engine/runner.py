@@ -1,0 +1,171 @@
+"""Running a planned topology on Spark Structured Streaming: one streaming query per stream.
+
+:func:`run_topology` builds the pipelines (:mod:`sqe.engine.pipeline`), starts one
+streaming query per ``CreateStream`` with its source and checkpoint
+(``<checkpoint>/<streamName>``), runs each micro-batch through a
+:class:`~sqe.engine.batch.BatchProcessor`, and waits until the queries are done
+(``once``: Spark's AvailableNow trigger), a ``runtime`` has passed, or forever.
+A failed query stops the others and is raised as one sentence
+(:func:`describe_failure`).  For the ``sqe-kafka`` source, every batch's counters
+are also observed metrics ``sqe.<stream>`` in the streaming query progress.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal, cast
+
+import redis
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from sqe.config.plan import TopologyPlan
+from sqe.config.redis_endpoint import persistence_warning
+from sqe.engine.batch import BatchProcessor
+from sqe.engine.batch_report import BatchReport
+from sqe.engine.pipeline import StreamPipeline, build_pipelines
+from sqe.engine.progress import ProgressLog, progress_path
+from sqe.errors import RunError, SqeError
+from sqe.source.fixed import FixedSource
+from sqe.source.kafka import KafkaSource
+from sqe.source.native import native_stream
+from sqe.wire.columns import TALLY
+
+__all__ = ["Mode", "describe_failure", "persistence_warnings", "run_topology"]
+
+log = logging.getLogger("sqe")
+
+Mode = Literal["once", "runtime", "forever"]
+
+
+def _source_frame(spark: SparkSession, p: StreamPipeline) -> DataFrame:
+    if p.fixed is not None:
+        frame = spark.readStream.format(FixedSource.name()).options(**p.fixed).load()
+    elif p.native:
+        return native_stream(spark, p.stream.objectName, p.settings)
+    else:
+        assert p.source is not None
+        frame = spark.readStream.format(KafkaSource.name()).options(
+            **p.source.to_options()).load()
+    return frame.observe(
+        f"sqe.{p.stream.streamName}",
+        F.count("_offset").alias("records_passed"),
+        F.coalesce(F.sum("_replays_dropped"), F.lit(0)).alias("replays_dropped"),
+        F.count_if(F.col("_offset").isNotNull() & F.col("_pid").isNull()).alias(
+            "unparseable_keys"),
+        *[F.coalesce(F.sum(c), F.lit(0)).alias(c[1:]) for c in TALLY if c != "_replays_dropped"],
+    )
+
+
+_PY_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.M)
+
+
+def describe_failure(exc: BaseException, processors: list[BatchProcessor]) -> str:
+    """The cause of a failed query as one sentence, without a JVM or Python trace."""
+    for proc in processors:
+        if isinstance(proc.failure, SqeError):
+            return str(proc.failure)
+    text = str(exc)
+    ours = [m for m in _PY_ERROR.finditer(text)
+            if m.group(1) in ("SourceError", "StateError", "StaleBatchError", "TopologyError")]
+    if ours:
+        return ours[-1].group(2).strip()
+    for proc in processors:
+        if proc.failure is not None:
+            text = str(proc.failure)
+    matches = list(_PY_ERROR.finditer(text))
+    if matches:
+        return f"{matches[-1].group(1)}: {matches[-1].group(2).strip()}"
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return first[:500]
+
+
+def persistence_warnings(pipelines: list[StreamPipeline]) -> list[str]:
+    """Why the HWM stores of ``pipelines`` would lose their marks on a restart (one line each)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for p in pipelines:
+        if not p.filtering or p.settings.hwm_store.display in seen:
+            continue
+        endpoint = p.settings.hwm_store
+        seen.add(endpoint.display)
+        try:
+            client = endpoint.connect()
+            try:
+                warning = persistence_warning(client, f"the HWM store at {endpoint.display}")
+            finally:
+                client.close()
+        except redis.RedisError as exc:
+            warning = (f"cannot tell whether the HWM store persists its marks: "
+                       f"{endpoint.describe_error(exc)}")
+        if warning:
+            out.append(warning)
+    return out
+
+
+def _raise_failure(queries: list[StreamingQuery]) -> None:
+    for q in queries:
+        failure = q.exception()
+        if failure is not None:
+            raise cast(BaseException, failure)
+
+
+def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint: str | Path,
+                 mode: Mode = "forever", runtime: float | None = None,
+                 on_start: Callable[[list[StreamingQuery]], None] | None = None) -> list[BatchReport]:
+    """Run every stream of ``plan`` until done (``once``), ``runtime`` seconds, or forever.
+
+    Returns the batch reports; a failed query raises :class:`RunError` after
+    stopping the others.
+    """
+    spark.dataSource.register(KafkaSource)
+    spark.dataSource.register(FixedSource)
+    if "spark.sql.session.timeZone" not in plan.spark_conf:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")  # SQE's dates are UTC
+    pipelines = build_pipelines(plan, name)
+    for warning in persistence_warnings(pipelines):
+        log.warning(f"warning: {warning}")
+    reports: list[BatchReport] = []
+    processors: list[BatchProcessor] = []
+    queries: list[StreamingQuery] = []
+    root = Path(checkpoint)
+    where = progress_path(checkpoint)
+    progress = ProgressLog(where, name) if where is not None else None
+    try:
+        for p in pipelines:
+            proc = BatchProcessor(p, reports, progress)
+            processors.append(proc)
+            writer = (_source_frame(spark, p).writeStream
+                      .queryName(f"{name}.{p.stream.streamName}")
+                      .option("checkpointLocation", str(root / p.stream.streamName))
+                      .foreachBatch(proc))
+            writer = writer.trigger(availableNow=True) if mode == "once" else writer
+            queries.append(writer.start())
+        if on_start is not None:
+            on_start(queries)
+        deadline = time.monotonic() + runtime if (mode == "runtime" and runtime) else None
+        while True:
+            _raise_failure(queries)
+            active = [q for q in queries if q.isActive]
+            if not active or (deadline is not None and time.monotonic() >= deadline):
+                break
+            active[0].awaitTermination(1)  # raises if that query failed
+        _raise_failure(queries)
+    except SqeError:
+        raise
+    except Exception as exc:
+        if isinstance(exc, (PySparkException, Py4JError)):
+            raise RunError(describe_failure(exc, processors)) from None
+        raise
+    finally:
+        for q in queries:
+            if q.isActive:
+                q.stop()
+    return reports

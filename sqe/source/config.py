@@ -1,0 +1,156 @@
+"""What one ``sqe-kafka`` source reads and how: its config, and one task's offset range.
+
+The reader options of the ``sqe-kafka`` data source are the stream's own
+``jw.sqe.spout.kafka.*`` options, with or without that prefix
+(``brokers``, ``maxRecordsPerBatch``, ``filterReplays``,
+``filterReplays.redis.url``, ``consumer.security.protocol``, ...: see
+``sqe options``), validated by the same registry as a topology file, plus three
+of the reader's own:
+
+* ``topic`` (required): the topic to read;
+* ``hwmConsumer``: the consumer whose high-water marks filter replays
+  (``<topology>.<stream>``; required with ``filterReplays``);
+* ``emitTally``: also yield each task's counters as one tally row
+  (:class:`~sqe.wire.columns.Tally`).
+
+:class:`SourceConfig` is the validated result; :meth:`SourceConfig.to_options`
+gives the options back, so the runner and a direct user build the source the
+same way.  :class:`RangePartition` is one Kafka partition's offset range of a
+micro-batch, with the high-water marks to filter it by.
+
+Example::
+
+    >>> cfg = SourceConfig.from_options({"topic": "events", "brokers": "k1:9092,k2:9092",
+    ...                                  "maxRecordsPerBatch": "5000"})
+    >>> cfg.stream.brokers, cfg.stream.max_records
+    (('k1:9092', 'k2:9092'), 5000)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import pyarrow.compute as pc
+from pyspark.sql.datasource import InputPartition
+
+from sqe.config.kafka_client import consumer_conf, new_consumer
+from sqe.config.registry import REGISTRY
+from sqe.config.settings import Settings
+from sqe.config.views import StreamSettings
+from sqe.errors import OptionError, SourceError, TopologyError
+from sqe.lang.post_filter import compile_filter
+from sqe.wire.columns import RECORD_COLUMNS
+
+__all__ = ["OPTION_PREFIX", "RangePartition", "SourceConfig", "parse_offsets"]
+
+#: The prefix a reader option may leave out.
+OPTION_PREFIX = "jw.sqe.spout.kafka."
+
+#: The reader's own options (not ``jw.sqe.*`` keys), by their lower-case spelling.
+_OWN = {"topic": "topic", "hwmconsumer": "hwmConsumer", "emittally": "emitTally"}
+
+#: Registry keys a reader option may name, by lower-case spelling (Spark lower-cases keys).
+_STREAM_KEYS = {key.lower(): key for key in REGISTRY if key.startswith(OPTION_PREFIX)}
+
+
+def _option_key(name: str) -> str:
+    """The ``jw.sqe.*`` key of a reader option (with or without the prefix, any case)."""
+    lowered = name.lower()
+    full = lowered if lowered.startswith("jw.sqe.") else OPTION_PREFIX + lowered
+    return _STREAM_KEYS.get(full, full)  # else a consumer.<property>, or unknown: lookup says
+
+
+def _flag(options: Mapping[str, Any], name: str) -> bool:
+    raw = str(options.get(name, "false")).strip().lower()
+    if raw not in ("true", "false"):
+        raise SourceError(f"sqe-kafka option {_OWN[name]} must be true or false, got {raw!r}")
+    return raw == "true"
+
+
+def parse_offsets(text: str) -> dict[int, int]:
+    """``{"0": 42}`` as ``{0: 42}`` (a checked ``startingOffsets`` value)."""
+    return {int(p): int(o) for p, o in json.loads(text).items()}
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """The validated options of one ``sqe-kafka`` source (see the module docstring)."""
+
+    topic: str
+    stream: StreamSettings
+    hwm_consumer: str | None = None
+    emit_tally: bool = False
+
+    def __post_init__(self) -> None:
+        if self.stream.filter_replays and not self.hwm_consumer:
+            raise SourceError(f"sqe-kafka {self.topic}: filterReplays needs the option "
+                              "hwmConsumer (the consumer whose high-water marks filter replays, "
+                              "<topology>.<stream>)")
+        if self.stream.corrupt_policy == "deadletter" and not self.stream.dead_letter_topic:
+            raise SourceError(f"sqe-kafka {self.topic}: corruptChunkPolicy deadletter needs "
+                              "the option deadLetterTopic")
+        _ = self.post_filter_expression  # a bad post-filter fails here, not on an executor
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> SourceConfig:
+        """Validate reader options; a problem is a :class:`SourceError` naming the option."""
+        lowered = {str(k).lower(): v for k, v in options.items()}
+        topic = str(lowered.get("topic", "")).strip()
+        if not topic:
+            raise SourceError("sqe-kafka needs the option topic")
+        given = {_option_key(k): v for k, v in lowered.items() if k not in _OWN}
+        try:
+            settings = Settings.defaults().overlay(given, f"sqe-kafka {topic} options")
+        except OptionError as exc:
+            raise SourceError(str(exc)) from None
+        stream = StreamSettings(settings)
+        if stream.format != "python":
+            raise SourceError(f"sqe-kafka {topic}: jw.sqe.spout.kafka.format native is Spark's "
+                              "own connector, not this source")
+        consumer = str(lowered.get("hwmconsumer") or "").strip() or None
+        return cls(topic, stream, consumer, _flag(lowered, "emittally"))
+
+    def to_options(self) -> dict[str, str]:
+        """The reader options that rebuild this config (what the runner passes to Spark)."""
+        s = self.stream.settings
+        out = {"topic": self.topic, "emitTally": "true" if self.emit_tally else "false"}
+        if self.hwm_consumer:
+            out["hwmConsumer"] = self.hwm_consumer
+        out.update({key: s.text(key) for key in sorted(s.explicit())
+                    if key.startswith(OPTION_PREFIX)})
+        return out
+
+    @cached_property
+    def post_filter_expression(self) -> pc.Expression | None:
+        """The post-filter compiled to an Arrow expression, or ``None``."""
+        expr = self.stream.post_filter
+        if expr is None:
+            return None
+        try:
+            return compile_filter(expr, RECORD_COLUMNS, "sqe-kafka option postFilter")
+        except TopologyError as exc:
+            raise SourceError(str(exc)) from None
+
+    def consumer(self, role: str) -> Any:
+        """A confluent-kafka consumer for this source (``role`` names it in the group id)."""
+        conf = consumer_conf(self.stream.bootstrap, f"sqe-{role}-{self.topic}",
+                             self.stream.consumer_properties, quiet=role == "planner")
+        return new_consumer(conf, f"Kafka source {self.topic} {role}")
+
+
+@dataclass
+class RangePartition(InputPartition):
+    """One Kafka partition's offset range of a micro-batch, and the HWMs to filter it with."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    hwm: dict[tuple[int, int], int] | None = None
+
+    def __post_init__(self) -> None:
+        InputPartition.__init__(self, (self.partition, self.start, self.end))

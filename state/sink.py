@@ -1,0 +1,134 @@
+"""The sink protocol: what every state implements, so the runner writes any state the same way.
+
+A :class:`Sink` is made once per query from its :class:`SinkTarget` (the state's
+name, the query's fields and aggregates, the state's options).  For micro-batch
+``K`` of a consumer, the runner calls, for every query that writes a state::
+
+    sink.open(batch)               # batch K begins (Postgres: its transaction, its lock)
+    if sink.holds():               # this state holds batch K already: write nothing
+        ...
+    else:
+        rows = sink.write(frame)   # the query's rows (plus sink.columns()), from the executors
+
+and, once every query of the batch has written::
+
+    sink.commit()                  # its part made durable, or handed to the HWM commit
+                                   # (a Redis state in the HWM store's database stages its rows
+                                   # in batch.stages, which that commit applies)
+    HWM commit                     # HWMs + batch id K (+ staged rows): one atomic step
+    sink.close()                   # always, also after a failure
+
+so rows, high-water marks and the batch id are committed together where the
+state allows it (see :mod:`state.hwm`), and a batch Spark re-runs writes nothing
+twice.  :meth:`Sink.problems` checks a target's options before Spark starts.
+
+A new state is one module with a :class:`Sink` subclass and one line in
+:mod:`state.registry`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from pyspark.sql import DataFrame
+
+from sqe.config.views import StateSettings
+from sqe.lang.expressions import Expression
+from state.hwm import HwmStore, Stage
+
+__all__ = ["Batch", "Sink", "SinkTarget"]
+
+
+@dataclass(frozen=True)
+class SinkTarget:
+    """What one query writes, and where: everything a sink is made from."""
+
+    name: str  # insertInto.objectName: the topic, table or key prefix
+    fields: tuple[str, ...]  # insertInto.fields, in order
+    settings: StateSettings
+    #: aggregate output field -> SQE function name (empty: the query does not aggregate)
+    aggregates: Mapping[str, str] = field(default_factory=dict)
+    state_type: str | None = None  # insertInto.stateType (TRANSACTIONAL, OPAQUE, ...)
+    where: str = ""  # the query in its file, for messages
+
+
+@dataclass
+class Batch:
+    """One micro-batch of one consumer, as the sinks see it."""
+
+    consumer: str  # <topology>.<stream>
+    batch_id: int
+    store: HwmStore | None = None  # the consumer's HWM store; None without filterReplays
+    stages: list[Stage] = field(default_factory=list)  # rows the HWM commit applies
+    _stage_keys: int = 0
+
+    def stage_key(self) -> str:
+        """A new key of the HWM store for rows a state stages in this batch."""
+        if self.store is None:
+            raise RuntimeError(f"batch {self.batch_id} of {self.consumer} has no HWM store")
+        self._stage_keys += 1
+        return self.store.stage_key(self.batch_id, self._stage_keys - 1)
+
+
+class Sink(ABC):
+    """One query's state (see the module docstring for the order of the calls)."""
+
+    #: The ``stateName`` of the sinks of this class.
+    state_name: ClassVar[str]
+
+    def __init__(self, target: SinkTarget) -> None:
+        self.target = target
+        self._batch: Batch | None = None
+
+    @classmethod
+    def create(cls, target: SinkTarget) -> Sink:
+        """The sink of ``target`` (a class may choose a variant, e.g. an aggregating one)."""
+        return cls(target)
+
+    @classmethod
+    def problems(cls, target: SinkTarget) -> list[str]:
+        """What is wrong with ``target``'s options and fields, one located sentence each."""
+        return []
+
+    @property
+    def batch(self) -> Batch:
+        """The batch between :meth:`open` and :meth:`close`."""
+        if self._batch is None:
+            raise RuntimeError(f"{self.describe()}: no batch is open")
+        return self._batch
+
+    def describe(self) -> str:
+        """The state in messages, e.g. ``Kafka state enriched``."""
+        return f"{self.state_name.capitalize()} state {self.target.name}"
+
+    def columns(self) -> dict[str, tuple[Expression, str]]:
+        """Columns the frame must carry besides the fields, e.g. a Kafka state's filter value:
+        name -> (expression, what it is in messages); the runner compiles and adds them."""
+        return {}
+
+    def open(self, batch: Batch) -> None:
+        """Begin ``batch``."""
+        self._batch = batch
+
+    def holds(self) -> bool:
+        """Whether this state already holds the open batch (then it is not written again)."""
+        return False
+
+    @abstractmethod
+    def write(self, frame: DataFrame) -> int:
+        """Write the batch's rows; returns how many were written."""
+
+    def commit(self) -> None:
+        """Make this state's part of the batch durable, or add it to ``batch.stages``.
+
+        Nothing by default: what :meth:`write` wrote is durable already (written again
+        by a retry, idempotently or as replays the next hop drops).
+        """
+        return None
+
+    def close(self) -> None:
+        """End the batch, committed or not (a transaction left open is rolled back)."""
+        self._batch = None
