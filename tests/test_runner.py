@@ -197,8 +197,8 @@ def test_committed_batch_is_skipped_and_an_older_one_refused(spark, kafka_bootst
                              tmp_path / "ck0", "once")
     assert report.skipped and read_topic(kafka_bootstrap, dest) == []
     store.commit(5, {})  # a writer with this consumer is at batch 5
-    with pytest.raises(RunError, match=r"batch 0 of consumer .* is older than the committed batch 5 .*"
-                                       r"sqe hwm reset fence\.In"):
+    with pytest.raises(RunError, match=r"batch 0 of consumer 'fence.In' is older than the "
+                                       r"committed batch 5; .*sqe hwm reset fence\.In"):
         run_topology(_plan(path, kafka_bootstrap, redis_url), spark, "fence", tmp_path / "ck1",
                      "once")
     assert read_topic(kafka_bootstrap, dest) == []

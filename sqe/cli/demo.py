@@ -28,7 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import redis
+from confluent_kafka.admin import AdminClient, NewTopic
+
 from sqe.cli.local_services import service_conf, start_local_kafka, start_local_redis
+from sqe.cli.sample_events import produce_events
 from sqe.config.kafka_client import read_all
 from sqe.errors import RunError
 from sqe.faults import kill_group, start_with_fault, wait_for_fault
@@ -80,10 +84,6 @@ def _count_enriched(brokers: str) -> tuple[int, int]:
 def run_demo(events: int = 5000, workdir: str | Path | None = None,
              say: Callable[[str], None] = print) -> DemoReport:
     """Run the demo (see the module docstring) and return its report."""
-    import redis
-
-    from sqe.cli.sample_events import produce_events
-
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="sqe-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     say(f"sqe demo: working in {work}")
@@ -97,8 +97,6 @@ def run_demo(events: int = 5000, workdir: str | Path | None = None,
             f"{rds.address}")
         redis_url = f"{rds.address}/0"
         produce_events(kafka.address, "events", events, partitions=3)
-        from confluent_kafka.admin import AdminClient, NewTopic
-
         admin = AdminClient({"bootstrap.servers": kafka.address, "log_level": 2})
         admin.create_topics([NewTopic("enriched", 3, 1, config={"retention.ms": "-1"})]
                             )["enriched"].result(30)

@@ -28,6 +28,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
+
+import redis
+from confluent_kafka.admin import AdminClient
 
 from sqe.config.kafka_client import CLIENT_DEFAULTS
 from sqe.errors import PrerequisiteError
@@ -155,8 +159,6 @@ def _wait_ready(service: LocalService | None, what: str, probe: Callable[[], Non
 def wait_for_kafka(bootstrap: str, timeout: float = 60.0,
                    process: LocalService | None = None) -> None:
     """Block until a metadata request to ``bootstrap`` succeeds, or raise :class:`PrerequisiteError`."""
-    from confluent_kafka.admin import AdminClient
-
     clients = [AdminClient({"bootstrap.servers": bootstrap})]
 
     def probe() -> None:
@@ -184,8 +186,6 @@ def start_local_kafka(data_dir: str | Path, port: int | None = None,
 def start_local_redis(data_dir: str | Path, port: int | None = None, databases: int = 256,
                       timeout: float = 20.0) -> LocalService:
     """Start ``redis-server`` on 127.0.0.1 with persistence off and ``databases`` indexes."""
-    import redis
-
     port = port or free_port()
     data = Path(data_dir)
     service = _spawn("redis", [redis_binary(), "--port", str(port), "--bind", "127.0.0.1",
@@ -208,8 +208,6 @@ def service_conf(brokers: str, redis_url: str, postgres_dsn: str | None = None) 
     """The ``--conf`` arguments that point ``sqe run`` (and conf/local.yaml) at these services:
     both Kafka sides, the HWM store and the Redis state in the same server and database (so
     Redis states commit atomically with the HWMs), and a Postgres state when given."""
-    from urllib.parse import urlsplit
-
     url = urlsplit(redis_url)
     pairs = [f"jw.sqe.spout.kafka.brokers={brokers}", f"jw.sqe.state.kafka.brokers={brokers}",
              f"jw.sqe.spout.kafka.filterReplays.redis.url={redis_url}",

@@ -11,6 +11,9 @@ import json
 import random
 from collections.abc import Iterator
 
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
 from sqe.config.kafka_client import error_text, producer_conf
 from sqe.errors import SourceError
 
@@ -30,9 +33,6 @@ def sample_events(count: int, seed: int = 1, start: int = 0) -> Iterator[dict]:
 def produce_events(brokers: str, topic: str, count: int, partitions: int = 3, seed: int = 1,
                    start: int = 0) -> int:
     """Write ``count`` sample events to ``topic`` (created with ``partitions`` if missing)."""
-    from confluent_kafka import KafkaException, Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     admin = AdminClient({"bootstrap.servers": brokers, "log_level": 2})
     try:
         if topic not in admin.list_topics(timeout=30).topics:

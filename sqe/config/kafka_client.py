@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal
 
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
 from sqe.config.secrets import mask_value, scrub
+from sqe.errors import SourceError
 
 __all__ = ["CLIENT_DEFAULTS", "CLIENT_LOG_ENV", "FLUSH_TIMEOUT", "RefusedRecord", "Sender",
            "bootstrap", "check_properties", "connection_properties", "consumer_conf",
@@ -95,8 +99,6 @@ def check_properties(role: Literal["consumer", "producer"],
     so unknown names, bad values and unreadable certificate files are all
     found here rather than on an executor.  Secret values never appear in the text.
     """
-    from confluent_kafka import Consumer, KafkaException, Producer
-
     conf = {**properties, "log_level": 0}
     try:
         if role == "consumer":
@@ -121,15 +123,11 @@ def _logged(client: Any, kind: str, role: str, conf: Mapping[str, Any]) -> Any:
 
 def new_consumer(conf: Mapping[str, Any], role: str) -> Any:
     """A confluent-kafka ``Consumer`` built with ``conf`` (``role`` names it in the client log)."""
-    from confluent_kafka import Consumer
-
     return _logged(Consumer(dict(conf)), "consumer", role, conf)
 
 
 def new_producer(conf: Mapping[str, Any], role: str) -> Any:
     """A confluent-kafka ``Producer`` built with ``conf`` (``role`` names it in the client log)."""
-    from confluent_kafka import Producer
-
     return _logged(Producer(dict(conf)), "producer", role, conf)
 
 
@@ -153,8 +151,6 @@ class Sender:
     def send(self, topic: str, value: bytes | None, key: bytes | None = None,
              partition: int = -1, headers: list[tuple[str, bytes]] | None = None) -> None:
         """Queue one record (partition -1: the producer's partitioner decides)."""
-        from confluent_kafka import KafkaException
-
         while True:
             try:
                 self.producer.produce(topic, value=value, key=key, partition=partition,
@@ -198,8 +194,6 @@ def cluster_metadata(client: Any, topic: str, brokers: str, error: type[Exceptio
     ``client`` is any confluent-kafka client; ``role`` says what the caller
     is, e.g. ``"Kafka source"``, and starts the error message.
     """
-    from confluent_kafka import KafkaException
-
     try:
         return client.list_topics(topic, timeout=30)
     except KafkaException as exc:
@@ -221,11 +215,7 @@ def read_all(brokers: str | Iterable[str], topic: str, timeout: float = 30.0) ->
     """Every record of ``topic`` now, partition by partition in offset order (for tools,
     the demo and tests, not the source).  A partition that stops delivering before its
     end offset is a :class:`~sqe.errors.SourceError` naming it."""
-    import uuid
 
-    from confluent_kafka import Consumer, TopicPartition
-
-    from sqe.errors import SourceError
 
     consumer = Consumer(consumer_conf(brokers, f"sqe-read-{uuid.uuid4().hex}", quiet=True))
     try:

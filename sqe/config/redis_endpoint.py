@@ -33,6 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
+import redis
+from redis.cluster import ClusterNode, RedisCluster
+from redis.sentinel import Sentinel
+
 from sqe.config.secrets import redact_url, scrub
 
 __all__ = ["RedisEndpoint", "SCHEMES", "check_url", "persistence_warning"]
@@ -151,8 +155,6 @@ class RedisEndpoint:
 
     def connect(self, **options: Any) -> Any:
         """A new redis-py client (``redis.Redis`` or ``RedisCluster``); ``options`` are passed on."""
-        import redis
-
         kwargs = {"socket_timeout": _SOCKET_TIMEOUT, "socket_connect_timeout": _SOCKET_TIMEOUT,
                   **self._credentials(), **options}
         if self.kind == "single":
@@ -161,12 +163,8 @@ class RedisEndpoint:
             return redis.Redis.from_url(self.url, **kwargs, **tls)
         parts = urlsplit(self.url)
         if self.kind == "cluster":
-            from redis.cluster import ClusterNode, RedisCluster
-
             nodes = [ClusterNode(h, p) for h, p in _hosts(parts.netloc, 6379)]
             return RedisCluster(startup_nodes=nodes, **kwargs, **self._tls())
-        from redis.sentinel import Sentinel
-
         service = [s for s in parts.path.split("/") if s][0]
         sentinel = Sentinel(_hosts(parts.netloc, 26379),
                             sentinel_kwargs={"socket_timeout": _SOCKET_TIMEOUT, **self._tls()},
@@ -175,8 +173,6 @@ class RedisEndpoint:
 
     def describe_error(self, exc: BaseException) -> str:
         """A client error as one sentence that names this endpoint and never its password."""
-        import redis
-
         if isinstance(exc, redis.AuthenticationError) or "WRONGPASS" in str(exc) \
                 or "NOAUTH" in str(exc):
             what = f"authentication failed ({exc})"
@@ -191,8 +187,6 @@ def persistence_warning(client: Any, what: str) -> str | None:
     Asks ``CONFIG GET appendonly`` and ``save``; a server that refuses CONFIG
     (managed Redis often does) is reported as unknown rather than assumed safe.
     """
-    import redis
-
     try:
         appendonly = client.config_get("appendonly").get("appendonly", "")
         save = client.config_get("save").get("save", "")

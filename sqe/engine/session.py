@@ -13,13 +13,11 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+
+from pyspark.sql import SparkSession
 
 from sqe.config.secrets import SPARK_REDACTION_REGEX
 from sqe.engine.prereq import require_java
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 __all__ = ["build_session", "quiet_failure_traces", "LOCAL_DEFAULTS", "REDACTION_DEFAULTS",
            "FAILURE_LOGGERS"]
@@ -55,8 +53,6 @@ def build_session(
     require_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     builder = SparkSession.builder.appName(app_name)
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
     if master:

@@ -48,6 +48,7 @@ from pyspark.sql import types as T
 
 from sqe.errors import TopologyError
 from sqe.lang.expressions import Constant, Expression
+from sqe.wire.murmur import hash_bytes
 
 __all__ = ["CompileContext", "DEFAULT_LG_K", "HLL_INPUT_TYPES", "translate"]
 
@@ -127,8 +128,6 @@ def _hash(ctx: CompileContext, args: list[Expression], cols: list[Column], here:
 
 @cache
 def _hash_udf() -> Any:
-    from sqe.wire.murmur import hash_bytes
-
     return F.arrow_udf(hash_bytes, T.BinaryType())
 
 

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from pyspark.sql import Window
+from pyspark.sql import functions as F
 
 from sqe.wire.keys import KEY_SIZE, StreamMetadata, decode_keys
 
@@ -119,9 +121,6 @@ def filter_replays_frame(frame: Any, hwm: Hwm) -> Any:
     partition), ordered by Kafka offset, a record is kept iff its source
     offset is above the HWM and above every earlier source offset.
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     spark = frame.sparkSession
     marks = spark.createDataFrame(
         [(int(p), int(q), int(o)) for (p, q), o in hwm.items()],

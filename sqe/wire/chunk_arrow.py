@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from sqe.wire.bloom import BloomFilter, value_bits
 from sqe.wire.chunk import (
     _CODECS,
     _HAS_FILTER,
@@ -320,8 +322,6 @@ def encode_chunks(partition: np.ndarray, offset: np.ndarray, filter_value: pa.Ar
     fixed fields, filter value and value), each chunk's body is a slice of that
     buffer, and the Bloom filters of all chunks are set with one NumPy scatter.
     """
-    import pyarrow.compute as pc
-
     if codec not in _CODECS:
         raise ValueError(f"chunk codec must be one of {', '.join(_CODECS)}, got {codec!r}")
     n = len(offset)
@@ -369,8 +369,6 @@ def encode_chunks(partition: np.ndarray, offset: np.ndarray, filter_value: pa.Ar
 
 def _blooms(fv: pa.Array, chunk_of: np.ndarray, chunks: int, size: int) -> np.ndarray:
     """The Bloom filter bytes of every chunk, as a (chunks, size) uint8 matrix."""
-    from sqe.wire.bloom import BloomFilter, value_bits
-
     BloomFilter(size)  # validates the size
     matrix = np.zeros((chunks, size), dtype=np.uint8)
     encoded = fv.dictionary_encode()
