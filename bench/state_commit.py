@@ -51,8 +51,8 @@ def main() -> None:
     client = redis.Redis.from_url(args.redis)
     client.flushdb()
     endpoint = RedisEndpoint(args.redis)
-    cfg = RedisStateConfig("bench", endpoint, "HASH", ("region",), ("event_id",),
-                           ("amount_cents",), ":", 0)
+    cfg = RedisStateConfig("bench", endpoint, "HASH", ("region",), ("event_id",), ":", 0,
+                           ("amount_cents",))
     results = {}
     results["redis direct (idempotent HSET, not atomic)"] = _median_rate(
         args.rows, lambda _b: write_redis(df, cfg))

@@ -185,7 +185,7 @@ class HwmStore:
         stages deleted either way).  Raises :class:`StaleBatchError` when a
         higher batch id is already committed; nothing is applied then.
         """
-        args: list[object] = [self.ttl_seconds, int(batch_id), len(stages)]
+        args: list[str | int] = [self.ttl_seconds, int(batch_id), len(stages)]
         for stage in stages:
             args += [stage.datatype, int(stage.expire_seconds)]
         for (pid, part), offset in updates.items():

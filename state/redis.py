@@ -42,6 +42,7 @@ from sqe.errors import StateError
 from sqe.wire.columns import field_column
 from state.hwm import Stage
 from state.redis_aggregates import AggregateSink
+from state.redis_layout import RedisLayout, joined
 from state.sink import Batch, Sink, SinkTarget
 
 __all__ = ["RedisSink", "RedisStateConfig", "STAGE_TTL_SECONDS", "stage_redis", "write_redis"]
@@ -53,30 +54,18 @@ STAGE_TTL_SECONDS = 86_400
 
 
 @dataclass(frozen=True)
-class RedisStateConfig:
-    """Where and how one query writes to Redis (what each task is sent)."""
+class RedisStateConfig(RedisLayout):
+    """Where and how one query writes to Redis: the layout, and the value's fields."""
 
-    name: str
-    endpoint: RedisEndpoint
-    datatype: str
-    key_fields: tuple[str, ...]
-    hash_fields: tuple[str, ...]
-    value_fields: tuple[str, ...]
-    delimiter: str
-    expire_seconds: int
+    value_fields: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, target: SinkTarget) -> RedisStateConfig:
         """The config of a query's Redis state (its options checked by :meth:`RedisSink.problems`)."""
         s = target.settings.redis
         values = tuple(f for f in target.fields if f not in s.key_fields + s.hash_fields)
-        return cls(target.name, s.endpoint, s.datatype, s.key_fields, s.hash_fields, values,
-                   s.delimiter, s.expire_seconds)
-
-    @property
-    def url(self) -> str:
-        """The Redis URL of this state, without its password (for messages)."""
-        return self.endpoint.display
+        return cls(target.name, s.endpoint, s.datatype, s.key_fields, s.hash_fields,
+                   s.delimiter, s.expire_seconds, values)
 
 
 class RedisSink(Sink):
@@ -152,10 +141,6 @@ class RedisSink(Sink):
             self.batch.stages.append(self._stage)
 
 
-def _joined(fields: tuple[str, ...], delimiter: str) -> Column:
-    return F.concat_ws(delimiter, *[field_column(f).cast("string") for f in fields])
-
-
 def _value(df: DataFrame, fields: tuple[str, ...]) -> Column:
     if len(fields) == 1:
         col = field_column(fields[0])
@@ -165,9 +150,9 @@ def _value(df: DataFrame, fields: tuple[str, ...]) -> Column:
 
 def prepare_redis(df: DataFrame, cfg: RedisStateConfig) -> DataFrame:
     """Columns ``_rk`` (key), ``_rf`` (hash field or NULL) and ``_rv`` (value) per row."""
-    field = (_joined(cfg.hash_fields, cfg.delimiter) if cfg.datatype == "HASH"
+    field = (joined(cfg.hash_fields, cfg.delimiter) if cfg.datatype == "HASH"
              else F.lit(None).cast("string"))
-    return df.select(_joined(cfg.key_fields, cfg.delimiter).alias("_rk"), field.alias("_rf"),
+    return df.select(joined(cfg.key_fields, cfg.delimiter).alias("_rk"), field.alias("_rf"),
                      _value(df, cfg.value_fields).alias("_rv"))
 
 

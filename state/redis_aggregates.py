@@ -44,6 +44,7 @@ from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.errors import StateError
 from sqe.wire.columns import field_column
 from state.aggregate_layout import MERGE_SCRIPT, StateMode, encoded, stored_parts
+from state.redis_layout import RedisLayout, joined
 from state.sink import Sink, SinkTarget
 
 __all__ = ["AggregateSink", "AggregateStateConfig", "write_aggregates"]
@@ -53,18 +54,12 @@ _MODES = ("TRANSACTIONAL", "OPAQUE", "NON_TRANSACTIONAL")
 
 
 @dataclass(frozen=True)
-class AggregateStateConfig:
-    """Where and how one aggregating query merges into Redis."""
+class AggregateStateConfig(RedisLayout):
+    """Where and how one aggregating query merges into Redis: the layout, the aggregates and
+    the mode."""
 
-    name: str
-    endpoint: RedisEndpoint
-    datatype: str
-    key_fields: tuple[str, ...]
-    hash_fields: tuple[str, ...]
-    aggregates: tuple[tuple[str, str], ...]   # (output field, SQE function)
-    delimiter: str
-    expire_seconds: int
-    mode: StateMode
+    aggregates: tuple[tuple[str, str], ...] = ()  # (output field, SQE function)
+    mode: StateMode = "NON_TRANSACTIONAL"
 
     @classmethod
     def of(cls, target: SinkTarget) -> AggregateStateConfig:
@@ -75,8 +70,8 @@ class AggregateStateConfig:
         plain = [f for f in target.fields if f not in target.aggregates]
         keys = s.key_fields or tuple(f for f in plain if f not in s.hash_fields)
         mode = cast(StateMode, (target.state_type or "NON_TRANSACTIONAL").upper())
-        return cls(target.name, s.endpoint, s.datatype, keys, s.hash_fields,
-                   tuple(target.aggregates.items()), s.delimiter, s.expire_seconds, mode)
+        return cls(target.name, s.endpoint, s.datatype, keys, s.hash_fields, s.delimiter,
+                   s.expire_seconds, tuple(target.aggregates.items()), mode)
 
 
 class AggregateSink(Sink):
@@ -116,20 +111,15 @@ class AggregateSink(Sink):
         return write_aggregates(frame, self.config, self.batch.batch_id)
 
 
-def _joined(parts: list[Column], delimiter: str) -> Column:
-    return F.concat_ws(delimiter, *parts)
-
-
 def _entry(df: DataFrame, cfg: AggregateStateConfig, field: str, function: str) -> Column:
     """One aggregate of a group as a struct: key, field, op, tag, value, sketch."""
     d = cfg.delimiter
-    keys = [F.lit(cfg.name), *[field_column(f).cast("string") for f in cfg.key_fields]]
+    keys: list[str | Column] = [F.lit(cfg.name), *cfg.key_fields]
     if cfg.datatype == "HASH":
-        key = _joined(keys, d)
-        hfield = _joined([*[field_column(f).cast("string") for f in cfg.hash_fields],
-                          F.lit(field)], d)
+        hash_parts: list[str | Column] = [*cfg.hash_fields, F.lit(field)]
+        key, hfield = joined(keys, d), joined(hash_parts, d)
     else:
-        key, hfield = _joined([*keys, F.lit(field)], d), F.lit("")
+        key, hfield = joined([*keys, F.lit(field)], d), F.lit("")
     col = field_column(field)
     kind = df.schema[field].dataType
     sketch = F.lit(None).cast("binary")

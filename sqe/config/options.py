@@ -83,7 +83,7 @@ def _parse_structured(text: str) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ValueError(f"not valid YAML/JSON ({exc.problem})") from exc
+        raise ValueError(f"not valid YAML/JSON ({getattr(exc, 'problem', exc)})") from exc
 
 
 def _coerce(option: Option, value: Any) -> Any:

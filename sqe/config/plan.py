@@ -19,7 +19,7 @@ from typing import Any
 
 from sqe.config.client_properties import property_problems
 from sqe.config.settings import ConfigFile, Settings
-from sqe.config.views import StateSettings, StreamSettings
+from sqe.config.views import OptionKey, StateSettings, StreamSettings
 from sqe.errors import OptionError, TopologyError
 from sqe.lang.post_filter import compile_filter
 from sqe.lang.topology import CreateStream, Query, SetCommand, Topology
@@ -79,8 +79,9 @@ def _stream_problems(stream: CreateStream, s: StreamSettings, where: str) -> lis
 def _filter_problems(s: StreamSettings, where: str) -> list[str]:
     """Chunk and filter options of a stream that cannot work as given."""
     problems = []
-    given = [(StreamSettings.chunks, s.chunks), (StreamSettings.filter_values, s.filter_values),
-             (StreamSettings.post_filter, s.post_filter)]
+    given: list[tuple[OptionKey[Any], object]] = [
+        (StreamSettings.chunks, s.chunks), (StreamSettings.filter_values, s.filter_values),
+        (StreamSettings.post_filter, s.post_filter)]
     filters = [key.key for key, value in given if value]
     if filters and s.format == "native":
         problems.append(f"{where}: {', '.join(filters)} run(s) in SQE's own Kafka source; "

@@ -65,6 +65,13 @@ def _tuple(value: list[str] | None) -> tuple[str, ...]:
     return tuple(value or ())
 
 
+def _login_keys(prefix: str) -> tuple[OptionKey[str | None], ...]:
+    """The keys of one Redis connection's ACL user, password and TLS files, in
+    :class:`~sqe.config.redis_endpoint.RedisEndpoint`'s order."""
+    return tuple(OptionKey[str | None](f"{prefix}.{name}")
+                 for name in ("username", "password", "tls.caFile", "tls.certFile", "tls.keyFile"))
+
+
 @dataclass(frozen=True)
 class _View:
     settings: Settings
@@ -72,6 +79,10 @@ class _View:
     def origin(self, key: OptionKey[Any]) -> str:
         """Where the value of an attribute's key came from (``"default"`` when unset)."""
         return self.settings.origin(key.key)
+
+    def _redis(self, url: str, login: tuple[OptionKey[str | None], ...]) -> RedisEndpoint:
+        """The Redis at ``url`` with the user, password and TLS files of ``login``'s keys."""
+        return RedisEndpoint(url, *(self.settings[key.key] for key in login))
 
 
 _HWM = "jw.sqe.spout.kafka.filterReplays.redis"
@@ -93,11 +104,7 @@ class StreamSettings(_View):
     filter_replays = OptionKey[bool]("jw.sqe.spout.kafka.filterReplays")
     hwm_ttl = OptionKey[int]("jw.sqe.spout.kafka.filterReplays.metadata.ttl")
     hwm_url = OptionKey[str](f"{_HWM}.url")
-    hwm_username = OptionKey[str | None](f"{_HWM}.username")
-    hwm_password = OptionKey[str | None](f"{_HWM}.password")
-    hwm_ca_file = OptionKey[str | None](f"{_HWM}.tls.caFile")
-    hwm_cert_file = OptionKey[str | None](f"{_HWM}.tls.certFile")
-    hwm_key_file = OptionKey[str | None](f"{_HWM}.tls.keyFile")
+    hwm_login = _login_keys(_HWM)
     chunks = OptionKey[bool]("jw.sqe.spout.kafka.chunks")
     filter_values = OptionKey("jw.sqe.spout.kafka.filterValues", _tuple)
     match_unfiltered = OptionKey[bool]("jw.sqe.spout.kafka.matchUnfiltered")
@@ -116,8 +123,7 @@ class StreamSettings(_View):
     @property
     def hwm_store(self) -> RedisEndpoint:
         """The Redis of the high-water marks; a ``ValueError`` when it cannot work as given."""
-        return RedisEndpoint(self.hwm_url, self.hwm_username, self.hwm_password,
-                             self.hwm_ca_file, self.hwm_cert_file, self.hwm_key_file)
+        return self._redis(self.hwm_url, self.hwm_login)
 
     @property
     def consumer_properties(self) -> dict[str, str]:
@@ -165,11 +171,7 @@ class RedisStateSettings(_View):
     port = OptionKey[int](f"{_STATE_REDIS}.port")
     database = OptionKey[int](f"{_STATE_REDIS}.database")
     tls = OptionKey[bool](f"{_STATE_REDIS}.tls")
-    username = OptionKey[str | None](f"{_STATE_REDIS}.username")
-    password = OptionKey[str | None](f"{_STATE_REDIS}.password")
-    ca_file = OptionKey[str | None](f"{_STATE_REDIS}.tls.caFile")
-    cert_file = OptionKey[str | None](f"{_STATE_REDIS}.tls.certFile")
-    key_file = OptionKey[str | None](f"{_STATE_REDIS}.tls.keyFile")
+    login = _login_keys(_STATE_REDIS)
     datatype = OptionKey[Literal["STRING", "HASH"]](f"{_STATE_REDIS}.datatype")
     key_fields = OptionKey(f"{_STATE_REDIS}.keyname.fields", _tuple)
     hash_fields = OptionKey(f"{_STATE_REDIS}.fieldname.fields", _tuple)
@@ -182,8 +184,7 @@ class RedisStateSettings(_View):
         url = self.url
         if url is None:
             url = f"{'rediss' if self.tls else 'redis'}://{self.host}:{self.port}/{self.database}"
-        return RedisEndpoint(url, self.username, self.password, self.ca_file, self.cert_file,
-                             self.key_file)
+        return self._redis(url, self.login)
 
     def server_keys_given_beside_url(self) -> list[str]:
         """``host``, ``port``, ``database``, ``tls`` keys set explicitly (with their origin)."""
@@ -219,6 +220,11 @@ class StateSettings(_View):
 
 def view_keys() -> dict[str, list[str]]:
     """Every registry key each view reads (for the test that holds views and registry together)."""
-    return {view.__name__: [v.key for v in vars(view).values() if isinstance(v, OptionKey)]
-            for view in (StreamSettings, KafkaStateSettings, RedisStateSettings,
-                         PostgresStateSettings)}
+    def keys(view: type) -> list[str]:
+        found = [v for v in vars(view).values() if isinstance(v, OptionKey)]
+        found += [k for v in vars(view).values() if isinstance(v, tuple)
+                  for k in v if isinstance(k, OptionKey)]
+        return [k.key for k in found]
+
+    return {view.__name__: keys(view) for view in (StreamSettings, KafkaStateSettings,
+                                                   RedisStateSettings, PostgresStateSettings)}

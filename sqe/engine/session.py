@@ -85,6 +85,8 @@ def quiet_failure_traces(spark: SparkSession) -> None:
     its ``--verbose`` keeps these traces for debugging.
     """
     jvm = spark.sparkContext._jvm
+    if jvm is None:  # a Spark Connect session: no JVM loggers here
+        return
     configurator = jvm.org.apache.logging.log4j.core.config.Configurator
     off = jvm.org.apache.logging.log4j.Level.OFF
     for name in FAILURE_LOGGERS:

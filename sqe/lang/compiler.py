@@ -80,7 +80,7 @@ class CompiledQuery:
             row = frame.agg(*[F.count_if(c).alias(f"w{i}") for i, (_, c) in enumerate(conds)]
                             ).first()
             for i, (name, _) in enumerate(conds):
-                counts[name] = counts.get(name, 0) + int(row[f"w{i}"] or 0)
+                counts[name] = counts.get(name, 0) + int((row[f"w{i}"] if row is not None else 0) or 0)
         return counts
 
 
@@ -123,7 +123,7 @@ def compile_query(query: Query, frame: DataFrame, where: str) -> CompiledQuery:
         warnings += [(frame, n, c) for n, c in ctx.warnings]
         return CompiledQuery(out, {}, warnings)
     # 1. the plain expressions and the aggregates' inputs, row by row
-    inputs: list[tuple[int, Expression, str]] = [(i, e.args[0], f"_sqe_agg{i}")  # type: ignore[union-attr]
+    inputs: list[tuple[int, Expression, str]] = [(i, e.args[0], f"_sqe_agg{i}")
                                                  for i, e, _ in aggs]
     rows = frame.select(*_select(query, frame, where, ctx, plain + inputs), *carried)
     warnings += [(frame, n, c) for n, c in ctx.warnings]
@@ -134,9 +134,9 @@ def compile_query(query: Query, frame: DataFrame, where: str) -> CompiledQuery:
                             "ExpandValues would give several groups the same offset")
     # 2. group by the plain fields (and, for Kafka, the source partition) and aggregate
     actx = CompileContext(rows)
-    measures = [translate(e.name, [Field(f"_sqe_agg{i}"), *e.args[1:]],  # type: ignore[union-attr]
+    measures = [translate(e.name, [Field(f"_sqe_agg{i}"), *e.args[1:]],
                           [field_column(f"_sqe_agg{i}"),
-                           *[compile_expression(a, where) for a in e.args[1:]]],  # type: ignore[union-attr]
+                           *[compile_expression(a, where) for a in e.args[1:]]],
                           actx, f"{where} -> select -> expression {i + 1}").alias(name)
                 for i, e, name in aggs]
     keys: list[Any] = [field_column(n) for _, _, n in plain]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import reduce
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,7 +36,8 @@ from sqe.lang.expressions import Constant, Expression, Field, Function, Sql
 
 __all__ = ["FILTER_FUNCTIONS", "compile_filter"]
 
-Node = pc.Expression
+#: A ``pyarrow.compute.Expression`` (pyarrow carries no type information for mypy).
+Node: TypeAlias = Any
 
 
 def _call(name: str, *args: Node, options: pc.FunctionOptions | None = None) -> Node:
@@ -70,8 +72,8 @@ _BUILDERS: dict[str, Callable[..., Node]] = {
 FILTER_FUNCTIONS = (*_BUILDERS, "in", "rlike")
 
 
-def _constants(args: Sequence[Expression], where: str, what: str) -> list[object]:
-    values = []
+def _constants(args: Sequence[Expression], where: str, what: str) -> list[None | bool | int | float | str]:
+    values: list[None | bool | int | float | str] = []
     for a in args:
         if not isinstance(a, Constant):
             raise TopologyError(f"{where}: {what} must be constants in a post-filter")

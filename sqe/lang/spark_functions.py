@@ -45,6 +45,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.util import PythonEvalType
 
 from sqe.errors import TopologyError
 from sqe.lang.expressions import Constant, Expression
@@ -128,7 +129,7 @@ def _hash(ctx: CompileContext, args: list[Expression], cols: list[Column], here:
 
 @cache
 def _hash_udf() -> Any:
-    return F.arrow_udf(hash_bytes, T.BinaryType())
+    return F.arrow_udf(hash_bytes, T.BinaryType(), PythonEvalType.SQL_SCALAR_ARROW_UDF)
 
 
 def _round_date(args: list[Expression], cols: list[Column], here: str) -> Column:

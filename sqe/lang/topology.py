@@ -19,7 +19,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, cast
 
 import yaml
 from pydantic import (
@@ -236,10 +236,11 @@ def parse_commands(raw: Any, source: str, state_names: Sequence[str] | None = No
             continue
         label, model = known
         try:
-            commands.append(model.model_validate(body, context={"state_names": state_names}))
+            command = model.model_validate(body, context={"state_names": state_names})
+            commands.append(cast(Command, command))
         except ValidationError as exc:
             for err in exc.errors():
-                loc, text = _describe_error(err, model)
+                loc, text = _describe_error(dict(err), model)
                 path = " -> ".join([f"{where} ({label})", *loc])
                 problems.append(f"{path}: {text}")
     if problems:

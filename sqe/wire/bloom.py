@@ -125,7 +125,7 @@ def probe_headers(filters: Sequence[bytes | None], values: Sequence[str],
         if size == 0:
             continue
         rows = np.flatnonzero(sizes == size)
-        matrix = np.frombuffer(b"".join(filters[i] for i in rows), dtype=np.uint8
+        matrix = np.frombuffer(b"".join(filters[i] or b"" for i in rows.tolist()), dtype=np.uint8
                                ).reshape(len(rows), int(size))
         empty = ~matrix.any(axis=1)
         hit = empty & match_unfiltered

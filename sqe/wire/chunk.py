@@ -161,7 +161,7 @@ def frame_chunk(body: bytes, count: int, base_offset: int, bloom: bytes, codec: 
     flags = _CODECS.index(codec) | (_HAS_FILTER if bloom else 0)
     head = _HEADER.pack(MAGIC, VERSION, flags, len(bloom), 0, count, base_offset, 0)
     chunk = bytearray(head + bloom + body)
-    struct.pack_into(">I", chunk, 20, _crc(chunk))
+    struct.pack_into(">I", chunk, 20, _crc(bytes(chunk)))
     return bytes(chunk)
 
 

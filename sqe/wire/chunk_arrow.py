@@ -147,7 +147,7 @@ def _walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, counts: np.ndar
     np.cumsum(counts[:-1], out=first[1:])
     cols = {k: np.zeros(n_msgs, dtype=np.int64) for k in ("rel", "fv_start", "fv_len",
                                                         "v_start", "v_len")}
-    problems: dict[int, str] = {}
+    problems: dict[int, tuple[type[ChunkError], str]] = {}
     pos = starts.copy()
     active = np.arange(len(counts))
     for r in range(int(counts.max()) if len(counts) else 0):
@@ -264,7 +264,7 @@ def _not_utf8(out: tuple[np.ndarray, pa.StringArray, pa.BinaryArray], counts: np
         return {}
     except pa.ArrowInvalid:
         pass
-    problems = {}
+    problems: dict[int, tuple[type[ChunkError], str]] = {}
     start = 0
     for k, count in enumerate(counts.tolist()):
         try:
