@@ -7,6 +7,8 @@ path in ``jw.sqe.state.kafka.partitionClass``; :func:`resolve` turns a name
 into an instance and accepts the original SQE and Kafka Java class names as
 aliases.
 
+May import: :mod:`sqe.wire` (StreamMetadata keys), :mod:`sqe.errors`, NumPy, pyarrow.
+
 Example::
 
     >>> p = resolve("com.jwplayer.sqe.language.state.kafka.SourcePartitionPartitioner")

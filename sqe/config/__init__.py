@@ -1,0 +1,15 @@
+"""Options and endpoints: what every ``jw.sqe.*`` key means, where its value comes from, and
+the services it names.
+
+Owns the option registry (:mod:`~sqe.config.registry`, with what an option is in
+:mod:`~sqe.config.options`), the layers of settings and their precedence
+(:mod:`~sqe.config.settings`), the typed views through which the rest of the code
+reads options (:mod:`~sqe.config.views`: no option key is spelled outside this
+package), secrets in values (:mod:`~sqe.config.secrets`), the Redis endpoints
+(:mod:`~sqe.config.redis_endpoint`) and Kafka clients (:mod:`~sqe.config.kafka_client`,
+:mod:`~sqe.config.client_properties`) they describe, and a topology's plan: every
+command's settings resolved and checked (:mod:`~sqe.config.plan`).
+
+May import: :mod:`sqe.errors`, :mod:`sqe.wire`, :mod:`sqe.lang` (the command model
+and expressions), :mod:`partitioners`, and the client libraries.
+"""

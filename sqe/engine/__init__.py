@@ -1,0 +1,14 @@
+"""Running a planned topology on Spark Structured Streaming.
+
+Owns what runs per stream (:mod:`~sqe.engine.pipeline`: the source, the pid, the
+queries and their sinks), the ``foreachBatch`` body of one micro-batch
+(:mod:`~sqe.engine.batch`: replay accounting, queries, sinks, the HWM commit), the
+streaming queries' life (:mod:`~sqe.engine.runner`), what a batch did and where
+it is kept (:mod:`~sqe.engine.batch_report`, :mod:`~sqe.engine.progress`), and the
+SparkSession (:mod:`~sqe.engine.session`, :mod:`~sqe.engine.prereq`).  States are
+written only through the sink protocol of :mod:`state.sink`.
+
+May import: every layer below it (:mod:`sqe.wire`, :mod:`sqe.lang`,
+:mod:`sqe.config`, :mod:`state`, :mod:`sqe.source`); never :mod:`sqe.api` or
+:mod:`sqe.cli`.
+"""

@@ -1,0 +1,12 @@
+"""The topology language: SQE's command model and expressions, and what they compile to.
+
+Owns loading and checking topology files in SQE's command model
+(:mod:`~sqe.lang.topology`: ``Set``, ``CreateStream``, ``Query``), the catalogue of
+SQE functions (:mod:`~sqe.lang.functions`), expression trees
+(:mod:`~sqe.lang.expressions`), and their compilation: to Spark Columns and query
+DataFrames (:mod:`~sqe.lang.spark_functions`, :mod:`~sqe.lang.compiler`), and to
+Arrow filters for the source's post-filter (:mod:`~sqe.lang.post_filter`).  Option
+values are not resolved here (:mod:`sqe.config` does that).
+
+May import: :mod:`sqe.errors`, :mod:`sqe.wire`, pydantic, PyYAML, pyarrow, PySpark.
+"""
