@@ -31,10 +31,10 @@ from sqe.config.kafka_client import check_properties
 from sqe.config.registry import CONSUMER_PREFIX, JAVA_PROPERTIES, PRODUCER_PREFIX
 from sqe.config.settings import Settings
 
-__all__ = ["consumer_properties", "producer_properties", "property_problems"]
+__all__ = ["SQE_PROPERTY_KEYS", "consumer_properties", "producer_properties", "property_problems"]
 
 #: SQE stream keys that stand for a consumer property.
-_SQE_KEYS = {
+SQE_PROPERTY_KEYS = {
     "jw.sqe.spout.kafka.clientid": "client.id",
     "jw.sqe.spout.kafka.fetchSizeBytes": "max.partition.fetch.bytes",
     "jw.sqe.spout.kafka.bufferSizeBytes": "socket.receive.buffer.bytes",
@@ -45,7 +45,7 @@ _UNKNOWN = re.compile(r'No such configuration property: "([^"]+)"')
 
 def consumer_properties(settings: Settings) -> dict[str, str]:
     """The librdkafka properties of a stream's consumers."""
-    out = {prop: str(settings[key]) for key, prop in _SQE_KEYS.items()
+    out = {prop: str(settings[key]) for key, prop in SQE_PROPERTY_KEYS.items()
            if settings[key] is not None}
     out.update(settings.properties(CONSUMER_PREFIX))
     return out
@@ -63,7 +63,7 @@ def property_problems(settings: Settings, role: Literal["consumer", "producer"],
     given = settings.properties(prefix)
     problems = []
     if role == "consumer":
-        for key, prop in _SQE_KEYS.items():
+        for key, prop in SQE_PROPERTY_KEYS.items():
             if settings[key] is not None and prop in given and str(settings[key]) != given[prop]:
                 problems.append(
                     f"{where}: {key} ({settings.origin(key)}) and {prefix}{prop} "
