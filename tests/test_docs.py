@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from sqe.cli.main import main
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -29,11 +31,36 @@ def test_readme_options_table_is_the_registry(capsys):
 def test_readme_names_only_existing_commands_and_files(capsys):
     text = README.read_text()
     root = README.parent
-    for path in sorted(set(re.findall(r"`((?:topologies|conf|bench|docker|tests)/[\w./-]+)`",
-                                      text))):
+    named = re.findall(r"`((?:topologies|conf|bench|docker|tests|sqe|state|partitioners)/"
+                       r"[\w./-]+)`", text)
+    for path in sorted(set(named)):
         assert (root / path).exists(), f"README.md names {path}, which does not exist"
     from sqe.cli.main import _parser
 
     known = set(_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
     used = set(re.findall(r"(?:^|`)sqe ([a-z][\w-]*)", text, re.M))  # commands, not prose
     assert used <= known, f"README.md uses unknown sqe commands: {sorted(used - known)}"
+
+
+def _python_blocks(section: str) -> list[str]:
+    text = README.read_text()
+    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", body, re.S)
+
+
+@pytest.mark.spark
+def test_readme_python_blocks_run_as_written(spark, tmp_path, monkeypatch, capsys):
+    blocks = _python_blocks("Using SQE from Python")
+    assert len(blocks) == 2, "the section's Python examples moved"
+    for name in ("topologies", "conf"):
+        (tmp_path / name).symlink_to(README.parent / name)
+    monkeypatch.chdir(tmp_path)  # the blocks name files relative to the repository
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), namespace)
+    out = capsys.readouterr().out.splitlines()
+    assert "3 2" in out
+    assert any(line.startswith("Greetings batch 0: 3 records read") for line in out)
+    assert ("--conf: unknown option jw.sqe.spout.kafka.filterReplay; did you mean "
+            "jw.sqe.spout.kafka.filterReplays?") in out
+    assert (tmp_path / "checkpoints" / "hello" / "sqe-progress.jsonl").is_file()
