@@ -135,7 +135,9 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
     reports: list[BatchReport] = []
     processors: list[BatchProcessor] = []
     queries: list[StreamingQuery] = []
-    root = Path(checkpoint)
+    if "://" not in str(checkpoint):  # a local path: the JVM's working directory may differ
+        checkpoint = Path(checkpoint).absolute()
+    root = str(checkpoint).rstrip("/")  # a URL (hdfs://, s3a://) must keep its "//"
     where = progress_path(checkpoint)
     progress = ProgressLog(where, name) if where is not None else None
     try:
@@ -144,7 +146,7 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
             processors.append(proc)
             writer = (_source_frame(spark, p).writeStream
                       .queryName(f"{name}.{p.stream.streamName}")
-                      .option("checkpointLocation", str(root / p.stream.streamName))
+                      .option("checkpointLocation", f"{root}/{p.stream.streamName}")
                       .foreachBatch(proc))
             writer = writer.trigger(availableNow=True) if mode == "once" else writer
             queries.append(writer.start())
