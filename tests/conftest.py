@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings
 from sqe.cli.local_services import KAFKA_CLIENT_DEFAULTS, wait_for_kafka
 from sqe.engine.prereq import require_java
 from sqe.errors import PrerequisiteError
-from tests.services import Endpoint, kafka_endpoint, postgres_endpoint, redis_endpoint
+from tests.support.services import Endpoint, kafka_endpoint, postgres_endpoint, redis_endpoint
 
 # The machine is shared and noisy: no per-example deadlines (speed is measured in bench/).
 settings.register_profile(

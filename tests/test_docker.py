@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from sqe.cli.main import main
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
 COMPOSE_FILE = DOCKER / "compose.yaml"
 CONF = "docker/conf.yaml"

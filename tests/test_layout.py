@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
+
 PACKAGES = ("sqe", "state", "partitioners")
 
 #: Layer -> the layers it may import (besides itself), bottom up.  A module's layer is the

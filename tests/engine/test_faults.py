@@ -47,11 +47,11 @@ from sqe.engine.runner import run_topology
 from sqe.faults import kill_group, start_with_fault, wait_for_fault
 from sqe.lang.topology import load_topology
 from sqe.wire.keys import StreamMetadata
-from tests.fault_services import PrivatePostgres, RestartableRedis, private_postgres_unavailable
-from tests.kafka_io import produce, read_topic
-from tests.test_exactly_once import load_commands
+from tests.engine.test_exactly_once import load_commands
+from tests.support import ROOT
+from tests.support.fault_services import PrivatePostgres, RestartableRedis, private_postgres_unavailable
+from tests.support.kafka_io import produce, read_topic
 
-ROOT = Path(__file__).resolve().parent.parent
 LOCAL_CONF = ROOT / "conf/local.yaml"
 PID = 4242  # the pid of the (pretended) upstream topology in pre-stamped `enriched` records
 CONSUMER = "load.Enriched"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import redis
@@ -12,11 +11,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from sqe.cli.local_services import service_conf
 from sqe.cli.main import main
 from sqe.errors import SourceError
-from tests.kafka_io import produce, read_topic
+from tests.support import ROOT
+from tests.support.kafka_io import produce, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _create(bootstrap: str, *topics: str) -> None:

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqe.wire.keys import (
-    StreamMetadata,
-    decode_keys,
-    encode_keys,
-    kafka_secondary_id,
-    murmur64a,
-    pid_for,
-)
+from sqe.wire.keys import StreamMetadata, decode_keys, encode_keys, kafka_secondary_id, pid_for
+from sqe.wire.murmur import murmur64a
+from tests.support import ROOT
+from tests.support import VECTORS as VECTOR_DIR
 
-VECTORS = Path(__file__).parent / "vectors" / "stream_metadata.tsv"
-SHARED_VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vectors" / "stream_metadata.tsv"
+VECTORS = VECTOR_DIR / "stream_metadata.tsv"
+SHARED_VECTORS = ROOT.parent / "shared" / "vectors" / "stream_metadata.tsv"
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 INT32 = st.integers(-(2**31), 2**31 - 1)

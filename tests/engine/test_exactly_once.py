@@ -25,11 +25,11 @@ from sqe.cli.local_services import service_conf, start_local_redis
 from sqe.cli.sample_events import produce_events
 from sqe.faults import kill_group, start_with_fault, wait_for_fault
 from sqe.wire.keys import StreamMetadata
-from tests.kafka_io import produce, read_topic
+from tests.support import ROOT
+from tests.support.kafka_io import produce, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis, pytest.mark.postgres]
 
-ROOT = Path(__file__).resolve().parent.parent
 EVENTS = 3000
 
 

@@ -18,7 +18,7 @@ from sqe.source.replay import filter_replays_frame
 from sqe.wire.columns import data_rows
 from sqe.wire.keys import StreamMetadata, decode_keys
 from state.hwm import HwmStore
-from tests.kafka_io import produce
+from tests.support.kafka_io import produce
 
 # -- planning (pure) -------------------------------------------------------------------------
 

@@ -20,8 +20,8 @@ from sqe.engine.runner import run_topology
 from sqe.lang.topology import load_topology
 from sqe.wire.columns import Tally
 from sqe.wire.keys import StreamMetadata
-from tests.kafka_io import produce
-from tests.test_run_chunks import _write, _writer
+from tests.engine.test_run_chunks import _write, _writer
+from tests.support.kafka_io import produce
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -18,7 +18,7 @@ from sqe.engine.runner import run_topology
 from sqe.lang.topology import load_topology
 from sqe.wire.keys import StreamMetadata
 from state.hwm import HwmStore
-from tests.kafka_io import produce, read_topic
+from tests.support.kafka_io import produce, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
 

@@ -21,7 +21,7 @@ from sqe.errors import StateError
 from sqe.wire.headers import FILTER_HEADER
 from sqe.wire.keys import StreamMetadata
 from state.kafka import FILTER_VALUE_COLUMN, KafkaStateConfig, write_kafka
-from tests.kafka_io import read_topic
+from tests.support.kafka_io import read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 

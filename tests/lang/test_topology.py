@@ -20,9 +20,7 @@ from sqe.lang.expressions import (
     to_raw,
 )
 from sqe.lang.topology import CreateStream, Query, SetCommand
-
-DATA = Path(__file__).parent / "data"
-ROOT = Path(__file__).parents[1]
+from tests.support import DATA, ROOT
 
 
 def test_sqe_replay_file_loads_unchanged():

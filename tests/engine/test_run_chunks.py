@@ -17,7 +17,7 @@ from sqe.errors import RunError
 from sqe.lang.topology import load_topology
 from sqe.wire.headers import DEAD_LETTER_REASON, DEAD_LETTER_SOURCE
 from sqe.wire.keys import StreamMetadata
-from tests.kafka_io import produce, read_topic
+from tests.support.kafka_io import produce, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
 

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from sqe.config.registry import CLIENT_PROPERTIES, REGISTRY
-
-ROOT = Path(__file__).parents[1]
+from tests.support import ROOT
 
 
 def sqe(*args: str) -> subprocess.CompletedProcess:

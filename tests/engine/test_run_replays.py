@@ -10,11 +10,11 @@ from sqe.config.plan import plan_topology
 from sqe.engine.runner import run_topology
 from sqe.lang.topology import load_topology
 from sqe.wire.keys import StreamMetadata, kafka_secondary_id, pid_for
-from tests.kafka_io import cluster_id, produce, read_topic
+from tests.support import DATA
+from tests.support.kafka_io import cluster_id, produce, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
 
-DATA = Path(__file__).parent / "data"
 UPSTREAM_PID = 4242
 SEQUENCES = {0: [0, 1, 2, 1, 2, 3, 2, 3, 4], 1: [0, 1, 2, 1, 0, 1, 2, 1, 0],
              2: [0, 1, 2, 3, 4, 3, 2, 1, 0]}

@@ -16,6 +16,7 @@ from sqe.lang.expressions import parse_expression
 from sqe.lang.spark_functions import CompileContext
 from sqe.lang.topology import Query, parse_commands
 from sqe.wire.murmur import PID_SEED, hash_bytes, murmur64a, murmur64a_array
+from tests.support import ROOT
 
 pytestmark = pytest.mark.spark
 
@@ -169,11 +170,10 @@ def test_aggregates_into_kafka_are_partition_local_with_the_largest_offset(spark
 
 
 def test_the_readme_table_has_every_catalogue_function():
-    from pathlib import Path
 
     from sqe.lang.functions import FUNCTIONS
 
-    text = (Path(__file__).parent.parent / "README.md").read_text()
+    text = (ROOT / "README.md").read_text()
     table = text[text.index("| SQE | Spark | notes |"):text.index("Date patterns are Java's")]
     cells = {c.strip("`[] ").lower() for row in table.splitlines() if row.startswith("|")
              for c in row.split("|")[1].replace("(", " ").replace(",", " ").split()}

@@ -6,7 +6,6 @@ import base64
 import json
 import re
 import sys
-from pathlib import Path
 
 import pytest
 import redis
@@ -21,10 +20,10 @@ from sqe.faults import kill_group, start_with_fault, wait_for_fault
 from sqe.lang.topology import load_topology
 from state.redis_aggregates import AggregateSink, AggregateStateConfig, write_aggregates
 from state.sink import SinkTarget
+from tests.support import DATA
 
 pytestmark = [pytest.mark.spark, pytest.mark.redis]
 
-DATA = Path(__file__).parent / "data"
 COMPLEX = DATA / "sqe_test_complex_query.json"
 
 

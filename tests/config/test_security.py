@@ -25,8 +25,8 @@ from sqe.errors import OptionError, TopologyError
 from sqe.lang.topology import load_topology
 from sqe.wire.keys import StreamMetadata
 from state.hwm import HwmStore
-from tests.kafka_io import produce, read_topic
-from tests.secured_redis import make_tls_files, start_cluster, start_redis, start_sentinel
+from tests.support.kafka_io import produce, read_topic
+from tests.support.secured_redis import make_tls_files, start_cluster, start_redis, start_sentinel
 
 TOPOLOGY = """\
 - CreateStream:
