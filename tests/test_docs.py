@@ -64,3 +64,11 @@ def test_readme_python_blocks_run_as_written(spark, tmp_path, monkeypatch, capsy
     assert ("--conf: unknown option jw.sqe.spout.kafka.filterReplay; did you mean "
             "jw.sqe.spout.kafka.filterReplays?") in out
     assert (tmp_path / "checkpoints" / "hello" / "sqe-progress.jsonl").is_file()
+
+
+def test_ci_runs_the_readme_test_command():
+    command = re.search(r"```sh\n(python3 -m venv .venv && [^\n]*pytest[^\n]*)\n```",
+                        README.read_text())
+    assert command, "README.md lost its test command"
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert command.group(1) in ci, ".ci/run does not run the README's test command as written"
