@@ -12,7 +12,6 @@ file order, each with the :class:`~state.sink.Sink` of its state.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqe.config.kafka_client import cluster_metadata, consumer_conf, new_consumer
@@ -153,7 +152,3 @@ def build_pipelines(plan: TopologyPlan, name: str) -> list[StreamPipeline]:
             pipelines.append(StreamPipeline(stream, s, steps, pid, consumer, source))
     return pipelines
 
-
-def all_sinks(pipelines: Sequence[StreamPipeline]) -> list[Sink]:
-    """Every sink of ``pipelines``."""
-    return [step.sink for p in pipelines for step in p.steps if step.sink is not None]

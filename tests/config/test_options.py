@@ -243,9 +243,17 @@ def test_expression_options_parse_fields_trees_and_sql():
         coerce(REGISTRY["jw.sqe.state.kafka.filterSizeBytes"], 256, "x")
 
 
-def test_chunk_options_are_checked_together(tmp_path):
+def _problems(tmp_path, topology: str, **conf: str) -> str:
+    """The problems ``sqe validate`` finds in a topology file holding ``topology``."""
     path = tmp_path / "t.yaml"
-    path.write_text("""
+    path.write_text(topology)
+    with pytest.raises(TopologyError) as err:
+        validate(path, conf=conf)
+    return str(err.value)
+
+
+def test_chunk_options_are_checked_together(tmp_path):
+    text = _problems(tmp_path, """
 - CreateStream: {streamName: S, objectName: t, spoutName: KAFKA,
     options: {jw.sqe.spout.kafka.corruptChunkPolicy: deadletter}}
 - Query:
@@ -254,16 +262,12 @@ def test_chunk_options_are_checked_together(tmp_path):
     select: {expressions: [a]}
     from: {objectName: S}
 """)
-    with pytest.raises(TopologyError) as err:
-        validate(path)
-    text = str(err.value)
     assert "corruptChunkPolicy deadletter needs jw.sqe.spout.kafka.deadLetterTopic" in text
     assert "chunking keys each chunk by the StreamMetadata of its last message" in text
 
 
 def test_post_filters_and_native_readers_are_checked_before_spark(tmp_path):
-    path = tmp_path / "t.yaml"
-    path.write_text("""
+    text = _problems(tmp_path, """
 - CreateStream: {streamName: A, objectName: t, spoutName: KAFKA,
     options: {jw.sqe.spout.kafka.postFilter: {sql: "region = 'eu'"}}}
 - CreateStream: {streamName: B, objectName: t, spoutName: KAFKA,
@@ -276,10 +280,7 @@ def test_post_filters_and_native_readers_are_checked_before_spark(tmp_path):
     insertInto: {objectName: o, stateName: CONSOLE, fields: [a]}
     select: {expressions: [a]}
     from: {objectName: A}
-""")
-    with pytest.raises(TopologyError) as err:
-        plan_topology(load_topology(path), conf={"jw.sqe.spout.kafka.brokers": "k:9092"})
-    text = str(err.value)
+""", **{"jw.sqe.spout.kafka.brokers": "k:9092"})
     assert "a post-filter runs inside the source, before Spark, so it cannot be a Spark SQL" in text
     assert "a post-filter sees the source's record columns (_key, _value" in text
     assert "jw.sqe.spout.kafka.chunks run(s) in SQE's own Kafka source" in text
@@ -287,8 +288,7 @@ def test_post_filters_and_native_readers_are_checked_before_spark(tmp_path):
 
 
 def test_fixed_streams_do_not_filter_replays_and_postgres_takes_no_aggregates(tmp_path):
-    path = tmp_path / "t.yaml"
-    path.write_text("""
+    text = _problems(tmp_path, """
 - CreateStream: {streamName: F, objectName: f, spoutName: FIXED,
     options: {jw.sqe.spout.fixed.fields: [a], jw.sqe.spout.fixed.values: [[1]],
               jw.sqe.spout.kafka.filterReplays: true}}
@@ -298,7 +298,5 @@ def test_fixed_streams_do_not_filter_replays_and_postgres_takes_no_aggregates(tm
     select: {expressions: [a, {Sum: [a]}]}
     from: {objectName: F}
 """)
-    with pytest.raises(TopologyError) as err:
-        validate(path)
-    assert "a FIXED stream has none" in str(err.value)
-    assert "merges into a REDIS or KAFKA state, not POSTGRES" in str(err.value)
+    assert "a FIXED stream has none" in text
+    assert "merges into a REDIS or KAFKA state, not POSTGRES" in text

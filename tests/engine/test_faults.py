@@ -186,6 +186,15 @@ class _KafkaChain:
                                 )[topic].result(30)
         self.path = _chain(tmp, "events", "enriched")
         self.marker, self.log = tmp / "enrich.marker", tmp / "run.log"
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> _KafkaChain:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            kill_group(self.proc)
+        self.broker.stop()
 
     @property
     def kafka(self) -> str:
@@ -204,22 +213,18 @@ class _KafkaChain:
         _wait_until("load caught up with what enrich wrote before its pause",
                     lambda: _load_log_count(self.redis_url) == 50, proc, self.log)
         assert len(read_topic(self.kafka, "enriched")) == 50
+        self.proc = proc
         return proc
 
     def enriched_keys(self) -> Counter:
         return Counter(StreamMetadata.from_bytes(r.key) for r in read_topic(self.kafka, "enriched"))
-
-    def close(self) -> None:
-        self.broker.stop()
 
 
 @pytest.mark.spark
 @pytest.mark.kafka
 @pytest.mark.redis
 def test_kafka_broker_back_within_read_timeout_the_query_survives_exactly(redis_url, tmp_path):
-    chain = _KafkaChain(tmp_path, redis_url)
-    proc = None
-    try:
+    with _KafkaChain(tmp_path, redis_url) as chain:
         produce_events(chain.kafka, "events", 200, partitions=1)
         proc = chain.start_paused_in_enrich_write(read_timeout=90)
         # The broker goes away in the middle of enrich's write; load's planner is polling.
@@ -241,10 +246,6 @@ def test_kafka_broker_back_within_read_timeout_the_query_survives_exactly(redis_
         keys = chain.enriched_keys()
         assert len(keys) == 400  # every event reached `enriched` (some maybe twice: replays)
         _assert_loaded_once(redis_url, _events(range(400)))
-    finally:
-        if proc is not None and proc.poll() is None:
-            kill_group(proc)
-        chain.close()
 
 
 @pytest.mark.spark
@@ -252,9 +253,7 @@ def test_kafka_broker_back_within_read_timeout_the_query_survives_exactly(redis_
 @pytest.mark.redis
 def test_kafka_broker_away_longer_than_read_timeout_ends_the_run_and_the_rerun_is_exact(
         spark, redis_url, tmp_path):
-    chain = _KafkaChain(tmp_path, redis_url)
-    proc = None
-    try:
+    with _KafkaChain(tmp_path, redis_url) as chain:
         produce_events(chain.kafka, "events", 200, partitions=1)
         proc = chain.start_paused_in_enrich_write(read_timeout=10)
         chain.broker.stop()
@@ -284,10 +283,6 @@ def test_kafka_broker_away_longer_than_read_timeout_ends_the_run_and_the_rerun_i
         assert len(keys) == 300 and sum(keys.values()) == 350
         assert sum(r.replays_dropped for r in reports) == 50
         _assert_loaded_once(redis_url, _events(range(300)))
-    finally:
-        if proc is not None and proc.poll() is None:
-            kill_group(proc)
-        chain.close()
 
 
 # -- 2. Redis restarted, with and without persistence ---------------------------------------------
