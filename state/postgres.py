@@ -188,6 +188,7 @@ class _Transaction:
     def __init__(self, cfg: PostgresStateConfig, consumer: str, batch_id: int) -> None:
         self.cfg, self.consumer, self.batch_id = cfg, consumer, batch_id
         self.where = f"Postgres state {cfg.table}"
+        self.copied = False
         try:
             self.conn = psycopg.connect(cfg.dsn, connect_timeout=10)
         except psycopg.Error as exc:
@@ -229,11 +230,13 @@ class _Transaction:
                             [self.batch_id, rows, self.consumer, cfg.table])
         except psycopg.Error as exc:
             raise self._failed(exc) from None
+        self.copied = True
         return int(rows)
 
     def commit(self) -> None:
-        """The SQL COMMIT of the rows and the batch id."""
-        fault_point("postgres-before-commit", self.batch_id)  # rows and K sent, COMMIT not yet
+        """The SQL COMMIT of the rows and the batch id (of the lock alone, when none were copied)."""
+        if self.copied:
+            fault_point("postgres-before-commit", self.batch_id)  # rows and K sent, no COMMIT
         try:
             self.conn.commit()
         except psycopg.Error as exc:
