@@ -27,7 +27,7 @@ COMPOSE_FILE = DOCKER / "compose.yaml"
 CONF = "docker/conf.yaml"
 SECTION = "## Run on a Spark cluster"
 
-#: The services of the stack (DESIGN.md section 6, README "Run on a Spark cluster").
+#: The services of the stack (README "Run on a Spark cluster").
 REQUIRED = ("kafka", "redis", "postgres", "spark-master", "spark-worker", "sqe", "topics")
 
 #: spark-submit options that take a value (the rest of its options are flags).

@@ -72,3 +72,12 @@ def test_ci_runs_the_readme_test_command():
     assert command, "README.md lost its test command"
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert command.group(1) in ci, ".ci/run does not run the README's test command as written"
+
+
+def test_nothing_shipped_points_outside_the_repository():
+    shipped = [ROOT / "README.md", *ROOT.glob("topologies/*"), *ROOT.glob("conf/*"),
+               *ROOT.glob("docker/*"), *(p for pkg in ("sqe", "state", "partitioners")
+                                         for p in (ROOT / pkg).rglob("*.py"))]
+    bad = [str(p.relative_to(ROOT)) for p in shipped
+           if "DESIGN.md" in p.read_text() or "../shared" in p.read_text()]
+    assert not bad, f"these name files a user of the repository does not have: {bad}"

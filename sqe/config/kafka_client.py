@@ -10,8 +10,8 @@ list, SQE's defaults and the user's own librdkafka settings.  The defaults:
   live in Spark's checkpoint, and a range that retention deleted is an error
   (``auto.offset.reset=error``), not a silent jump.
 * Producers are idempotent (``enable.idempotence=true``), so order per
-  partition holds across the client's internal retries, as DESIGN.md
-  section 1 requires of a writer.
+  partition holds across the client's internal retries, as the
+  replay filter downstream requires of a writer.
 """
 
 from __future__ import annotations

@@ -136,7 +136,7 @@ _DECLARED = [
            "redis+cluster://host:port[,host:port].", scope="stream", check=_check_redis_url),
     *_redis_security("jw.sqe.spout.kafka.filterReplays.redis", "the high-water mark store",
                      "stream"),
-    # -- chunks: Bloom-filtered reading (DESIGN.md section 2) --------------------------
+    # -- chunks: Bloom-filtered reading (sqe.wire.chunk) ----------------------------------
     Option("jw.sqe.spout.kafka.chunks", "bool", False,
            "The topic holds SQE chunks (written with jw.sqe.state.kafka.chunking): each record "
            "is decoded into its messages.  Without it, a chunk met in the topic is an error.",
@@ -177,7 +177,7 @@ _DECLARED = [
            scope="state", check=_check_partitioner),
     Option("jw.sqe.state.kafka.chunking", "bool", False,
            "Pack messages of one source partition into chunks with a Bloom filter of their "
-           "filter values in the header (DESIGN.md section 2).", scope="state"),
+           "filter values in the header (README: Chunks and Bloom filters).", scope="state"),
     Option("jw.sqe.state.kafka.chunk.maxMessages", "int", 1000,
            "Most messages in one chunk.", scope="state", minimum=1),
     Option("jw.sqe.state.kafka.chunk.maxBytes", "int", 1048576,
@@ -269,7 +269,7 @@ OWNED_PROPERTIES: dict[str, dict[str, str]] = {
         "bootstrap.servers": "set jw.sqe.state.kafka.brokers instead",
         "enable.idempotence": "the idempotent producer keeps each partition in order across "
                               "retries, which the downstream replay filter relies on "
-                              "(DESIGN.md section 1)",
+                              "(README: Guarantees and their preconditions)",
         "acks": "the idempotent producer needs acks=all",
         "transactional.id": "SQE's chains are exactly-once without Kafka transactions; a "
                             "transactional producer would hold records back from readers "

@@ -1,6 +1,6 @@
 """Where option values come from and which one wins.
 
-Precedence, lowest to highest (DESIGN.md section 5):
+Precedence, lowest to highest:
 
 1. the registry's defaults,
 2. ``--config`` YAML files, in order (their ``SQE:`` map; ``Spark:`` goes to the SparkSession),

@@ -1,6 +1,6 @@
 """The replay filter: drop records at or below the high-water mark of their (pid, partition).
 
-Owns the rule of DESIGN.md section 1 as a pure function over one Kafka
+Owns the replay rule as a pure function over one Kafka
 partition's records in offset order:
 
     keep a record  <=>  its key is NULL / not 20 bytes (it cannot be judged),

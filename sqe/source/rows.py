@@ -5,7 +5,7 @@ Per fetched slice of one partition (:class:`Records`), :func:`to_rows`
 * for a plain topic: decodes each key's StreamMetadata, drops replays at or
   below the HWM, and (when the stream filters) keeps the messages whose filter
   value -- the record header ``sqe-filter-value`` -- passes the post-filter;
-* for a chunked topic (``chunks``, DESIGN.md section 2), from the headers alone:
+* for a chunked topic (``chunks``, :mod:`sqe.wire.chunk`), from the headers alone:
   drops whole chunks whose key (the StreamMetadata of their last message) is at
   or below the HWM, and chunks whose Bloom filter has none of ``filterValues``;
   then decodes the rest at once (:func:`sqe.wire.chunk_arrow.decode_chunks`), drops

@@ -1,4 +1,4 @@
-"""The Bloom filter of a chunk header (RabbitMQ stream filtering semantics, DESIGN.md section 2).
+"""The Bloom filter of a chunk header (RabbitMQ stream filtering semantics).
 
 A filter is ``size`` bytes (16..255, default 16) = ``8 * size`` bits, little-endian
 within each byte (bit ``j`` is ``byte[j // 8] >> (j % 8) & 1``):

@@ -1,4 +1,4 @@
-"""The chunk codec: many messages of one source partition in one Kafka record (DESIGN.md section 2).
+"""The chunk codec: many messages of one source partition in one Kafka record.
 
 Layout (big-endian)::
 

@@ -1,6 +1,6 @@
 """StreamMetadata: the 20-byte record key that makes replay filtering possible.
 
-Owns the wire format of DESIGN.md section 2 and the producer id (PID):
+Owns the key's wire format and the producer id (PID):
 
 * :class:`StreamMetadata` -- ``(pid, partition, offset)``, 20 bytes big-endian
   (pid int64, partition int32, offset int64), byte-compatible with the

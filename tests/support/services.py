@@ -1,4 +1,4 @@
-"""How the test suite finds a real Kafka broker and a real Redis (DESIGN.md section 6).
+"""How the test suite finds a real Kafka broker and a real Redis.
 
 Each service is chosen in this order:
 
