@@ -188,17 +188,18 @@ def error_text(err: object) -> str:
 
 
 def cluster_metadata(client: Any, topic: str, brokers: str, error: type[Exception],
-                     role: str) -> Any:
+                     role: str, timeout: float = 30.0) -> Any:
     """The brokers' metadata of ``topic`` (``.cluster_id``, ``.topics``), or ``error``.
 
     ``client`` is any confluent-kafka client; ``role`` says what the caller
-    is, e.g. ``"Kafka source"``, and starts the error message.
+    is, e.g. ``"Kafka source"``, and starts the error message; brokers that do not
+    answer within ``timeout`` seconds are that error.
     """
     try:
-        return client.list_topics(topic, timeout=30)
+        return client.list_topics(topic, timeout=timeout)
     except KafkaException as exc:
-        raise error(f"{role} {topic}: cannot reach the Kafka brokers {brokers}: "
-                    f"{error_text(exc)}") from None
+        raise error(f"{role} {topic}: cannot reach the Kafka brokers {brokers} within "
+                    f"{timeout:.0f} s: {error_text(exc)}") from None
 
 
 def topic_partitions(client: Any, topic: str, brokers: str, error: type[Exception],

@@ -114,8 +114,8 @@ def _cluster_id(stream: StreamSettings, topic: str) -> str | None:
     client = new_consumer(consumer_conf(stream.bootstrap, "sqe-metadata",
                                         stream.consumer_properties, quiet=True), "metadata")
     try:
-        return cluster_metadata(client, topic, stream.bootstrap, SourceError,
-                                "Kafka source").cluster_id
+        return cluster_metadata(client, topic, stream.bootstrap, SourceError, "Kafka source",
+                                timeout=stream.read_timeout).cluster_id
     finally:
         client.close()
 

@@ -117,7 +117,7 @@ def test_kafka_outage_fails_the_batch_and_loses_nothing(spark, redis_url, tmp_pa
     for topic in ("in", "out"):
         admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "-1"})])[topic].result(30)
     path = _topology(tmp_path, "in", "out", "identity")
-    conf = {"jw.sqe.spout.kafka.readTimeoutSeconds": 20}
+    conf = {"jw.sqe.spout.kafka.readTimeoutSeconds": 5}
     try:
         produce(kafka, "in", [(_key(o), b"%d" % o, 0) for o in (0, 1, 2)])
         run_topology(_plan(path, kafka, redis_url, **conf), spark, "k", tmp_path / "ck", "once")
@@ -149,6 +149,7 @@ def test_cli_run_exit_codes(kafka_bootstrap, kafka_topic, redis_url, tmp_path):
     dead = f"127.0.0.1:{free_port()}"
     down = _sqe("run", str(path), "--once", "--checkpoint", str(tmp_path / "ck1"),
                 "--conf", f"jw.sqe.spout.kafka.brokers={dead}",
+                "--conf", "jw.sqe.spout.kafka.readTimeoutSeconds=3",
                 "--conf", f"jw.sqe.spout.kafka.filterReplays.redis.url={redis_url}")
     assert down.returncode == 1
     assert f"cannot reach the Kafka brokers {dead}" in down.stderr
