@@ -55,9 +55,9 @@ class BatchProcessor:
         self.progress = progress
         self.failure: BaseException | None = None
 
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+    def __call__(self, rows: DataFrame, batch_id: int) -> None:
         try:
-            self._process(batch, batch_id)
+            self._process(rows, batch_id)
         except BaseException as exc:
             self.failure = exc
             raise
@@ -68,7 +68,7 @@ class BatchProcessor:
             return None
         return HwmStore.from_url(s.hwm_store, self.p.consumer, s.hwm_ttl)
 
-    def _process(self, batch: DataFrame, batch_id: int) -> None:
+    def _process(self, rows: DataFrame, batch_id: int) -> None:
         report = BatchReport(self.p.stream.streamName, batch_id, filtering=self.p.filtering)
         store = self._store()
         try:
@@ -83,7 +83,7 @@ class BatchProcessor:
                     report.skipped = True
                     self._done(report)
                     return
-            self._run(batch, Batch(self.p.consumer, batch_id, store), snapshot, report)
+            self._run(rows, Batch(self.p.consumer, batch_id, store), snapshot, report)
         finally:
             if store is not None:
                 store.client.close()
@@ -116,9 +116,9 @@ class BatchProcessor:
                 updates[(g["_pid"], g["_source_partition"])] = g["hi"]
         return frame, updates
 
-    def _run(self, batch: DataFrame, commit: Batch, snapshot: HwmSnapshot | None,
+    def _run(self, rows: DataFrame, batch: Batch, snapshot: HwmSnapshot | None,
              report: BatchReport) -> None:
-        frame = batch.persist()
+        frame = rows.persist()
         opened: list[Sink] = []
         try:
             frame, updates = self._read(frame, snapshot, report)
@@ -137,28 +137,28 @@ class BatchProcessor:
                     report.warnings[name] = report.warnings.get(name, 0) + count
                 if step.sink is not None:
                     opened.append(step.sink)
-                    self._write(step, compiled.frame, commit, report)
+                    self._write(step, compiled.frame, batch, report)
             for sink in opened:
                 sink.commit()
             fault_point("before-commit")
-            if commit.store is not None:
+            if batch.store is not None:
                 try:
-                    commit.store.commit(commit.batch_id, updates, commit.stages)
+                    batch.store.commit(batch.batch_id, updates, batch.stages)
                 except redis.RedisError as exc:
                     raise StateError(f"cannot commit the HWMs of {self.p.consumer}: "
-                                     f"{commit.store.describe_error(exc)}; the batch is "
+                                     f"{batch.store.describe_error(exc)}; the batch is "
                                      "re-run and its output filtered as replays") from None
         finally:
             for sink in opened:
                 sink.close()
             frame.unpersist()
 
-    def _write(self, step: QueryStep, frame: DataFrame, commit: Batch,
+    def _write(self, step: QueryStep, frame: DataFrame, batch: Batch,
                report: BatchReport) -> None:
         sink = step.sink
         assert sink is not None
         name = step.query.insertInto.objectName
-        sink.open(commit)
+        sink.open(batch)
         if sink.holds():
             report.already_written.append(name)
             report.written[name] = 0
