@@ -45,7 +45,6 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.util import PythonEvalType
 
 from sqe.errors import TopologyError
 from sqe.lang.expressions import Constant, Expression
@@ -129,7 +128,9 @@ def _hash(ctx: CompileContext, args: list[Expression], cols: list[Column], here:
 
 @cache
 def _hash_udf() -> Any:
-    return F.arrow_udf(hash_bytes, T.BinaryType(), PythonEvalType.SQL_SCALAR_ARROW_UDF)
+    # The UDF's kind comes from hash_bytes's type hints (pa.Array -> pa.Array); PySpark's stubs
+    # list no overload without an explicit kind, which it warns about at run time.
+    return F.arrow_udf(hash_bytes, T.BinaryType())  # type: ignore[call-overload]
 
 
 def _round_date(args: list[Expression], cols: list[Column], here: str) -> Column:
