@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ from sqe.config.plan import TopologyPlan, plan_topology
 from sqe.config.settings import ConfigFile, load_config, spark_conf_options
 from sqe.engine.batch_report import BatchReport
 from sqe.engine.pipeline import state_problems
+from sqe.engine.recovery import Rerun
 from sqe.engine.runner import Mode, run_topology
 from sqe.engine.session import build_session, quiet_failure_traces
 from sqe.lang.topology import Topology
@@ -102,16 +104,20 @@ class RunResult:
 def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
         conf: Mapping[str, Any] | None = None, name: str | None = None,
         checkpoint: str | Path | None = None, once: bool = False,
-        runtime: float | None = None, spark: SparkSession | None = None,
-        verbose: bool = False) -> RunResult:
+        runtime: float | None = None, resume_from_store: bool = False,
+        spark: SparkSession | None = None, verbose: bool = False,
+        stop: threading.Event | None = None, rerun: Rerun | None = None) -> RunResult:
     """Run a topology on Spark, as ``sqe run``; returns when it is done.
 
     ``once`` processes everything available now and returns; ``runtime`` stops after
-    that many seconds; with neither it runs until stopped.  ``checkpoint`` defaults to
-    ``checkpoints/<name>``.  Without ``spark``, a session is made from the config
-    files' ``Spark:`` conf (local unless under ``spark-submit``), and Spark's stack
-    traces of a failure are silenced unless ``verbose``: the failure is raised as one
-    sentence either way.
+    that many seconds; with neither it runs until stopped, or until ``stop`` is set
+    (then :class:`~sqe.errors.RunStopped` says where each stream stopped).
+    ``checkpoint`` defaults to ``checkpoints/<name>``; ``resume_from_store`` starts an
+    empty checkpoint where the stores' commits end.  Without ``spark``, a session is
+    made from the config files' ``Spark:`` conf (local unless under ``spark-submit``),
+    and Spark's stack traces of a failure are silenced unless ``verbose``: the failure
+    is raised as one sentence either way.  ``rerun`` formats how a refusal names the
+    way to run again (default: as a call of this function).
     """
     if once and runtime is not None:
         raise ValueError("once and runtime exclude each other")
@@ -127,4 +133,21 @@ def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
         plan = validate(topo, config=configs, conf=conf, spark_conf=from_spark)
     where = str(checkpoint if checkpoint is not None else Path("checkpoints") / topo.name)
     mode: Mode = "once" if once else ("runtime" if runtime is not None else "forever")
-    return RunResult(topo.name, where, run_topology(plan, spark, topo.name, where, mode, runtime))
+    hint = rerun or _call_hint(topo, [c.path for c in configs], conf, name, where, once, runtime)
+    reports = run_topology(plan, spark, topo.name, where, mode, runtime, resume=resume_from_store,
+                           rerun=hint, stop=stop)
+    return RunResult(topo.name, where, reports)
+
+
+def _call_hint(topology: Topology, config: list[str], conf: Mapping[str, Any] | None,
+               name: str | None, checkpoint: str, once: bool, runtime: float | None) -> Rerun:
+    """A :data:`Rerun` that names the way to run again as a call of :func:`run`."""
+    def hint(flags: dict[str, str | None]) -> str:
+        args = [repr(topology.path)] + [f"{k}={v!r}" for k, v in (
+            ("config", config), ("conf", dict(conf or {})), ("name", name)) if v]
+        args.append(f"checkpoint={flags.get('--checkpoint', checkpoint)!r}")
+        args += ["once=True"] if once else ([f"runtime={runtime!r}"] if runtime else [])
+        args += ["resume_from_store=True"] if "--resume-from-store" in flags else []
+        return f"sqe.run({', '.join(args)})"
+
+    return hint

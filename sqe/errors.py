@@ -20,6 +20,7 @@ __all__ = [
     "StateError",
     "StaleBatchError",
     "RunError",
+    "RunStopped",
 ]
 
 
@@ -56,14 +57,25 @@ class StaleBatchError(SqeError, RuntimeError):
 
     @classmethod
     def behind(cls, store: str, consumer: str, batch_id: int, committed: int,
-               reset: str) -> StaleBatchError:
+               checkpoint: str | None = None, offsets: str | None = None) -> StaleBatchError:
         """The refusal of batch ``batch_id`` by ``store`` (a sentence naming it), which holds
-        ``committed``; ``reset`` is the command that forgets the consumer there."""
-        return cls(f"{store}: batch {batch_id} of consumer {consumer!r} is older than the "
-                   f"committed batch {committed}; another writer with the same consumer is "
-                   "ahead, so this one is refused (if this query's checkpoint was deleted on "
-                   f"purpose, run '{reset}')")
+        batch ``committed`` (made on ``checkpoint``, when known); ``offsets`` when the same
+        batch id ends at other source offsets."""
+        if offsets is not None and batch_id == committed:
+            what = (f"batch {batch_id} of consumer {consumer!r} ends at other source offsets "
+                    f"({offsets}) than the committed batch {committed}")
+        else:
+            what = (f"batch {batch_id} of consumer {consumer!r} is older than the committed "
+                    f"batch {committed}")
+        made = f", which the run on checkpoint {checkpoint} made" if checkpoint else ""
+        return cls(f"{store}: {what}{made}; another run of this consumer is ahead of this one, "
+                   "which is refused so that nothing is written twice: stop one of the two "
+                   "runs, or give this one a --name of its own")
 
 
 class RunError(SqeError, RuntimeError):
     """A streaming query (or a step of ``sqe demo``) failed; the message is the cause."""
+
+
+class RunStopped(SqeError, RuntimeError):
+    """A run stopped on request (Ctrl-C, SIGTERM); the message says where each stream stopped."""

@@ -1,11 +1,14 @@
-"""The high-water-mark store in Redis: per-consumer HWMs and the last committed batch id.
+"""The high-water-mark store in Redis: per-consumer HWMs and the last committed batch.
 
-One consumer (a topology's stream) owns three keys, all with the same hash
+One consumer (a topology's stream) owns these keys, all with the same hash
 tag so they live in one Redis Cluster slot and one Lua script may touch them:
 
 * ``sqe:{<consumer>}:hwm``   hash ``"<pid>:<partition>" -> highest source offset``
 * ``sqe:{<consumer>}:ts``    hash ``"<pid>:<partition>" -> last update (server ms)``
 * ``sqe:{<consumer>}:batch`` the last committed batch id
+* ``sqe:{<consumer>}:commit`` hash: the source ``offsets`` that batch ended at, the
+  ``checkpoint`` that committed it, and ``reset`` (1 after :meth:`HwmStore.reset`);
+  see :mod:`state.commits`
 * ``sqe:{<consumer>}:stage:<batch>:<n>`` rows of a Redis state staged for
   batch ``<batch>`` (see :mod:`state.redis`), until the commit applies them
 
@@ -14,7 +17,7 @@ id lower than the stored one (:class:`StaleBatchError`: a stale or duplicate
 writer is fenced, loudly), skips a batch id equal to it (Spark re-ran a
 committed batch), and otherwise sets each HWM to the max of old and new,
 stamps the update time, drops entries older than the TTL and records the
-batch id; with staged Redis state rows it applies them in the same script,
+batch id with its commit record; with staged Redis state rows it applies them in the same script,
 so the rows, the HWMs and the batch id land together or not at all.
 Offsets are compared as decimal strings inside Lua, because Lua
 numbers are doubles and would round int64 offsets above 2**53.  Times come
@@ -31,6 +34,7 @@ import redis
 
 from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.errors import StaleBatchError
+from state.commits import Commit
 
 __all__ = ["HwmStore", "HwmSnapshot", "Stage", "StaleBatchError"]
 
@@ -55,8 +59,9 @@ local function gt(a, b)
 end
 """
 
-# KEYS: hwm, ts, batch, stage keys...; ARGV: ttl, batch id, number of stages,
-# (datatype, expire seconds) per stage, then "<pid>:<partition>", offset pairs.
+# KEYS: hwm, ts, batch, commit, stage keys...; ARGV: ttl, batch id, number of stages, the
+# batch's end offsets, the checkpoint, (datatype, expire seconds) per stage, then
+# "<pid>:<partition>", offset pairs.
 _COMMIT = _NOW + _GT + """
 local stages = tonumber(ARGV[3])
 local stored = redis.call('GET', KEYS[3])
@@ -66,13 +71,13 @@ if stored then
     return redis.error_reply('SQE_STALE ' .. stored)
   end
   if batch == tonumber(stored) then
-    for s = 1, stages do redis.call('DEL', KEYS[3 + s]) end
+    for s = 1, stages do redis.call('DEL', KEYS[4 + s]) end
     return 0
   end
 end
 for s = 1, stages do
-  local datatype, expire = ARGV[2 + 2 * s], tonumber(ARGV[3 + 2 * s])
-  local rows = redis.call('HGETALL', KEYS[3 + s])
+  local datatype, expire = ARGV[4 + 2 * s], tonumber(ARGV[5 + 2 * s])
+  local rows = redis.call('HGETALL', KEYS[4 + s])
   for i = 1, #rows, 2 do
     local f = rows[i]
     local colon = string.find(f, ':', 1, true)
@@ -85,9 +90,9 @@ for s = 1, stages do
     end
     if expire > 0 then redis.call('EXPIRE', key, expire) end
   end
-  redis.call('DEL', KEYS[3 + s])
+  redis.call('DEL', KEYS[4 + s])
 end
-for i = 4 + 2 * stages, #ARGV, 2 do
+for i = 6 + 2 * stages, #ARGV, 2 do
   local field, offset = ARGV[i], ARGV[i + 1]
   local old = redis.call('HGET', KEYS[1], field)
   if (not old) or gt(offset, old) then redis.call('HSET', KEYS[1], field, offset) end
@@ -101,11 +106,13 @@ for i = 1, #ts, 2 do
   end
 end
 redis.call('SET', KEYS[3], ARGV[2])
+redis.call('HSET', KEYS[4], 'offsets', ARGV[4], 'checkpoint', ARGV[5], 'reset', '0')
 return 1
 """
 
 _LOAD = _NOW + """
-local out = {redis.call('GET', KEYS[3]) or ''}
+local commit = redis.call('HMGET', KEYS[4], 'offsets', 'checkpoint', 'reset')
+local out = {redis.call('GET', KEYS[3]) or '', commit[1] or '', commit[2] or '', commit[3] or ''}
 local ts = redis.call('HGETALL', KEYS[2])
 for i = 1, #ts, 2 do
   if tonumber(ts[i + 1]) >= now - ttl then
@@ -122,10 +129,15 @@ return out
 
 @dataclass(frozen=True)
 class HwmSnapshot:
-    """What a consumer has committed: its last batch id (or None) and live HWMs."""
+    """What a consumer has committed: its last batch (or None) and live HWMs."""
 
-    batch_id: int | None
+    commit: Commit | None
     hwm: dict[tuple[int, int], int]
+
+    @property
+    def batch_id(self) -> int | None:
+        """The last committed batch id, or None."""
+        return self.commit.batch_id if self.commit is not None else None
 
 
 @dataclass(frozen=True)
@@ -156,7 +168,8 @@ class HwmStore:
         self.ttl_seconds = ttl_seconds
         self.endpoint = endpoint  # where ``client`` connects (None: not known)
         self.url = endpoint.display if endpoint else None  # for messages: never a password
-        self.keys = [f"sqe:{{{tag}}}:hwm", f"sqe:{{{tag}}}:ts", f"sqe:{{{tag}}}:batch"]
+        self.keys = [f"sqe:{{{tag}}}:hwm", f"sqe:{{{tag}}}:ts", f"sqe:{{{tag}}}:batch",
+                     f"sqe:{{{tag}}}:commit"]
         self._stage_prefix = f"sqe:{{{tag}}}:stage:"
         self._commit = client.register_script(_COMMIT)
         self._load = client.register_script(_LOAD)
@@ -169,23 +182,33 @@ class HwmStore:
 
     def load(self) -> HwmSnapshot:
         """The committed batch id and the HWMs updated within the TTL, read atomically."""
-        raw = self._load(keys=self.keys, args=[self.ttl_seconds])
-        batch = raw[0].decode() if isinstance(raw[0], bytes) else raw[0]
+        raw = [v.decode() if isinstance(v, bytes) else v
+               for v in self._load(keys=self.keys, args=[self.ttl_seconds])]
+        batch, offsets, checkpoint, reset = raw[:4]
         hwm = {}
-        for field, offset in zip(raw[1::2], raw[2::2], strict=True):
-            pid, part = field.decode().split(":")
+        for field, offset in zip(raw[4::2], raw[5::2], strict=True):
+            pid, part = field.split(":")
             hwm[(int(pid), int(part))] = int(offset)
-        return HwmSnapshot(int(batch) if batch else None, hwm)
+        commit = Commit(self.describe(), int(batch), offsets or None, checkpoint or None,
+                        reset == "1") if batch else None
+        return HwmSnapshot(commit, hwm)
+
+    def describe(self) -> str:
+        """This store in messages: ``HWM store at redis://host:port/db``."""
+        return f"HWM store at {self.url}" if self.url else "HWM store"
 
     def commit(self, batch_id: int, updates: Mapping[tuple[int, int], int],
-               stages: Sequence[Stage] = ()) -> bool:
+               stages: Sequence[Stage] = (), offsets: str | None = None,
+               checkpoint: str | None = None) -> bool:
         """Commit batch ``batch_id`` with new marks; ``False`` if it was already committed.
 
         The rows of ``stages`` are applied in the same atomic step (and the
-        stages deleted either way).  Raises :class:`StaleBatchError` when a
+        stages deleted either way), and the batch's end ``offsets`` and
+        ``checkpoint`` are recorded with it.  Raises :class:`StaleBatchError` when a
         higher batch id is already committed; nothing is applied then.
         """
-        args: list[str | int] = [self.ttl_seconds, int(batch_id), len(stages)]
+        args: list[str | int] = [self.ttl_seconds, int(batch_id), len(stages), offsets or "",
+                                 checkpoint or ""]
         for stage in stages:
             args += [stage.datatype, int(stage.expire_seconds)]
         for (pid, part), offset in updates.items():
@@ -195,29 +218,33 @@ class HwmStore:
             return bool(self._commit(keys=keys, args=args))
         except redis.ResponseError as exc:
             if "SQE_STALE" in str(exc):
-                raise self._stale(batch_id, int(str(exc).split("SQE_STALE ", 1)[1])) from None
+                committed = self.load().commit or Commit(self.describe(), int(
+                    str(exc).split("SQE_STALE ", 1)[1]))
+                raise self._stale(batch_id, committed) from None
             raise
 
-    def admit(self, batch_id: int) -> HwmSnapshot | None:
+    def admit(self, batch_id: int, offsets: str | None = None) -> HwmSnapshot | None:
         """The snapshot to process batch ``batch_id`` with, or ``None`` if it is committed.
 
         The check :meth:`commit` makes atomically, made before the batch does
         any work: a batch id lower than the committed one raises
-        :class:`StaleBatchError`.
+        :class:`StaleBatchError`, and so does the committed batch id with other end
+        ``offsets`` (another checkpoint's batch of the same number).
         """
         snapshot = self.load()
-        if snapshot.batch_id is not None:
-            if batch_id == snapshot.batch_id:
+        commit = snapshot.commit
+        if commit is not None:
+            if commit.same_batch(batch_id, offsets):
                 return None
-            if batch_id < snapshot.batch_id:
-                raise self._stale(batch_id, snapshot.batch_id)
+            if batch_id <= commit.batch_id:
+                raise self._stale(batch_id, commit, offsets)
         return snapshot
 
-    def _stale(self, batch_id: int, committed: int) -> StaleBatchError:
-        store = f"HWM store at {self.url}" if self.url else "HWM store"
-        redis_arg = f" --redis {self.url}" if self.url else ""
-        return StaleBatchError.behind(store, self.consumer, batch_id, committed,
-                                      f"sqe hwm reset {self.consumer}{redis_arg}")
+    def _stale(self, batch_id: int, commit: Commit, offsets: str | None = None
+               ) -> StaleBatchError:
+        return StaleBatchError.behind(self.describe(), self.consumer, batch_id, commit.batch_id,
+                                      commit.checkpoint, offsets if batch_id == commit.batch_id
+                                      else None)
 
     def describe_error(self, exc: BaseException) -> str:
         """A client error as one sentence naming this store's Redis (never its password)."""
@@ -247,13 +274,17 @@ class HwmStore:
             client.close()
 
     def reset(self) -> int:
-        """Forget this consumer's HWMs and batch id (after deleting its checkpoint on purpose).
+        """Forget this consumer's HWMs and the offsets it committed, keeping its batch id.
 
-        Returns the number of keys deleted.  The next run starts from batch 0
-        and filters nothing it has not seen, so it re-processes whatever its
-        source offers from where the new checkpoint starts.
+        Returns the number of marks and stages deleted.  The next run with a new
+        checkpoint starts where its source's ``startingOffsets`` say, with batch ids
+        after the committed one (so no id a state has seen comes again), and filters
+        nothing it has not seen since.
         """
         pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self._stage_prefix) + "*"
         stages = list(self.client.scan_iter(match=pattern))
-        return int(self.client.delete(*self.keys, *stages))
-
+        marks = int(self.client.hlen(self.keys[0]))
+        self.client.delete(self.keys[0], self.keys[1], *stages)
+        if self.client.exists(self.keys[2]):
+            self.client.hset(self.keys[3], mapping={"offsets": "", "reset": "1"})
+        return marks + len(stages)

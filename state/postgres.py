@@ -38,17 +38,21 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sqe.config.secrets import redact_url
 from sqe.errors import StaleBatchError, StateError
 from sqe.faults import fault_point
 from sqe.wire.columns import field_column
+from state.commits import Commit
+from state.postgres_batches import (
+    batch_committed,
+    error_text,
+    lock_batch,
+    qualified,
+    record_batch,
+    reset_batch,
+)
 from state.sink import Batch, Sink, SinkTarget
 
-__all__ = ["PostgresSink", "PostgresStateConfig", "PostgresWrite", "forget_batches", "pg_type",
-           "write_postgres"]
-
-BATCH_TABLE = "sqe_batches"
-
+__all__ = ["PostgresSink", "PostgresStateConfig", "PostgresWrite", "pg_type", "write_postgres"]
 
 @dataclass(frozen=True)
 class PostgresStateConfig:
@@ -72,12 +76,8 @@ class PostgresStateConfig:
     @property
     def target(self) -> Any:
         """The quoted (maybe schema-qualified) name of the table."""
-        return _qualified(*self.schema_and_table)
+        return qualified(*self.schema_and_table)
 
-    @property
-    def batches(self) -> Any:
-        """The quoted name of the batch table beside it."""
-        return _qualified(self.schema_and_table[0], BATCH_TABLE)
 
 
 @dataclass(frozen=True)
@@ -136,10 +136,6 @@ def _ident(name: str) -> Any:
     return sql.Identifier(name)
 
 
-def _qualified(schema: str | None, name: str) -> Any:
-    return sql.Identifier(schema, name) if schema else sql.Identifier(name)
-
-
 def _ensure_table(cur: Any, cfg: PostgresStateConfig, df: DataFrame) -> None:
     cur.execute("SELECT a.attname FROM pg_attribute a "
                 "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped",
@@ -158,56 +154,41 @@ def _ensure_table(cur: Any, cfg: PostgresStateConfig, df: DataFrame) -> None:
                          "write to another table")
 
 
-def _lock_batch(cur: Any, cfg: PostgresStateConfig, consumer: str) -> int | None:
-    batches = cfg.batches
-    cur.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (consumer text NOT NULL, "
-                        "target text NOT NULL, batch_id bigint NOT NULL, rows bigint NOT NULL, "
-                        "committed_at timestamptz NOT NULL DEFAULT now(), "
-                        "PRIMARY KEY (consumer, target))").format(batches))
-    cur.execute(sql.SQL("INSERT INTO {} (consumer, target, batch_id, rows) VALUES (%s, %s, -1, 0) "
-                        "ON CONFLICT DO NOTHING").format(batches), [consumer, cfg.table])
-    cur.execute(sql.SQL("SELECT batch_id FROM {} WHERE consumer = %s AND target = %s "
-                        "FOR UPDATE").format(batches), [consumer, cfg.table])
-    stored = cur.fetchone()[0]
-    return None if stored < 0 else int(stored)
-
-
-def _error_text(exc: Exception) -> str:
-    """A psycopg error in one line: the server's message and where (``COPY t, line 2, ...``)."""
-    diag = getattr(exc, "diag", None)
-    primary = getattr(diag, "message_primary", None)
-    if not primary:
-        return " ".join(str(exc).split())
-    context = (getattr(diag, "context", None) or "").strip().splitlines()
-    return f"{primary} ({context[0]})" if context else primary
-
-
 class _Transaction:
     """One batch of one consumer in one table: the SQL transaction of the module docstring."""
 
-    def __init__(self, cfg: PostgresStateConfig, consumer: str, batch_id: int) -> None:
-        self.cfg, self.consumer, self.batch_id = cfg, consumer, batch_id
+    def __init__(self, cfg: PostgresStateConfig, batch: Batch) -> None:
+        self.cfg, self.batch = cfg, batch
         self.where = f"Postgres state {cfg.table}"
         self.copied = False
         try:
             self.conn = psycopg.connect(cfg.dsn, connect_timeout=10)
         except psycopg.Error as exc:
-            raise StateError(f"{self.where}: cannot connect ({_error_text(exc)}); the batch "
+            raise StateError(f"{self.where}: cannot connect ({error_text(exc)}); the batch "
                              "fails and is written when it is retried") from None
+        schema, table = cfg.schema_and_table
         try:
             with self.conn.cursor() as cur:
-                self.stored = _lock_batch(cur, cfg, consumer)
+                self.stored = lock_batch(cur, schema, batch.consumer, cfg.table, self.where)
         except psycopg.Error as exc:
             self.close()
             raise self._failed(exc) from None
-        if self.stored is not None and self.stored > batch_id:
+        stored = self.stored
+        if stored is not None and not stored.same_batch(batch.batch_id, batch.offsets) \
+                and stored.batch_id >= batch.batch_id:
             self.close()
-            raise StaleBatchError.behind(self.where, consumer, batch_id, self.stored,
-                                         f"sqe hwm reset {consumer} --postgres DSN")
+            raise StaleBatchError.behind(self.where, batch.consumer, batch.batch_id,
+                                         stored.batch_id, stored.checkpoint, batch.offsets)
+
+    @property
+    def holds(self) -> bool:
+        """Whether the table holds this batch already."""
+        return self.stored is not None and self.stored.same_batch(self.batch.batch_id,
+                                                                  self.batch.offsets)
 
     def _failed(self, exc: Exception) -> StateError:
-        return StateError(f"{self.where}: {_error_text(exc)}; nothing of batch "
-                          f"{self.batch_id} was committed")
+        return StateError(f"{self.where}: {error_text(exc)}; nothing of batch "
+                          f"{self.batch.batch_id} was committed")
 
     def copy(self, frame: DataFrame) -> int:
         """COPY the rows in and record the batch id (not committed yet)."""
@@ -224,10 +205,9 @@ class _Transaction:
                     for r in chunks:
                         if r["rows"]:
                             sink.write(r["csv"])
-                cur.execute(sql.SQL("UPDATE {} SET batch_id = %s, rows = %s, "
-                                    "committed_at = now() WHERE consumer = %s AND target = %s"
-                                    ).format(cfg.batches),
-                            [self.batch_id, rows, self.consumer, cfg.table])
+                b = self.batch
+                record_batch(cur, cfg.schema_and_table[0], b.consumer, cfg.table, b.batch_id,
+                             rows, b.offsets, b.checkpoint)
         except psycopg.Error as exc:
             raise self._failed(exc) from None
         self.copied = True
@@ -236,7 +216,7 @@ class _Transaction:
     def commit(self) -> None:
         """The SQL COMMIT of the rows and the batch id (of the lock alone, when none were copied)."""
         if self.copied:
-            fault_point("postgres-before-commit", self.batch_id)  # rows and K sent, no COMMIT
+            fault_point("postgres-before-commit", self.batch.batch_id)  # rows and K sent
         try:
             self.conn.commit()
         except psycopg.Error as exc:
@@ -276,10 +256,19 @@ class PostgresSink(Sink):
 
     def open(self, batch: Batch) -> None:
         super().open(batch)
-        self._tx = _Transaction(self.config, batch.consumer, batch.batch_id)
+        self._tx = _Transaction(self.config, batch)
 
     def holds(self) -> bool:
-        return self._transaction.stored == self.batch.batch_id
+        return self._transaction.holds
+
+    def committed(self, consumer: str) -> Commit | None:
+        schema, _ = self.config.schema_and_table
+        return batch_committed(self.config.dsn, schema, consumer, self.config.table,
+                               self.describe())
+
+    def reset(self, consumer: str) -> Commit | None:
+        schema, _ = self.config.schema_and_table
+        return reset_batch(self.config.dsn, schema, consumer, self.config.table, self.describe())
 
     def write(self, frame: DataFrame) -> int:
         return self._transaction.copy(frame)
@@ -297,9 +286,9 @@ class PostgresSink(Sink):
 def write_postgres(df: DataFrame, cfg: PostgresStateConfig, consumer: str,
                    batch_id: int) -> PostgresWrite:
     """Append ``df`` as batch ``batch_id`` of ``consumer``, once (the sink's steps in one go)."""
-    tx = _Transaction(cfg, consumer, batch_id)
+    tx = _Transaction(cfg, Batch(consumer, batch_id))
     try:
-        if tx.stored == batch_id:
+        if tx.holds:
             return PostgresWrite(0, True)
         rows = tx.copy(df)
         tx.commit()
@@ -307,21 +296,3 @@ def write_postgres(df: DataFrame, cfg: PostgresStateConfig, consumer: str,
     finally:
         tx.close()
 
-
-def forget_batches(dsn: str, consumer: str) -> int:
-    """Delete ``consumer``'s rows from every batch table of the database; returns how many.
-
-    For ``sqe hwm reset`` after a checkpoint was deleted on purpose: the next
-    run starts again at batch 0, which the batch table would refuse.
-    """
-    try:
-        with psycopg.connect(dsn, connect_timeout=10) as conn, conn.cursor() as cur:
-            cur.execute("SELECT schemaname FROM pg_tables WHERE tablename = %s", [BATCH_TABLE])
-            deleted = 0
-            for (schema,) in cur.fetchall():
-                cur.execute(sql.SQL("DELETE FROM {} WHERE consumer = %s").format(
-                    _qualified(schema, BATCH_TABLE)), [consumer])
-                deleted += cur.rowcount
-            return deleted
-    except psycopg.Error as exc:
-        raise StateError(f"Postgres batch tables at {redact_url(dsn)}: {_error_text(exc)}") from None

@@ -44,6 +44,7 @@ from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.errors import StateError
 from sqe.wire.columns import field_column
 from state.aggregate_layout import MERGE_SCRIPT, StateMode, encoded, stored_parts
+from state.commits import Commit
 from state.redis_layout import RedisLayout, joined
 from state.sink import Sink, SinkTarget
 
@@ -109,6 +110,43 @@ class AggregateSink(Sink):
 
     def write(self, frame: DataFrame) -> int:
         return write_aggregates(frame, self.config, self.batch.batch_id)
+
+    def _record(self, consumer: str) -> str:
+        """The key of this state's commit record of ``consumer`` (:mod:`state.commits`)."""
+        tag = consumer.replace("{", "(").replace("}", ")")
+        return f"sqe:{{{tag}}}:state:{self.config.name}"
+
+    def _redis(self, action: str, consumer: str) -> Commit | None:
+        client = self.config.endpoint.connect()
+        key = self._record(consumer)
+        try:
+            raw = {k.decode(): v.decode() for k, v in client.hgetall(key).items()}
+            if action == "commit":
+                b = self.batch
+                client.hset(key, mapping={"batch": b.batch_id, "offsets": b.offsets or "",
+                                          "checkpoint": b.checkpoint or "", "reset": 0})
+            elif action == "reset" and raw:
+                client.hset(key, mapping={"offsets": "", "reset": 1})
+        except redis.RedisError as exc:
+            raise StateError(f"{self.describe()}: {self.config.endpoint.describe_error(exc)}"
+                             ) from None
+        finally:
+            client.close()
+        if not raw.get("batch"):
+            return None
+        return Commit(f"{self.describe()} at {self.config.url}", int(raw["batch"]),
+                      raw.get("offsets") or None, raw.get("checkpoint") or None,
+                      raw.get("reset") == "1")
+
+    def commit(self) -> None:
+        """Record the batch (its merges carry its id already: a re-run merges nothing twice)."""
+        self._redis("commit", self.batch.consumer)
+
+    def committed(self, consumer: str) -> Commit | None:
+        return self._redis("read", consumer)
+
+    def reset(self, consumer: str) -> Commit | None:
+        return self._redis("reset", consumer)
 
 
 def _entry(df: DataFrame, cfg: AggregateStateConfig, field: str, function: str) -> Column:

@@ -12,7 +12,8 @@ name, the query's fields and aggregates, the state's options).  For micro-batch
 
 and, once every query of the batch has written::
 
-    sink.commit()                  # its part made durable, or handed to the HWM commit
+    sink.commit()                  # its part made durable with the batch's record
+                                   # (state.commits), or handed to the HWM commit
                                    # (a Redis state in the HWM store's database stages its rows
                                    # in batch.stages, which that commit applies)
     HWM commit                     # HWMs + batch id K (+ staged rows): one atomic step
@@ -37,6 +38,7 @@ from pyspark.sql import DataFrame
 
 from sqe.config.views import StateSettings
 from sqe.lang.expressions import Expression
+from state.commits import Commit
 from state.hwm import HwmStore, Stage
 
 __all__ = ["Batch", "Sink", "SinkTarget"]
@@ -60,8 +62,10 @@ class Batch:
     """One micro-batch of one consumer, as the sinks see it."""
 
     consumer: str  # <topology>.<stream>
-    batch_id: int
+    batch_id: int  # as the stores count it (see state.commits)
     store: HwmStore | None = None  # the consumer's HWM store; None without filterReplays
+    offsets: str | None = None  # the source offsets the batch ends at (Spark's JSON)
+    checkpoint: str | None = None  # the stream's checkpoint, recorded with the batch
     stages: list[Stage] = field(default_factory=list)  # rows the HWM commit applies
     _stage_keys: int = 0
 
@@ -132,3 +136,13 @@ class Sink(ABC):
     def close(self) -> None:
         """End the batch, committed or not (a transaction left open is rolled back)."""
         self._batch = None
+
+    def committed(self, consumer: str) -> Commit | None:
+        """This state's record of ``consumer``'s last committed batch (:mod:`state.commits`);
+        None for states that keep none (their writes are idempotent or replay-filtered)."""
+        return None
+
+    def reset(self, consumer: str) -> Commit | None:
+        """Forget the offsets of ``consumer``'s last batch here, keeping its id (``sqe reset``);
+        returns the record as it was."""
+        return None

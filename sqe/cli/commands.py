@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -22,12 +23,13 @@ from sqe.cli.local_services import start_local_kafka, start_local_redis
 from sqe.cli.sample_events import produce_events
 from sqe.config.options import Option
 from sqe.config.registry import CLIENT_PROPERTIES, REGISTRY, RETIRED
+from sqe.config.secrets import mask_value
 from sqe.config.settings import Settings, load_config, parse_conf_pairs
 from sqe.config.views import StreamSettings
-from sqe.errors import RunError, SourceError, SqeError, StateError
+from sqe.engine.recovery import Rerun
+from sqe.errors import RunError, RunStopped, SourceError, SqeError, StateError
 from sqe.wire.keys import StreamMetadata, pid_for
 from state.hwm import HwmStore
-from state.postgres import forget_batches
 
 __all__ = ["demo", "hwm", "keys", "options", "report", "run", "sample_events", "services",
            "validate"]
@@ -63,9 +65,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     logging.basicConfig(level=logging.INFO, format="sqe: %(message)s", stream=sys.stderr)
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    stop, signals = _stop_on_signals()
     try:
         result = api.run(topology, config=configs, conf=conf, checkpoint=args.checkpoint,
-                         once=args.once, runtime=args.runtime, verbose=args.verbose)
+                         once=args.once, runtime=args.runtime, verbose=args.verbose,
+                         resume_from_store=args.resume_from_store, stop=stop,
+                         rerun=_rerun_command(args))
+    except RunStopped as exc:
+        print(f"sqe: {topology.name} {exc}", file=sys.stderr)
+        return 128 + (signals[0] if signals else signal.SIGINT)
     except (RunError, SourceError, StateError) as exc:
         print(f"error: {topology.path}: {exc}", file=sys.stderr)
         return 1
@@ -75,8 +83,47 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stop_on_signals() -> tuple[threading.Event, list[int]]:
+    """An event SIGINT and SIGTERM set (the run then stops after the batch being written),
+    and the signals received; a second signal stops at once."""
+    stop, received = threading.Event(), list[int]()
+
+    def handle(signum: int, _frame: object) -> None:
+        if stop.is_set():  # asked twice: do not wait for the batch
+            sys.exit(128 + received[0])
+        received.append(signum)
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, handle)
+    return stop, received
+
+
+def _rerun_command(args: argparse.Namespace) -> Rerun:
+    """How a refusal names this ``sqe run`` again with some flags changed (secrets masked)."""
+    def command(flags: dict[str, str | None]) -> str:
+        argv = ["sqe", "run", args.topology]
+        for path in args.config:
+            argv += ["--config", path]
+        for pair in args.conf:
+            key, _, value = pair.partition("=")
+            argv += ["--conf", f"{key}={mask_value(key, value)}"]
+        if args.name:
+            argv += ["--name", args.name]
+        checkpoint = flags.get("--checkpoint", args.checkpoint)
+        if checkpoint:
+            argv += ["--checkpoint", checkpoint]
+        argv += (["--once"] if args.once else
+                 ["--runtime", str(args.runtime)] if args.runtime is not None else [])
+        argv += ["--resume-from-store"] if "--resume-from-store" in flags else []
+        return shlex.join(argv)
+
+    return command
+
+
 def hwm(args: argparse.Namespace) -> int:
-    """``sqe hwm show|reset``: a consumer's high-water marks and batch id in Redis."""
+    """``sqe hwm show``: a consumer's high-water marks and last batch in its HWM store."""
     settings = _settings(args)
     if args.redis:
         settings = settings.overlay({StreamSettings.hwm_url.key: args.redis}, "--redis")
@@ -91,22 +138,16 @@ def hwm(args: argparse.Namespace) -> int:
         print(f"error: HWM store: {endpoint.describe_error(exc)}", file=sys.stderr)
         return 1
     try:
-        if args.hwm_command == "reset":
-            deleted = store.reset()
-            print(f"consumer {args.consumer}: {deleted} key(s) deleted from {endpoint.display}")
-            if args.postgres:
-                rows = forget_batches(args.postgres, args.consumer)
-                print(f"consumer {args.consumer}: {rows} batch row(s) deleted from the "
-                      "Postgres batch tables")
-            return 0
         snapshot = store.load()
     except redis.RedisError as exc:
         print(f"error: HWM store: {endpoint.describe_error(exc)}", file=sys.stderr)
         return 1
     finally:
         store.client.close()
-    print(f"consumer {args.consumer}: committed batch "
-          f"{'-' if snapshot.batch_id is None else snapshot.batch_id}, "
+    commit = snapshot.commit
+    done = "-" if commit is None else (f"{commit.batch_id} (ended at offsets {commit.offsets})"
+                                       if commit.offsets else str(commit.batch_id))
+    print(f"consumer {args.consumer} in {endpoint.display}: committed batch {done}, "
           f"{len(snapshot.hwm)} high-water mark(s)")
     for (pid, partition), offset in sorted(snapshot.hwm.items()):
         print(f"pid={pid} partition={partition} offset={offset}")

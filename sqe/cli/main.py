@@ -9,6 +9,7 @@ sentences on stderr, never as stack traces.
     sqe demo
     sqe run topologies/enrich.yaml --config conf/local.yaml --once
     sqe hwm show load.Enriched --redis redis://localhost:6379/0
+    sqe reset topologies/load.yaml --config conf/local.yaml
     sqe report checkpoints/enrich --plot enrich.png
     sqe options --markdown
     sqe keys decode 0000011f71fb04cb00000007000000000000002a
@@ -24,7 +25,7 @@ import sys
 from collections.abc import Sequence
 
 from sqe import __version__
-from sqe.cli import commands
+from sqe.cli import commands, reset
 from sqe.errors import SqeError
 
 __all__ = ["main"]
@@ -62,15 +63,27 @@ def _parser() -> argparse.ArgumentParser:
                       help="process everything available now, then exit 0")
     when.add_argument("--runtime", type=float, metavar="SECONDS",
                       help="run for this many seconds, then stop")
+    r.add_argument("--resume-from-store", action="store_true",
+                   help="on an empty checkpoint: start where the stores' last commits end "
+                   "(their offsets), as the lost checkpoint would have")
     r.add_argument("--verbose", action="store_true",
                    help="keep Spark's stack traces of a failure (it is always reported as a "
                    "sentence)")
     r.set_defaults(func=commands.run)
 
-    h = sub.add_parser("hwm", help="show or reset a consumer's high-water marks in Redis")
+    rs = sub.add_parser("reset", help="forget what a topology's consumers committed (marks, "
+                        "offsets) in every store it commits to; asks first")
+    rs.add_argument("topology", metavar="TOPOLOGY", help="topology file (YAML or JSON)")
+    _option_arguments(rs)
+    rs.add_argument("--stream", action="append", default=[], metavar="NAME",
+                    help="only this stream's consumer (repeatable; default: every stream)")
+    rs.add_argument("--yes", action="store_true", help="do not ask (for scripts)")
+    rs.set_defaults(func=reset.reset)
+
+    h = sub.add_parser("hwm", help="show a consumer's high-water marks in Redis (sqe reset "
+                       "forgets them)")
     hsub = h.add_subparsers(dest="hwm_command", required=True, metavar="ACTION")
-    for action, text in (("show", "print the committed batch id and the HWMs"),
-                         ("reset", "delete them (after deleting the query's checkpoint)")):
+    for action, text in (("show", "print the committed batch and the HWMs"),):
         a = hsub.add_parser(action, help=text)
         a.add_argument("consumer", metavar="CONSUMER", help="<topology name>.<streamName>")
         a.add_argument("--redis", metavar="URL",
@@ -84,9 +97,6 @@ def _parser() -> argparse.ArgumentParser:
                        "password=${REDIS_PASSWORD} (repeatable)")
         a.add_argument("--ttl", type=int, default=172800, metavar="SECONDS",
                        help="entries older than this are not shown")
-        if action == "reset":
-            a.add_argument("--postgres", metavar="DSN", help="also forget the consumer's "
-                           "batches in this database's Postgres batch tables (sqe_batches)")
     h.set_defaults(func=commands.hwm)
 
     sv = sub.add_parser("services", help="run a local Kafka-protocol broker and redis-server "

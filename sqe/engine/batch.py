@@ -2,9 +2,12 @@
 
 Per micro-batch ``K`` of a stream (consumer ``<topology>.<stream>``):
 
-1. with ``filterReplays``: read the committed batch id ``C`` from the HWM store;
-   ``K == C`` was committed already (Spark re-ran it) and is skipped; ``K < C``
-   is a stale writer and fails loudly;
+1. with ``filterReplays``: read the committed batch ``C`` from the HWM store;
+   ``K == C`` ending at the same source offsets was committed already (Spark re-ran
+   it) and is skipped; ``K < C``, or ``K == C`` with other offsets, is another
+   writer ahead and fails loudly.  ``K`` counts from the checkpoint's base
+   (:mod:`sqe.engine.checkpoint`), and every store records it with the offsets the
+   batch ends at and the checkpoint (:mod:`state.commits`);
 2. drop replays (done in the source's ``read()``; for Spark's own connector by
    :func:`~sqe.source.replay.filter_replays_frame` here);
 3. count what the source read and find the new high-water marks, one Spark job
@@ -29,6 +32,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sqe.engine.batch_report import BatchReport
+from sqe.engine.checkpoint import StreamCheckpoint
 from sqe.engine.pipeline import QueryStep, StreamPipeline
 from sqe.engine.progress import ProgressLog
 from sqe.errors import SourceError, StateError
@@ -49,18 +53,25 @@ class BatchProcessor:
     """The ``foreachBatch`` function of one stream."""
 
     def __init__(self, pipeline: StreamPipeline, reports: list[BatchReport],
-                 progress: ProgressLog | None = None) -> None:
+                 progress: ProgressLog | None = None, checkpoint: StreamCheckpoint | None = None,
+                 base: int = 0) -> None:
         self.p = pipeline
         self.reports = reports
         self.progress = progress
+        self.checkpoint = checkpoint  # where Spark keeps this stream's offsets
+        self.base = base  # the id the stores count this checkpoint's batch 0 as
         self.failure: BaseException | None = None
+        self.busy = False  # a batch is being processed
 
     def __call__(self, rows: DataFrame, batch_id: int) -> None:
+        self.busy = True
         try:
             self._process(rows, batch_id)
         except BaseException as exc:
             self.failure = exc
             raise
+        finally:
+            self.busy = False
 
     def _store(self) -> HwmStore | None:
         s = self.p.settings
@@ -68,14 +79,17 @@ class BatchProcessor:
             return None
         return HwmStore.from_url(s.hwm_store, self.p.consumer, s.hwm_ttl)
 
-    def _process(self, rows: DataFrame, batch_id: int) -> None:
+    def _process(self, rows: DataFrame, spark_batch: int) -> None:
+        batch_id = self.base + spark_batch  # as the stores count it
+        ck = self.checkpoint
+        offsets = ck.end_offsets(spark_batch) if ck is not None else None
         report = BatchReport(self.p.stream.streamName, batch_id, filtering=self.p.filtering)
         store = self._store()
         try:
             snapshot = None
             if store is not None:
-                try:
-                    snapshot = store.admit(batch_id)  # a lower batch id raises StaleBatchError
+                try:  # a lower batch id, or the same with other offsets: StaleBatchError
+                    snapshot = store.admit(batch_id, offsets)
                 except redis.RedisError as exc:
                     raise SourceError(f"cannot read the HWM store of {self.p.consumer}: "
                                       f"{store.describe_error(exc)}") from None
@@ -83,7 +97,9 @@ class BatchProcessor:
                     report.skipped = True
                     self._done(report)
                     return
-            self._run(rows, Batch(self.p.consumer, batch_id, store), snapshot, report)
+            batch = Batch(self.p.consumer, batch_id, store, offsets,
+                          ck.location if ck is not None else None)
+            self._run(rows, batch, snapshot, report)
         finally:
             if store is not None:
                 store.client.close()
@@ -143,7 +159,8 @@ class BatchProcessor:
             fault_point("before-commit")
             if batch.store is not None:
                 try:
-                    batch.store.commit(batch.batch_id, updates, batch.stages)
+                    batch.store.commit(batch.batch_id, updates, batch.stages, batch.offsets,
+                                       batch.checkpoint)
                 except redis.RedisError as exc:
                     raise StateError(f"cannot commit the HWMs of {self.p.consumer}: "
                                      f"{batch.store.describe_error(exc)}; the batch is "

@@ -12,7 +12,12 @@ file order, each with the :class:`~state.sink.Sink` of its state.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+import redis
 
 from sqe.config.kafka_client import cluster_metadata, consumer_conf, new_consumer
 from sqe.config.plan import TopologyPlan
@@ -24,10 +29,15 @@ from sqe.lang.topology import CreateStream, Query
 from sqe.source.config import SourceConfig
 from sqe.source.fixed import fixed_options
 from sqe.wire.keys import kafka_secondary_id, pid_for
+from state.commits import Commit
+from state.hwm import HwmStore
 from state.registry import SINKS, sink_for, sink_problems
 from state.sink import Sink, SinkTarget
 
-__all__ = ["QueryStep", "StreamPipeline", "build_pipelines", "sink_target", "state_problems"]
+__all__ = ["QueryStep", "StreamPipeline", "StreamStores", "build_pipelines", "sink_target",
+           "state_problems", "stream_stores"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,23 @@ class StreamPipeline:
         return self.stream.spoutName == "KAFKA" and self.settings.filter_replays
 
     @property
+    def stores(self) -> StreamStores:
+        """The stores this stream commits to."""
+        return StreamStores(self.consumer, self.settings, self.filtering,
+                            tuple(step.sink for step in self.steps if step.sink is not None))
+
+    def starting_at(self, offsets: str) -> StreamPipeline:
+        """This pipeline reading from ``offsets`` (``{"0": 42}``; a FIXED stream: ``{"rows": 3}``)
+        instead of ``startingOffsets``, for a run that resumes from the stores."""
+        if self.fixed is not None:
+            return replace(self, fixed={**self.fixed, "start": str(json.loads(offsets)["rows"])})
+        settings = StreamSettings(self.settings.settings.overlay(
+            {StreamSettings.starting_offsets.key: offsets}, "--resume-from-store"))
+        source = (SourceConfig(self.source.topic, settings, self.consumer, self.source.emit_tally)
+                  if self.source is not None else None)
+        return replace(self, settings=settings, source=source)
+
+    @property
     def wanted_fields(self) -> list[str]:
         """Field names the queries on this stream refer to (a JSON stream makes missing ones
         NULL)."""
@@ -73,6 +100,55 @@ class StreamPipeline:
             for e in [*q.select.expressions, *([q.where] if q.where is not None else [])]:
                 names += sorted(fields_of(e))
         return names
+
+
+@dataclass(frozen=True)
+class StreamStores:
+    """The stores one stream commits to: its HWM store (with filterReplays) and its sinks."""
+
+    consumer: str
+    settings: StreamSettings
+    filtering: bool
+    sinks: tuple[Sink, ...]
+
+    def hwm_store(self) -> HwmStore | None:
+        """The consumer's HWM store (its client to be closed by the caller), or None."""
+        if not self.filtering:
+            return None
+        s = self.settings
+        try:
+            return HwmStore.from_url(s.hwm_store, self.consumer, s.hwm_ttl)
+        except redis.RedisError as exc:
+            raise SourceError(f"cannot reach the HWM store of {self.consumer}: "
+                              f"{s.hwm_store.describe_error(exc)}") from None
+
+    def _hwm(self, action: Callable[[HwmStore], T]) -> T | None:
+        store = self.hwm_store()
+        if store is None:
+            return None
+        try:
+            return action(store)
+        except redis.RedisError as exc:
+            raise SourceError(f"{store.describe()}: consumer {self.consumer}: "
+                              f"{store.describe_error(exc)}") from None
+        finally:
+            store.client.close()
+
+    def committed(self) -> list[Commit]:
+        """What the stores hold of the consumer's last committed batch."""
+        commits = [self._hwm(lambda store: store.load().commit)]
+        commits += [sink.committed(self.consumer) for sink in self.sinks]
+        return [c for c in commits if c is not None]
+
+    def marks(self) -> int | None:
+        """How many high-water marks the HWM store holds (None: no HWM store)."""
+        return self._hwm(lambda store: len(store.load().hwm))
+
+    def reset(self) -> None:
+        """Forget the consumer's marks and committed offsets everywhere, keeping its batch ids."""
+        self._hwm(lambda store: store.reset())
+        for sink in self.sinks:
+            sink.reset(self.consumer)
 
 
 def sink_target(plan: TopologyPlan, query: Query) -> SinkTarget:
@@ -91,6 +167,14 @@ def state_problems(plan: TopologyPlan) -> list[str]:
         if isinstance(command, Query) and command.insertInto.stateName and index in plan.states:
             problems += sink_problems(command.insertInto.stateName, sink_target(plan, command))
     return problems
+
+
+def stream_stores(plan: TopologyPlan, name: str, stream: CreateStream) -> StreamStores:
+    """The stores stream ``stream`` of a topology named ``name`` commits to (no broker asked)."""
+    s = plan.streams[stream.streamName]
+    filtering = stream.spoutName == "KAFKA" and s.filter_replays
+    return StreamStores(f"{name}.{stream.streamName}", s, filtering, tuple(
+        step.sink for step in _steps(plan, stream) if step.sink is not None))
 
 
 def _steps(plan: TopologyPlan, stream: CreateStream) -> tuple[QueryStep, ...]:

@@ -5,17 +5,22 @@ streaming query per ``CreateStream`` with its source and checkpoint
 (``<checkpoint>/<streamName>``), runs each micro-batch through a
 :class:`~sqe.engine.batch.BatchProcessor`, and waits until the queries are done
 (``once``: Spark's AvailableNow trigger), a ``runtime`` has passed, or forever.
-A failed query stops the others and is raised as one sentence
-(:func:`describe_failure`).  For the ``sqe-kafka`` source, every batch's counters
-are also observed metrics ``sqe.<stream>`` in the streaming query progress.
+A run holds its checkpoint while it runs (:mod:`sqe.engine.lock`), and each stream
+starts where its checkpoint and its stores agree (:mod:`sqe.engine.recovery`).  A
+failed query stops the others and is raised as one sentence
+(:func:`describe_failure`); a requested stop lets the batch being written finish
+and says where each stream stopped.  For the ``sqe-kafka`` source, every batch's
+counters are also observed metrics ``sqe.<stream>`` in the streaming query progress.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast
 
@@ -30,9 +35,12 @@ from sqe.config.plan import TopologyPlan
 from sqe.config.redis_endpoint import persistence_warning
 from sqe.engine.batch import BatchProcessor
 from sqe.engine.batch_report import BatchReport
+from sqe.engine.checkpoint import CheckpointFiles, StreamCheckpoint, local_checkpoint
+from sqe.engine.lock import CheckpointLock
 from sqe.engine.pipeline import StreamPipeline, build_pipelines
 from sqe.engine.progress import ProgressLog, progress_path
-from sqe.errors import RunError, SqeError
+from sqe.engine.recovery import Rerun, plan_start
+from sqe.errors import RunError, RunStopped, SqeError
 from sqe.source.fixed import FixedSource
 from sqe.source.kafka import KafkaSource
 from sqe.source.native import native_stream
@@ -117,36 +125,104 @@ def _raise_failure(queries: list[StreamingQuery]) -> None:
             raise cast(BaseException, failure)
 
 
+def _default_rerun(flags: dict[str, str | None]) -> str:
+    return "the same run with " + ", ".join(
+        f"{k.lstrip('-').replace('-', '_')}={'True' if v is None else repr(v)}"
+        for k, v in flags.items())
+
+
+@dataclass
+class _Stream:
+    """One stream of a run: its pipeline, checkpoint and the id its batch 0 has."""
+
+    pipeline: StreamPipeline
+    checkpoint: StreamCheckpoint
+    base: int
+
+
+def _prepare(spark: SparkSession, p: StreamPipeline, root: str, resume: bool, rerun: Rerun
+             ) -> _Stream:
+    checkpoint = StreamCheckpoint(spark, f"{root}/{p.stream.streamName}")
+    start = plan_start(p.consumer, checkpoint, p.stores.committed(), resume, rerun)
+    if start.base != checkpoint.base():
+        checkpoint.set_base(start.base)
+    if start.offsets is not None:
+        log.info(f"{p.consumer}: resuming from what its stores committed: batch {start.base} "
+                 f"reads from offsets {start.offsets}")
+        p = p.starting_at(start.offsets)
+    return _Stream(p, checkpoint, start.base)
+
+
+def _stopped(streams: list[_Stream]) -> str:
+    """Where each stream stopped, and where its next run starts."""
+    parts = []
+    for s in streams:
+        done = s.checkpoint.last_committed()
+        name = s.pipeline.stream.streamName
+        if done is None:
+            parts.append(f"{name} before its first batch (the next run starts at "
+                         "startingOffsets)")
+        else:
+            parts.append(f"{name} after batch {s.base + done} (the next run starts at offsets "
+                         f"{s.checkpoint.end_offsets(done)})")
+    return "stopped: " + "; ".join(parts)
+
+
+def _wait_idle(processors: list[BatchProcessor], seconds: float) -> None:
+    """Let a batch that is being written finish, for up to ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while any(p.busy for p in processors) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint: str | Path,
                  mode: Mode = "forever", runtime: float | None = None,
-                 on_start: Callable[[list[StreamingQuery]], None] | None = None) -> list[BatchReport]:
+                 on_start: Callable[[list[StreamingQuery]], None] | None = None,
+                 resume: bool = False, rerun: Rerun | None = None,
+                 stop: threading.Event | None = None) -> list[BatchReport]:
     """Run every stream of ``plan`` until done (``once``), ``runtime`` seconds, or forever.
 
-    Returns the batch reports; a failed query raises :class:`RunError` after
-    stopping the others.
+    The run holds its checkpoint (:mod:`sqe.engine.lock`) and starts each stream where its
+    checkpoint and stores agree (:mod:`sqe.engine.recovery`; ``resume``: from the offsets
+    the stores recorded, on an empty checkpoint; ``rerun`` formats the commands a refusal
+    names).  Returns the batch reports; a failed query raises :class:`RunError` after
+    stopping the others; ``stop`` set ends the run after the batch being written, with
+    :class:`RunStopped` saying where each stream stopped.
     """
     spark.dataSource.register(KafkaSource)
     spark.dataSource.register(FixedSource)
     if "spark.sql.session.timeZone" not in plan.spark_conf:
         spark.conf.set("spark.sql.session.timeZone", "UTC")  # SQE's dates are UTC
+    root = local_checkpoint(spark, str(checkpoint))
+    lock = CheckpointLock(CheckpointFiles(spark, root))
+    lock.acquire()
+    try:
+        return _run(plan, spark, name, root, mode, runtime, on_start, resume,
+                    rerun or _default_rerun, stop)
+    finally:
+        lock.release()
+
+
+def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mode,
+         runtime: float | None, on_start: Callable[[list[StreamingQuery]], None] | None,
+         resume: bool, rerun: Rerun, stop: threading.Event | None) -> list[BatchReport]:
     pipelines = build_pipelines(plan, name)
     for warning in persistence_warnings(pipelines):
         log.warning(f"warning: {warning}")
+    streams = [_prepare(spark, p, root, resume, rerun) for p in pipelines]
     reports: list[BatchReport] = []
     processors: list[BatchProcessor] = []
     queries: list[StreamingQuery] = []
-    if "://" not in str(checkpoint):  # a local path: the JVM's working directory may differ
-        checkpoint = Path(checkpoint).absolute()
-    root = str(checkpoint).rstrip("/")  # a URL (hdfs://, s3a://) must keep its "//"
-    where = progress_path(checkpoint)
+    where = progress_path(root)
     progress = ProgressLog(where, name) if where is not None else None
     try:
-        for p in pipelines:
-            proc = BatchProcessor(p, reports, progress)
+        for s in streams:
+            p = s.pipeline
+            proc = BatchProcessor(p, reports, progress, s.checkpoint, s.base)
             processors.append(proc)
             writer = (_source_frame(spark, p).writeStream
                       .queryName(f"{name}.{p.stream.streamName}")
-                      .option("checkpointLocation", f"{root}/{p.stream.streamName}")
+                      .option("checkpointLocation", s.checkpoint.location)
                       .foreachBatch(proc))
             writer = writer.trigger(availableNow=True) if mode == "once" else writer
             queries.append(writer.start())
@@ -155,6 +231,11 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
         deadline = time.monotonic() + runtime if (mode == "runtime" and runtime) else None
         while True:
             _raise_failure(queries)
+            if stop is not None and stop.is_set():
+                _wait_idle(processors, 60.0)
+                for q in queries:
+                    q.stop()
+                raise RunStopped(_stopped(streams))
             active = [q for q in queries if q.isActive]
             if not active or (deadline is not None and time.monotonic() >= deadline):
                 break

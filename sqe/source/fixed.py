@@ -2,11 +2,12 @@
 
 ``jw.sqe.spout.fixed.fields`` names the fields and ``jw.sqe.spout.fixed.values``
 gives the rows.  As SQE's ``FixedBatchSpout`` (no cycling), every row is
-emitted once, all in the first micro-batch; later batches are empty.  The
-rows come in the ``sqe-kafka`` schema (:data:`sqe.wire.columns.SCHEMA`) with
-each row as a JSON object in ``_value``, partition 0 and the row's position
-as ``_offset``, so the runner treats a FIXED stream like a Kafka stream read
-with the ``json`` deserializer.
+emitted once, all in the first micro-batch; later batches are empty (a query
+without a checkpoint starts at row ``start``, an option, 0 unless the run resumes
+from the rows its stores hold already).  The rows come in the ``sqe-kafka``
+schema (:data:`sqe.wire.columns.SCHEMA`) with each row as a JSON object in
+``_value``, partition 0 and the row's position as ``_offset``, so the runner
+treats a FIXED stream like a Kafka stream read with the ``json`` deserializer.
 
 Example::
 
@@ -50,12 +51,13 @@ class _Rows(InputPartition):
 
 
 class _FixedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, name: str, values: list[bytes]) -> None:
+    def __init__(self, name: str, values: list[bytes], start: int = 0) -> None:
         self.name = name
         self.values = values
+        self.start = start
 
     def initialOffset(self) -> dict:
-        return {"rows": 0}
+        return {"rows": min(self.start, len(self.values))}
 
     def latestOffset(self, start: dict | None = None, limit: object = None) -> dict:
         return {"rows": len(self.values)}
@@ -106,4 +108,4 @@ class FixedSource(DataSource):
                 raise SourceError(f"sqe-fixed {opts.get('name')}: row {i + 1} has {len(row)} "
                                   f"value(s) for {len(fields)} field(s)")
             values.append(json.dumps(dict(zip(fields, row, strict=True))).encode())
-        return _FixedReader(opts.get("name", "fixed"), values)
+        return _FixedReader(opts.get("name", "fixed"), values, int(opts.get("start", 0)))

@@ -1,0 +1,117 @@
+"""Which process runs on a checkpoint: one run at a time holds it.
+
+A run creates ``sqe-run.lock`` at its checkpoint's root, atomically (it fails
+when the file is there), holding the host, the PID, when the run started and a
+heartbeat it refreshes every :data:`HEARTBEAT_SECONDS`.  A second run on the same
+checkpoint refuses at once, in one sentence naming the holder.  A lock whose
+holder is gone -- a PID that no longer runs on this host, or a heartbeat older
+than :data:`STALE_SECONDS` from another host -- is taken over: deleted and created
+again atomically, so of two runs taking it over only one gets it.
+
+Example::
+
+    >>> lock = CheckpointLock(files)                     # doctest: +SKIP
+    >>> lock.acquire()                                    # RunError when another run holds it
+    >>> lock.release()
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from sqe.engine.checkpoint import CheckpointFiles
+from sqe.errors import RunError
+
+__all__ = ["HEARTBEAT_SECONDS", "LOCK_FILE", "STALE_SECONDS", "CheckpointLock"]
+
+LOCK_FILE = "sqe-run.lock"
+#: How often the holder refreshes its heartbeat.
+HEARTBEAT_SECONDS = 10.0
+#: A heartbeat this old from another host means its run is gone.
+STALE_SECONDS = 60.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it runs, as another user
+        return True
+    return True
+
+
+class CheckpointLock:
+    """The lock of one checkpoint, held by this process from :meth:`acquire` to
+    :meth:`release`."""
+
+    def __init__(self, files: CheckpointFiles) -> None:
+        self.files = files
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.since = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    def _content(self) -> str:
+        return json.dumps({"host": self.host, "pid": self.pid, "since": self.since,
+                           "heartbeat": time.time()})
+
+    def _holder(self) -> dict[str, Any] | None:
+        text = self.files.read(LOCK_FILE)
+        if text is None:
+            return None
+        try:
+            data = json.loads(text)
+            return data if isinstance(data, dict) else {}
+        except ValueError:
+            return {}  # a lock file cut short: its writer died while writing it
+
+    def _gone(self, holder: dict[str, Any]) -> bool:
+        if not holder:
+            return True
+        if holder.get("host") == self.host:
+            return not _alive(int(holder.get("pid", 0)))
+        return time.time() - float(holder.get("heartbeat", 0)) > STALE_SECONDS
+
+    def acquire(self) -> None:
+        """Hold the checkpoint, or raise :class:`RunError` naming the run that holds it."""
+        for _ in range(3):
+            if self.files.create(LOCK_FILE, self._content()):
+                self._start_heartbeat()
+                return
+            holder = self._holder()
+            if holder is None:
+                continue  # released meanwhile
+            if not self._gone(holder):
+                raise RunError(
+                    f"checkpoint {self.files.location} is in use by the run of PID "
+                    f"{holder.get('pid')} on {holder.get('host')} since {holder.get('since')}; "
+                    "one run at a time may use a checkpoint: stop that run first, or give "
+                    "this one another --checkpoint")
+            self.files.delete(LOCK_FILE)  # its holder is gone: take it over
+        raise RunError(f"checkpoint {self.files.location}: another run took its lock over at "
+                       "the same time; try again")
+
+    def _start_heartbeat(self) -> None:
+        def beat() -> None:
+            while not self._stop.wait(HEARTBEAT_SECONDS):
+                self.files.write(LOCK_FILE, self._content())
+
+        self._beat = threading.Thread(target=beat, name="sqe-lock-heartbeat", daemon=True)
+        self._beat.start()
+
+    def release(self) -> None:
+        """Give the checkpoint up (only if this process still holds it)."""
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join(timeout=5)
+        holder = self._holder()
+        if holder and holder.get("host") == self.host and holder.get("pid") == self.pid:
+            self.files.delete(LOCK_FILE)

@@ -1,0 +1,135 @@
+"""Where a stream's run starts: its checkpoint held against what its stores committed.
+
+Before a stream reads anything, :func:`plan_start` compares the stream's
+checkpoint with the commit records of every store it commits to (the HWM store,
+Postgres batch tables, Redis aggregates: :mod:`state.commits`):
+
+* no commits, or the checkpoint at (or one batch behind) the last commit: the
+  run goes on from the checkpoint; a batch the stores hold already is skipped
+  (:meth:`state.hwm.HwmStore.admit`), and only when it ends at the same offsets;
+* an empty checkpoint after ``sqe reset``: the run reads from
+  ``startingOffsets``, its batch ids after the stored ones;
+* an empty checkpoint with ``resume`` (``--resume-from-store``): the run reads
+  from the offsets the stores recorded, its batch ids after the stored ones, so a
+  lost checkpoint loses and repeats nothing;
+* otherwise -- an empty or older checkpoint for a consumer whose stores hold
+  commits -- :class:`CheckpointMismatch`, one paragraph naming both ways out,
+  before anything is read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sqe.engine.checkpoint import StreamCheckpoint
+from sqe.errors import RunError
+from state.commits import Commit
+
+__all__ = ["CheckpointMismatch", "Rerun", "StreamStart", "partition_offsets", "plan_start"]
+
+#: Formats the command (or call) that runs the topology again with some flags changed: a
+#: map of flag (``--checkpoint``, ``--resume-from-store``) to value (None: a bare flag).
+Rerun = Callable[[dict[str, str | None]], str]
+
+
+class CheckpointMismatch(RunError):
+    """A checkpoint that does not belong to the commits the stores hold; nothing was read."""
+
+
+@dataclass(frozen=True)
+class StreamStart:
+    """How a stream starts: the id its checkpoint's batch 0 has, and the offsets to read from
+    when the run resumes from the stores (None: the checkpoint's, or startingOffsets)."""
+
+    base: int = 0
+    offsets: str | None = None
+
+
+def partition_offsets(offsets: str) -> str:
+    """Spark's offsets of a stream (``{"0": 42}``; the native connector's
+    ``{"topic": {"0": 42}}``) as ``startingOffsets`` takes them: ``{"0": 42}``."""
+    data = json.loads(offsets)
+    if isinstance(data, dict) and len(data) == 1:
+        (inner,) = data.values()
+        if isinstance(inner, dict):
+            data = inner
+    return json.dumps(data)
+
+
+def _stores(commits: Sequence[Commit]) -> str:
+    return " and ".join(c.store for c in commits)
+
+
+def _root(stream_checkpoint: str | None) -> str | None:
+    return stream_checkpoint.rsplit("/", 1)[0] if stream_checkpoint else None
+
+
+def plan_start(consumer: str, checkpoint: StreamCheckpoint, commits: Sequence[Commit],
+               resume: bool, rerun: Rerun) -> StreamStart:
+    """How the stream of ``consumer`` starts on ``checkpoint``, given its stores' ``commits``
+    (see the module docstring); ``rerun`` formats the commands the paragraph names."""
+    root = _root(checkpoint.location) or checkpoint.location
+    if not commits:
+        if resume and not checkpoint.is_empty():
+            raise CheckpointMismatch(f"--resume-from-store starts a new checkpoint from the "
+                                     f"stores' records, but {checkpoint.location} holds batches "
+                                     "already: give an empty --checkpoint")
+        return StreamStart(checkpoint.base())
+    last = max(commits, key=lambda c: c.batch_id)
+    if checkpoint.is_empty():
+        if last.reset and all(c.reset or c.batch_id < last.batch_id for c in commits):
+            return StreamStart(last.batch_id + 1)  # startingOffsets, after the stored ids
+        if resume:
+            return StreamStart(last.batch_id + 1, _resume_offsets(consumer, commits, last, rerun))
+        raise CheckpointMismatch(_paragraph(consumer, checkpoint, commits, last, root, rerun,
+                                            "has no batch yet"))
+    if resume:
+        raise CheckpointMismatch(f"--resume-from-store starts a new checkpoint from the stores' "
+                                 f"records, but {checkpoint.location} holds batches already: "
+                                 "give an empty --checkpoint")
+    done = checkpoint.last_committed()
+    base = checkpoint.base()
+    reached = base + done if done is not None else base - 1
+    if last.batch_id > reached + 1 and not last.reset:
+        raise CheckpointMismatch(_paragraph(consumer, checkpoint, commits, last, root, rerun,
+                                            f"ends at batch {reached}"))
+    return StreamStart(base)
+
+
+def _resume_offsets(consumer: str, commits: Sequence[Commit], last: Commit, rerun: Rerun
+                    ) -> str:
+    behind = [c for c in commits if c.batch_id != last.batch_id and not c.reset]
+    if behind:
+        raise CheckpointMismatch(
+            f"consumer {consumer!r}: the stores do not agree on its last batch "
+            f"({', '.join(f'{c.store}: batch {c.batch_id}' for c in commits)}), so no single "
+            "position resumes all of them; run once more on the checkpoint that made those "
+            f"commits ({_root(last.checkpoint) or 'not recorded'}) so they catch up")
+    if last.offsets is None:
+        raise CheckpointMismatch(
+            f"consumer {consumer!r}: {_stores(commits)} hold batch {last.batch_id} but not the "
+            "source offsets it ended at (it was committed by an earlier version of sqe), so "
+            "the run cannot resume from them; run on the checkpoint that made that commit"
+            + (f": {rerun({'--checkpoint': _root(last.checkpoint)})}" if last.checkpoint
+               else ""))
+    return partition_offsets(last.offsets)
+
+
+def _paragraph(consumer: str, checkpoint: StreamCheckpoint, commits: Sequence[Commit],
+               last: Commit, root: str, rerun: Rerun, state: str) -> str:
+    ended = f" (it ended at source offsets {last.offsets})" if last.offsets else ""
+    made = (f", made by the run on checkpoint {last.checkpoint}"
+            if last.checkpoint and last.checkpoint != checkpoint.location else "")
+    fresh = root if checkpoint.is_empty() else f"{root}-resumed-{last.batch_id}"
+    ways = [f"resume from where the stores are, on an empty checkpoint: "
+            f"{rerun({'--checkpoint': fresh, '--resume-from-store': None})}"]
+    old = _root(last.checkpoint)
+    if old and old != root:
+        ways.append(f"run on the checkpoint that made those commits: "
+                    f"{rerun({'--checkpoint': old})}")
+    return (f"checkpoint {checkpoint.location} {state}, but consumer {consumer!r} has "
+            f"committed batch {last.batch_id}{ended} to {_stores(commits)}{made}; a run from "
+            "this checkpoint would read again what those stores hold, or skip what they lack, "
+            f"so it stops before reading anything. Either {', or '.join(ways)}.")
