@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import shlex
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -143,6 +144,9 @@ def _call_hint(topology: Topology, config: list[str], conf: Mapping[str, Any] | 
                name: str | None, checkpoint: str, once: bool, runtime: float | None) -> Rerun:
     """A :data:`Rerun` that names the way to run again as a call of :func:`run`."""
     def hint(flags: dict[str, str | None]) -> str:
+        if "reset" in flags:
+            names = ["sqe", "reset", topology.path, *[a for c in config for a in ("--config", c)]]
+            return shlex.join([*names, *(["--name", name] if name else [])])
         args = [repr(topology.path)] + [f"{k}={v!r}" for k, v in (
             ("config", config), ("conf", dict(conf or {})), ("name", name)) if v]
         args.append(f"checkpoint={flags.get('--checkpoint', checkpoint)!r}")

@@ -27,6 +27,7 @@ from sqe.config.secrets import mask_value
 from sqe.config.settings import Settings, load_config, parse_conf_pairs
 from sqe.config.views import StreamSettings
 from sqe.engine.recovery import Rerun
+from sqe.engine.session import build_session, quiet_failure_traces
 from sqe.errors import RunError, RunStopped, SourceError, SqeError, StateError
 from sqe.wire.keys import StreamMetadata, pid_for
 from state.hwm import HwmStore
@@ -65,10 +66,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     logging.basicConfig(level=logging.INFO, format="sqe: %(message)s", stream=sys.stderr)
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    stop, signals = _stop_on_signals()
+    spark = build_session(f"sqe {topology.name}", plan.spark_conf)
+    if not args.verbose:
+        quiet_failure_traces(spark)
+    stop, signals = _stop_on_signals()  # after the SparkContext, which sets a SIGINT handler
     try:
         result = api.run(topology, config=configs, conf=conf, checkpoint=args.checkpoint,
-                         once=args.once, runtime=args.runtime, verbose=args.verbose,
+                         once=args.once, runtime=args.runtime, spark=spark,
                          resume_from_store=args.resume_from_store, stop=stop,
                          rerun=_rerun_command(args))
     except RunStopped as exc:
@@ -103,7 +107,7 @@ def _stop_on_signals() -> tuple[threading.Event, list[int]]:
 def _rerun_command(args: argparse.Namespace) -> Rerun:
     """How a refusal names this ``sqe run`` again with some flags changed (secrets masked)."""
     def command(flags: dict[str, str | None]) -> str:
-        argv = ["sqe", "run", args.topology]
+        argv = ["sqe", "reset" if "reset" in flags else "run", args.topology]
         for path in args.config:
             argv += ["--config", path]
         for pair in args.conf:
@@ -111,6 +115,8 @@ def _rerun_command(args: argparse.Namespace) -> Rerun:
             argv += ["--conf", f"{key}={mask_value(key, value)}"]
         if args.name:
             argv += ["--name", args.name]
+        if "reset" in flags:
+            return shlex.join(argv)
         checkpoint = flags.get("--checkpoint", args.checkpoint)
         if checkpoint:
             argv += ["--checkpoint", checkpoint]
@@ -124,6 +130,11 @@ def _rerun_command(args: argparse.Namespace) -> Rerun:
 
 def hwm(args: argparse.Namespace) -> int:
     """``sqe hwm show``: a consumer's high-water marks and last batch in its HWM store."""
+    if args.hwm_command == "reset":
+        print("error: sqe hwm reset is replaced by sqe reset TOPOLOGY [--config FILE]..., which "
+              "resets every store the topology commits to (the HWM store, Postgres and Redis "
+              "aggregate states) and shows what it changes first", file=sys.stderr)
+        return 2
     settings = _settings(args)
     if args.redis:
         settings = settings.overlay({StreamSettings.hwm_url.key: args.redis}, "--redis")

@@ -97,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
                        "password=${REDIS_PASSWORD} (repeatable)")
         a.add_argument("--ttl", type=int, default=172800, metavar="SECONDS",
                        help="entries older than this are not shown")
+    gone = hsub.add_parser("reset", help="replaced by sqe reset TOPOLOGY")
+    gone.add_argument("rest", nargs=argparse.REMAINDER)
     h.set_defaults(func=commands.hwm)
 
     sv = sub.add_parser("services", help="run a local Kafka-protocol broker and redis-server "

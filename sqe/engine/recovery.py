@@ -30,7 +30,8 @@ from state.commits import Commit
 __all__ = ["CheckpointMismatch", "Rerun", "StreamStart", "partition_offsets", "plan_start"]
 
 #: Formats the command (or call) that runs the topology again with some flags changed: a
-#: map of flag (``--checkpoint``, ``--resume-from-store``) to value (None: a bare flag).
+#: map of flag (``--checkpoint``, ``--resume-from-store``) to value (None: a bare flag); the
+#: flag ``reset`` asks for the ``sqe reset`` command of the same topology instead.
 Rerun = Callable[[dict[str, str | None]], str]
 
 
@@ -59,7 +60,8 @@ def partition_offsets(offsets: str) -> str:
 
 
 def _stores(commits: Sequence[Commit]) -> str:
-    return " and ".join(c.store for c in commits)
+    names = [c.store for c in commits]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _root(stream_checkpoint: str | None) -> str | None:
@@ -112,7 +114,7 @@ def _resume_offsets(consumer: str, commits: Sequence[Commit], last: Commit, reru
             f"consumer {consumer!r}: {_stores(commits)} hold batch {last.batch_id} but not the "
             "source offsets it ended at (it was committed by an earlier version of sqe), so "
             "the run cannot resume from them; run on the checkpoint that made that commit"
-            + (f": {rerun({'--checkpoint': _root(last.checkpoint)})}" if last.checkpoint
+            + (f": `{rerun({'--checkpoint': _root(last.checkpoint)})}`" if last.checkpoint
                else ""))
     return partition_offsets(last.offsets)
 
@@ -123,12 +125,18 @@ def _paragraph(consumer: str, checkpoint: StreamCheckpoint, commits: Sequence[Co
     made = (f", made by the run on checkpoint {last.checkpoint}"
             if last.checkpoint and last.checkpoint != checkpoint.location else "")
     fresh = root if checkpoint.is_empty() else f"{root}-resumed-{last.batch_id}"
-    ways = [f"resume from where the stores are, on an empty checkpoint: "
-            f"{rerun({'--checkpoint': fresh, '--resume-from-store': None})}"]
+    ways = []
+    if last.offsets is not None:
+        ways.append(f"resume from where the stores are, on an empty checkpoint: "
+                    f"`{rerun({'--checkpoint': fresh, '--resume-from-store': None})}`")
     old = _root(last.checkpoint)
     if old and old != root:
         ways.append(f"run on the checkpoint that made those commits: "
-                    f"{rerun({'--checkpoint': old})}")
+                    f"`{rerun({'--checkpoint': old})}`")
+    if not ways:  # committed by an earlier version of sqe, which recorded neither
+        ways.append("start over on purpose, reading from startingOffsets and writing again "
+                    f"what the states hold: `{rerun({'reset': None})}` (it shows what it "
+                    "changes first)")
     return (f"checkpoint {checkpoint.location} {state}, but consumer {consumer!r} has "
             f"committed batch {last.batch_id}{ended} to {_stores(commits)}{made}; a run from "
             "this checkpoint would read again what those stores hold, or skip what they lack, "

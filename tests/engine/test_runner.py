@@ -14,7 +14,7 @@ import yaml
 from sqe.cli.local_services import free_port, start_local_kafka, start_local_redis
 from sqe.config.plan import plan_topology
 from sqe.engine.runner import run_topology
-from sqe.errors import RunError, SqeError
+from sqe.errors import SqeError
 from sqe.lang.topology import load_topology
 from sqe.wire.keys import StreamMetadata
 from tests.support.kafka_io import produce, read_topic
@@ -97,7 +97,7 @@ def test_redis_outage_fails_the_batch_and_loses_nothing(spark, kafka_bootstrap, 
     finally:
         server.stop()
     produce(kafka_bootstrap, source, [(_key(o), b"%d" % o, 0) for o in (2, 3, 4)])
-    with pytest.raises(RunError, match=rf"127\.0\.0\.1:{port}"):
+    with pytest.raises(SqeError, match=rf"127\.0\.0\.1:{port}"):  # before anything is read
         run_topology(_plan(path, kafka_bootstrap, url), spark, "outage", tmp_path / "ck", "once")
     server = start_local_redis(redis_dir, port)
     try:
@@ -185,24 +185,34 @@ def test_spark_submit_runs_the_same_entry_point(kafka_bootstrap, kafka_topic, re
     assert [r.value for r in read_topic(kafka_bootstrap, dest)] == [b"0", b"1", b"2"]
 
 
-def test_committed_batch_is_skipped_and_an_older_one_refused(spark, kafka_bootstrap, kafka_topic,
-                                                            redis_url, tmp_path):
+def test_a_store_ahead_of_the_checkpoint_stops_the_run_before_it_reads(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    from sqe.engine.recovery import CheckpointMismatch
     from state.hwm import HwmStore
 
     source, dest = kafka_topic(1, "in"), kafka_topic(1, "out")
     path = _topology(tmp_path, source, dest, "identity")
     produce(kafka_bootstrap, source, [(_key(o), b"%d" % o, 0) for o in (0, 1)])
     store = HwmStore.from_url(redis_url, "fence.In", 3600)
-    store.commit(0, {})  # batch 0 of this consumer is already committed
-    (report,) = run_topology(_plan(path, kafka_bootstrap, redis_url), spark, "fence",
-                             tmp_path / "ck0", "once")
-    assert report.skipped and read_topic(kafka_bootstrap, dest) == []
-    store.commit(5, {})  # a writer with this consumer is at batch 5
-    with pytest.raises(RunError, match=r"batch 0 of consumer 'fence.In' is older than the "
-                                       r"committed batch 5; .*sqe hwm reset fence\.In"):
-        run_topology(_plan(path, kafka_bootstrap, redis_url), spark, "fence", tmp_path / "ck1",
+    store.commit(0, {})  # batch 0, committed by a version that recorded no offsets
+    with pytest.raises(CheckpointMismatch, match=r"ck/In has no batch yet, but consumer "
+                                                 r"'fence.In' has committed batch 0 .*sqe reset"):
+        run_topology(_plan(path, kafka_bootstrap, redis_url), spark, "fence", tmp_path / "ck",
                      "once")
     assert read_topic(kafka_bootstrap, dest) == []
+    store.reset()  # start over on purpose: the batch ids go on after 0
+    (report,) = run_topology(_plan(path, kafka_bootstrap, redis_url), spark, "fence",
+                             tmp_path / "ck", "once")
+    assert report.batch_id == 1 and [r.value for r in read_topic(kafka_bootstrap, dest)] == [
+        b"0", b"1"]
+    assert store.load().commit.offsets == '{"0": 2}'
+    store.commit(5, {})  # another writer of this consumer is at batch 5
+    produce(kafka_bootstrap, source, [(_key(2), b"2", 0)])
+    with pytest.raises(CheckpointMismatch, match=r"ck/In ends at batch 1, but consumer "
+                                                 r"'fence.In' has committed batch 5"):
+        run_topology(_plan(path, kafka_bootstrap, redis_url), spark, "fence", tmp_path / "ck",
+                     "once")
+    assert len(read_topic(kafka_bootstrap, dest)) == 2
 
 
 def test_runtime_mode_processes_what_arrives_then_stops(spark, kafka_bootstrap, kafka_topic,

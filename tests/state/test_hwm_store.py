@@ -83,8 +83,24 @@ def test_cli_shows_and_resets_a_consumer(redis_url, capsys):
     assert main(["hwm", "show", "cli.S", "--redis", redis_url]) == 0
     out = capsys.readouterr().out
     assert "committed batch 3, 1 high-water mark(s)" in out and "pid=5 partition=1 offset=42" in out
-    assert main(["hwm", "reset", "cli.S", "--redis", redis_url]) == 0
-    assert store.load().batch_id is None and store.load().hwm == {}
+    assert main(["hwm", "reset", "cli.S", "--redis", redis_url]) == 2
+    assert "replaced by sqe reset TOPOLOGY" in capsys.readouterr().err
+    assert store.load().batch_id == 3  # nothing was changed
+
+
+def test_reset_forgets_marks_and_offsets_and_keeps_the_batch_id(store):
+    store.commit(3, {(5, 1): 42}, offsets='{"0": 7}', checkpoint="/ck/S")
+    commit = store.load().commit
+    assert (commit.batch_id, commit.offsets, commit.checkpoint, commit.reset) == (
+        3, '{"0": 7}', "/ck/S", False)
+    assert store.reset() == 1
+    after = store.load()
+    assert after.hwm == {} and after.commit.batch_id == 3
+    assert (after.commit.offsets, after.commit.reset) == (None, True)
+    with pytest.raises(StaleBatchError):  # ids a state has seen never come again
+        store.commit(2, {})
+    assert store.commit(4, {(5, 1): 1}, offsets='{"0": 9}') is True
+    assert store.load().commit.reset is False
 
 
 def _stage(store, batch: int, index: int, rows: dict[bytes, bytes]) -> str:
@@ -107,7 +123,7 @@ def test_staged_rows_land_with_the_commit_and_only_then(store, redis_url):
     assert client.get("k:1:") == b"v1"
     assert 0 < client.ttl("EU") <= 60 and client.ttl("k:1:") == -1
     assert client.exists(hash_key, str_key) == 0  # the stages are gone
-    assert store.load() == store.load().__class__(0, {(1, 0): 9})
+    assert (store.load().batch_id, store.load().hwm) == (0, {(1, 0): 9})
 
 
 def test_a_refused_or_repeated_commit_applies_no_staged_row(store, redis_url):
@@ -122,8 +138,8 @@ def test_a_refused_or_repeated_commit_applies_no_staged_row(store, redis_url):
     assert store.commit(5, {(1, 0): 60}, [Stage(again, "HASH")]) is False
     assert client.exists("X") == 0 and client.exists(again) == 0
     assert store.load().hwm == {(1, 0): 10}
-    assert store.reset() == 4  # hwm, ts, batch and the stale stage
-    assert client.keys("*") == []
+    assert store.reset() == 2  # the mark and the stale stage
+    assert sorted(client.keys("*")) == [b"sqe:{load/Enriched}:batch", b"sqe:{load/Enriched}:commit"]
 
 
 def test_same_database_compares_server_and_index(store, redis_url):

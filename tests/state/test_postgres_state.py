@@ -9,8 +9,11 @@ import psycopg
 import pytest
 from pyspark.sql import types as T
 
+from sqe.config.settings import Settings
+from sqe.config.views import StateSettings
 from sqe.errors import StaleBatchError, StateError
-from state.postgres import PostgresStateConfig, pg_type, write_postgres
+from state.postgres import PostgresSink, PostgresStateConfig, pg_type, write_postgres
+from state.sink import SinkTarget
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
@@ -117,16 +120,29 @@ def test_unreachable_server_is_a_clear_error(spark):
         write_postgres(df, cfg, "t.In", 0)
 
 
-def test_hwm_reset_forgets_the_consumers_postgres_batches(spark, postgres_dsn, redis_url, capsys):
-    from sqe.cli.main import main
+def test_the_batch_table_records_the_commit_and_a_reset_keeps_the_batch_id(spark, postgres_dsn):
+    from state.sink import Batch
 
     df = spark.createDataFrame([(1,)], "id long")
-    write_postgres(df, PostgresStateConfig("a", postgres_dsn, ("id",)), "r.In", 9)
     write_postgres(df, PostgresStateConfig("a", postgres_dsn, ("id",)), "keep.In", 3)
-    with pytest.raises(StaleBatchError, match="run 'sqe hwm reset r.In --postgres DSN'"):
+    sink = PostgresSink(SinkTarget("a", ("id",), StateSettings(Settings.defaults().overlay(
+        {"jw.sqe.state.postgres.dsn": postgres_dsn}, "test")), where="t.yaml: command 2"))
+    sink.open(Batch("r.In", 9, offsets='{"0": 12}', checkpoint="/ck/In"))
+    assert not sink.holds()
+    assert sink.write(df) == 1
+    sink.commit()
+    sink.close()
+    commit = sink.committed("r.In")
+    assert (commit.batch_id, commit.offsets, commit.checkpoint, commit.reset) == (
+        9, '{"0": 12}', "/ck/In", False)
+    with pytest.raises(StaleBatchError, match=r"batch 9 of consumer 'r.In' ends at other source "
+                                              r"offsets .* the run on checkpoint /ck/In made"):
+        sink.open(Batch("r.In", 9, offsets='{"0": 13}'))  # another checkpoint's batch 9
+    sink.close()
+    before = sink.reset("r.In")
+    assert before.batch_id == 9 and sink.committed("r.In").reset
+    with pytest.raises(StaleBatchError):  # ids the table has seen never come again
         write_postgres(df, PostgresStateConfig("a", postgres_dsn, ("id",)), "r.In", 0)
-    assert main(["hwm", "reset", "r.In", "--redis", redis_url, "--postgres", postgres_dsn]) == 0
-    assert "1 batch row(s) deleted" in capsys.readouterr().out
-    assert write_postgres(df, PostgresStateConfig("a", postgres_dsn, ("id",)), "r.In", 0).rows == 1
-    assert _rows(postgres_dsn, "SELECT consumer, batch_id FROM sqe_batches ORDER BY 1") == [
-        ("keep.In", 3), ("r.In", 0)]
+    assert write_postgres(df, PostgresStateConfig("a", postgres_dsn, ("id",)), "r.In", 10).rows == 1
+    assert _rows(postgres_dsn, "SELECT consumer, batch_id, reset FROM sqe_batches ORDER BY 1") == [
+        ("keep.In", 3, False), ("r.In", 10, False)]
