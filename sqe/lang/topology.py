@@ -177,8 +177,25 @@ def _kind(command: Command) -> str:
     return {SetCommand: "Set", CreateStream: "CreateStream", Query: "Query"}[type(command)]
 
 
+#: A list's name in pydantic's locations -> what one of its items is called in messages.
+_ITEMS = {"expressions": "expression", "fields": "field"}
+
+
+def _location(loc: Sequence[Any]) -> list[str]:
+    """Pydantic's location as the messages say it: ``select -> expression 1`` (1-based, as
+    commands, arguments and rows are) for ``select -> expressions -> 0``."""
+    out: list[str] = []
+    for part in loc:
+        if isinstance(part, int) and out:
+            name = out.pop()
+            out.append(f"{_ITEMS.get(name, name + ' item')} {part + 1}")
+        else:
+            out.append("from" if part == "from_" else str(part))
+    return out
+
+
 def _describe_error(err: dict[str, Any], model: type[_Model]) -> tuple[list[str], str]:
-    loc = [str(p) if p != "from_" else "from" for p in err["loc"]]
+    loc = _location(err["loc"])
     kind, ctx = err["type"], err.get("ctx") or {}
     if kind == "sqe_expression":
         return loc + ctx.get("subpath", []), ctx["message"]

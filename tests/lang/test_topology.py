@@ -120,15 +120,15 @@ QUERY = ("- Query:\n    insertInto: {objectName: out, fields: [a]}\n"
          "objectName, stateName, stateType, fields, options)"),
         (STREAM + "- Query:\n    insertInto: {objectName: o, fields: [a]}\n"
                   "    select: {expressions: [{Frobnicate: [a]}]}\n    from: {objectName: S}\n",
-         "command 2 (Query) -> select -> expressions -> 0: unknown function Frobnicate; known "
+         "command 2 (Query) -> select -> expression 1: unknown function Frobnicate; known "
          "functions: +, -"),
         (STREAM + "- Query:\n    insertInto: {objectName: o, fields: [a]}\n"
                   "    select: {expressions: [{If: [a, {C: 1}]}]}\n    from: {objectName: S}\n",
-         "command 2 (Query) -> select -> expressions -> 0 -> if: if takes 3 argument(s), got 2"),
+         "command 2 (Query) -> select -> expression 1 -> if: if takes 3 argument(s), got 2"),
         (STREAM + "- Query:\n    insertInto: {objectName: o, fields: [a]}\n"
                   "    select: {expressions: [{formatdate: [{parsedate: [a, {C: [1]}]}, "
                   "{C: x}]}]}\n    from: {objectName: S}\n",
-         "command 2 (Query) -> select -> expressions -> 0 -> formatdate -> argument 1 -> "
+         "command 2 (Query) -> select -> expression 1 -> formatdate -> argument 1 -> "
          "parsedate -> argument 2 -> C: a constant must be a string, number, boolean or null"),
         ("- CreateStream: {streamName: S, objectName: t, spoutName: KAFKA, spoutType: EAGER}\n"
          + QUERY,
@@ -158,6 +158,10 @@ QUERY = ("- Query:\n    insertInto: {objectName: out, fields: [a]}\n"
         (STREAM + STREAM + QUERY, "command 2 (CreateStream) -> streamName: S is already defined"),
         (STREAM.replace("spoutName: KAFKA", "spoutName: KAFKA, options: [1]") + QUERY,
          "command 1 (CreateStream) -> options: expected a map of key: value"),
+        # lists are numbered from 1 everywhere, as commands and arguments are
+        (STREAM + QUERY.replace("fields: [a]", "fields: [a, [b]]").replace(
+            "expressions: [a]", "expressions: [a, a]"),
+         "command 2 (Query) -> insertInto -> field 2: expected a string"),
     ],
 )
 def test_malformed_topologies_name_file_command_and_path(tmp_path, body, message):
