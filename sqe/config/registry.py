@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import replace
 
 from partitioners import resolve
@@ -48,6 +49,19 @@ def _check_starting_offsets(text: str) -> str | None:
                 raise ValueError(f"partition {partition}: offset {offset} is negative")
     except (ValueError, TypeError) as exc:
         return f'expected earliest, latest or JSON like {{"0": 42}} ({exc})'
+    return None
+
+
+#: ``[protocol://]host:port`` of one broker; the host a name, an IPv4 or a [bracketed] IPv6.
+_BROKER = re.compile(r"^(?:[A-Za-z][A-Za-z0-9_+.-]*://)?(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.%\w]+\])"
+                     r":(\d{1,5})$")
+
+
+def _check_brokers(brokers: list[str]) -> str | None:
+    for entry in brokers:
+        found = _BROKER.match(entry)
+        if found is None or not 0 < int(found.group(1)) < 65536:
+            return f"broker {entry!r} is not host:port (e.g. kafka-1:9092)"
     return None
 
 
@@ -99,7 +113,7 @@ _DECLARED = [
     # -- Kafka streams (CreateStream spoutName KAFKA) --------------------------------
     Option("jw.sqe.spout.kafka.brokers", "list", ["localhost:9092"],
            "Bootstrap servers of the source topic (list or comma-separated host:port).",
-           scope="stream"),
+           scope="stream", check=_check_brokers),
     Option("jw.sqe.spout.kafka.clientid", "str", None,
            "Kafka client.id of the source consumers (SQE key).", scope="stream"),
     Option("jw.sqe.spout.kafka.startingOffsets", "str", "earliest",
@@ -165,8 +179,8 @@ _DECLARED = [
            "Rows of a FIXED stream, one list of values per row.", scope="stream"),
     # -- Kafka state ------------------------------------------------------------------
     Option("jw.sqe.state.kafka.brokers", "list", ["localhost:9092"],
-           "Bootstrap servers of the destination topic (list or comma-separated).",
-           scope="state"),
+           "Bootstrap servers of the destination topic (list or comma-separated host:port).",
+           scope="state", check=_check_brokers),
     Option("jw.sqe.state.kafka.keytype", "choice", "messagehash",
            "Record key: a hash of the value, a named field, or the record's "
            "20-byte StreamMetadata.", scope="state",
