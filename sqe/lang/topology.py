@@ -34,7 +34,15 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from sqe.errors import TopologyError
-from sqe.lang.expressions import Expression, ExpressionError, contains_aggregate, parse_expression
+from sqe.lang.expressions import (
+    Expression,
+    ExpressionError,
+    Sql,
+    contains_aggregate,
+    parse_expression,
+    walk,
+)
+from sqe.lang.sql import SqlSyntaxError, position, sql_columns
 
 __all__ = [
     "SetCommand",
@@ -47,6 +55,7 @@ __all__ = [
     "Topology",
     "load_topology",
     "parse_commands",
+    "sql_error",
 ]
 
 StateType = Literal["TRANSACTIONAL", "OPAQUE", "NON_TRANSACTIONAL"]
@@ -69,11 +78,23 @@ def _empty_as_none(value: Any) -> Any:
 
 def _expression(value: Any) -> Expression:
     try:
-        return parse_expression(value)
+        expr = parse_expression(value)
+        for path, node in walk(expr):
+            if isinstance(node, Sql):
+                try:
+                    sql_columns(node.text)
+                except SqlSyntaxError as exc:
+                    raise ExpressionError((*path, "sql"), sql_error(node.text, exc)) from None
+        return expr
     except ExpressionError as exc:
         raise PydanticCustomError(
             "sqe_expression", "{message}", {"message": exc.message, "subpath": list(exc.path)}
         ) from None
+
+
+def sql_error(text: str, exc: SqlSyntaxError) -> str:
+    """The message of a Spark SQL string that does not parse: where in it, and why."""
+    return f"syntax error at {position(text, exc.offset)} of {json.dumps(text)}: {exc.problem}"
 
 
 Expr = Annotated[Any, BeforeValidator(_expression)]

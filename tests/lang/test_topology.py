@@ -162,6 +162,23 @@ QUERY = ("- Query:\n    insertInto: {objectName: out, fields: [a]}\n"
         (STREAM + QUERY.replace("fields: [a]", "fields: [a, [b]]").replace(
             "expressions: [a]", "expressions: [a, a]"),
          "command 2 (Query) -> insertInto -> field 2: expected a string"),
+        # Spark SQL strings are parsed when the file is loaded
+        (STREAM + QUERY.replace("expressions: [a]", 'expressions: [a, {sql: "upper(a))"}]'),
+         "command 2 (Query) -> select -> expression 2 -> sql: syntax error at column 9 of "
+         "\"upper(a))\": unexpected ')'"),
+        (STREAM + QUERY.replace("from: {objectName: S}",
+                                'from: {objectName: S}\n    where: {And: [{sql: "a >"}, true]}'),
+         "command 2 (Query) -> where -> and -> argument 1 -> sql: syntax error at column 3 of "
+         "\"a >\": incomplete expression near '>'"),
+        (STREAM + QUERY.replace("expressions: [a]", "expressions: [{sql: \"concat(a, 'x)\"}]"),
+         "command 2 (Query) -> select -> expression 1 -> sql: syntax error at column 11 of "
+         "\"concat(a, 'x)\": a quote is not closed"),
+        (STREAM + QUERY.replace("expressions: [a]", 'expressions: [{sql: "a, b"}]'),
+         "-> select -> expression 1 -> sql: syntax error at column 1 of \"a, b\": expected one "
+         "expression"),
+        (STREAM + QUERY.replace("expressions: [a]", 'expressions: [{sql: "a FROM t"}]'),
+         "-> sql: syntax error at column 3 of \"a FROM t\": expected one expression, not a "
+         "query (FROM ...)"),
     ],
 )
 def test_malformed_topologies_name_file_command_and_path(tmp_path, body, message):
