@@ -23,6 +23,7 @@ from sqe.config.options import PREFIX, Option, Scope
 from sqe.config.redis_endpoint import check_url
 from sqe.config.secrets import is_secret_key
 from sqe.errors import OptionError
+from sqe.lang.spark_types import type_problem
 
 __all__ = ["CLIENT_PROPERTIES", "CONSUMER_PREFIX", "JAVA_PROPERTIES", "OWNED_PROPERTIES",
            "PREFIX", "PRODUCER_PREFIX", "REGISTRY", "RETIRED", "client_property_option",
@@ -62,6 +63,14 @@ def _check_brokers(brokers: list[str]) -> str | None:
         found = _BROKER.match(entry)
         if found is None or not 0 < int(found.group(1)) < 65536:
             return f"broker {entry!r} is not host:port (e.g. kafka-1:9092)"
+    return None
+
+
+def _check_declared_fields(fields: dict[str, str | None]) -> str | None:
+    for name, spark_type in fields.items():
+        problem = type_problem(spark_type) if spark_type is not None else None
+        if problem:
+            return f"field {name}: {problem}"
     return None
 
 
@@ -172,6 +181,12 @@ _DECLARED = [
            choices=("fail", "deadletter")),
     Option("jw.sqe.spout.kafka.deadLetterTopic", "str", None,
            "Topic for corrupt chunks under corruptChunkPolicy: deadletter.", scope="stream"),
+    Option("jw.sqe.spout.fields", "fields", None,
+           "The fields of a stream with deserializer json, as a map of name: Spark SQL type "
+           "(e.g. {event_id: string, amount: bigint}) or a list of names.  Queries may then "
+           "read only these fields and the record columns (checked by sqe validate), and "
+           "the values are extracted as the declared types instead of types inferred per "
+           "batch.", scope="stream", check=_check_declared_fields),
     # -- FIXED streams (test and demo data declared in the file) ---------------------
     Option("jw.sqe.spout.fixed.fields", "list", None,
            "Field names of a FIXED stream.", scope="stream"),

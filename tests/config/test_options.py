@@ -60,6 +60,11 @@ def test_keytype_matches_case_insensitively(raw):
         ("jw.sqe.state.redis.datatype", "hash", "HASH"),
         ("jw.sqe.spout.kafka.brokers", ["[::1]:9092", "SASL_SSL://k.example:9093"],
          ["[::1]:9092", "SASL_SSL://k.example:9093"]),
+        ("jw.sqe.spout.fields", {"id": "string", "amount": "decimal(10, 2)"},
+         {"id": "string", "amount": "decimal(10, 2)"}),
+        ("jw.sqe.spout.fields", "{id: string, n: bigint}", {"id": "string", "n": "bigint"}),
+        ("jw.sqe.spout.fields", ["id", "n"], {"id": None, "n": None}),
+        ("jw.sqe.spout.fields", "id, n", {"id": None, "n": None}),
     ],
 )
 def test_coercion_accepts_typed_and_string_spellings(key, raw, expected):
@@ -83,6 +88,9 @@ def test_coercion_accepts_typed_and_string_spellings(key, raw, expected):
         ("jw.sqe.spout.kafka.brokers", "%s", "broker '%s' is not host:port (e.g. kafka-1:9092)"),
         ("jw.sqe.state.kafka.brokers", "a:1,b", "broker 'b' is not host:port"),
         ("jw.sqe.state.kafka.brokers", ["a:99999"], "broker 'a:99999' is not host:port"),
+        ("jw.sqe.spout.fields", {"amount": "bigitn"},
+         "field amount: bigitn is not a Spark SQL type; did you mean bigint?"),
+        ("jw.sqe.spout.fields", [1], "expected a map of field name: Spark SQL type"),
     ],
 )
 def test_wrong_types_name_key_value_and_origin(key, raw, text):

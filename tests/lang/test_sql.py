@@ -1,5 +1,5 @@
 """Spark SQL strings read without Spark: what parses (as Spark's parser does), where a syntax
-error is, which columns a string reads.
+error is, which columns a string reads; and Spark type names.
 
 The valid expressions below were each checked against Spark 4's own parser
 (``sessionState.sqlParser.parseExpression``); they must never be refused at validation.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from sqe.lang.spark_types import type_problem
 from sqe.lang.sql import SqlSyntaxError, position, sql_columns
 
 #: Expressions Spark parses, with the columns they read.
@@ -74,3 +75,27 @@ def test_syntax_errors_say_where_and_why(text, where, problem):
         sql_columns(text)
     assert position(text, info.value.offset) == where
     assert info.value.problem.startswith(problem), info.value.problem
+
+
+@pytest.mark.parametrize(
+    "text", ["bigint", "LONG", "string", "decimal(10,2)", "array<string>", "map<string, int>",
+             "struct<a: int, `b c` string NOT NULL COMMENT 'x'>", "variant", "timestamp_ntz",
+             "interval day to second", "string collate UTF8_LCASE", "array<struct<a:int>>"])
+def test_spark_types_are_accepted(text):
+    assert type_problem(text) is None
+
+
+@pytest.mark.parametrize(
+    "text,problem",
+    [
+        ("bigitn", "bigitn is not a Spark SQL type; did you mean bigint?"),
+        ("bool", "bool is not a Spark SQL type; did you mean boolean?"),
+        ("json", "json is not a Spark SQL type"),
+        ("array<strin>", "array<strin>: strin is not a Spark SQL type; did you mean string?"),
+        ("array<int", "array<int: expected > at the end"),
+        ("map<string>", "map<string>: expected , before >"),
+        ("decimal(x)", "decimal(x): expected a number before x"),
+    ],
+)
+def test_wrong_spark_types_say_why(text, problem):
+    assert type_problem(text) == problem

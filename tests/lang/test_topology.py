@@ -212,7 +212,7 @@ def test_option_errors_in_commands_are_located(tmp_path, options, message):
 
 
 def test_state_requirements(tmp_path):
-    body = STREAM + (
+    body = STREAM.replace("}", ", deserializer: json}") + (
         "- Query:\n    insertInto:\n      objectName: o\n      stateName: kafka\n"
         "      fields: [a]\n      options: {jw.sqe.state.kafka.keytype: Field}\n"
         "    select: {expressions: [a]}\n    from: {objectName: S}\n"
