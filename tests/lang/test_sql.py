@@ -85,17 +85,18 @@ def test_spark_types_are_accepted(text):
     assert type_problem(text) is None
 
 
-@pytest.mark.parametrize(
-    "text,problem",
-    [
-        ("bigitn", "bigitn is not a Spark SQL type; did you mean bigint?"),
-        ("bool", "bool is not a Spark SQL type; did you mean boolean?"),
-        ("json", "json is not a Spark SQL type"),
-        ("array<strin>", "array<strin>: strin is not a Spark SQL type; did you mean string?"),
-        ("array<int", "array<int: expected > at the end"),
-        ("map<string>", "map<string>: expected , before >"),
-        ("decimal(x)", "decimal(x): expected a number before x"),
-    ],
-)
+#: Type names Spark refuses -> why.
+WRONG_TYPES = {
+    "bigitn": "bigitn is not a Spark SQL type; did you mean bigint?",
+    "bool": "bool is not a Spark SQL type; did you mean boolean?",
+    "json": "json is not a Spark SQL type",
+    "array<strin>": "array<strin>: strin is not a Spark SQL type; did you mean string?",
+    "array<int": "array<int: expected > at the end",
+    "map<string>": "map<string>: expected , before >",
+    "decimal(x)": "decimal(x): expected a number before x",
+}
+
+
+@pytest.mark.parametrize("text,problem", WRONG_TYPES.items())
 def test_wrong_spark_types_say_why(text, problem):
     assert type_problem(text) == problem

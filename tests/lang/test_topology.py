@@ -162,23 +162,6 @@ QUERY = ("- Query:\n    insertInto: {objectName: out, fields: [a]}\n"
         (STREAM + QUERY.replace("fields: [a]", "fields: [a, [b]]").replace(
             "expressions: [a]", "expressions: [a, a]"),
          "command 2 (Query) -> insertInto -> field 2: expected a string"),
-        # Spark SQL strings are parsed when the file is loaded
-        (STREAM + QUERY.replace("expressions: [a]", 'expressions: [a, {sql: "upper(a))"}]'),
-         "command 2 (Query) -> select -> expression 2 -> sql: syntax error at column 9 of "
-         "\"upper(a))\": unexpected ')'"),
-        (STREAM + QUERY.replace("from: {objectName: S}",
-                                'from: {objectName: S}\n    where: {And: [{sql: "a >"}, true]}'),
-         "command 2 (Query) -> where -> and -> argument 1 -> sql: syntax error at column 3 of "
-         "\"a >\": incomplete expression near '>'"),
-        (STREAM + QUERY.replace("expressions: [a]", "expressions: [{sql: \"concat(a, 'x)\"}]"),
-         "command 2 (Query) -> select -> expression 1 -> sql: syntax error at column 11 of "
-         "\"concat(a, 'x)\": a quote is not closed"),
-        (STREAM + QUERY.replace("expressions: [a]", 'expressions: [{sql: "a, b"}]'),
-         "-> select -> expression 1 -> sql: syntax error at column 1 of \"a, b\": expected one "
-         "expression"),
-        (STREAM + QUERY.replace("expressions: [a]", 'expressions: [{sql: "a FROM t"}]'),
-         "-> sql: syntax error at column 3 of \"a FROM t\": expected one expression, not a "
-         "query (FROM ...)"),
     ],
 )
 def test_malformed_topologies_name_file_command_and_path(tmp_path, body, message):
@@ -188,6 +171,34 @@ def test_malformed_topologies_name_file_command_and_path(tmp_path, body, message
     text = str(info.value)
     assert text.startswith(f"{path}: ")
     assert message in text, text
+
+
+#: Spark SQL strings that do not parse -> where the error is when the file is loaded.
+SQL_ERRORS = {
+    "select: {expressions: [a, {sql: 'upper(a))'}]}":
+        "select -> expression 2 -> sql: syntax error at column 9 of \"upper(a))\": "
+        "unexpected ')'",
+    "select: {expressions: [a]}\n    where: {And: [{sql: 'a >'}, true]}":
+        "where -> and -> argument 1 -> sql: syntax error at column 3 of \"a >\": incomplete "
+        "expression near '>'",
+    "select: {expressions: [{sql: \"concat(a, 'x)\"}]}":
+        "select -> expression 1 -> sql: syntax error at column 11 of \"concat(a, 'x)\": a "
+        "quote is not closed",
+    "select: {expressions: [{sql: 'a, b'}]}":
+        "select -> expression 1 -> sql: syntax error at column 1 of \"a, b\": expected one "
+        "expression (a list of expressions needs one {sql: ...} each)",
+    "select: {expressions: [{sql: 'a FROM t'}]}":
+        "select -> expression 1 -> sql: syntax error at column 3 of \"a FROM t\": expected one "
+        "expression, not a query (FROM ...)",
+}
+
+
+@pytest.mark.parametrize("select,message", SQL_ERRORS.items())
+def test_spark_sql_syntax_errors_are_located_when_loading(tmp_path, select, message):
+    path = _write(tmp_path, STREAM + QUERY.replace("select: {expressions: [a]}", select))
+    with pytest.raises(TopologyError) as info:
+        load_topology(path)
+    assert info.value.messages == [f"{path}: command 2 (Query) -> {message}"]
 
 
 @pytest.mark.parametrize(
