@@ -14,7 +14,8 @@ What a stream's fields are, as the runner makes them:
 :func:`field_problems` follows the chain of streams in file order and reports every
 field a query reads (:func:`~sqe.lang.references.query_references`: select, where,
 aggregations' arguments and the columns of ``{sql: ...}`` strings) that its stream does
-not have, with the closest field it has.  Names match case-insensitively, as Spark's do.
+not have, with the closest field it has; and what a Kafka state's ``filterValue`` reads of its
+query's output.  Names match case-insensitively, as Spark's do.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sqe.config.views import StreamSettings
-from sqe.lang.references import Reference, query_references
-from sqe.lang.sql import position
-from sqe.lang.topology import CreateStream, Query, Topology
+from sqe.config.views import StateSettings, StreamSettings
+from sqe.lang.expressions import Sql, walk
+from sqe.lang.references import Reference, expression_references, query_references
+from sqe.lang.sql import SqlSyntaxError, position, sql_columns
+from sqe.lang.topology import CreateStream, Query, Topology, sql_error
 from sqe.wire.columns import RECORD_COLUMNS
 
 __all__ = ["StreamFields", "field_problems", "stream_fields"]
@@ -93,12 +95,35 @@ def _unknown(where: str, ref: Reference, stream: StreamFields) -> str:
     return f"{head}; it has {stream.origin}: {', '.join(stream.fields)}"
 
 
-def field_problems(topology: Topology, streams: Mapping[str, StreamSettings]) -> list[str]:
-    """Every field a query reads that its stream lacks, one located sentence each; streams
-    whose options did not resolve (not in ``streams``) are not checked."""
+def _filter_value_problems(query: Query, state: StateSettings, where: str) -> list[str]:
+    """A Kafka state's ``filterValue`` is computed over the query's output: its SQL must parse
+    and its fields be the query's ``insertInto -> fields``."""
+    expr = state.kafka.filter_value
+    if query.insertInto.stateName != "KAFKA" or expr is None:
+        return []
+    place = ("jw.sqe.state.kafka.filterValue",)
+    problems = []
+    for path, node in walk(expr, place):
+        if isinstance(node, Sql):
+            try:
+                sql_columns(node.text)
+            except SqlSyntaxError as exc:
+                problems.append(f"{where} -> {' -> '.join((*path, 'sql'))}: "
+                                f"{sql_error(node.text, exc)}")
+    output = StreamFields(query.insertInto.objectName, tuple(query.insertInto.fields),
+                          "insertInto -> fields")
+    return problems + [_unknown(where, ref, output) for ref in expression_references(expr, place)
+                       if not output.has(ref.name)]
+
+
+def field_problems(topology: Topology, streams: Mapping[str, StreamSettings],
+                   states: Mapping[int, StateSettings] | None = None) -> list[str]:
+    """Every field a query reads that its stream lacks, one located sentence each (and every
+    field a Kafka state's ``filterValue`` reads that the query's output lacks, with ``states``,
+    by command index); commands whose options did not resolve are not checked."""
     problems: list[str] = []
     known: dict[str, StreamFields | None] = {}
-    for command in topology.commands:
+    for index, command in enumerate(topology.commands):
         where = f"{topology.path}: {topology.label(command)}"
         if isinstance(command, CreateStream):
             s = streams.get(command.streamName)
@@ -109,6 +134,8 @@ def field_problems(topology: Topology, streams: Mapping[str, StreamSettings]) ->
             if stream is not None:
                 problems += [_unknown(where, ref, stream) for ref in query_references(command)
                              if not stream.has(ref.name)]
+            if states is not None and index in states:
+                problems += _filter_value_problems(command, states[index], where)
             into = command.insertInto
             known[into.objectName] = StreamFields(
                 into.objectName, tuple(into.fields),

@@ -145,7 +145,7 @@ def plan_topology(
         except OptionError as exc:
             problems.append(str(exc))
     warnings += current.warnings()  # Set commands after the last stream or query
-    problems += field_problems(topology, streams)
+    problems += field_problems(topology, streams, states)
     plan = TopologyPlan(topology, streams, states, spark, tuple(dict.fromkeys(warnings)))
     problems += check(plan) if check is not None else []
     if problems:

@@ -137,3 +137,17 @@ def test_the_names_each_stream_is_read_by_include_sql_columns(tmp_path):
                                            "mid": ["a"]}
     (pipeline,) = build_pipelines(plan_topology(topology), "t")
     assert pipeline.wanted_fields == ["region", "event_id", "amount"]
+
+
+def test_a_kafka_states_filter_value_reads_the_querys_output(tmp_path):
+    kafka = ("    insertInto:\n      objectName: out\n      stateName: KAFKA\n"
+             "      fields: [region, amount]\n      options:\n"
+             "        jw.sqe.state.kafka.filterValue: {FV}\n"
+             "    select: {expressions: [region, amount]}\n    from: {objectName: Events}\n")
+    _valid(tmp_path, EVENTS + "- Query:\n" + kafka.replace("{FV}", "{sql: 'lower(REGION)'}"))
+    assert _problems(tmp_path, EVENTS + "- Query:\n" + kafka.replace("{FV}", "event_id")) == [
+        "command 2 (Query) -> jw.sqe.state.kafka.filterValue: no field event_id in stream out; "
+        "it has insertInto -> fields: region, amount"]
+    assert _problems(tmp_path, EVENTS + "- Query:\n" + kafka.replace("{FV}", "{sql: 'f(('}")) == [
+        "command 2 (Query) -> jw.sqe.state.kafka.filterValue -> sql: syntax error at column 3 "
+        "of \"f((\": incomplete expression near '('"]
