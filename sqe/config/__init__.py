@@ -8,7 +8,9 @@ reads options (:mod:`~sqe.config.views`: no option key is spelled outside this
 package), secrets in values (:mod:`~sqe.config.secrets`), the Redis endpoints
 (:mod:`~sqe.config.redis_endpoint`) and Kafka clients (:mod:`~sqe.config.kafka_client`,
 :mod:`~sqe.config.client_properties`) they describe, and a topology's plan: every
-command's settings resolved and checked (:mod:`~sqe.config.plan`).
+command's settings resolved and checked (:mod:`~sqe.config.plan`), with the fields of
+its streams and the queries' field references checked against them
+(:mod:`~sqe.config.fields`).
 
 May import: :mod:`sqe.errors`, :mod:`sqe.wire`, :mod:`sqe.lang` (the command model
 and expressions), :mod:`partitioners`, and the client libraries.

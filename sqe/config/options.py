@@ -32,7 +32,7 @@ __all__ = ["Option", "OptionKind", "PREFIX", "Scope", "coerce", "render"]
 PREFIX = "jw.sqe."
 
 OptionKind = Literal["bool", "int", "float", "str", "list", "choice", "rows", "expression",
-                     "property"]
+                     "property", "fields"]
 Scope = Literal["topology", "stream", "state"]
 
 
@@ -73,6 +73,7 @@ class Option:
             "rows": "list of lists",
             "expression": "SQE expression (a field name, a function tree or {sql: ...})",
             "property": "string, number or boolean (passed to librdkafka as a string)",
+            "fields": "map of field name: Spark SQL type (or a list of names)",
         }[self.kind]
 
 
@@ -136,6 +137,8 @@ def _coerce(option: Option, value: Any) -> Any:
         if isinstance(value, (list, tuple)) and all(isinstance(r, (list, tuple)) for r in value):
             return [list(r) for r in value]
         raise ValueError("expected a list of rows, each a list of values")
+    if kind == "fields":
+        return _fields(value)
     if kind == "property":
         if isinstance(value, bool):
             return "true" if value else "false"
@@ -150,6 +153,20 @@ def _coerce(option: Option, value: Any) -> Any:
         except ExpressionError as exc:
             raise ValueError(str(exc)) from None
     raise AssertionError(f"unhandled option kind {kind}")
+
+
+def _fields(value: Any) -> dict[str, str | None]:
+    """``{name: type}`` (a ``None`` type: not declared) of a map, a list or ``a,b``."""
+    if isinstance(value, str):
+        text = value.strip()
+        value = _parse_structured(text) if text.startswith(("{", "[")) else text.split(",")
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        value = {v: None for v in value if v.strip()}
+    if isinstance(value, dict) and all(isinstance(k, str) and k.strip() for k in value) \
+            and all(v is None or isinstance(v, str) for v in value.values()):
+        return {k.strip(): v.strip() if v else None for k, v in value.items()}
+    raise ValueError("expected a map of field name: Spark SQL type (e.g. {id: string, "
+                     "amount: bigint}) or a list of field names")
 
 
 def coerce(option: Option, value: Any, origin: str) -> Any:
@@ -174,7 +191,7 @@ def render(option: Option, value: Any) -> str:
     """The string form of a coerced value that :func:`coerce` reads back as the same value."""
     if option.kind == "bool":
         return "true" if value else "false"
-    if option.kind in ("list", "rows"):
+    if option.kind in ("list", "rows", "fields"):
         return json.dumps(value)
     if option.kind == "expression":
         if isinstance(value, Field) and not value.name.startswith(("{", '"')):

@@ -5,7 +5,8 @@ loaded :class:`~sqe.lang.topology.Topology` -- config files, then ``Set`` comman
 in file order (each applies to the commands after it, as in SQE), then the
 command's own ``options``, then ``--conf``, then Spark conf -- and checks what
 each stream needs (brokers of a Kafka stream, the rows of a FIXED stream, a
-post-filter that compiles, client properties librdkafka accepts).  The result,
+post-filter that compiles, client properties librdkafka accepts) and that every
+field a query reads is one its stream has (:mod:`sqe.config.fields`).  The result,
 a :class:`TopologyPlan`, holds one :class:`~sqe.config.views.StreamSettings`
 per stream and one :class:`~sqe.config.views.StateSettings` per query; what a
 state needs of its options is checked by the state itself (``state.registry``).
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqe.config.client_properties import property_problems
+from sqe.config.fields import field_problems
 from sqe.config.settings import ConfigFile, Settings
 from sqe.config.views import OptionKey, StateSettings, StreamSettings
 from sqe.errors import OptionError, TopologyError
@@ -143,6 +145,7 @@ def plan_topology(
         except OptionError as exc:
             problems.append(str(exc))
     warnings += current.warnings()  # Set commands after the last stream or query
+    problems += field_problems(topology, streams, states)
     plan = TopologyPlan(topology, streams, states, spark, tuple(dict.fromkeys(warnings)))
     problems += check(plan) if check is not None else []
     if problems:

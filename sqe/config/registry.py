@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import replace
 
 from partitioners import resolve
@@ -22,6 +23,7 @@ from sqe.config.options import PREFIX, Option, Scope
 from sqe.config.redis_endpoint import check_url
 from sqe.config.secrets import is_secret_key
 from sqe.errors import OptionError
+from sqe.lang.spark_types import type_problem
 
 __all__ = ["CLIENT_PROPERTIES", "CONSUMER_PREFIX", "JAVA_PROPERTIES", "OWNED_PROPERTIES",
            "PREFIX", "PRODUCER_PREFIX", "REGISTRY", "RETIRED", "client_property_option",
@@ -48,6 +50,27 @@ def _check_starting_offsets(text: str) -> str | None:
                 raise ValueError(f"partition {partition}: offset {offset} is negative")
     except (ValueError, TypeError) as exc:
         return f'expected earliest, latest or JSON like {{"0": 42}} ({exc})'
+    return None
+
+
+#: ``[protocol://]host:port`` of one broker; the host a name, an IPv4 or a [bracketed] IPv6.
+_BROKER = re.compile(r"^(?:[A-Za-z][A-Za-z0-9_+.-]*://)?(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.%\w]+\])"
+                     r":(\d{1,5})$")
+
+
+def _check_brokers(brokers: list[str]) -> str | None:
+    for entry in brokers:
+        found = _BROKER.match(entry)
+        if found is None or not 0 < int(found.group(1)) < 65536:
+            return f"broker {entry!r} is not host:port (e.g. kafka-1:9092)"
+    return None
+
+
+def _check_declared_fields(fields: dict[str, str | None]) -> str | None:
+    for name, spark_type in fields.items():
+        problem = type_problem(spark_type) if spark_type is not None else None
+        if problem:
+            return f"field {name}: {problem}"
     return None
 
 
@@ -99,7 +122,7 @@ _DECLARED = [
     # -- Kafka streams (CreateStream spoutName KAFKA) --------------------------------
     Option("jw.sqe.spout.kafka.brokers", "list", ["localhost:9092"],
            "Bootstrap servers of the source topic (list or comma-separated host:port).",
-           scope="stream"),
+           scope="stream", check=_check_brokers),
     Option("jw.sqe.spout.kafka.clientid", "str", None,
            "Kafka client.id of the source consumers (SQE key).", scope="stream"),
     Option("jw.sqe.spout.kafka.startingOffsets", "str", "earliest",
@@ -158,6 +181,12 @@ _DECLARED = [
            choices=("fail", "deadletter")),
     Option("jw.sqe.spout.kafka.deadLetterTopic", "str", None,
            "Topic for corrupt chunks under corruptChunkPolicy: deadletter.", scope="stream"),
+    Option("jw.sqe.spout.fields", "fields", None,
+           "The fields of a stream with deserializer json, as a map of name: Spark SQL type "
+           "(e.g. {event_id: string, amount: bigint}) or a list of names.  Queries may then "
+           "read only these fields and the record columns (checked by sqe validate), and "
+           "the values are extracted as the declared types instead of types inferred per "
+           "batch.", scope="stream", check=_check_declared_fields),
     # -- FIXED streams (test and demo data declared in the file) ---------------------
     Option("jw.sqe.spout.fixed.fields", "list", None,
            "Field names of a FIXED stream.", scope="stream"),
@@ -165,8 +194,8 @@ _DECLARED = [
            "Rows of a FIXED stream, one list of values per row.", scope="stream"),
     # -- Kafka state ------------------------------------------------------------------
     Option("jw.sqe.state.kafka.brokers", "list", ["localhost:9092"],
-           "Bootstrap servers of the destination topic (list or comma-separated).",
-           scope="state"),
+           "Bootstrap servers of the destination topic (list or comma-separated host:port).",
+           scope="state", check=_check_brokers),
     Option("jw.sqe.state.kafka.keytype", "choice", "messagehash",
            "Record key: a hash of the value, a named field, or the record's "
            "20-byte StreamMetadata.", scope="state",

@@ -112,6 +112,7 @@ class StreamSettings(_View):
     corrupt_policy = OptionKey[Literal["fail", "deadletter"]](
         "jw.sqe.spout.kafka.corruptChunkPolicy")
     dead_letter_topic = OptionKey[str | None]("jw.sqe.spout.kafka.deadLetterTopic")
+    declared_fields = OptionKey[dict[str, str | None] | None]("jw.sqe.spout.fields")
     fixed_fields = OptionKey[list[str] | None]("jw.sqe.spout.fixed.fields")
     fixed_rows = OptionKey[list[list[Any]] | None]("jw.sqe.spout.fixed.values")
 

@@ -142,7 +142,8 @@ class BatchProcessor:
                 "*", F.lit(self.p.pid).cast("long").alias(CARRIED[0]),
                 F.col("_partition").alias(CARRIED[1]), carried_offset().alias(CARRIED[2]))
             kind = "json" if self.p.fixed is not None else self.p.stream.deserializer
-            des = deserialize(stamped, kind, self.p.wanted_fields)
+            declared = self.p.settings.declared_fields if self.p.fixed is None else None
+            des = deserialize(stamped, kind, self.p.wanted_fields, declared)
             report.unparseable_values = des.unparseable_values
             frames = {self.p.stream.streamName: des.frame}
             for step in self.p.steps:

@@ -24,7 +24,7 @@ from sqe.config.plan import TopologyPlan
 from sqe.config.views import StreamSettings
 from sqe.errors import SourceError, TopologyError
 from sqe.lang.compiler import aggregates_of
-from sqe.lang.expressions import fields_of
+from sqe.lang.references import query_fields
 from sqe.lang.topology import CreateStream, Query
 from sqe.source.config import SourceConfig
 from sqe.source.fixed import fixed_options
@@ -90,15 +90,12 @@ class StreamPipeline:
 
     @property
     def wanted_fields(self) -> list[str]:
-        """Field names the queries on this stream refer to (a JSON stream makes missing ones
-        NULL)."""
+        """Field names the queries on this stream read, Spark SQL strings' columns included
+        (a JSON stream makes missing ones NULL)."""
         names: list[str] = []
         for step in self.steps:
-            q = step.query
-            if q.from_.objectName != self.stream.streamName:
-                continue
-            for e in [*q.select.expressions, *([q.where] if q.where is not None else [])]:
-                names += sorted(fields_of(e))
+            if step.query.from_.objectName == self.stream.streamName:
+                names += [n for n in query_fields(step.query) if n not in names]
         return names
 
 

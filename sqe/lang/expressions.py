@@ -22,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -38,6 +39,7 @@ __all__ = [
     "to_raw",
     "output_name",
     "fields_of",
+    "walk",
     "is_aggregate",
     "contains_aggregate",
 ]
@@ -181,6 +183,16 @@ def output_name(expr: Expression) -> str:
     if isinstance(expr, Sql):
         return expr.text
     return f"{expr.name}({','.join(output_name(a) for a in expr.args)})"
+
+
+def walk(expr: Expression, path: tuple[str, ...] = ()
+         ) -> Iterator[tuple[tuple[str, ...], Expression]]:
+    """Every node of an expression with its path, named as :func:`parse_expression`'s errors
+    name it (``("if", "argument 2")``), the root first."""
+    yield path, expr
+    if isinstance(expr, Function):
+        for i, arg in enumerate(expr.args):
+            yield from walk(arg, (*path, expr.name, f"argument {i + 1}"))
 
 
 def fields_of(expr: Expression) -> set[str]:

@@ -34,7 +34,15 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from sqe.errors import TopologyError
-from sqe.lang.expressions import Expression, ExpressionError, contains_aggregate, parse_expression
+from sqe.lang.expressions import (
+    Expression,
+    ExpressionError,
+    Sql,
+    contains_aggregate,
+    parse_expression,
+    walk,
+)
+from sqe.lang.sql import SqlSyntaxError, position, sql_columns
 
 __all__ = [
     "SetCommand",
@@ -47,6 +55,7 @@ __all__ = [
     "Topology",
     "load_topology",
     "parse_commands",
+    "sql_error",
 ]
 
 StateType = Literal["TRANSACTIONAL", "OPAQUE", "NON_TRANSACTIONAL"]
@@ -69,11 +78,23 @@ def _empty_as_none(value: Any) -> Any:
 
 def _expression(value: Any) -> Expression:
     try:
-        return parse_expression(value)
+        expr = parse_expression(value)
+        for path, node in walk(expr):
+            if isinstance(node, Sql):
+                try:
+                    sql_columns(node.text)
+                except SqlSyntaxError as exc:
+                    raise ExpressionError((*path, "sql"), sql_error(node.text, exc)) from None
+        return expr
     except ExpressionError as exc:
         raise PydanticCustomError(
             "sqe_expression", "{message}", {"message": exc.message, "subpath": list(exc.path)}
         ) from None
+
+
+def sql_error(text: str, exc: SqlSyntaxError) -> str:
+    """The message of a Spark SQL string that does not parse: where in it, and why."""
+    return f"syntax error at {position(text, exc.offset)} of {json.dumps(text)}: {exc.problem}"
 
 
 Expr = Annotated[Any, BeforeValidator(_expression)]
@@ -177,8 +198,25 @@ def _kind(command: Command) -> str:
     return {SetCommand: "Set", CreateStream: "CreateStream", Query: "Query"}[type(command)]
 
 
+#: A list's name in pydantic's locations -> what one of its items is called in messages.
+_ITEMS = {"expressions": "expression", "fields": "field"}
+
+
+def _location(loc: Sequence[Any]) -> list[str]:
+    """Pydantic's location as the messages say it: ``select -> expression 1`` (1-based, as
+    commands, arguments and rows are) for ``select -> expressions -> 0``."""
+    out: list[str] = []
+    for part in loc:
+        if isinstance(part, int) and out:
+            name = out.pop()
+            out.append(f"{_ITEMS.get(name, name + ' item')} {part + 1}")
+        else:
+            out.append("from" if part == "from_" else str(part))
+    return out
+
+
 def _describe_error(err: dict[str, Any], model: type[_Model]) -> tuple[list[str], str]:
-    loc = [str(p) if p != "from_" else "from" for p in err["loc"]]
+    loc = _location(err["loc"])
     kind, ctx = err["type"], err.get("ctx") or {}
     if kind == "sqe_expression":
         return loc + ctx.get("subpath", []), ctx["message"]

@@ -11,13 +11,16 @@
   nested objects and arrays stay VARIANT).  A key absent from the whole batch
   but named by a query is a NULL string field.  A value that is not JSON
   passes through with every JSON field NULL and is counted, never dropped.
+  With declared fields (``jw.sqe.spout.fields``), those fields alone are extracted,
+  each as its declared type (a value that does not fit it is NULL) without inferring
+  any (a field declared without a type still gets the type of its batch).
 
 Both keep the source columns, so ``_key``, ``_offset`` etc. remain usable.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -92,8 +95,13 @@ def _field(name: str, target: str) -> Column:
     return F.try_variant_get(F.element_at(as_map, F.lit(name)), "$", target)
 
 
-def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = ()) -> Deserialized:
-    """The batch ``frame`` with the fields of deserializer ``kind`` (None means identity)."""
+def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
+                declared: Mapping[str, str | None] | None = None) -> Deserialized:
+    """The batch ``frame`` with the fields of deserializer ``kind`` (None means identity).
+
+    ``declared`` (``jw.sqe.spout.fields``) are the only JSON fields extracted, each as its
+    declared Spark type; a field declared without a type gets the type of this batch.
+    """
     if kind in (None, "identity"):
         return Deserialized(frame, 0)
     if kind != "json":
@@ -103,18 +111,22 @@ def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = ()) 
     # number) passes with NULL fields and is counted, without hiding the fields of the rest.
     is_object = F.schema_of_variant(value).startswith("OBJECT")
     parsed = frame.withColumn(_JSON, F.when(is_object, value))
+    infer = declared is None or None in declared.values()
     row = parsed.agg(
-        F.schema_of_variant_agg(_JSON).alias("schema"),
+        F.schema_of_variant_agg(_JSON).alias("schema") if infer else F.lit("").alias("schema"),
         F.count_if(F.col("_value").isNotNull() & F.col(_JSON).isNull()).alias("bad"),
     ).first()
-    fields = top_level_fields(row["schema"] or "") if row is not None else []
+    inferred = {name: _spark_type(vtype)
+                for name, vtype in top_level_fields((row["schema"] if row is not None else None) or "")}
+    fields = list(inferred.items()) if declared is None else [
+        (name, dtype or inferred.get(name, "string")) for name, dtype in declared.items()]
     # Spark resolves column names case-insensitively: compare them that way.
     taken = {c.lower() for c in parsed.columns}
     columns = []
-    for name, vtype in fields:
+    for name, target in fields:
         if name.lower() in taken:  # a JSON key named like a source column: the column wins
             continue
-        columns.append(_field(name, _spark_type(vtype)).alias(name))
+        columns.append(_field(name, target).alias(name))
         taken.add(name.lower())
     for name in dict.fromkeys(wanted):
         if name.lower() not in taken:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sqe.api import load_topology, validate
-from sqe.config.options import coerce
+from sqe.config.options import coerce, render
 from sqe.config.plan import plan_topology
 from sqe.config.registry import REGISTRY, RETIRED, lookup, suggest
 from sqe.config.settings import Settings, load_config, parse_conf_pairs, spark_conf_options
@@ -58,10 +58,18 @@ def test_keytype_matches_case_insensitively(raw):
         ("jw.sqe.spout.kafka.brokers", "[a:1, b:2]", ["a:1", "b:2"]),
         ("jw.sqe.spout.fixed.values", "[[1, x], [2, y]]", [[1, "x"], [2, "y"]]),
         ("jw.sqe.state.redis.datatype", "hash", "HASH"),
+        ("jw.sqe.spout.kafka.brokers", ["[::1]:9092", "SASL_SSL://k.example:9093"],
+         ["[::1]:9092", "SASL_SSL://k.example:9093"]),
+        ("jw.sqe.spout.fields", {"id": "string", "amount": "decimal(10, 2)"},
+         {"id": "string", "amount": "decimal(10, 2)"}),
+        ("jw.sqe.spout.fields", "{id: string, n: bigint}", {"id": "string", "n": "bigint"}),
+        ("jw.sqe.spout.fields", ["id", "n"], {"id": None, "n": None}),
+        ("jw.sqe.spout.fields", "id, n", {"id": None, "n": None}),
     ],
 )
 def test_coercion_accepts_typed_and_string_spellings(key, raw, expected):
     assert coerce(REGISTRY[key], raw, "x") == expected
+    assert coerce(REGISTRY[key], render(REGISTRY[key], expected), "x") == expected
 
 
 @pytest.mark.parametrize(
@@ -77,6 +85,12 @@ def test_coercion_accepts_typed_and_string_spellings(key, raw, expected):
         ("jw.sqe.state.redis.delimiter", 5, "expected a string"),
         ("jw.sqe.spout.kafka.filterReplays.redis.url", "localhost:6379", "redis://"),
         ("jw.sqe.state.kafka.partitionClass", "nope.Nope", "cannot import module 'nope'"),
+        ("jw.sqe.spout.kafka.brokers", "%s", "broker '%s' is not host:port (e.g. kafka-1:9092)"),
+        ("jw.sqe.state.kafka.brokers", "a:1,b", "broker 'b' is not host:port"),
+        ("jw.sqe.state.kafka.brokers", ["a:99999"], "broker 'a:99999' is not host:port"),
+        ("jw.sqe.spout.fields", {"amount": "bigitn"},
+         "field amount: bigitn is not a Spark SQL type; did you mean bigint?"),
+        ("jw.sqe.spout.fields", [1], "expected a map of field name: Spark SQL type"),
     ],
 )
 def test_wrong_types_name_key_value_and_origin(key, raw, text):

@@ -120,15 +120,15 @@ QUERY = ("- Query:\n    insertInto: {objectName: out, fields: [a]}\n"
          "objectName, stateName, stateType, fields, options)"),
         (STREAM + "- Query:\n    insertInto: {objectName: o, fields: [a]}\n"
                   "    select: {expressions: [{Frobnicate: [a]}]}\n    from: {objectName: S}\n",
-         "command 2 (Query) -> select -> expressions -> 0: unknown function Frobnicate; known "
+         "command 2 (Query) -> select -> expression 1: unknown function Frobnicate; known "
          "functions: +, -"),
         (STREAM + "- Query:\n    insertInto: {objectName: o, fields: [a]}\n"
                   "    select: {expressions: [{If: [a, {C: 1}]}]}\n    from: {objectName: S}\n",
-         "command 2 (Query) -> select -> expressions -> 0 -> if: if takes 3 argument(s), got 2"),
+         "command 2 (Query) -> select -> expression 1 -> if: if takes 3 argument(s), got 2"),
         (STREAM + "- Query:\n    insertInto: {objectName: o, fields: [a]}\n"
                   "    select: {expressions: [{formatdate: [{parsedate: [a, {C: [1]}]}, "
                   "{C: x}]}]}\n    from: {objectName: S}\n",
-         "command 2 (Query) -> select -> expressions -> 0 -> formatdate -> argument 1 -> "
+         "command 2 (Query) -> select -> expression 1 -> formatdate -> argument 1 -> "
          "parsedate -> argument 2 -> C: a constant must be a string, number, boolean or null"),
         ("- CreateStream: {streamName: S, objectName: t, spoutName: KAFKA, spoutType: EAGER}\n"
          + QUERY,
@@ -158,6 +158,10 @@ QUERY = ("- Query:\n    insertInto: {objectName: out, fields: [a]}\n"
         (STREAM + STREAM + QUERY, "command 2 (CreateStream) -> streamName: S is already defined"),
         (STREAM.replace("spoutName: KAFKA", "spoutName: KAFKA, options: [1]") + QUERY,
          "command 1 (CreateStream) -> options: expected a map of key: value"),
+        # lists are numbered from 1 everywhere, as commands and arguments are
+        (STREAM + QUERY.replace("fields: [a]", "fields: [a, [b]]").replace(
+            "expressions: [a]", "expressions: [a, a]"),
+         "command 2 (Query) -> insertInto -> field 2: expected a string"),
     ],
 )
 def test_malformed_topologies_name_file_command_and_path(tmp_path, body, message):
@@ -167,6 +171,34 @@ def test_malformed_topologies_name_file_command_and_path(tmp_path, body, message
     text = str(info.value)
     assert text.startswith(f"{path}: ")
     assert message in text, text
+
+
+#: Spark SQL strings that do not parse -> where the error is when the file is loaded.
+SQL_ERRORS = {
+    "select: {expressions: [a, {sql: 'upper(a))'}]}":
+        "select -> expression 2 -> sql: syntax error at column 9 of \"upper(a))\": "
+        "unexpected ')'",
+    "select: {expressions: [a]}\n    where: {And: [{sql: 'a >'}, true]}":
+        "where -> and -> argument 1 -> sql: syntax error at column 3 of \"a >\": incomplete "
+        "expression near '>'",
+    "select: {expressions: [{sql: \"concat(a, 'x)\"}]}":
+        "select -> expression 1 -> sql: syntax error at column 11 of \"concat(a, 'x)\": a "
+        "quote is not closed",
+    "select: {expressions: [{sql: 'a, b'}]}":
+        "select -> expression 1 -> sql: syntax error at column 1 of \"a, b\": expected one "
+        "expression (a list of expressions needs one {sql: ...} each)",
+    "select: {expressions: [{sql: 'a FROM t'}]}":
+        "select -> expression 1 -> sql: syntax error at column 3 of \"a FROM t\": expected one "
+        "expression, not a query (FROM ...)",
+}
+
+
+@pytest.mark.parametrize("select,message", SQL_ERRORS.items())
+def test_spark_sql_syntax_errors_are_located_when_loading(tmp_path, select, message):
+    path = _write(tmp_path, STREAM + QUERY.replace("select: {expressions: [a]}", select))
+    with pytest.raises(TopologyError) as info:
+        load_topology(path)
+    assert info.value.messages == [f"{path}: command 2 (Query) -> {message}"]
 
 
 @pytest.mark.parametrize(
@@ -191,7 +223,7 @@ def test_option_errors_in_commands_are_located(tmp_path, options, message):
 
 
 def test_state_requirements(tmp_path):
-    body = STREAM + (
+    body = STREAM.replace("}", ", deserializer: json}") + (
         "- Query:\n    insertInto:\n      objectName: o\n      stateName: kafka\n"
         "      fields: [a]\n      options: {jw.sqe.state.kafka.keytype: Field}\n"
         "    select: {expressions: [a]}\n    from: {objectName: S}\n"

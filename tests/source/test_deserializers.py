@@ -3,8 +3,8 @@
 ``top_level_fields`` parses the OBJECT type strings of ``schema_of_variant_agg``; ``deserialize``
 with ``json`` types fields per batch (nested values stay VARIANT, all-NULL keys are strings),
 adds NULL string columns for wanted names, never lets a JSON key replace a source column, and
-counts but keeps values that are not JSON.  The Kafka state's ``to_json(struct(...))`` of a
-VARIANT field is checked too.
+counts but keeps values that are not JSON; declared fields are extracted as their declared
+types.  The Kafka state's ``to_json(struct(...))`` of a VARIANT field is checked too.
 """
 
 from __future__ import annotations
@@ -155,6 +155,21 @@ def test_json_wanted_names_missing_from_the_batch_are_null_strings(spark):
     assert types["a"] == "bigint" and types["b"] == "boolean"
     assert [tuple(r) for r in out.frame.select("a", "b", "zeta", "alpha").collect()] == [
         (1, None, None, None), (2, True, None, None)]
+
+
+def test_json_declared_fields_are_extracted_as_their_types_alone(spark):
+    frame = batch(spark, {"id": 7, "amount": "12", "extra": 1}, {"id": "x", "amount": 3.0},
+                  b"not json")
+    out = deserialize(frame, "json", ["id"], {"id": "string", "amount": "bigint", "gone": None})
+    assert out.unparseable_values == 1
+    assert out.frame.columns == ["_value", "_offset", "_key", "id", "amount", "gone"]
+    assert dict(out.frame.dtypes) == {"_value": "binary", "_offset": "bigint",
+                                           "_key": "string", "id": "string",
+                                           "amount": "bigint", "gone": "string"}
+    assert [tuple(r) for r in out.frame.select("id", "amount").collect()] == [
+        ("7", 12), ("x", 3), (None, None)]
+    typed = deserialize(batch(spark, {"v": 1, "w": "a"}), "json", (), {"v": None, "w": "string"})
+    assert typed.frame.dtypes[-2:] == [("v", "bigint"), ("w", "string")]
 
 
 def test_json_keys_never_override_source_columns(spark):
