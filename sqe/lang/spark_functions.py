@@ -95,7 +95,7 @@ class CompileContext:
     warnings: list[tuple[str, Column]] = field(default_factory=list)
     generators: int = 0
 
-    _columns: dict[str, list[T.DataType]] | None = field(default=None, repr=False)
+    _columns: dict[str, list[T.DataType]] | None = field(default=None, init=False, repr=False)
 
     def dtype(self, col: Column) -> T.DataType | None:
         """The Spark type of ``col`` over the input frame (analysis only, no job)."""
