@@ -38,6 +38,7 @@ from sqe.engine.progress import ProgressLog
 from sqe.errors import SourceError, StateError
 from sqe.faults import fault_point
 from sqe.lang.compiler import compile_expression, compile_query
+from sqe.lang.spark_functions import CompileContext
 from sqe.source.deserializers import deserialize
 from sqe.source.replay import filter_replays_frame
 from sqe.wire.columns import CARRIED, TALLY, Tally, carried_offset, data_rows
@@ -183,8 +184,9 @@ class BatchProcessor:
             return
         extra = sink.columns()
         if extra:
-            frame = frame.select("*", *[compile_expression(e, f"{step.where} -> {what}").alias(col)
-                                        for col, (e, what) in extra.items()])
+            ctx = CompileContext(frame)  # the frame's types give SQE's semantics
+            frame = frame.select("*", *[compile_expression(e, f"{step.where} -> {what}", ctx)
+                                        .alias(col) for col, (e, what) in extra.items()])
         report.written[name] = sink.write(frame)
 
     def _done(self, report: BatchReport) -> None:

@@ -5,8 +5,11 @@ translations), never a Python UDF where Spark has a built-in.  Arithmetic
 uses Spark's ``try_*`` forms, so a division by zero or an overflow gives
 NULL for that row instead of failing the whole micro-batch (SQE dropped such
 a row; a NULL lets ``where`` drop it or the sink keep it, as the user
-chooses).  ``=`` is NULL-safe, as SQE's ``Equals`` (``null = null`` is
-true); the other comparisons follow SQL (a NULL operand gives NULL, which
+chooses).  Numbers are promoted as SQE's Clojure arithmetic does (integers
+are longs, a float makes every operand a double), with the types of the
+query's input frame.  ``=`` is NULL-safe, as SQE's ``Equals`` (``null =
+null`` is true), and values of different kinds are unequal (``1 = "Cat"`` is
+false); the other comparisons follow SQL (a NULL operand gives NULL, which
 ``where`` treats as false).
 
 A query whose select mixes plain and aggregate expressions (``Sum``, ``Max``,

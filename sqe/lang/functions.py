@@ -7,14 +7,16 @@ what output field names use (``sum(Embeds)``).  ``aliases`` add spelled-out
 names (``Equals`` for ``=``, the name of SQE's Java class).  How each
 function becomes a Spark Column is the compiler's business, not this
 module's; the catalogue only lets a topology be validated before Spark
-starts.
+starts.  What both compilers (Spark's and the post-filter's) must share about
+a function's meaning lives here too: :func:`whole_match`, SQE's ``RLike``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FunctionSpec", "FUNCTIONS", "find_function", "known_function_names"]
+__all__ = ["FunctionSpec", "FUNCTIONS", "WHOLE_MATCH", "find_function", "known_function_names",
+           "whole_match"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +45,8 @@ _SPECS = [
     FunctionSpec("xor", 1, None, "True when an odd number of arguments are true."),
     FunctionSpec("not", 1, 1, "Negation of a boolean."),
     # comparisons
-    FunctionSpec("=", 2, 2, "Equality of two values (numbers compare across types).",
+    FunctionSpec("=", 2, 2, "Equality of two values (numbers compare across types; "
+                 "a number never equals a string).",
                  aliases=("Equals",)),
     FunctionSpec("!=", 2, 2, "Inequality of two numbers.", aliases=("NotEquals",)),
     FunctionSpec(">", 2, 2, "First number greater than the second.", aliases=("GreaterThan",)),
@@ -53,7 +56,8 @@ _SPECS = [
     FunctionSpec("<=", 2, 2, "First number less than or equal to the second.",
                  aliases=("LessThanEqual",)),
     FunctionSpec("in", 2, None, "First value equals one of the others."),
-    FunctionSpec("rlike", 2, 2, "First value matches the regular expression in the second."),
+    FunctionSpec("rlike", 2, 2, "The whole first value matches the regular expression in "
+                 "the second (Java's Matcher.matches)."),
     # transforms
     FunctionSpec("if", 3, 3, "Second argument when the first is true, else the third."),
     FunctionSpec("parsedate", 2, 2, "Parse a date string with a Java date pattern (UTC)."),
@@ -93,3 +97,26 @@ def find_function(name: str) -> FunctionSpec | None:
 def known_function_names() -> list[str]:
     """Canonical names of every function, in catalogue order."""
     return [s.name for s in _SPECS]
+
+
+#: What a pattern is wrapped in so that a search (Spark's ``regexp_like``, Arrow's
+#: ``match_substring_regex``) matches only the whole text, as SQE's ``RLike`` does (Java's
+#: ``Matcher.matches()``): ``\A`` and ``\z`` are the very start and end of the text (``$``
+#: would also match before a final line break), the group keeps ``a|b`` whole.
+WHOLE_MATCH = ("\\A(?:", ")\\z")
+
+
+def whole_match(pattern: str) -> str:
+    """``pattern`` anchored to match the whole text (a ``\\Q`` quote left open is closed
+    first, or it would swallow the closing anchor)."""
+    i, open_quote = 0, False
+    while i < len(pattern):
+        if pattern.startswith("\\Q", i):
+            end = pattern.find("\\E", i + 2)
+            if end < 0:
+                open_quote = True
+                break
+            i = end + 2
+        else:
+            i += 2 if pattern[i] == "\\" else 1
+    return WHOLE_MATCH[0] + pattern + ("\\E" if open_quote else "") + WHOLE_MATCH[1]

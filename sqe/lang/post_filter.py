@@ -7,9 +7,11 @@ source's record columns (``_filter_value``, ``_value``, ``_key``,
 ``_partition``, ``_offset``, ``_pid``, ...), not the fields of the value,
 which are deserialized later, in Spark.
 
-The functions are SQE's logic, comparisons and ``If``, with SQE's meaning
-(``=`` is NULL-safe, as in the Spark compiler); a NULL result drops the
-message, as ``where`` does.  A Spark SQL string or any other function is a
+The functions are SQE's logic, comparisons and ``If``, with SQE's meaning, as
+in the Spark compiler: ``=`` is NULL-safe and a number never equals a string
+(false, not an error), ``In`` skips values of another kind, ``RLike`` matches
+the whole text (Java's ``matches()``; the pattern runs on RE2 here); a NULL
+result drops the message, as ``where`` does.  A Spark SQL string or any other function is a
 :class:`~sqe.errors.TopologyError` at validation, naming what is allowed.
 
 Example::
@@ -33,6 +35,8 @@ import pyarrow.compute as pc
 
 from sqe.errors import TopologyError
 from sqe.lang.expressions import Constant, Expression, Field, Function, Sql
+from sqe.lang.functions import whole_match
+from sqe.wire.columns import ARROW_SCHEMA
 
 __all__ = ["FILTER_FUNCTIONS", "compile_filter"]
 
@@ -48,6 +52,32 @@ def _null_safe_equal(a: Node, b: Node) -> Node:
     both_null = a.is_null() & b.is_null()
     one_null = a.is_null() | b.is_null()
     return _call("if_else", one_null, both_null, a == b)
+
+
+#: The kind of each record column, as SQE's ``equals`` tells values apart.
+_COLUMN_KINDS = {f.name: "number" if pa.types.is_integer(f.type) else
+                 "string" if pa.types.is_string(f.type) else str(f.type) for f in ARROW_SCHEMA}
+_BOOLEAN = {"and", "or", "xor", "not", "=", "!=", ">", ">=", "<", "<=", "in", "rlike"}
+
+
+def _kind(expr: Expression) -> str | None:
+    """number, string, boolean, null, another Arrow type's name, or None (unknown)."""
+    if isinstance(expr, Field):
+        return _COLUMN_KINDS.get(expr.name)
+    if isinstance(expr, Constant):
+        v = expr.value
+        return ("null" if v is None else "boolean" if isinstance(v, bool)
+                else "string" if isinstance(v, str) else "number")
+    if isinstance(expr, Function) and expr.name in _BOOLEAN:
+        return "boolean"
+    if isinstance(expr, Function) and expr.name == "if":
+        a, b = _kind(expr.args[1]), _kind(expr.args[2])
+        return a if a == b else None
+    return None
+
+
+def _may_equal(a: str | None, b: str | None) -> bool:
+    return a is None or b is None or a == b or "null" in (a, b)
 
 
 def _xor(*args: Node) -> Node:
@@ -98,12 +128,18 @@ def compile_filter(expr: Expression, columns: Sequence[str], where: str = "postF
         here = f"{where} -> {expr.name}"
         if expr.name == "in":
             values = _constants(expr.args[1:], here, "the values after the first")
-            return compile_filter(expr.args[0], columns, here).isin(
-                pa.array([v for v in values if v is not None]))
+            kind = _kind(expr.args[0])
+            kept = [v for a, v in zip(expr.args[1:], values, strict=True)
+                    if v is not None and _may_equal(kind, _kind(a))]
+            value = compile_filter(expr.args[0], columns, here)
+            return value.isin(pa.array(kept)) if kept else pc.scalar(False)
         if expr.name == "rlike":
             (pattern,) = _constants(expr.args[1:], here, "the pattern")
             return _call("match_substring_regex", compile_filter(expr.args[0], columns, here),
-                         options=pc.MatchSubstringOptions(str(pattern)))
+                         options=pc.MatchSubstringOptions(whole_match(str(pattern))))
+        if expr.name == "=" and not _may_equal(*map(_kind, expr.args)):
+            a, b = (compile_filter(x, columns, here) for x in expr.args)
+            return a.is_null() & b.is_null()  # SQE: Integer.equals(String) is false
         build = _BUILDERS.get(expr.name)
         if build is None:
             raise TopologyError(f"{where}: function {expr.name} cannot run in a post-filter; "

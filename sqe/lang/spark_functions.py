@@ -6,10 +6,17 @@ The table (also in the README):
 SQE           Spark
 ============  ==================================================================
 + - * / %     ``try_add`` ``try_subtract`` ``try_multiply`` ``try_divide``
-              ``try_mod`` (NULL on overflow or division by zero)
+              ``try_mod`` (NULL on overflow or division by zero) of operands
+              promoted as SQE's Clojure arithmetic: integers as bigint, all
+              double when one is a float or double; ``/`` is a double
 And Or Not    ``&`` ``|`` ``~``; Xor: the count of true arguments is odd
-= (Equals)    ``<=>`` (NULL-safe, as SQE); != > >= < <=: SQL comparisons
-In, RLike     ``isin``; ``regexp_like`` (SQE: a full match -- anchor the pattern)
+= (Equals)    ``<=>`` of promoted numbers (NULL-safe, as SQE); values of
+              different kinds (a number and a string) are unequal:
+              ``a IS NULL AND b IS NULL``, never a cast error
+!= > >= < <=  SQL comparisons of promoted numbers
+In            ``isin`` of the values of the value's kind (promoted as for =)
+RLike         ``regexp_like(v, '\\A(?:' || pattern || ')\\z')``: the whole value,
+              as Java's ``matches()`` (:func:`~sqe.lang.functions.whole_match`)
 If            ``CASE WHEN c THEN a ELSE b END``
 ParseDate     ``try_to_timestamp(s, pattern)``: NULL (and a counted warning)
               when the text does not parse; UTC
@@ -29,6 +36,12 @@ CreateHll     ``hll_sketch_agg(x, lgConfigK)``; SQE's log2m (default 11) is the
 CreateHllp    lg_k, so the register count, 2**11, and the error match SQE
 ============  ==================================================================
 
+The types come from the input frame (:class:`CompileContext`); without one,
+fields are of unknown type and Spark's own coercion applies.  One difference
+stays: SQE's integer ``/`` is a long when exact and a double otherwise, a Spark
+column has one type, so it is always a double (the README's "Differences from
+SQE").
+
 Date patterns are Java's (``yyyy-MM-dd HH:mm``), which Spark's datetime
 patterns accept; a constant pattern with a letter Spark refuses (week-based
 ``Y w W u e c``) is a :class:`~sqe.errors.TopologyError` at compile time.
@@ -47,7 +60,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sqe.errors import TopologyError
-from sqe.lang.expressions import Constant, Expression
+from sqe.lang.expressions import Constant, Expression, Field
+from sqe.lang.functions import WHOLE_MATCH, whole_match
 from sqe.wire.murmur import hash_bytes
 
 __all__ = ["CompileContext", "DEFAULT_LG_K", "HLL_INPUT_TYPES", "translate"]
@@ -61,6 +75,16 @@ _UNITS_MS = {"second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_
 _REFUSED_LETTERS = "YwWuec"
 
 
+def _constant_type(value: Any) -> T.DataType:
+    if value is None:
+        return T.NullType()
+    if isinstance(value, bool):
+        return T.BooleanType()
+    if isinstance(value, str):
+        return T.StringType()
+    return T.DoubleType() if isinstance(value, float) else T.LongType()
+
+
 @dataclass
 class CompileContext:
     """What compiling one query needs besides the expression: the input frame (for
@@ -71,11 +95,28 @@ class CompileContext:
     warnings: list[tuple[str, Column]] = field(default_factory=list)
     generators: int = 0
 
+    _columns: dict[str, list[T.DataType]] | None = field(default=None, init=False, repr=False)
+
     def dtype(self, col: Column) -> T.DataType | None:
         """The Spark type of ``col`` over the input frame (analysis only, no job)."""
         if self.frame is None:
             return None
         return self.frame.select(col).schema[0].dataType
+
+    def type_of(self, expr: Expression, col: Column) -> T.DataType | None:
+        """The Spark type of argument ``expr`` compiled to ``col``: a constant's from its value,
+        a field's from the frame's schema, others by :meth:`dtype`."""
+        if isinstance(expr, Constant):
+            return _constant_type(expr.value)
+        if isinstance(expr, Field) and self.frame is not None:
+            if self._columns is None:
+                self._columns = {}
+                for f in self.frame.schema.fields:  # Spark resolves names case-insensitively
+                    self._columns.setdefault(f.name.lower(), []).append(f.dataType)
+            found = self._columns.get(expr.name.lower(), [])
+            if len(found) == 1:
+                return found[0]
+        return self.dtype(col)
 
 
 def _constant(expr: Expression, where: str, what: str) -> Any:
@@ -173,6 +214,64 @@ def _hll(ctx: CompileContext, args: list[Expression], cols: list[Column], here: 
     return F.hll_sketch_agg(value, lg_k)
 
 
+_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+
+
+def _kind(kind: T.DataType | None) -> str | None:
+    """What SQE's ``equals`` tells apart: numbers (compared by value across types), strings,
+    dates, ...; ``None`` when unknown (no frame, or VARIANT): Spark's own rules apply."""
+    if kind is None or isinstance(kind, T.VariantType):
+        return None
+    if isinstance(kind, T.NullType):
+        return "null"
+    if isinstance(kind, T.NumericType):
+        return "number"
+    if isinstance(kind, (T.StringType, T.CharType, T.VarcharType)):
+        return "string"
+    if isinstance(kind, (T.TimestampType, T.TimestampNTZType, T.DateType)):
+        return "date"
+    return kind.simpleString()
+
+
+def _may_equal(a: T.DataType | None, b: T.DataType | None) -> bool:
+    ka, kb = _kind(a), _kind(b)
+    return ka is None or kb is None or ka == kb or "null" in (ka, kb)
+
+
+def _promoted(types: list[T.DataType | None], cols: list[Column]) -> list[Column]:
+    """Numbers as SQE's Clojure arithmetic takes them: a float or double makes every operand
+    a double; integers (Integer or Long) are longs; decimals and non-numbers stay as they are."""
+    if not all(isinstance(t, (T.NumericType, T.NullType)) for t in types):
+        return cols
+    if any(isinstance(t, (T.FloatType, T.DoubleType)) for t in types):
+        return [c.cast("double") for c in cols]
+    if all(isinstance(t, (*_INTEGRAL, T.NullType)) for t in types):
+        return [c.cast("bigint") for c in cols]
+    return cols
+
+
+def _equals(types: list[T.DataType | None], cols: list[Column]) -> Column:
+    if not _may_equal(*types):  # SQE: Integer.equals(String) is false; null equals null
+        return cols[0].isNull() & cols[1].isNull()
+    a, b = _promoted(types, cols)
+    return a.eqNullSafe(b)
+
+
+def _in(types: list[T.DataType | None], cols: list[Column]) -> Column:
+    keep = [0, *[i for i in range(1, len(cols)) if _may_equal(types[0], types[i])]]
+    value, *values = _promoted([types[i] for i in keep], [cols[i] for i in keep])
+    return value.isin(*values)  # a value of another kind never equals (none left: false)
+
+
+def _rlike(args: list[Expression], cols: list[Column]) -> Column:
+    value, pattern = cols
+    if isinstance(args[1], Constant) and args[1].value is not None:
+        whole = F.lit(whole_match(str(args[1].value)))
+    else:
+        whole = F.concat(F.lit(WHOLE_MATCH[0]), pattern.cast("string"), F.lit(WHOLE_MATCH[1]))
+    return F.regexp_like(value.cast("string"), whole)
+
+
 _SIMPLE: dict[str, Callable[..., Column]] = {
     "+": F.try_add,
     "-": F.try_subtract,
@@ -183,19 +282,20 @@ _SIMPLE: dict[str, Callable[..., Column]] = {
     "or": lambda *c: reduce(lambda a, b: a | b, c),
     "xor": _xor,
     "not": lambda c: ~c,
-    "=": lambda a, b: a.eqNullSafe(b),
     "!=": lambda a, b: a != b,
     ">": lambda a, b: a > b,
     ">=": lambda a, b: a >= b,
     "<": lambda a, b: a < b,
     "<=": lambda a, b: a <= b,
-    "in": lambda a, *rest: a.isin(*rest),
-    "rlike": lambda v, p: F.regexp_like(v.cast("string"), p),
     "if": lambda c, a, b: F.when(c, a).otherwise(b),
     "formatdate": lambda d, p: F.call_function("date_format", d, p),
     "sum": F.sum,
     "max": F.max,
 }
+
+
+#: Functions whose operands are promoted as SQE's Clojure ``Numbers`` does (:func:`_promoted`).
+_NUMERIC = ("+", "-", "*", "/", "%", "!=", ">", ">=", "<", "<=")
 
 
 def translate(name: str, args: list[Expression], cols: list[Column], ctx: CompileContext,
@@ -224,6 +324,15 @@ def translate(name: str, args: list[Expression], cols: list[Column], ctx: Compil
                                                    lambda k: F.element_at(m, k)), cols[0])
     if name in ("createhll", "createhllp"):
         return _hll(ctx, args, cols, here)
+    if name == "rlike":
+        return _rlike(args, cols)
+    if name in ("=", "in", *_NUMERIC):
+        types = [ctx.type_of(a, c) for a, c in zip(args, cols, strict=True)]
+        if name == "=":
+            return _equals(types, cols)
+        if name == "in":
+            return _in(types, cols)
+        cols = _promoted(types, cols)
     build = _SIMPLE.get(name)
     if build is None:
         raise TopologyError(f"{here}: function {name} has no Spark translation")

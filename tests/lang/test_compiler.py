@@ -31,7 +31,9 @@ PYTHON_UDF_MARKERS = ("BatchEvalPython", "ArrowEvalPython", "PythonUDF", "python
 
 def evaluate(frame, **raws):
     """``{name: [value per row]}`` of each raw SQE expression, rows in the frame's order."""
-    columns = [compile_expression(parse_expression(raw), name).alias(name) for name, raw in raws.items()]
+    ctx = CompileContext(frame)
+    columns = [compile_expression(parse_expression(raw), name, ctx).alias(name)
+               for name, raw in raws.items()]
     rows = frame.select(*columns).collect()
     return {name: [row[name] for row in rows] for name in raws}
 
@@ -105,6 +107,21 @@ def test_arithmetic_aliases_and_constants(numbers):
                    "divide": [None], "modulus": [None], "mod": [3]}
 
 
+def test_arithmetic_types_follow_sqes_java_promotion(spark):
+    frame = spark.createDataFrame([(5, 2, 1.5, 0.25)], "i int, l bigint, f float, d double")
+    exprs = {"ii": {"+": ["i", "i"]}, "il": {"*": ["i", "l"]}, "ic": {"-": ["i", 1]},
+             "mod": {"%": ["i", "l"]}, "ff": {"+": ["f", "f"]}, "fi": {"%": ["f", "i"]},
+             "fd": {"*": ["f", "d"]}, "fc": {"-": ["f", 1]}, "div": {"/": ["i", "i"]}}
+    ctx = CompileContext(frame)
+    out = frame.select(*[compile_expression(parse_expression(r), n, ctx).alias(n)
+                         for n, r in exprs.items()])
+    assert {f.name: f.dataType.simpleString() for f in out.schema.fields} == {
+        "ii": "bigint", "il": "bigint", "ic": "bigint", "mod": "bigint", "ff": "double",
+        "fi": "double", "fd": "double", "fc": "double", "div": "double"}
+    assert out.first().asDict() == {"ii": 10, "il": 10, "ic": 4, "mod": 1, "ff": 3.0,
+                                    "fi": 1.5, "fd": 0.375, "fc": 0.5, "div": 1.0}
+
+
 def test_nested_arithmetic_null_propagates_instead_of_failing(numbers):
     got = evaluate(numbers, v={"+": [{"*": ["a", 2]}, {"/": ["a", "b"]}]})
     assert got["v"][0] == 14 + 3.5
@@ -153,6 +170,29 @@ def test_equals_is_null_safe(pairs):
     assert got["across_types"] == [True, True, False, False, False]
 
 
+def test_equals_and_in_across_kinds_are_false_not_a_cast_error(spark):
+    frame = spark.createDataFrame([(1, "1", 1.0), (None, None, None)], "n bigint, s string, f float")
+    got = evaluate(frame, number_string={"=": ["n", "s"]}, constant={"=": ["n", {"C": "Cat"}]},
+                   string_number={"Equals": ["s", 1]}, float_long={"=": ["f", "n"]},
+                   mixed={"In": ["n", {"C": "1"}, 1]}, none={"In": ["n", {"C": "Cat"}]},
+                   strings={"In": ["s", 1, {"C": "1"}]})
+    # rows: (1, "1", 1.0f) (N, N, N); the string "1" never equals the number 1, as in SQE
+    assert got["number_string"] == [False, True]  # and null = null, whatever the types
+    assert got["constant"] == got["string_number"] == [False, False]
+    assert got["float_long"] == [True, True]
+    assert got["mixed"] == [True, None]
+    assert got["none"] == [False, False]  # no value of the kind left: never in
+    assert got["strings"] == [True, None]
+
+
+def test_numbers_compare_as_sqes_clojure_numbers(spark):
+    frame = spark.createDataFrame([(16777217, 16777216.0)], "i int, f float")
+    got = evaluate(frame, eq={"=": ["i", "f"]}, gt={">": ["i", "f"]}, ne={"!=": ["i", "f"]},
+                   isin={"In": ["i", "f"]})
+    # 16777217 is not a float: Spark alone compares as float (equal), SQE as double
+    assert got == {"eq": [False], "gt": [True], "ne": [True], "isin": [False]}
+
+
 def test_ordering_comparisons_follow_sql_nulls(pairs):
     got = evaluate(pairs, ne={"!=": ["a", "b"]}, gt={">": ["a", "b"]}, ge={">=": ["a", "b"]},
                    lt={"<": ["a", "b"]}, le={"<=": ["a", "b"]}, ne_alias={"NotEquals": ["a", "b"]},
@@ -176,17 +216,30 @@ def test_in_with_several_values(pairs):
     assert got["fields"] == [True, False, False, None, None]
 
 
-def test_rlike_with_a_constant_pattern(spark):
+def test_rlike_matches_the_whole_value_as_sqes_java_matches(spark):
     frame = spark.createDataFrame([("abc", 7), ("ABC", 17), ("xabcx", 70), (None, None)],
                                   "s string, n bigint")
     got = evaluate(frame, anchored={"RLike": ["s", {"C": "^a.c$"}]},
-                   partial={"rlike": ["s", {"C": "b"}]},
-                   case_insensitive={"RLike": ["s", {"C": "(?i)^abc$"}]},
-                   number={"RLike": ["n", {"C": "^7"}]})
+                   partial={"rlike": ["s", {"C": "b"}]}, inside={"RLike": ["s", {"C": ".*b.*"}]},
+                   case_insensitive={"RLike": ["s", {"C": "(?i)abc"}]},
+                   number={"RLike": ["n", {"C": "7"}]})
     assert got["anchored"] == [True, False, False, None]
-    assert got["partial"] == [True, False, True, None]
+    assert got["partial"] == [False, False, False, None]  # "b" is not the whole of "abc"
+    assert got["inside"] == [True, False, True, None]
     assert got["case_insensitive"] == [True, True, False, None]
-    assert got["number"] == [True, False, True, None]  # a number is matched as its text
+    assert got["number"] == [True, False, False, None]  # a number is matched as its text
+
+
+def test_rlike_is_javas_matches_for_alternations_line_breaks_quotes_and_columns(spark):
+    frame = spark.createDataFrame([("ab", "a|ab"), ("abc\n", "abc"), ("a.b", "a.b"),
+                                   ("axb", "a\\.b")], "s string, p string")
+    got = evaluate(frame, alternation={"RLike": ["s", {"C": "a|ab"}]},
+                   line_break={"RLike": ["s", {"C": "abc$"}]},
+                   quoted={"RLike": ["s", {"C": "\\Qa.b"}]}, column={"RLike": ["s", "p"]})
+    assert got["alternation"] == [True, False, False, False]  # "ab" is a whole alternative
+    assert got["line_break"] == [False, False, False, False]  # $ before a final \n: not whole
+    assert got["quoted"] == [False, False, True, False]  # an open \Q quotes to the end
+    assert got["column"] == [True, False, True, False]
 
 
 def test_if_takes_the_else_branch_on_false_and_null(spark):
@@ -309,7 +362,7 @@ def test_selecting_a_carried_column_under_another_name_keeps_both(events):
 def test_chained_queries_keep_the_carried_columns(events):
     first = compile_query(query(fields=["who", "amount"], expressions=["name", "amount"]), events,
                           "q1").frame
-    second = compile_query(query(where={"RLike": ["who", {"C": "^[ab]"}]}, fields=["w"],
+    second = compile_query(query(where={"RLike": ["who", {"C": "[ab].*"}]}, fields=["w"],
                                  expressions=["who"]), first, "q2").frame
     assert second.columns == ["w", *CARRIED]
     assert [tuple(r) for r in second.collect()] == [("ann", 1, 0, 10), ("bob", 1, 0, 11)]
