@@ -256,7 +256,7 @@ def _roundtrip(endpoint: RedisEndpoint, consumer: str) -> None:
     assert store.commit(1, {(7, 1): 42})
     snapshot = store.load()
     assert snapshot.batch_id == 1 and snapshot.hwm == {(7, 1): 42, (7, 2): 5}
-    assert store.reset() >= 3
+    assert store.reset() >= 1  # the marks (the batch id stays)
     assert store.load().hwm == {}
     store.client.close()
 
@@ -446,7 +446,7 @@ def test_secured_run_passes_properties_and_leaks_no_secret(kafka_bootstrap, kafk
 def test_run_warns_without_persistence_and_fails_in_one_line_on_a_wrong_password(
         spark, kafka_bootstrap, kafka_topic, password_redis, tmp_path, caplog):
     from sqe.engine.runner import run_topology
-    from sqe.errors import RunError
+    from sqe.errors import SqeError
 
     source = kafka_topic(1, "src")
     produce(kafka_bootstrap, source, _records(5)[:5])
@@ -466,7 +466,7 @@ def test_run_warns_without_persistence_and_fails_in_one_line_on_a_wrong_password
 
     bad = {**conf, "jw.sqe.spout.kafka.filterReplays.redis.password": "Wrong-pw-9",
            "jw.sqe.state.redis.password": "Wrong-pw-9"}
-    with pytest.raises(RunError) as err:
+    with pytest.raises(SqeError) as err:  # when the run looks at its stores, before reading
         run_topology(plan_topology(load_topology(topo), conf=bad), spark, "pw", tmp_path / "b",
                      "once")
     text = str(err.value)
