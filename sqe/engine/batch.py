@@ -13,8 +13,11 @@ Per micro-batch ``K`` of a stream (consumer ``<topology>.<stream>``):
 3. count what the source read and find the new high-water marks, one Spark job
    over the cached batch;
 4. stamp each record with its StreamMetadata (this stream's pid, the source
-   partition and offset), deserialize, run the queries in file order and write
-   each query's state through its sink (:mod:`state.sink`: open, holds, write);
+   partition and offset), deserialize (a JSON stream without declared fields: on the
+   first batch with JSON records, a field the queries read that no record holds stops
+   the run before anything is written, naming the closest key), run the queries in
+   file order and write each query's state through its sink (:mod:`state.sink`:
+   open, holds, write);
 5. commit: every sink's part, then the new HWMs with batch id ``K`` (and the rows
    the sinks staged) in one atomic step; close the sinks.
 
@@ -24,6 +27,7 @@ appended to the progress file and kept for the caller.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import time
 
@@ -35,11 +39,12 @@ from sqe.engine.batch_report import BatchReport
 from sqe.engine.checkpoint import StreamCheckpoint
 from sqe.engine.pipeline import QueryStep, StreamPipeline
 from sqe.engine.progress import ProgressLog
-from sqe.errors import SourceError, StateError
+from sqe.errors import SourceError, StateError, TopologyError
 from sqe.faults import fault_point
 from sqe.lang.compiler import compile_expression, compile_query
+from sqe.lang.references import query_references
 from sqe.lang.spark_functions import CompileContext
-from sqe.source.deserializers import deserialize
+from sqe.source.deserializers import Deserialized, deserialize
 from sqe.source.replay import filter_replays_frame
 from sqe.wire.columns import CARRIED, TALLY, Tally, carried_offset, data_rows
 from state.hwm import HwmSnapshot, HwmStore
@@ -63,6 +68,7 @@ class BatchProcessor:
         self.base = base  # the id the stores count this checkpoint's batch 0 as
         self.failure: BaseException | None = None
         self.busy = False  # a batch is being processed
+        self._fields_checked = False  # the JSON fields the queries read were looked for
 
     def __call__(self, rows: DataFrame, batch_id: int) -> None:
         self.busy = True
@@ -145,6 +151,8 @@ class BatchProcessor:
             kind = "json" if self.p.fixed is not None else self.p.stream.deserializer
             declared = self.p.settings.declared_fields if self.p.fixed is None else None
             des = deserialize(stamped, kind, self.p.wanted_fields, declared)
+            if kind == "json" and declared is None and self.p.fixed is None:
+                self._check_fields(des)
             report.unparseable_values = des.unparseable_values
             frames = {self.p.stream.streamName: des.frame}
             for step in self.p.steps:
@@ -171,6 +179,27 @@ class BatchProcessor:
             for sink in opened:
                 sink.close()
             frame.unpersist()
+
+    def _check_fields(self, des: Deserialized) -> None:
+        """On the first batch with JSON records, a field the queries read that none holds
+        stops the run before anything is written (its name is likely misspelt)."""
+        if self._fields_checked or not des.present:
+            return
+        self._fields_checked = True
+        for step in self.p.steps:
+            if step.query.from_.objectName != self.p.stream.streamName:
+                continue
+            for ref in query_references(step.query):
+                if ref.name in des.missing:
+                    close = difflib.get_close_matches(ref.name, des.present, n=1, cutoff=0.6)
+                    hint = f"; did you mean {close[0]}?" if close else (
+                        f" (its records hold {', '.join(des.present[:12])})")
+                    raise TopologyError(
+                        f"{step.where} -> {' -> '.join(ref.place)}: no record of the first "
+                        f"batch of stream {self.p.stream.streamName} (topic "
+                        f"{self.p.stream.objectName}) has a field {ref.name}{hint}; the run "
+                        "stops before writing anything. Declare the stream's fields "
+                        "(jw.sqe.spout.fields) to allow a field that is often absent")
 
     def _write(self, step: QueryStep, frame: DataFrame, batch: Batch,
                report: BatchReport) -> None:

@@ -37,6 +37,10 @@ class Deserialized:
 
     frame: DataFrame
     unparseable_values: int
+    #: the JSON fields the batch's records hold (inferred; empty when fields are declared)
+    present: tuple[str, ...] = ()
+    #: fields asked for that no record of the batch holds (made NULL)
+    missing: tuple[str, ...] = ()
 
 
 def top_level_fields(object_type: str) -> list[tuple[str, str]]:
@@ -128,9 +132,12 @@ def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
             continue
         columns.append(_field(name, target).alias(name))
         taken.add(name.lower())
+    missing = []
     for name in dict.fromkeys(wanted):
         if name.lower() not in taken:
             columns.append(F.lit(None).cast("string").alias(name))
             taken.add(name.lower())
+            missing.append(name)
     out = parsed.select(*[parsed[c] for c in frame.columns], *columns)
-    return Deserialized(out, int(row["bad"]) if row is not None else 0)
+    return Deserialized(out, int(row["bad"]) if row is not None else 0, tuple(inferred),
+                        tuple(missing))

@@ -14,7 +14,7 @@ import yaml
 from sqe.cli.local_services import free_port, start_local_kafka, start_local_redis
 from sqe.config.plan import plan_topology
 from sqe.engine.runner import run_topology
-from sqe.errors import SqeError
+from sqe.errors import RunError, SqeError
 from sqe.lang.topology import load_topology
 from sqe.wire.keys import StreamMetadata
 from tests.support.kafka_io import produce, read_topic
@@ -225,3 +225,19 @@ def test_runtime_mode_processes_what_arrives_then_stops(spark, kafka_bootstrap, 
                  runtime=15, on_start=queries.extend)
     assert not queries[0].isActive
     assert [r.value for r in read_topic(kafka_bootstrap, dest)] == [b"0", b"1", b"2"]
+
+
+def test_a_field_no_record_of_the_first_batch_holds_stops_the_run_before_it_writes(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    source, dest = kafka_topic(1, "in"), kafka_topic(1, "out")
+    path = _topology(tmp_path, source, dest)
+    path.write_text(path.read_text().replace("- amount\n", "- amout\n"))  # a misspelt field
+    produce(kafka_bootstrap, source, [(_key(o), json.dumps({"id": o, "amount": o * 10}).encode(),
+                                       0) for o in range(3)])
+    with pytest.raises(RunError, match=r"topology.yaml: command 2 \(Query\) -> select -> "
+                                       r"expression 2: no record of the first batch of stream In "
+                                       rf"\(topic {source}\) has a field amout; did you mean "
+                                       r"amount\?; the run stops before writing anything"):
+        run_topology(_plan(path, kafka_bootstrap, redis_url), spark, "typo", tmp_path / "ck",
+                     "once")
+    assert read_topic(kafka_bootstrap, dest) == []
