@@ -21,6 +21,7 @@ from sqe.cli import report as summary
 from sqe.cli.demo import run_demo
 from sqe.cli.local_services import start_local_kafka, start_local_redis
 from sqe.cli.sample_events import produce_events
+from sqe.config.logs import set_log_level
 from sqe.config.options import Option
 from sqe.config.registry import CLIENT_PROPERTIES, REGISTRY, RETIRED
 from sqe.config.secrets import mask_value
@@ -66,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     logging.basicConfig(level=logging.INFO, format="sqe: %(message)s", stream=sys.stderr)
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    set_log_level(args.log_level)
     spark = build_session(f"sqe {topology.name}", plan.spark_conf)
     if not args.verbose:
         quiet_failure_traces(spark)

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 from sqe import __version__
 from sqe.cli import commands, reset
+from sqe.config.logs import LEVELS
 from sqe.errors import SqeError
 
 __all__ = ["main"]
@@ -66,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--resume-from-store", action="store_true",
                    help="on an empty checkpoint: start where the stores' last commits end "
                    "(their offsets), as the lost checkpoint would have")
+    r.add_argument("--log-level", choices=list(LEVELS), default="quiet",
+                   help="how much librdkafka and Spark say (default quiet: SQE's own lines and "
+                   "Spark's errors; repeated lines are collapsed)")
     r.add_argument("--verbose", action="store_true",
                    help="keep Spark's stack traces of a failure (it is always reported as a "
                    "sentence)")

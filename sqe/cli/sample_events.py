@@ -11,10 +11,10 @@ import json
 import random
 from collections.abc import Iterator
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sqe.config.kafka_client import error_text, producer_conf
+from sqe.config.kafka_client import error_text, new_producer, producer_conf
 from sqe.errors import SourceError
 
 __all__ = ["REGIONS", "sample_events", "produce_events"]
@@ -41,7 +41,7 @@ def produce_events(brokers: str, topic: str, count: int, partitions: int = 3, se
     except KafkaException as exc:
         raise SourceError(f"cannot create topic {topic} on {brokers}: {error_text(exc)}") from None
     failures: list[str] = []
-    producer = Producer(producer_conf(brokers))
+    producer = new_producer(producer_conf(brokers), "sample events")
     for event in sample_events(count, seed, start):
         while True:
             try:

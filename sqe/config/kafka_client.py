@@ -24,6 +24,7 @@ from typing import Any, Literal, cast
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from sqe.config.logs import kafka_logger
 from sqe.config.secrets import mask_value, scrub
 from sqe.errors import SourceError
 
@@ -122,13 +123,15 @@ def _logged(client: Any, kind: str, role: str, conf: Mapping[str, Any]) -> Any:
 
 
 def new_consumer(conf: Mapping[str, Any], role: str) -> Any:
-    """A confluent-kafka ``Consumer`` built with ``conf`` (``role`` names it in the client log)."""
-    return _logged(Consumer(dict(conf)), "consumer", role, conf)
+    """A confluent-kafka ``Consumer`` built with ``conf`` (``role`` names it in the client log);
+    librdkafka's own lines go to :func:`~sqe.config.logs.kafka_logger`."""
+    return _logged(Consumer({**conf, "logger": kafka_logger()}), "consumer", role, conf)
 
 
 def new_producer(conf: Mapping[str, Any], role: str) -> Any:
-    """A confluent-kafka ``Producer`` built with ``conf`` (``role`` names it in the client log)."""
-    return _logged(Producer(dict(conf)), "producer", role, conf)
+    """A confluent-kafka ``Producer`` built with ``conf`` (``role`` names it in the client log);
+    librdkafka's own lines go to :func:`~sqe.config.logs.kafka_logger`."""
+    return _logged(Producer({**conf, "logger": kafka_logger()}), "producer", role, conf)
 
 
 class Sender:
@@ -218,7 +221,8 @@ def read_all(brokers: str | Iterable[str], topic: str, timeout: float = 30.0) ->
     end offset is a :class:`~sqe.errors.SourceError` naming it."""
 
 
-    consumer = Consumer(consumer_conf(brokers, f"sqe-read-{uuid.uuid4().hex}", quiet=True))
+    consumer = new_consumer(consumer_conf(brokers, f"sqe-read-{uuid.uuid4().hex}", quiet=True),
+                            "reader of a whole topic")
     try:
         meta = consumer.list_topics(topic, timeout=timeout).topics[topic]
         for p in sorted(meta.partitions):

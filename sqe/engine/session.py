@@ -12,10 +12,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from sqe.config.logs import LOG_LEVEL_ENV, log_level, spark_log_level
 from sqe.config.secrets import SPARK_REDACTION_REGEX
 from sqe.engine.prereq import require_java
 
@@ -39,6 +42,30 @@ REDACTION_DEFAULTS: Mapping[str, str] = {
 }
 
 
+_LOG4J = """\
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = stderr
+appender.console.type = Console
+appender.console.name = stderr
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark: %p %c{{1}}: %m%n%ex
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = {level}
+"""
+
+
+def _log4j_options(level: str) -> str:
+    """The driver's JVM options that make log4j start at ``level`` (Spark's defaults print
+    WARN lines while the JVM starts, before any session could change its level)."""
+    path = Path(tempfile.gettempdir()) / f"sqe-log4j2-v4-{level.lower()}.properties"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(_LOG4J.format(level=level))
+        tmp.replace(path)
+    return f"-Dlog4j2.configurationFile={path.as_uri()}"
+
+
 def build_session(
     app_name: str = "sqe",
     conf: Mapping[str, str] | None = None,
@@ -48,7 +75,8 @@ def build_session(
 
     ``master`` defaults to ``local[*]`` when no master is configured (not under
     ``spark-submit``); ``conf`` (e.g. a config file's ``Spark:`` map) wins over
-    :data:`LOCAL_DEFAULTS`.
+    :data:`LOCAL_DEFAULTS`.  Spark logs at the level of :mod:`sqe.config.logs` (errors only
+    by default), from the start of a local JVM on.
     """
     require_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -61,10 +89,15 @@ def build_session(
         builder = builder.master("local[*]")
         for key, value in LOCAL_DEFAULTS.items():
             builder = builder.config(key, value)
-    for key, value in {**REDACTION_DEFAULTS, **(conf or {})}.items():
+    given = {**REDACTION_DEFAULTS, f"spark.executorEnv.{LOG_LEVEL_ENV}": log_level(),
+             **(conf or {})}
+    if not submitted:  # the JVM starts here: it can start quiet
+        java = given.get("spark.driver.extraJavaOptions", "")
+        given["spark.driver.extraJavaOptions"] = f"{_log4j_options(spark_log_level())} {java}"
+    for key, value in given.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("WARN")
+    session.sparkContext.setLogLevel(spark_log_level())
     return session
 
 
