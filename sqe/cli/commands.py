@@ -13,6 +13,7 @@ import shlex
 import signal
 import sys
 import threading
+from pathlib import Path
 
 import redis
 
@@ -27,6 +28,8 @@ from sqe.config.registry import CLIENT_PROPERTIES, REGISTRY, RETIRED
 from sqe.config.secrets import mask_value
 from sqe.config.settings import Settings, load_config, parse_conf_pairs
 from sqe.config.views import StreamSettings
+from sqe.engine.checkpoint import CheckpointFiles
+from sqe.engine.lock import CheckpointLock
 from sqe.engine.recovery import Rerun
 from sqe.engine.session import build_session, quiet_failure_traces
 from sqe.errors import RunError, RunStopped, SourceError, SqeError, StateError
@@ -68,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="sqe: %(message)s", stream=sys.stderr)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     set_log_level(args.log_level)
+    held = _held_elsewhere(args.checkpoint or str(Path("checkpoints") / topology.name))
+    if held:  # say so at once, before a JVM starts
+        print(f"error: {topology.path}: {held}", file=sys.stderr)
+        return 1
     spark = build_session(f"sqe {topology.name}", plan.spark_conf)
     if not args.verbose:
         quiet_failure_traces(spark)
@@ -87,6 +94,14 @@ def run(args: argparse.Namespace) -> int:
           f"read, {result.replays_dropped} replays dropped, {result.rows_written} rows written")
     print(f"progress of every batch: sqe report {result.checkpoint}")
     return 0
+
+
+def _held_elsewhere(checkpoint: str) -> str | None:
+    """Who holds ``checkpoint``, when it is on this machine and another run holds it (the run
+    itself takes the lock; this only answers early)."""
+    if "://" in checkpoint or "PYSPARK_GATEWAY_PORT" in os.environ:  # remote: the run decides
+        return None
+    return CheckpointLock(CheckpointFiles(None, os.path.abspath(checkpoint))).holder()
 
 
 def _stop_on_signals() -> tuple[threading.Event, list[int]]:

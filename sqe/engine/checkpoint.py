@@ -3,8 +3,8 @@
 Spark keeps, per stream (``<checkpoint>/<streamName>``), ``offsets/<batch>``:
 the source offsets each batch ends at, written before the batch runs, and
 ``commits/<batch>``, written once it is done.  SQE reads them, and writes its
-own files, through the session's Hadoop FileSystem, so a checkpoint on a local
-disk, HDFS or S3 is read the same way:
+own files, on a local disk directly and elsewhere (HDFS, S3) through the session's
+Hadoop FileSystem:
 
 * ``<streamName>/sqe-batch-base``: the id the stores count this checkpoint's
   batch 0 as (absent: 0).  A checkpoint that resumed from the stores' commits, or
@@ -16,7 +16,9 @@ disk, HDFS or S3 is read the same way:
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
@@ -35,26 +37,44 @@ def local_checkpoint(spark: SparkSession, location: str) -> str:
     return os.path.abspath(location) if default.startswith("file:") else location
 
 
-class CheckpointFiles:
-    """Files under one directory, through the session's Hadoop FileSystem."""
+def _local_path(spark: SparkSession | None, location: str) -> Path | None:
+    """``location`` on this machine's disk, or None when it is on a remote file system."""
+    if location.startswith("file:"):
+        return Path(urlsplit(location).path)
+    if "://" in location:
+        return None
+    if spark is not None:
+        default = spark._jsc.hadoopConfiguration().get("fs.defaultFS") or "file:///"
+        if not default.startswith("file:"):
+            return None
+    return Path(location).absolute()
 
-    def __init__(self, spark: SparkSession, location: str) -> None:
+
+class CheckpointFiles:
+    """Files under one directory: on a local disk through Python, elsewhere (HDFS, S3)
+    through the session's Hadoop FileSystem."""
+
+    def __init__(self, spark: SparkSession | None, location: str) -> None:
         self.location = location.rstrip("/")
-        self._jvm: Any = spark._jvm
-        self._fs = self._path("").getFileSystem(spark._jsc.hadoopConfiguration())
+        self._local = _local_path(spark, self.location)
+        if self._local is None:
+            if spark is None:
+                raise ValueError(f"checkpoint {location} is not on this machine: reading it "
+                                 "needs the Spark session")
+            self._jvm: Any = spark._jvm
+            self._fs = self._path("").getFileSystem(spark._jsc.hadoopConfiguration())
 
     def _path(self, name: str) -> Any:
         return self._jvm.org.apache.hadoop.fs.Path(f"{self.location}/{name}" if name
                                                    else self.location)
 
-    def local(self, name: str) -> str | None:
-        """The path of ``name`` on this machine's disk, or None on a remote file system."""
-        if self._fs.getUri().getScheme() != "file":
-            return None
-        return str(self._fs.makeQualified(self._path(name)).toUri().getPath())
-
     def read(self, name: str) -> str | None:
         """The text of file ``name``, or None when there is none."""
+        if self._local is not None:
+            try:
+                return (self._local / name).read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return None
         path = self._path(name)
         if not self._fs.exists(path):
             return None
@@ -66,6 +86,9 @@ class CheckpointFiles:
 
     def names(self, folder: str) -> list[str]:
         """The names in ``folder`` (none when it is missing)."""
+        if self._local is not None:
+            where = self._local / folder
+            return [p.name for p in where.iterdir()] if where.is_dir() else []
         path = self._path(folder)
         if not self._fs.exists(path):
             return []
@@ -73,6 +96,13 @@ class CheckpointFiles:
 
     def write(self, name: str, text: str) -> None:
         """Write ``text`` as file ``name``, replacing it."""
+        if self._local is not None:
+            target = self._local / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(target)
+            return
         out = self._fs.create(self._path(name), True)
         try:
             out.write(bytearray(text.encode("utf-8")))
@@ -82,11 +112,11 @@ class CheckpointFiles:
     def create(self, name: str, text: str) -> bool:
         """Write ``text`` as file ``name`` unless it exists; False when it existed (atomic on a
         local disk and on HDFS)."""
-        local = self.local(name)
-        if local is not None:
-            os.makedirs(os.path.dirname(local), exist_ok=True)
+        if self._local is not None:
+            target = self._local / name
+            target.parent.mkdir(parents=True, exist_ok=True)
             try:
-                fd = os.open(local, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                fd = os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
                 return False
             with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -108,13 +138,16 @@ class CheckpointFiles:
 
     def delete(self, name: str) -> None:
         """Delete file ``name`` if it is there."""
+        if self._local is not None:
+            (self._local / name).unlink(missing_ok=True)
+            return
         self._fs.delete(self._path(name), False)
 
 
 class StreamCheckpoint:
     """One stream's checkpoint directory (``<checkpoint>/<streamName>``)."""
 
-    def __init__(self, spark: SparkSession, location: str) -> None:
+    def __init__(self, spark: SparkSession | None, location: str) -> None:
         self.files = CheckpointFiles(spark, location)
 
     @property

@@ -80,6 +80,16 @@ class CheckpointLock:
             return not _alive(int(holder.get("pid", 0)))
         return time.time() - float(holder.get("heartbeat", 0)) > STALE_SECONDS
 
+    def holder(self) -> str | None:
+        """Who holds the checkpoint now, as a sentence, or None when nobody (still) does."""
+        holder = self._holder()
+        if holder is None or self._gone(holder):
+            return None
+        return (f"checkpoint {self.files.location} is in use by the run of PID "
+                f"{holder.get('pid')} on {holder.get('host')} since {holder.get('since')}; "
+                "one run at a time may use a checkpoint: stop that run first, or give this "
+                "one another --checkpoint")
+
     def acquire(self) -> None:
         """Hold the checkpoint, or raise :class:`RunError` naming the run that holds it."""
         for _ in range(3):
@@ -90,11 +100,7 @@ class CheckpointLock:
             if holder is None:
                 continue  # released meanwhile
             if not self._gone(holder):
-                raise RunError(
-                    f"checkpoint {self.files.location} is in use by the run of PID "
-                    f"{holder.get('pid')} on {holder.get('host')} since {holder.get('since')}; "
-                    "one run at a time may use a checkpoint: stop that run first, or give "
-                    "this one another --checkpoint")
+                raise RunError(self.holder() or f"checkpoint {self.files.location} is in use")
             self.files.delete(LOCK_FILE)  # its holder is gone: take it over
         raise RunError(f"checkpoint {self.files.location}: another run took its lock over at "
                        "the same time; try again")

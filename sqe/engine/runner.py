@@ -125,10 +125,15 @@ def _raise_failure(queries: list[StreamingQuery]) -> None:
             raise cast(BaseException, failure)
 
 
-def _default_rerun(flags: dict[str, str | None]) -> str:
-    return "the same run with " + ", ".join(
-        f"{k.lstrip('-').replace('-', '_')}={'True' if v is None else repr(v)}"
-        for k, v in flags.items())
+def _default_rerun(plan: TopologyPlan) -> Rerun:
+    def hint(flags: dict[str, str | None]) -> str:
+        if "reset" in flags:
+            return f"sqe reset {plan.topology.path} --name {plan.topology.name}"
+        return "the same run with " + ", ".join(
+            f"{k.lstrip('-').replace('-', '_')}={'True' if v is None else repr(v)}"
+            for k, v in flags.items())
+
+    return hint
 
 
 @dataclass
@@ -198,7 +203,7 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
     lock.acquire()
     try:
         return _run(plan, spark, name, root, mode, runtime, on_start, resume,
-                    rerun or _default_rerun, stop)
+                    rerun or _default_rerun(plan), stop)
     finally:
         lock.release()
 

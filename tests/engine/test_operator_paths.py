@@ -190,7 +190,9 @@ def test_one_run_per_checkpoint_and_a_signal_stops_it_cleanly(cli, sig, code):
     proc, log = cli.start("--checkpoint", "ck")
     try:
         _wait_for(lambda: (ck / "Enriched" / "commits" / "0").exists(), "first batch", proc)
+        started = time.monotonic()
         second = cli.sqe_run("--checkpoint", "ck")
+        assert time.monotonic() - started < 10, "the second run did not refuse at once"
         assert second.returncode == 1 and "Traceback" not in second.stderr
         assert re.search(rf"checkpoint {re.escape(str(ck))} is in use by the run of PID "
                          rf"{proc.pid} on \S+ since \S+; one run at a time", second.stderr)
@@ -205,6 +207,8 @@ def test_one_run_per_checkpoint_and_a_signal_stops_it_cleanly(cli, sig, code):
         'sqe: load stopped: Enriched after batch 0 (the next run starts at offsets {"0": 40})')
     assert not (ck / "sqe-run.lock").exists()
     _once_each(cli.stores(), 40)
+    if sig != signal.SIGINT:
+        return
     # A lock its holder left behind (a dead PID on this host) is taken over.
     (ck / "sqe-run.lock").write_text(json.dumps({"host": os.uname().nodename, "pid": 2**22 + 7,
                                                  "since": "2026-01-01T00:00:00+00:00",
