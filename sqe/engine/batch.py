@@ -32,6 +32,7 @@ import logging
 import time
 
 import redis
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -41,7 +42,7 @@ from sqe.engine.pipeline import QueryStep, StreamPipeline
 from sqe.engine.progress import ProgressLog
 from sqe.errors import SourceError, StateError, TopologyError
 from sqe.faults import fault_point
-from sqe.lang.compiler import compile_expression, compile_query
+from sqe.lang.compiler import analysis_error, compile_expression, compile_query
 from sqe.lang.references import query_references
 from sqe.lang.spark_functions import CompileContext
 from sqe.source.deserializers import Deserialized, deserialize
@@ -214,8 +215,12 @@ class BatchProcessor:
         extra = sink.columns()
         if extra:
             ctx = CompileContext(frame)  # the frame's types give SQE's semantics
-            frame = frame.select("*", *[compile_expression(e, f"{step.where} -> {what}", ctx)
-                                        .alias(col) for col, (e, what) in extra.items()])
+            for col, (e, what) in extra.items():
+                try:
+                    frame = frame.select("*", compile_expression(e, f"{step.where} -> {what}",
+                                                                 ctx).alias(col))
+                except AnalysisException as exc:
+                    raise analysis_error(f"{step.where} -> {what}", exc) from None
         report.written[name] = sink.write(frame)
 
     def _done(self, report: BatchReport) -> None:

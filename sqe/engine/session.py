@@ -23,7 +23,7 @@ from sqe.config.secrets import SPARK_REDACTION_REGEX
 from sqe.engine.prereq import require_java
 
 __all__ = ["build_session", "quiet_failure_traces", "LOCAL_DEFAULTS", "REDACTION_DEFAULTS",
-           "FAILURE_LOGGERS"]
+           "FAILURE_LOGGERS", "PYTHON_FAILURE_LOGGERS"]
 
 #: Spark conf for a local session when nothing else is given.
 LOCAL_DEFAULTS: Mapping[str, str] = {
@@ -111,6 +111,10 @@ FAILURE_LOGGERS = (
 )
 
 
+#: PySpark's loggers that print an analysis error with the JVM's stack trace as one JSON line.
+PYTHON_FAILURE_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
 def quiet_failure_traces(spark: SparkSession) -> None:
     """Silence the JVM and py4j loggers that repeat a failure as a stack trace.
 
@@ -125,3 +129,5 @@ def quiet_failure_traces(spark: SparkSession) -> None:
     for name in FAILURE_LOGGERS:
         configurator.setLevel(name, off)
     logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
+    for name in PYTHON_FAILURE_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 10)

@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -43,7 +44,8 @@ from sqe.lang.spark_functions import CompileContext, translate
 from sqe.lang.topology import Query
 from sqe.wire.columns import CARRIED, field_column
 
-__all__ = ["CompiledQuery", "aggregates_of", "compile_expression", "compile_query"]
+__all__ = ["CompiledQuery", "aggregates_of", "analysis_error", "compile_expression",
+           "compile_query"]
 
 
 def compile_expression(expr: Expression, where: str = "expression",
@@ -107,7 +109,40 @@ def aggregates_of(query: Query) -> dict[str, str]:
 
 def compile_query(query: Query, frame: DataFrame, where: str) -> CompiledQuery:
     """``frame`` filtered by ``where`` and projected to ``insertInto.fields`` (plus the
-    carried columns), grouped when the query aggregates, with its warning counters."""
+    carried columns), grouped when the query aggregates, with its warning counters.  What
+    Spark cannot analyse (a ``{sql: ...}`` over a column of the wrong type, a function
+    sqlglot knows but Spark lacks) is a TopologyError naming the expression."""
+    try:
+        return _compile_query(query, frame, where)
+    except AnalysisException as exc:
+        raise _located(query, frame, where, exc) from None
+
+
+def analysis_error(where: str, exc: AnalysisException) -> TopologyError:
+    """Spark's analysis error of the expression at ``where``, as a located sentence."""
+    return TopologyError(f"{where}: Spark cannot compile it: {exc.getMessage()}")
+
+
+def _located(query: Query, frame: DataFrame, where: str, exc: AnalysisException
+             ) -> TopologyError:
+    """The expression of ``query`` Spark cannot analyse, found by trying each on its own (only
+    when the query failed, so a good query pays nothing for it)."""
+    parts: list[tuple[str, Expression]] = [
+        (f"select -> expression {i + 1}", e.args[0] if is_aggregate(e) and e.args else e)
+        for i, e in enumerate(query.select.expressions)]
+    if query.where is not None:
+        parts.insert(0, ("where", query.where))
+    for place, expr in parts:
+        here = f"{where} -> {place}"
+        try:
+            col = compile_expression(expr, here, CompileContext(frame))
+            frame.where(col) if place == "where" else frame.select(col)
+        except AnalysisException as inner:
+            return analysis_error(here, inner)
+    return analysis_error(where, exc)
+
+
+def _compile_query(query: Query, frame: DataFrame, where: str) -> CompiledQuery:
     warnings: list[tuple[DataFrame, str, Column]] = []
     if query.where is not None:
         wctx = CompileContext(frame)

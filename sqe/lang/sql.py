@@ -9,7 +9,9 @@ expression or a clause such as ``FROM`` is not).  A string that does not parse i
 ``column N`` or ``line L, column N``).  The columns are the names the string reads from
 its frame: the first part of ``s.field`` (``s``), not lambda variables (``x -> x + 1``),
 columns of a subquery, or SQL's functions without parentheses (``current_date``,
-``user``, ...).
+``user``, ...).  A call of a function that is not one of Spark's built-ins
+(:data:`~sqe.lang.spark_names.SPARK_FUNCTIONS`) is refused the same way, naming the
+closest built-in; a catalog-qualified ``db.f(...)`` is left to Spark.
 
 Example::
 
@@ -19,10 +21,15 @@ Example::
     Traceback (most recent call last):
     ...
     sqe.lang.sql.SqlSyntaxError: syntax error at column 14: unexpected ')'
+    >>> sql_columns("uppr(region)")
+    Traceback (most recent call last):
+    ...
+    sqe.lang.sql.SqlSyntaxError: unknown function at column 1: uppr; did you mean upper?
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -30,6 +37,8 @@ from functools import lru_cache
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
+
+from sqe.lang.spark_names import SPARK_FUNCTIONS
 
 __all__ = ["NILADIC", "SqlColumn", "SqlSyntaxError", "position", "sql_columns"]
 
@@ -52,12 +61,15 @@ class SqlColumn:
 
 
 class SqlSyntaxError(ValueError):
-    """An SQL string that is not one Spark SQL expression; ``offset`` is where (0-based)."""
+    """An SQL string that is not one Spark SQL expression; ``offset`` is where (0-based),
+    ``kind`` what is wrong there (``syntax error``, ``unknown function``)."""
 
-    def __init__(self, text: str, offset: int, problem: str) -> None:
+    def __init__(self, text: str, offset: int, problem: str, kind: str = "syntax error"
+                 ) -> None:
         self.offset = offset
         self.problem = problem
-        super().__init__(f"syntax error at {position(text, offset)}: {problem}")
+        self.kind = kind
+        super().__init__(f"{kind} at {position(text, offset)}: {problem}")
 
 
 def position(text: str, offset: int) -> str:
@@ -122,7 +134,22 @@ def _parse(text: str) -> exp.Select:
         clause = re.search(rf"\b{extra[0]}\b", text, re.IGNORECASE)
         raise SqlSyntaxError(text, clause.start() if clause else 0,
                              f"expected one expression, not a query ({extra[0]} ...)")
+    _check_functions(text, tree)
     return tree
+
+
+def _check_functions(text: str, tree: exp.Select) -> None:
+    """Every function the string calls by a name sqlglot does not know must be one of Spark's
+    built-ins (a qualified ``catalog.db.f(...)`` is left to Spark)."""
+    for call in tree.find_all(exp.Anonymous):
+        name = call.name
+        if isinstance(call.parent, exp.Dot) or name.lower() in SPARK_FUNCTIONS:
+            continue
+        close = difflib.get_close_matches(name.lower(), SPARK_FUNCTIONS, n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]}?" if close else " (not one of Spark's built-ins)"
+        start = int(call.meta.get("start", len(_PREFIX)))
+        raise SqlSyntaxError(text, max(0, start - len(_PREFIX)), f"{name}{hint}",
+                             "unknown function")
 
 
 def _bound(col: exp.Column, name: str) -> bool:

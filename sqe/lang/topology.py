@@ -94,7 +94,7 @@ def _expression(value: Any) -> Expression:
 
 def sql_error(text: str, exc: SqlSyntaxError) -> str:
     """The message of a Spark SQL string that does not parse: where in it, and why."""
-    return f"syntax error at {position(text, exc.offset)} of {json.dumps(text)}: {exc.problem}"
+    return f"{exc.kind} at {position(text, exc.offset)} of {json.dumps(text)}: {exc.problem}"
 
 
 Expr = Annotated[Any, BeforeValidator(_expression)]

@@ -246,3 +246,42 @@ def test_a_field_no_record_of_the_first_batch_holds_stops_the_run_before_it_writ
         run_topology(_plan(path, kafka_bootstrap, redis_url), spark, "typo", tmp_path / "ck",
                      "once")
     assert read_topic(kafka_bootstrap, dest) == []
+
+
+def _fixed(tmp_path: Path, expression: object, where: object = None) -> Path:
+    """A FIXED stream of three words printed by one query selecting ``expression``."""
+    query: dict = {"insertInto": {"objectName": "out", "stateName": "CONSOLE",
+                                  "fields": ["word", "x"]},
+                   "select": {"expressions": ["word", expression]},
+                   "from": {"objectName": "Words"}}
+    if where is not None:
+        query["where"] = where
+    commands = [{"CreateStream": {"streamName": "Words", "objectName": "words",
+                                  "spoutName": "FIXED", "options": {
+                                      "jw.sqe.spout.fixed.fields": ["word", "n"],
+                                      "jw.sqe.spout.fixed.values": [["a", 1], ["b", 2]]}}},
+                {"Query": query}]
+    path = tmp_path / "words.yaml"
+    path.write_text(yaml.safe_dump(commands))
+    return path
+
+
+def test_spark_sql_spark_cannot_analyse_is_one_sentence_naming_the_expression(spark, tmp_path):
+    """sqlglot parses these and every function exists; only Spark's analysis (types) refuses
+    them: the run stops at its first batch naming the command and the expression, with
+    Spark's reason and none of the JVM's or PySpark's stack traces."""
+    path = _fixed(tmp_path, {"sql": "array_contains(word, 'h')"})
+    failed = _sqe("run", str(path), "--once", "--checkpoint", str(tmp_path / "ck"))
+    assert failed.returncode == 1
+    lines = [x for x in failed.stderr.splitlines() if not x.startswith("WARNING: Using incubator")]
+    assert lines == [
+        f"error: {path}: command 2 (Query) -> select -> expression 2: Spark cannot compile it: "
+        '[DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE] Cannot resolve "array_contains(word, h)" due '
+        'to data type mismatch: The first parameter requires the "ARRAY" type, however "word" '
+        'has the type "STRING". SQLSTATE: 42K09'], failed.stderr
+
+    where = _fixed(tmp_path, "n", where={"sql": "map(word, n)"})  # not a condition
+    with pytest.raises(RunError, match=r"words.yaml: command 2 \(Query\) -> where: Spark cannot "
+                                       r"compile it: \[DATATYPE_MISMATCH"):
+        run_topology(plan_topology(load_topology(where)), spark, "words", tmp_path / "ck2",
+                     "once")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from sqe.lang.spark_names import SPARK_FUNCTIONS
 from sqe.lang.spark_types import type_problem
 from sqe.lang.sql import SqlSyntaxError, position, sql_columns
 
@@ -100,3 +101,31 @@ WRONG_TYPES = {
 @pytest.mark.parametrize("text,problem", WRONG_TYPES.items())
 def test_wrong_spark_types_say_why(text, problem):
     assert type_problem(text) == problem
+
+
+@pytest.mark.parametrize(
+    "text,where,problem",
+    [
+        ("uppr(region)", "column 1", "uppr; did you mean upper?"),
+        ("concat(a, strftime(b, '%Y'))", "column 11", "strftime (not one of Spark's built-ins)"),
+        ("coalesce(a, 0) + SUMM(b)", "column 18", "SUMM; did you mean sum?"),
+        ("transform(arr, x -> to_jsn(x))", "column 21", "to_jsn; did you mean to_json?"),
+    ],
+)
+def test_a_function_spark_lacks_is_named_with_the_closest_one(text, where, problem):
+    with pytest.raises(SqlSyntaxError) as info:
+        sql_columns(text)
+    assert (info.value.kind, position(text, info.value.offset), info.value.problem) == (
+        "unknown function", where, problem)
+
+
+def test_a_qualified_function_is_left_to_spark():
+    assert [c.name for c in sql_columns("my_catalog.my_db.score(a)")] == ["a"]
+
+
+@pytest.mark.spark
+def test_the_function_names_are_the_running_sparks(spark):
+    listed = {r[0] for r in spark.sql("SHOW FUNCTIONS").collect()}
+    names = {n for n in listed if n.replace("_", "a").isalnum() and not n[0].isdigit()}
+    assert names - SPARK_FUNCTIONS == set(), "new in this Spark: add them to sqe/lang/spark_names.py"
+    assert SPARK_FUNCTIONS - names == set(), "gone from this Spark: drop them from spark_names.py"

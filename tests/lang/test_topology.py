@@ -190,6 +190,9 @@ SQL_ERRORS = {
     "select: {expressions: [{sql: 'a FROM t'}]}":
         "select -> expression 1 -> sql: syntax error at column 3 of \"a FROM t\": expected one "
         "expression, not a query (FROM ...)",
+    "select: {expressions: [a]}\n    where: {sql: 'a > 1 AND lenght(a) < 3'}":
+        "where -> sql: unknown function at column 11 of \"a > 1 AND lenght(a) < 3\": lenght; "
+        "did you mean length?",
 }
 
 
