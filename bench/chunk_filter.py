@@ -41,9 +41,8 @@ import pyarrow as pa
 from sqe.source.config import RangePartition, SourceConfig
 from sqe.source.kafka import read_range
 from sqe.source.rows import Records, to_rows
-from sqe.wire.chunk_arrow import encode_chunks
+from sqe.wire.chunk_pack import encode_chunks
 from sqe.wire.columns import Tally
-from sqe.wire.keys import StreamMetadata
 
 REGIONS = [f"region-{i}" for i in range(50)]
 WANTED = "region-7"
@@ -65,10 +64,11 @@ def make_records(messages: int, chunk: int, size: int, seed: int = 7) -> Records
     values = pa.array([json.dumps({"id": i, "region": REGIONS[r], "pad": pad}).encode()
                        for i, r in enumerate(region_of.tolist())], pa.binary())
     fv = pa.array([REGIONS[r] for r in region_of.tolist()], pa.string())
-    chunks = encode_chunks(spart, offset, fv, values, max_messages=chunk, max_bytes=1 << 24)
+    chunks = encode_chunks(np.full(messages, 99), spart, offset, fv, values, max_messages=chunk,
+                           max_bytes=1 << 24)
     rec = Records()
     for c in chunks:
-        rec.keys.append(StreamMetadata(99, c.partition, c.last_offset).to_bytes())
+        rec.keys.append(c.key)
         rec.values.append(c.data)
         rec.offsets.append(len(rec.offsets))
         rec.stamps.append(0)

@@ -24,7 +24,7 @@ Filter values and chunks: ``filterValue`` computes each message's filter value
 column :data:`FILTER_VALUE_COLUMN`).  Without chunking it travels in the record
 header ``sqe-filter-value``.  With
 ``chunking`` (keytype StreamMetadata), each task packs all its rows at once
-into chunks (:func:`sqe.wire.chunk_arrow.encode_chunks`: never across source
+into chunks (:func:`sqe.wire.chunk_pack.encode_chunks`: never across source
 partitions, deterministic for the same input range, so a retried batch writes
 the same chunks); a chunk's key is the StreamMetadata of its last message and
 its Bloom filter holds the filter values of its messages.
@@ -59,7 +59,7 @@ from sqe.errors import StateError
 from sqe.faults import armed, fault_point
 from sqe.lang.expressions import Expression
 from sqe.wire.chunk import Codec
-from sqe.wire.chunk_arrow import encode_chunks
+from sqe.wire.chunk_pack import encode_chunks
 from sqe.wire.columns import CARRIED, field_column
 from sqe.wire.headers import FILTER_HEADER
 from sqe.wire.keys import encode_keys
@@ -201,11 +201,9 @@ def _records(batches: Iterator[pa.RecordBatch], cfg: KafkaStateConfig
     pid, part, off = (table.column(c).to_numpy() for c in CARRIED)
     fv = (table.column("_fv").chunk(0) if "_fv" in table.column_names
           else pa.nulls(table.num_rows, pa.string()))
-    chunks = encode_chunks(part, off, fv, table.column("_v").chunk(0), cfg.chunk_messages,
+    chunks = encode_chunks(pid, part, off, fv, table.column("_v").chunk(0), cfg.chunk_messages,
                            cfg.chunk_bytes, cfg.filter_size, cfg.chunk_codec)
-    last = [c.stop - 1 for c in chunks]
-    keys = encode_keys(pid[last], [c.partition for c in chunks], [c.last_offset for c in chunks])
-    yield keys, [c.data for c in chunks], None
+    yield pa.array([c.key for c in chunks], pa.binary()), [c.data for c in chunks], None
 
 
 def _sliced(groups: Iterator[tuple[pa.Array, list, list | None]], size: int

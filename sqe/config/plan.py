@@ -50,9 +50,14 @@ def _stream_problems(stream: CreateStream, s: StreamSettings, where: str) -> lis
     if stream.spoutName == "KAFKA" and not s.brokers:
         problems.append(f"{where}: a KAFKA stream needs jw.sqe.spout.kafka.brokers "
                         "(in its options, a Set command, a --config file or --conf)")
-    if s.corrupt_policy == "deadletter" and not s.dead_letter_topic:
-        problems.append(f"{where}: corruptChunkPolicy deadletter needs "
-                        "jw.sqe.spout.kafka.deadLetterTopic")
+    for name, policy in (("corruptChunkPolicy", s.corrupt_policy),
+                         ("badRecordPolicy", s.bad_record_policy)):
+        if policy == "deadletter" and not s.dead_letter_topic:
+            problems.append(f"{where}: {name} deadletter needs "
+                            "jw.sqe.spout.kafka.deadLetterTopic")
+        if policy == "deadletter" and stream.spoutName != "KAFKA":
+            problems.append(f"{where}: {name} deadletter sends the Kafka record as it was; "
+                            f"a {stream.spoutName} stream has none (use fail)")
     problems += _filter_problems(s, where)
     if stream.spoutName == "KAFKA":
         problems += property_problems(s.settings, "consumer", where)

@@ -153,6 +153,11 @@ _DECLARED = [
     Option("jw.sqe.spout.kafka.filterReplays.metadata.ttl", "int", 172800,
            "Seconds after its last update that a high-water mark entry expires.",
            scope="stream", minimum=1),
+    Option("jw.sqe.spout.kafka.filterReplays.maxAdvance", "int", 2**40,
+           "The most source offsets a key may claim above the mark its (pid, partition) had "
+           "when the batch began (-1 without one).  A key beyond it (forged, or a corrupt "
+           "upstream) would drop every good record after it as a replay: it is a bad record "
+           "(badRecordPolicy) and never moves the mark.", scope="stream", minimum=1),
     Option("jw.sqe.spout.kafka.filterReplays.redis.url", "str", "redis://localhost:6379/0",
            "Redis URL of the high-water mark store: redis://, rediss:// (TLS), unix://, "
            "redis+sentinel://host:port[,host:port]/<service>[/db] or "
@@ -179,8 +184,16 @@ _DECLARED = [
            "A chunk that cannot be decoded: fail the batch (naming topic/partition/offset), "
            "or send the raw record to deadLetterTopic and go on (counted).", scope="stream",
            choices=("fail", "deadletter")),
+    Option("jw.sqe.spout.kafka.badRecordPolicy", "choice", "fail",
+           "A record a step cannot take (a value that does not decode, a value a query cannot "
+           "cast or a store cannot hold, a key claiming an offset beyond filterReplays."
+           "maxAdvance): fail the batch with a sentence naming its topic/partition/offset, or "
+           "send the record unchanged to deadLetterTopic, with its reason and position in "
+           "headers, and commit the rest (counted).", scope="stream",
+           choices=("fail", "deadletter")),
     Option("jw.sqe.spout.kafka.deadLetterTopic", "str", None,
-           "Topic for corrupt chunks under corruptChunkPolicy: deadletter.", scope="stream"),
+           "Topic for records sent away under corruptChunkPolicy or badRecordPolicy "
+           "deadletter.", scope="stream"),
     Option("jw.sqe.spout.fields", "fields", None,
            "The fields of a stream with deserializer json, as a map of name: Spark SQL type "
            "(e.g. {event_id: string, amount: bigint}) or a list of names.  Queries may then "

@@ -103,6 +103,7 @@ class StreamSettings(_View):
     read_timeout = OptionKey[int]("jw.sqe.spout.kafka.readTimeoutSeconds")
     filter_replays = OptionKey[bool]("jw.sqe.spout.kafka.filterReplays")
     hwm_ttl = OptionKey[int]("jw.sqe.spout.kafka.filterReplays.metadata.ttl")
+    max_advance = OptionKey[int]("jw.sqe.spout.kafka.filterReplays.maxAdvance")
     hwm_url = OptionKey[str](f"{_HWM}.url")
     hwm_login = _login_keys(_HWM)
     chunks = OptionKey[bool]("jw.sqe.spout.kafka.chunks")
@@ -111,6 +112,8 @@ class StreamSettings(_View):
     post_filter = OptionKey[Expression | None]("jw.sqe.spout.kafka.postFilter")
     corrupt_policy = OptionKey[Literal["fail", "deadletter"]](
         "jw.sqe.spout.kafka.corruptChunkPolicy")
+    bad_record_policy = OptionKey[Literal["fail", "deadletter"]](
+        "jw.sqe.spout.kafka.badRecordPolicy")
     dead_letter_topic = OptionKey[str | None]("jw.sqe.spout.kafka.deadLetterTopic")
     declared_fields = OptionKey[dict[str, str | None] | None]("jw.sqe.spout.fields")
     fixed_fields = OptionKey[list[str] | None]("jw.sqe.spout.fixed.fields")

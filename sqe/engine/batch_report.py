@@ -103,7 +103,7 @@ class BatchReport:
         outs = ", ".join(f"{k} held this batch already" if k in self.already_written
                          else f"{n} to {k}" for k, n in self.written.items()) or "no state written"
         replays = (f"{self.replays_dropped} replays dropped, {self.unparseable_keys} records "
-                   "with unparseable keys passed through, " if self.filtering else "")
+                   "with keys that cannot be judged passed through, " if self.filtering else "")
         rate = self.rate()
         timing = (f" in {self.duration_s:.2f} s ({rate:,.{0 if rate >= 10 else 1}f} records/s)"
                   if rate is not None else "")
@@ -122,8 +122,11 @@ class BatchReport:
                          f"{t.bytes_decoded + t.bytes_not_decoded} bytes not decoded")
         if t.messages_filtered:
             parts.append(f"{t.messages_filtered} messages post-filtered out")
+        if t.keys_beyond_bound:
+            parts.append(f"{t.keys_beyond_bound} records with keys beyond filterReplays."
+                         "maxAdvance rejected")
         if t.dead_letters:
-            parts.append(f"{t.dead_letters} corrupt chunks sent to the dead-letter topic")
+            parts.append(f"{t.dead_letters} records sent to the dead-letter topic")
         parts += [f"{n} {name.replace('_', ' ')} (NULL)" for name, n in self.warnings.items()
                   if n]
         return "".join(f", {p}" for p in parts)

@@ -90,9 +90,11 @@ class SourceConfig:
             raise SourceError(f"sqe-kafka {self.topic}: filterReplays needs the option "
                               "hwmConsumer (the consumer whose high-water marks filter replays, "
                               "<topology>.<stream>)")
-        if self.stream.corrupt_policy == "deadletter" and not self.stream.dead_letter_topic:
-            raise SourceError(f"sqe-kafka {self.topic}: corruptChunkPolicy deadletter needs "
-                              "the option deadLetterTopic")
+        for name, policy in (("corruptChunkPolicy", self.stream.corrupt_policy),
+                             ("badRecordPolicy", self.stream.bad_record_policy)):
+            if policy == "deadletter" and not self.stream.dead_letter_topic:
+                raise SourceError(f"sqe-kafka {self.topic}: {name} deadletter needs the "
+                                  "option deadLetterTopic")
         _ = self.post_filter_expression  # a bad post-filter fails here, not on an executor
 
     @classmethod

@@ -1,10 +1,17 @@
-"""Dead letters: chunk records that cannot be decoded, sent as they were to a topic of their own.
+"""Dead letters: records a stream cannot take, sent as they were to a topic of their own.
 
-Under ``jw.sqe.spout.kafka.corruptChunkPolicy: deadletter`` a source task sends
-each record it cannot decode to ``deadLetterTopic`` on the stream's own
-brokers (with the stream's connection properties), with the headers
+Under ``jw.sqe.spout.kafka.corruptChunkPolicy: deadletter`` (a chunk that cannot
+be decoded) or ``badRecordPolicy: deadletter`` (a record a step cannot take: a key
+beyond ``filterReplays.maxAdvance``, a value that does not decode, a value a query
+cannot cast or a store cannot hold), each such record goes to
+``deadLetterTopic`` on the stream's own brokers (with the stream's connection
+properties) with its key and value unchanged and the headers
 :data:`~sqe.wire.headers.DEAD_LETTER_SOURCE` (``topic/partition/offset``) and
-:data:`~sqe.wire.headers.DEAD_LETTER_REASON`, and goes on.
+:data:`~sqe.wire.headers.DEAD_LETTER_REASON`, and the batch goes on.
+
+A batch that is run again (a failure before its commit) sends its dead letters
+again: a copy carries the same key and the same source position header, which is
+unique per record, so a reader of the dead-letter topic tells copies apart by it.
 """
 
 from __future__ import annotations
@@ -18,15 +25,15 @@ from sqe.config.kafka_client import (
     new_producer,
     producer_conf,
 )
+from sqe.config.views import StreamSettings
 from sqe.errors import SourceError
-from sqe.source.config import SourceConfig
 from sqe.wire.headers import DEAD_LETTER_REASON, DEAD_LETTER_SOURCE
 
 __all__ = ["DeadLetters"]
 
 
 class DeadLetters:
-    """Sends undecodable chunk records, as they were, to the dead-letter topic.
+    """Sends rejected records, as they were, to the dead-letter topic.
 
     Each dead letter carries :data:`DEAD_LETTER_SOURCE` (``topic/partition/offset``)
     and :data:`DEAD_LETTER_REASON` headers.  The producer is made on first use;
@@ -35,24 +42,24 @@ class DeadLetters:
     batch may send the same dead letter twice).
     """
 
-    def __init__(self, cfg: SourceConfig) -> None:
-        self.cfg = cfg
+    def __init__(self, stream: StreamSettings) -> None:
+        self.stream = stream
         self.sender: Any = None
 
     def send(self, topic: str, partition: int, offset: int, key: bytes | None,
              value: bytes | None, reason: str) -> None:
-        target = str(self.cfg.stream.dead_letter_topic)
+        target = str(self.stream.dead_letter_topic)
         if self.sender is None:
-            conf = producer_conf(self.cfg.stream.bootstrap,
-                                 connection_properties(self.cfg.stream.consumer_properties))
+            conf = producer_conf(self.stream.bootstrap,
+                                 connection_properties(self.stream.consumer_properties))
             self.sender = Sender(new_producer(conf, "dead letters"))
         headers = [(DEAD_LETTER_SOURCE, f"{topic}/{partition}/{offset}".encode()),
                    (DEAD_LETTER_REASON, reason.encode("utf-8"))]
         try:
             self.sender.send(target, value, key, -1, headers)
         except RefusedRecord as exc:
-            raise SourceError(f"the corrupt chunk at {topic}/{partition} offset {offset} could "
-                              f"not go to the dead-letter topic {target}: {exc}") from None
+            raise SourceError(f"the record at {topic}/{partition} offset {offset} ({reason}) "
+                              f"could not go to the dead-letter topic {target}: {exc}") from None
 
     def finish(self) -> None:
         """Wait for every dead letter to be acknowledged."""
@@ -60,6 +67,6 @@ class DeadLetters:
             return
         problem = self.sender.finish()
         if problem:
-            raise SourceError(f"dead letters to {self.cfg.stream.dead_letter_topic} on "
-                              f"{self.cfg.stream.bootstrap} were not delivered ({problem}); the batch "
+            raise SourceError(f"dead letters to {self.stream.dead_letter_topic} on "
+                              f"{self.stream.bootstrap} were not delivered ({problem}); the batch "
                               "fails and is read again")

@@ -228,7 +228,8 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
     replays dropped, chunks skipped or decoded, messages post-filtered, as configured)."""
     consumer = cfg.consumer("reader")
     stream = cfg.stream
-    dead = DeadLetters(cfg) if stream.corrupt_policy == "deadletter" else None
+    policies = (stream.corrupt_policy, stream.bad_record_policy)
+    dead = DeadLetters(stream) if "deadletter" in policies else None
     headers = stream.filtering and not stream.chunks  # plain records carry the filter value
     try:
         consumer.assign([TopicPartition(part.topic, part.partition, part.start)])

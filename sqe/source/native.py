@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from sqe.config.views import StreamSettings
 from sqe.errors import SourceError
+from sqe.source.replay import judgeable_column
 from sqe.wire.columns import SCHEMA
 
 __all__ = ["decode_key_columns", "native_stream"]
@@ -33,14 +34,15 @@ def _signed(hex_digits: Column, bits: int) -> Column:
 def decode_key_columns(frame: DataFrame, key: str = "_key") -> DataFrame:
     """``frame`` with ``_pid``, ``_source_partition``, ``_source_offset`` decoded from ``key``.
 
-    Built-ins only; the columns are NULL where the key is NULL or not 20 bytes
-    (the same rule as :func:`sqe.wire.keys.decode_keys`).
+    Built-ins only; the columns are NULL where the key cannot be judged: NULL, not 20
+    bytes, or a negative source partition or offset (the same rule as
+    :func:`sqe.source.replay.judgeable`).
     """
     k = F.col(key)
-    valid = k.isNotNull() & (F.length(k) == 20)
     pid = _signed(F.hex(F.substring(k, 1, 8)), 64)
     part = _signed(F.hex(F.substring(k, 9, 4)), 32).cast("int")
     off = _signed(F.hex(F.substring(k, 13, 8)), 64)
+    valid = judgeable_column(k.isNotNull() & (F.length(k) == 20), part, off)
     return (frame.withColumn("_pid", F.when(valid, pid))
                  .withColumn("_source_partition", F.when(valid, part))
                  .withColumn("_source_offset", F.when(valid, off)))

@@ -3,10 +3,19 @@
 Owns the replay rule as a pure function over one Kafka
 partition's records in offset order:
 
-    keep a record  <=>  its key is NULL / not 20 bytes (it cannot be judged),
+    keep a record  <=>  its key cannot be judged (NULL, not 20 bytes, or a
+                        negative source partition or offset: :func:`judgeable`),
                         or its source offset is strictly greater than both the
                         stored HWM of its (pid, partition) and every offset
                         kept earlier in the same call.
+
+A key that cannot be judged is passed through and never becomes a mark.  The
+guard :func:`beyond_bound` finds keys that claim an offset more than
+``jw.sqe.spout.kafka.filterReplays.maxAdvance`` above the mark their
+(pid, partition) had when the batch began (-1 without one): such a key, forged or
+corrupt, would move the mark so far that every good record after it became a
+"replay".  The caller rejects those records (the bad-record policy) before the
+filter runs, so they never move a mark.
 
 Because a dropped record's offset is never above the running threshold, the
 threshold before record *i* of a group is ``max(HWM, max of all earlier
@@ -39,12 +48,63 @@ from pyspark.sql import functions as F
 from sqe.wire.keys import KEY_SIZE, StreamMetadata, decode_keys
 
 __all__ = [
-    "Hwm", "filter_replays", "filter_replays_decoded", "filter_replays_frame",
-    "filter_replays_reference",
+    "DEFAULT_MAX_ADVANCE", "Hwm", "beyond_bound", "beyond_bound_frame", "beyond_bound_reference",
+    "filter_replays", "filter_replays_decoded", "filter_replays_frame",
+    "filter_replays_reference", "judgeable", "judgeable_column",
 ]
 
 #: High-water marks: (pid, source partition) -> highest source offset processed.
 Hwm = Mapping[tuple[int, int], int]
+
+#: The default of ``jw.sqe.spout.kafka.filterReplays.maxAdvance``: 2**40 source offsets, far
+#: beyond what one batch of a heavily filtered upstream skips, far below a forged 2**63-1.
+DEFAULT_MAX_ADVANCE = 2**40
+
+
+def judgeable(part: np.ndarray, off: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Which decoded keys the replay filter judges: 20 bytes (``valid``) naming a source
+    partition and offset that are not negative (no writer makes others)."""
+    return valid & (part >= 0) & (off >= 0)
+
+
+def judgeable_column(key_valid: Any, part: Any, off: Any) -> Any:
+    """:func:`judgeable` as a Spark column over decoded key columns."""
+    return key_valid & (part >= 0) & (off >= 0)
+
+
+def beyond_bound(pid: np.ndarray, part: np.ndarray, off: np.ndarray, judged: np.ndarray,
+                 start: Hwm, bound: int) -> np.ndarray:
+    """Which records claim a source offset more than ``bound`` above the mark their
+    (pid, partition) had when the batch began (``start``; -1 for a group without one).
+
+    A loop over the distinct groups, never over rows.
+    """
+    out = np.zeros(len(off), dtype=bool)
+    rows = np.flatnonzero(judgeable(part, off, judged))
+    if rows.size == 0:
+        return out
+    pairs = np.stack([pid[rows], part[rows].astype(np.int64)], axis=1)
+    groups, inverse = np.unique(pairs, axis=0, return_inverse=True)
+    marks = np.array([start.get((int(p), int(q)), -1) for p, q in groups], dtype=np.int64)
+    # off - mark > bound  <=>  off > mark and off - (mark + 1) >= bound: with off >= 0 and
+    # mark >= -1 the difference of two non-negative int64 never overflows
+    floor = np.minimum(marks[inverse.ravel()], np.iinfo(np.int64).max - 1) + 1
+    o = off[rows]
+    out[rows] = (o >= floor) & (o - floor >= bound)
+    return out
+
+
+def beyond_bound_reference(keys: Iterable[bytes | None], start: Hwm, bound: int) -> list[bool]:
+    """Scalar reference of :func:`beyond_bound`, one key at a time."""
+    out = []
+    for key in keys:
+        if key is None or len(key) != KEY_SIZE:
+            out.append(False)
+            continue
+        m = StreamMetadata.from_bytes(key)
+        out.append(m.partition >= 0 and m.offset >= 0
+                   and m.offset - start.get((m.pid, m.partition), -1) > bound)
+    return out
 
 
 def filter_replays(
@@ -68,7 +128,7 @@ def filter_replays_decoded(
     """
     keep = np.ones(len(off), dtype=bool)
     new_hwm = dict(hwm)
-    rows = np.flatnonzero(valid)
+    rows = np.flatnonzero(judgeable(part, off, valid))
     if rows.size == 0:
         return keep, new_hwm
     vp, vq, vo = pid[rows], part[rows], off[rows]
@@ -103,6 +163,9 @@ def filter_replays_reference(
             keep.append(True)
             continue
         m = StreamMetadata.from_bytes(key)
+        if m.partition < 0 or m.offset < 0:  # no writer makes these: not judged
+            keep.append(True)
+            continue
         group = (m.pid, m.partition)
         if group in marks and m.offset <= marks[group]:
             keep.append(False)
@@ -112,30 +175,53 @@ def filter_replays_reference(
     return keep, marks
 
 
-def filter_replays_frame(frame: Any, hwm: Hwm) -> Any:
+def _with_marks(frame: Any, hwm: Hwm, bound: int | None) -> Any:
+    """``frame`` joined with its rows' marks (``_hwm``) and, with ``bound``, a column
+    ``_sqe_beyond``: the row's source offset lies more than ``bound`` above its mark."""
+    spark = frame.sparkSession
+    marks = spark.createDataFrame(
+        [(int(p), int(q), int(o)) for (p, q), o in hwm.items()],
+        "_hwm_pid long, _hwm_partition int, _hwm long",
+    )
+    joined = frame.join(
+        F.broadcast(marks),
+        (frame["_pid"] == marks["_hwm_pid"]) & (frame["_source_partition"] == marks["_hwm_partition"]),
+        "left",
+    )
+    if bound is None:
+        return joined.withColumn("_sqe_beyond", F.lit(False))
+    # the same arithmetic as beyond_bound: no int64 overflow under ANSI mode
+    floor = F.least(F.coalesce(F.col("_hwm"), F.lit(-1)), F.lit(2**63 - 2)) + 1
+    off = F.col("_source_offset")
+    beyond = off.isNotNull() & (off >= floor) & ((off - floor) >= F.lit(bound))
+    return joined.withColumn("_sqe_beyond", beyond)
+
+
+def beyond_bound_frame(frame: Any, hwm: Hwm, bound: int) -> Any:
+    """The rows of ``frame`` (source columns) that :func:`beyond_bound` finds, as a DataFrame."""
+    joined = _with_marks(frame, hwm, bound)
+    return joined.where("_sqe_beyond").select(*[joined[c] for c in frame.columns])
+
+
+def filter_replays_frame(frame: Any, hwm: Hwm, bound: int | None = None) -> Any:
     """The replay filter as a DataFrame stage over the source columns.
 
     ``frame`` has ``_topic``, ``_partition``, ``_offset`` and the decoded
     ``_pid``, ``_source_partition``, ``_source_offset`` (NULL for keys that
     cannot be judged).  Within each Kafka partition and (pid, source
     partition), ordered by Kafka offset, a record is kept iff its source
-    offset is above the HWM and above every earlier source offset.
+    offset is above the HWM and above every earlier source offset.  With
+    ``bound``, rows :func:`beyond_bound_frame` finds are left out and judge nothing
+    (the caller rejects them).
     """
-    spark = frame.sparkSession
-    marks = spark.createDataFrame(
-        [(int(p), int(q), int(o)) for (p, q), o in hwm.items()],
-        "_hwm_pid long, _hwm_partition int, _hwm long",
-    )
     group = ["_topic", "_partition", "_pid", "_source_partition"]
     earlier = Window.partitionBy(*group).orderBy("_offset").rowsBetween(
         Window.unboundedPreceding, -1)
-    joined = frame.join(
-        F.broadcast(marks),
-        (frame["_pid"] == marks["_hwm_pid"]) & (frame["_source_partition"] == marks["_hwm_partition"]),
-        "left",
-    ).withColumn("_sqe_before", F.max("_source_offset").over(earlier))
+    joined = _with_marks(frame, hwm, bound).withColumn(
+        "_sqe_before", F.max(F.when(~F.col("_sqe_beyond"), F.col("_source_offset"))).over(earlier))
     threshold = F.greatest(F.col("_hwm"), F.col("_sqe_before"))  # NULLs are skipped
-    keep = F.col("_pid").isNull() | threshold.isNull() | (F.col("_source_offset") > threshold)
+    keep = ~F.col("_sqe_beyond") & (
+        F.col("_pid").isNull() | threshold.isNull() | (F.col("_source_offset") > threshold))
     # The window shuffles by group; each group stays in one Spark partition, and sorting
     # within partitions restores Kafka offset order there.
     kept = joined.where(keep).select(*[joined[c] for c in frame.columns])

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from sqe.errors import SourceError
 from sqe.source.config import RangePartition, SourceConfig
 from sqe.source.dead_letters import DeadLetters
-from sqe.source.replay import filter_replays_decoded
+from sqe.source.replay import beyond_bound, filter_replays_decoded, judgeable
 from sqe.wire.bloom import probe_headers
 from sqe.wire.chunk import MAGIC, ChunkError, KeyMismatch, checked_body
 from sqe.wire.chunk_arrow import decode_chunks, read_headers
@@ -114,27 +114,34 @@ def to_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm | No
     if cfg.stream.chunks:
         batch, hwm = _chunk_rows(cfg, part, rec, hwm, tally, dead)
     else:
-        batch, hwm = _plain_rows(cfg, part, rec, hwm, tally)
+        batch, hwm = _plain_rows(cfg, part, rec, hwm, tally, dead)
     return batch, hwm, tally
 
 
 def _plain_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm | None,
-                tally: Tally) -> tuple[pa.RecordBatch, Hwm | None]:
+                tally: Tally, dead: DeadLetters | None) -> tuple[pa.RecordBatch, Hwm | None]:
     key_arr = pa.array(rec.keys, pa.binary())
     value_arr = pa.array(rec.values, pa.binary())
     _refuse_chunks(part, rec, value_arr)
     pid, spart, soff, valid = decode_keys(key_arr)
+    judged = judgeable(spart, soff, valid)
     n = len(rec)
     columns = {"_key": key_arr, "_value": value_arr,
                "_offset": pa.array(np.asarray(rec.offsets, dtype=np.int64)),
-               "_timestamp": _stamps(rec.stamps), **_metadata(pid, spart, soff, valid)}
+               "_timestamp": _stamps(rec.stamps), **_metadata(pid, spart, soff, judged)}
     if rec.filter_values is not None:
         columns["_filter_value"] = _header_values(part, rec)
     batch = _batch(part, n, columns)
     keep = np.ones(n, dtype=bool)
     if hwm is not None:
-        keep, hwm = filter_replays_decoded(pid, spart, soff, valid, hwm)
-        tally.replays_dropped += int((~keep).sum())
+        forged = _beyond(cfg, part, pid, spart, soff, judged, "its key")
+        tally.keys_beyond_bound += len(forged)
+        _reject(cfg, part, rec, forged, "bad", dead, tally)
+        out = np.zeros(n, dtype=bool)
+        out[list(forged)] = True
+        keep, hwm = filter_replays_decoded(pid, spart, soff, judged & ~out, hwm)
+        keep &= ~out
+        tally.replays_dropped += int((~keep & ~out).sum())
     if cfg.stream.filtering:
         passed = _post_mask(batch, cfg)
         tally.messages_filtered += int((keep & ~passed).sum())
@@ -163,7 +170,7 @@ def _refuse_chunks(part: RangePartition, rec: Records, values: pa.Array) -> None
     looks = pc.fill_null(pc.starts_with(values, MAGIC.decode("ascii")), False)
     for i in np.flatnonzero(looks.to_numpy(zero_copy_only=False)).tolist():
         try:
-            checked_body(rec.values[i] or b"")
+            checked_body(rec.values[i] or b"", rec.keys[i])
         except ChunkError:
             continue  # starts like a chunk by chance: a plain value
         raise SourceError(f"{part.topic}/{part.partition} offset {rec.offsets[i]} holds an SQE "
@@ -171,19 +178,41 @@ def _refuse_chunks(part: RangePartition, rec: Records, values: pa.Array) -> None
                           "with jw.sqe.spout.kafka.chunks: true")
 
 
-def _corrupt(cfg: SourceConfig, part: RangePartition, rec: Records,
-             bad: dict[int, ChunkError], dead: DeadLetters | None, tally: Tally) -> None:
-    """Apply the corrupt-chunk policy to the records in ``bad`` (by position in ``rec``)."""
-    for i in sorted(bad):
+_POLICY_OPTIONS = {"corrupt": "corruptChunkPolicy", "bad": "badRecordPolicy"}
+
+
+def _reject(cfg: SourceConfig, part: RangePartition, rec: Records, rejected: dict[int, str],
+            kind: str, dead: DeadLetters | None, tally: Tally) -> None:
+    """Apply the policy of ``kind`` ("corrupt": a chunk that cannot be decoded; "bad": a
+    record a step cannot take) to the records in ``rejected`` (position -> reason): fail
+    the batch naming the first, or send each unchanged to the dead-letter topic."""
+    policy = cfg.stream.corrupt_policy if kind == "corrupt" else cfg.stream.bad_record_policy
+    what = "corrupt chunk" if kind == "corrupt" else "bad record"
+    for i in sorted(rejected):
         offset = rec.offsets[i]
-        reason = f"{type(bad[i]).__name__}: {bad[i]}"
-        if cfg.stream.corrupt_policy != "deadletter" or dead is None:
-            raise SourceError(f"corrupt chunk at {part.topic}/{part.partition} offset {offset}: "
-                              f"{reason}; the batch fails (jw.sqe.spout.kafka."
-                              "corruptChunkPolicy: deadletter sends such records to a "
+        if policy != "deadletter" or dead is None:
+            raise SourceError(f"{what} at {part.topic}/{part.partition} offset {offset}: "
+                              f"{rejected[i]}; the batch fails (jw.sqe.spout.kafka."
+                              f"{_POLICY_OPTIONS[kind]}: deadletter sends such records to a "
                               "dead-letter topic and goes on)")
-        dead.send(part.topic, part.partition, offset, rec.keys[i], rec.values[i], reason)
+        dead.send(part.topic, part.partition, offset, rec.keys[i], rec.values[i], rejected[i])
         tally.dead_letters += 1
+
+
+def _beyond(cfg: SourceConfig, part: RangePartition, pid: np.ndarray, spart: np.ndarray,
+            off: np.ndarray, judged: np.ndarray, what: str) -> dict[int, str]:
+    """Records (by position) whose key claims an offset beyond maxAdvance, with the reason."""
+    start = part.hwm or {}
+    bound = cfg.stream.max_advance
+    found = beyond_bound(pid, spart, off, judged, start, bound)
+    out = {}
+    for i in np.flatnonzero(found).tolist():
+        group = (int(pid[i]), int(spart[i]))
+        out[i] = (f"{what} claims source offset {int(off[i])} of (pid {group[0]}, partition "
+                  f"{group[1]}), more than jw.sqe.spout.kafka.filterReplays.maxAdvance "
+                  f"({bound}) above the mark {start.get(group, -1)} it had when the batch "
+                  "began; as a mark it would drop every good record after it as a replay")
+    return out
 
 
 def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm | None,
@@ -191,18 +220,24 @@ def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm 
     n = len(rec)
     values = [v if v is not None else b"" for v in rec.values]
     sizes = np.fromiter(map(len, values), dtype=np.int64, count=n)
-    heads = read_headers(values)
+    heads = read_headers(values, rec.keys)  # the CRC is checked before any skip decision
     pid, spart, last, valid = decode_keys(pa.array(rec.keys, pa.binary()))
-    bad: dict[int, ChunkError] = dict(heads.bad)
+    judged = judgeable(spart, last, valid)
+    corrupt: dict[int, str] = {i: _reason(e) for i, e in heads.bad.items()}
     good = np.ones(n, dtype=bool)
-    good[list(bad)] = False
-    tally.chunks_read += n
-    # 1. whole chunks at or below the HWM, from their keys
-    skip_hwm = np.zeros(n, dtype=bool)
-    chunk_hwm: Hwm | None = None
+    good[list(corrupt)] = False
+    forged: dict[int, str] = {}
     if hwm is not None:
-        keep_c, chunk_hwm = filter_replays_decoded(pid, spart, last, valid & good, hwm)
-        skip_hwm = good & valid & ~keep_c
+        forged = _beyond(cfg, part, pid, spart, last, good & judged, "its key")
+        good[list(forged)] = False
+    tally.chunks_read += n
+    # 1. whole chunks at or below the HWM, from their keys (a version 1 chunk's key is not
+    #    covered by its CRC: such chunks are decoded, and their messages judged one by one)
+    trusted = good & judged & (heads.version >= 2)
+    skip_hwm = np.zeros(n, dtype=bool)
+    if hwm is not None:
+        keep_c, _ = filter_replays_decoded(pid, spart, last, trusted, hwm)
+        skip_hwm = trusted & ~keep_c
         tally.chunks_skipped_hwm += int(skip_hwm.sum())
         tally.replays_dropped += int(heads.count[skip_hwm].sum())
     # 2. chunks whose Bloom filter has none of the wanted values
@@ -217,12 +252,22 @@ def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm 
     # 3. decode the rest at once
     todo = np.flatnonzero(good & ~skip_hwm & ~skip_bloom)
     tally.bytes_decoded += int(sizes[todo].sum())
-    dec = decode_chunks([values[i] for i in todo.tolist()])
-    bad.update({int(todo[k]): exc for k, exc in dec.bad.items()})
+    dec = decode_chunks([values[i] for i in todo.tolist()], [rec.keys[i] for i in todo.tolist()],
+                        crc_checked=True)
+    bad: dict[int, ChunkError] = {int(todo[k]): exc for k, exc in dec.bad.items()}
     record = todo[dec.chunk]  # the record position of each message
     _check_keys(record, dec.offset, last, valid, bad)
-    _corrupt(cfg, part, rec, bad, dead, tally)
-    ok = ~np.isin(record, np.fromiter(bad, dtype=np.int64, count=len(bad)))
+    corrupt.update({i: _reason(e) for i, e in bad.items()})
+    if hwm is not None:  # a message beyond the bound makes its whole chunk a bad record
+        m_forged = _beyond(cfg, part, pid[record], spart[record], dec.offset,
+                           judgeable(spart[record], dec.offset, valid[record]), "a message")
+        for k, reason in m_forged.items():
+            forged.setdefault(int(record[k]), f"{reason} (message offset in the chunk)")
+    _reject(cfg, part, rec, corrupt, "corrupt", dead, tally)
+    tally.keys_beyond_bound += len(forged)
+    _reject(cfg, part, rec, forged, "bad", dead, tally)
+    rejected = np.fromiter([*corrupt, *forged], dtype=np.int64, count=len(corrupt) + len(forged))
+    ok = ~np.isin(record, rejected)
     record, soff = record[ok], dec.offset[ok]
     fv, value = dec.filter_value.filter(pa.array(ok)), dec.value.filter(pa.array(ok))
     m = len(record)
@@ -234,18 +279,23 @@ def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm 
     m_pid, m_spart, m_valid = pid[record], spart[record], valid[record]
     offsets = np.asarray(rec.offsets, dtype=np.int64)
     keys = encode_keys(m_pid, m_spart, soff)
+    m_judged = judgeable(m_spart, soff, m_valid)
     batch = _batch(part, m, {
         "_key": pc.if_else(pa.array(m_valid), keys, pa.nulls(m, pa.binary())),
         "_value": value, "_offset": pa.array(offsets[record]),
         "_timestamp": _stamps(np.asarray(rec.stamps, dtype=np.int64)[record]),
-        **_metadata(m_pid, m_spart, soff, m_valid),
+        **_metadata(m_pid, m_spart, soff, m_judged),
         "_index": pa.array(index.astype(np.int32)), "_filter_value": fv,
     })
     keep = np.ones(m, dtype=bool)
     if hwm is not None:
         keep, message_hwm = filter_replays_decoded(m_pid, m_spart, soff, m_valid, hwm)
         tally.replays_dropped += int((~keep).sum())
-        hwm = _merge(chunk_hwm or {}, message_hwm)
+        # the keys of accepted chunks (skipped ones too) are marks; rejected ones never are
+        accepted = trusted.copy()
+        accepted[rejected] = False
+        _, chunk_hwm = filter_replays_decoded(pid, spart, last, accepted, hwm)
+        hwm = _merge(chunk_hwm, message_hwm)
     if cfg.stream.filtering:
         passed = _post_mask(batch, cfg)
         if cfg.stream.filter_values:  # decoded because of the Bloom filter, yet nothing matched
@@ -254,6 +304,10 @@ def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm 
         tally.messages_filtered += int((keep & ~passed).sum())
         keep &= passed
     return (batch if keep.all() else batch.filter(pa.array(keep))), hwm
+
+
+def _reason(exc: ChunkError) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _check_keys(record: np.ndarray, offset: np.ndarray, last: np.ndarray, valid: np.ndarray,

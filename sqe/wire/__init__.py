@@ -2,10 +2,11 @@
 
 Owns the 20-byte StreamMetadata key and the PID (:mod:`~sqe.wire.keys`),
 MurmurHash64A one value at a time and over Arrow columns (:mod:`~sqe.wire.murmur`),
-the chunk codec (:mod:`~sqe.wire.chunk`, scalar; :mod:`~sqe.wire.chunk_arrow`,
-vectorised) and its Bloom filter (:mod:`~sqe.wire.bloom`), the record headers SQE
-writes (:mod:`~sqe.wire.headers`), and the columns every layer agrees on: the
-source schema, the tally of counters and the carried StreamMetadata
+the chunk codec (:mod:`~sqe.wire.chunk`, scalar; vectorised:
+:mod:`~sqe.wire.chunk_arrow` reads, :mod:`~sqe.wire.chunk_pack` writes) and its
+Bloom filter (:mod:`~sqe.wire.bloom`), the record headers SQE writes
+(:mod:`~sqe.wire.headers`), and the columns every layer agrees on: the source
+schema, the tally of counters and the carried StreamMetadata
 (:mod:`~sqe.wire.columns`).  Byte-exact with the original Java SQE where SQE had
 the format; vectorised code stands beside its scalar reference.
 

@@ -3,22 +3,27 @@
 Layout (big-endian)::
 
     [0, 4)    magic "SQEC"
-    [4]       version u8 (1)
+    [4]       version u8 (2; readers also take 1)
     [5]       flags u8: bits 0-2 the body codec (0 none, 1 zstd, 2 lz4), bit 3 has-filter
     [6]       bloom size u8 (0, or 16..255 with has-filter)
     [7]       reserved u8 (0)
     [8, 12)   message count u32
     [12, 20)  base offset i64
-    [20, 24)  CRC32C (Castagnoli) of bytes [0, 20) followed by bytes [24, end)
+    [20, 24)  CRC32C (Castagnoli) of bytes [0, 20), then bytes [24, end), then (version 2)
+              the record's Kafka key (the 20-byte StreamMetadata; nothing when it has none)
     [24, 24 + bloom size)  the Bloom filter (:mod:`sqe.wire.bloom`)
     body:     per message: relative offset u32 | filter value: u16 length (0xFFFF = none)
               + UTF-8 | value: i32 length (-1 = NULL) + bytes
               compressed (codec != 0): u32 length of the plain body, then the codec's frame
 
-The CRC covers the header fields before it too (count, base offset, flags):
-a flipped bit there would otherwise shift every offset or mis-read the body
-without notice.  Absolute offset = base offset + relative offset.  A chunk's
-Kafka key is the StreamMetadata of its **last** message.
+The CRC covers the header fields before it too (count, base offset, flags,
+the filter's size) and the Bloom filter: a flipped bit there would otherwise
+shift every offset, mis-read the body, or make a reader skip a chunk it wants.
+Absolute offset = base offset + relative offset.  A chunk's Kafka key is the
+StreamMetadata of its **last** message; version 2 covers it by the CRC too, so
+a reader may trust the key of a chunk whose CRC matches to skip it whole as a
+replay (a version 1 chunk's key is only checked once the chunk is decoded).
+Readers check the CRC before any skip decision.
 
 :func:`read_header` parses and checks the header without touching the body;
 :func:`decode_chunk` checks the CRC and every length before it trusts one, so
@@ -43,12 +48,14 @@ from sqe.wire.bloom import MAX_SIZE, MIN_SIZE, BloomFilter
 __all__ = [
     "MAGIC", "VERSION", "HEADER_BYTES", "MAX_BODY_BYTES", "Codec", "ChunkHeader", "Message",
     "ChunkError", "TruncatedChunk", "BadMagic", "UnknownVersion", "CrcMismatch", "BadCount",
-    "BadLength", "KeyMismatch", "encode_chunk", "frame_chunk", "decode_chunk", "checked_body",
-    "read_header",
+    "BadLength", "KeyMismatch", "VERSIONS", "crc_problem", "encode_chunk", "frame_chunk",
+    "decode_chunk", "checked_body", "read_header",
 ]
 
 MAGIC = b"SQEC"
-VERSION = 1
+VERSION = 2
+#: The versions a reader decodes (version 1: the CRC does not cover the key).
+VERSIONS = (1, 2)
 HEADER_BYTES = 24
 #: The largest plain body a chunk may declare (a bound on what a decoder allocates).
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -116,15 +123,29 @@ class ChunkHeader:
     crc: int
 
 
-def _crc(data: bytes | memoryview) -> int:
+def _crc(data: bytes | memoryview, key: bytes | None = None) -> int:
+    """The CRC of a chunk whose record has ``key``; it covers the key from version 2 on."""
     view = memoryview(data)
-    return crc32c.crc32c(view[HEADER_BYTES:], crc32c.crc32c(view[:20]))
+    crc = crc32c.crc32c(view[HEADER_BYTES:], crc32c.crc32c(view[:20]))
+    return crc32c.crc32c(key or b"", crc) if view[4] >= 2 else crc
+
+
+def crc_problem(data: bytes | memoryview, stored: int, key: bytes | None) -> CrcMismatch | None:
+    """The :class:`CrcMismatch` of a chunk (its header read) whose CRC is not ``stored``."""
+    actual = _crc(data, key)
+    if actual == stored:
+        return None
+    covered = " and its record key" if memoryview(data)[4] >= 2 else ""
+    return CrcMismatch(f"CRC32C 0x{actual:08x} of the chunk{covered} does not match the "
+                       f"header's 0x{stored:08x}")
 
 
 def encode_chunk(messages: Sequence[Message], base_offset: int, filter_size: int = 16,
-                 codec: Codec = "none") -> bytes:
+                 codec: Codec = "none", key: bytes | None = None, version: int = VERSION
+                 ) -> bytes:
     """The chunk holding ``messages`` (offsets >= ``base_offset``), with a filter of
-    ``filter_size`` bytes (0: none) and the body compressed by ``codec``."""
+    ``filter_size`` bytes (0: none), the body compressed by ``codec``, for a record keyed
+    ``key`` (``version`` 1 writes what older writers did, for tests of readers)."""
     if codec not in _CODECS:
         raise ValueError(f"chunk codec must be one of {', '.join(_CODECS)}, got {codec!r}")
     if not messages:
@@ -148,20 +169,24 @@ def encode_chunk(messages: Sequence[Message], base_offset: int, filter_size: int
         v_len = -1 if m.value is None else len(m.value)
         parts += [struct.pack(">IH", rel, fv_len), fv, struct.pack(">i", v_len), m.value or b""]
     return frame_chunk(b"".join(parts), len(messages), base_offset,
-                       bloom.to_bytes() if bloom is not None else b"", codec)
+                       bloom.to_bytes() if bloom is not None else b"", codec, key, version)
 
 
-def frame_chunk(body: bytes, count: int, base_offset: int, bloom: bytes, codec: Codec) -> bytes:
+def frame_chunk(body: bytes, count: int, base_offset: int, bloom: bytes, codec: Codec,
+                key: bytes | None = None, version: int = VERSION) -> bytes:
     """A chunk around an encoded (plain) message ``body``: the body compressed by ``codec``,
-    the header with ``bloom`` (empty: no filter) and the CRC.  Both encoders end here."""
+    the header with ``bloom`` (empty: no filter) and the CRC over it and the record's
+    ``key``.  Both encoders end here."""
+    if version not in VERSIONS:
+        raise ValueError(f"chunk version must be one of {VERSIONS}, got {version}")
     if len(body) > MAX_BODY_BYTES:
         raise ValueError(f"chunk body is {len(body)} bytes; at most {MAX_BODY_BYTES}")
     if codec != "none":
         body = struct.pack(">I", len(body)) + pa.Codec(codec).compress(body, asbytes=True)
     flags = _CODECS.index(codec) | (_HAS_FILTER if bloom else 0)
-    head = _HEADER.pack(MAGIC, VERSION, flags, len(bloom), 0, count, base_offset, 0)
+    head = _HEADER.pack(MAGIC, version, flags, len(bloom), 0, count, base_offset, 0)
     chunk = bytearray(head + bloom + body)
-    struct.pack_into(">I", chunk, 20, _crc(bytes(chunk)))
+    struct.pack_into(">I", chunk, 20, _crc(bytes(chunk), key))
     return bytes(chunk)
 
 
@@ -172,8 +197,9 @@ def read_header(data: bytes | memoryview) -> ChunkHeader:
     magic, version, flags, bloom_size, reserved, count, base, crc = _HEADER.unpack_from(data)
     if magic != MAGIC:
         raise BadMagic(f"starts with {bytes(magic)!r}, not the chunk magic {MAGIC!r}")
-    if version != VERSION:
-        raise UnknownVersion(f"chunk version {version}; this reader knows version {VERSION}")
+    if version not in VERSIONS:
+        raise UnknownVersion(f"chunk version {version}; this reader knows versions "
+                             f"{', '.join(map(str, VERSIONS))}")
     codec_id, has_filter = flags & 0x07, bool(flags & _HAS_FILTER)
     if codec_id >= len(_CODECS) or flags & ~0x0F or reserved:
         raise UnknownVersion(f"flags 0x{flags:02x} / reserved {reserved}: unknown codec or flag")
@@ -209,23 +235,25 @@ def _plain_body(data: bytes | memoryview, header: ChunkHeader) -> memoryview:
     return memoryview(out)
 
 
-def checked_body(data: bytes | memoryview) -> tuple[ChunkHeader, memoryview]:
-    """The header and the plain (decompressed) body of a chunk whose CRC matches and whose
-    message count can fit its body; anything else raises its :class:`ChunkError`."""
+def checked_body(data: bytes | memoryview, key: bytes | None = None, *,
+                 crc_checked: bool = False) -> tuple[ChunkHeader, memoryview]:
+    """The header and the plain (decompressed) body of a chunk (of a record keyed ``key``)
+    whose CRC matches (``crc_checked``: the caller checked it) and whose message count can fit
+    its body; anything else raises its :class:`ChunkError`."""
     header = read_header(data)
-    actual = _crc(data)
-    if actual != header.crc:
-        raise CrcMismatch(f"CRC32C 0x{actual:08x} does not match the header's "
-                          f"0x{header.crc:08x}")
+    problem = None if crc_checked else crc_problem(data, header.crc, key)
+    if problem is not None:
+        raise problem
     body = _plain_body(data, header)
     if header.count * _MIN_MESSAGE_BYTES > len(body):
         raise BadCount(f"{header.count} messages cannot fit in a {len(body)}-byte body")
     return header, body
 
 
-def decode_chunk(data: bytes | memoryview) -> list[Message]:
-    """Every message of the chunk in ``data`` (the scalar reference decoder)."""
-    header, body = checked_body(data)
+def decode_chunk(data: bytes | memoryview, key: bytes | None = None) -> list[Message]:
+    """Every message of the chunk in ``data``, the value of a record keyed ``key`` (the
+    scalar reference decoder)."""
+    header, body = checked_body(data, key)
     out = []
     pos, end = 0, len(body)
     for i in range(header.count):

@@ -21,30 +21,25 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from sqe.wire.bloom import BloomFilter, value_bits
 from sqe.wire.chunk import (
     _CODECS,
     _HAS_FILTER,
     _MAX_OFFSET,
-    _MIN_MESSAGE_BYTES,
     _NO_FILTER_VALUE,
     HEADER_BYTES,
     MAGIC,
-    VERSION,
+    VERSIONS,
     BadLength,
     ChunkError,
-    Codec,
     TruncatedChunk,
     checked_body,
+    crc_problem,
     decode_chunk,
-    frame_chunk,
     read_header,
 )
 
-__all__ = ["ChunkHeaders", "DecodedChunks", "EncodedChunk", "decode_chunks", "encode_chunks",
-           "read_headers"]
+__all__ = ["ChunkHeaders", "DecodedChunks", "decode_chunks", "read_headers"]
 
 
 @dataclass
@@ -63,18 +58,21 @@ class DecodedChunks:
 
 @dataclass
 class ChunkHeaders:
-    """The headers of many chunks, read without touching their bodies (by input position)."""
+    """The headers of many chunks, checked (their CRC too), by input position."""
 
     count: np.ndarray                 # int64: messages in the chunk (0 where bad)
     base_offset: np.ndarray           # int64
+    version: np.ndarray               # int64: the chunk version (0 where bad)
     blooms: list[bytes]               # the filter bytes, b"" without a filter (or where bad)
     bad: dict[int, ChunkError] = field(default_factory=dict)
 
 
-def read_headers(chunks: Sequence[bytes]) -> ChunkHeaders:
-    """:func:`sqe.wire.chunk.read_header` of every record at once (the Bloom and HWM stages read
-    only this).  The fixed 24 bytes are checked with NumPy; a record that fails is read
-    again by the scalar reader, so the error is exactly the one it gives."""
+def read_headers(chunks: Sequence[bytes], keys: Sequence[bytes | None] | None = None
+                 ) -> ChunkHeaders:
+    """:func:`sqe.wire.chunk.read_header` of every record at once, and the CRC of each (over
+    its record's key from version 2), so the Bloom and HWM stages never act on a corrupt
+    header, filter or key.  The fixed 24 bytes are checked with NumPy; a record that fails
+    is read again by the scalar reader, so the error is exactly the one it gives."""
     n = len(chunks)
     lengths = np.fromiter(map(len, chunks), dtype=np.int64, count=n)
     head = np.frombuffer(b"".join(bytes(c[:HEADER_BYTES]).ljust(HEADER_BYTES, b"\0")
@@ -85,7 +83,8 @@ def read_headers(chunks: Sequence[bytes]) -> ChunkHeaders:
     has_filter = (flags & _HAS_FILTER) != 0
     ok = ((lengths >= HEADER_BYTES)
           & (head[:, :4] == np.frombuffer(MAGIC, dtype=np.uint8)).all(axis=1)
-          & (head[:, 4] == VERSION) & ((flags & 0x07) < len(_CODECS)) & ((flags & ~0x0F) == 0)
+          & np.isin(head[:, 4], VERSIONS) & ((flags & 0x07) < len(_CODECS))
+          & ((flags & ~0x0F) == 0)
           & (head[:, 7] == 0) & (has_filter == (bloom_size > 0))
           & ((bloom_size == 0) | (bloom_size >= 16))
           & (lengths >= HEADER_BYTES + bloom_size) & (count > 0))
@@ -97,10 +96,17 @@ def read_headers(chunks: Sequence[bytes]) -> ChunkHeaders:
             bad[i] = exc
         else:  # the two readers disagree: trust neither
             raise AssertionError(f"read_headers rejected chunk {i} that read_header accepts")
+    stored = head[:, 20:24].copy().view(">u4").ravel()
+    for i in np.flatnonzero(ok).tolist():  # one C call per chunk, none per message
+        problem = crc_problem(chunks[i], int(stored[i]), keys[i] if keys is not None else None)
+        if problem is not None:
+            bad[i] = problem
+            ok[i] = False
     stop = HEADER_BYTES + bloom_size
     blooms = [bytes(c[HEADER_BYTES:s]) if good and s > HEADER_BYTES else b""
               for c, s, good in zip(chunks, stop.tolist(), ok.tolist(), strict=True)]
-    return ChunkHeaders(np.where(ok, count, 0), np.where(ok, base, 0), blooms, bad)
+    return ChunkHeaders(np.where(ok, count, 0), np.where(ok, base, 0),
+                        np.where(ok, head[:, 4].astype(np.int64), 0), blooms, bad)
 
 
 def _be(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
@@ -193,8 +199,11 @@ def _walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, counts: np.ndar
     return cols, problems
 
 
-def decode_chunks(chunks: Sequence[bytes | memoryview]) -> DecodedChunks:
-    """Decode ``chunks`` (Kafka record values) into columns; failures go to ``bad``."""
+def decode_chunks(chunks: Sequence[bytes | memoryview],
+                  keys: Sequence[bytes | None] | None = None, *,
+                  crc_checked: bool = False) -> DecodedChunks:
+    """Decode ``chunks`` (Kafka record values, of records keyed ``keys``) into columns;
+    failures go to ``bad``.  ``crc_checked``: :func:`read_headers` checked their CRCs."""
     bad: dict[int, ChunkError] = {}
     bodies: list[memoryview] = []
     index: list[int] = []
@@ -202,7 +211,8 @@ def decode_chunks(chunks: Sequence[bytes | memoryview]) -> DecodedChunks:
     bases: list[int] = []
     for i, data in enumerate(chunks):
         try:
-            header, body = checked_body(data)
+            header, body = checked_body(data, keys[i] if keys is not None else None,
+                                        crc_checked=crc_checked)
         except ChunkError as exc:
             bad[i] = exc
             continue
@@ -224,18 +234,20 @@ def decode_chunks(chunks: Sequence[bytes | memoryview]) -> DecodedChunks:
         if not problems:
             break
         for k in sorted(problems, reverse=True):
-            bad[index[k]] = _scalar_error(chunks[index[k]], problems[k])
+            key = keys[index[k]] if keys is not None else None
+            bad[index[k]] = _scalar_error(chunks[index[k]], key, problems[k])
             for lst in (bodies, index, counts, bases):
                 del lst[k]
     chunk_of = np.repeat(np.array(index, dtype=np.int64), cnt)
     return DecodedChunks(chunk_of, out[0], out[1], out[2], bad)
 
 
-def _scalar_error(data: bytes | memoryview, found: tuple[type, str]) -> ChunkError:
+def _scalar_error(data: bytes | memoryview, key: bytes | None, found: tuple[type, str]
+                  ) -> ChunkError:
     """The error the scalar decoder gives for a chunk the walk rejected (rare: only chunks
     whose CRC matched yet whose lengths lie), so both decoders report the same problem."""
     try:
-        decode_chunk(data)
+        decode_chunk(data, key)
     except ChunkError as exc:
         return exc
     kind, text = found
@@ -273,111 +285,3 @@ def _not_utf8(out: tuple[np.ndarray, pa.StringArray, pa.BinaryArray], counts: np
             problems[k] = (BadLength, "a filter value is not UTF-8")
         start += count
     return problems
-
-
-@dataclass(frozen=True)
-class EncodedChunk:
-    """One chunk written by :func:`encode_chunks`: its messages ``[start, stop)`` of the input,
-    its source partition and last source offset (its Kafka key), and its bytes."""
-
-    start: int
-    stop: int
-    partition: int
-    last_offset: int
-    data: bytes
-
-
-def _boundaries(partition: np.ndarray, offset: np.ndarray, sizes: np.ndarray,
-                max_messages: int, max_bytes: int) -> list[tuple[int, int]]:
-    """Deterministic chunk ranges: never across a change of source partition or a step back
-    in offset; at most ``max_messages``, ``max_bytes`` of body (a larger message alone) and
-    an offset span below 2**32.  One loop step per chunk, not per message."""
-    n = len(offset)
-    breaks = np.flatnonzero((partition[1:] != partition[:-1]) | (offset[1:] < offset[:-1])) + 1
-    run_ends = np.append(breaks, n)
-    cum = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(sizes, out=cum[1:])
-    out = []
-    i, run = 0, 0
-    while i < n:
-        while run_ends[run] <= i:
-            run += 1
-        end = int(run_ends[run])
-        j = min(end, i + max_messages)
-        by_bytes = int(np.searchsorted(cum, cum[i] + max_bytes, side="right")) - 1
-        j = min(j, max(by_bytes, i + 1))
-        by_span = i + int(np.searchsorted(offset[i:end], offset[i] + 2**32, side="left"))
-        j = min(j, by_span)
-        out.append((i, j))
-        i = j
-    return out
-
-
-def encode_chunks(partition: np.ndarray, offset: np.ndarray, filter_value: pa.Array,
-                  value: pa.Array, max_messages: int = 1000, max_bytes: int = 1 << 20,
-                  filter_size: int = 16, codec: Codec = "none") -> list[EncodedChunk]:
-    """Pack messages (in input order) into chunks, vectorised: the twin of ``encode_chunk``.
-
-    Every message is encoded at once by Arrow (``binary_join_element_wise`` of its
-    fixed fields, filter value and value), each chunk's body is a slice of that
-    buffer, and the Bloom filters of all chunks are set with one NumPy scatter.
-    """
-    if codec not in _CODECS:
-        raise ValueError(f"chunk codec must be one of {', '.join(_CODECS)}, got {codec!r}")
-    n = len(offset)
-    if n == 0:
-        return []
-    partition = np.asarray(partition, dtype=np.int64)
-    offset = np.asarray(offset, dtype=np.int64)
-    fv = pc.cast(filter_value, pa.binary())
-    fv_len = pc.fill_null(pc.binary_length(fv), -1).to_numpy(zero_copy_only=False)
-    if (fv_len >= _NO_FILTER_VALUE).any():
-        raise ValueError(f"a filter value is longer than {_NO_FILTER_VALUE - 1} bytes")
-    v_len = pc.fill_null(pc.binary_length(value), -1).to_numpy(zero_copy_only=False)
-    sizes = _MIN_MESSAGE_BYTES + np.maximum(fv_len, 0) + np.maximum(v_len, 0)
-    ranges = _boundaries(partition, offset, sizes, max_messages, max_bytes)
-    starts = np.array([r[0] for r in ranges], dtype=np.int64)
-    stops = np.array([r[1] for r in ranges], dtype=np.int64)
-    chunk_of = np.repeat(np.arange(len(ranges)), stops - starts)
-    rel = offset - offset[starts][chunk_of]
-    head = np.zeros((n, 6), dtype=np.uint8)
-    head[:, :4] = rel.astype(">u4").view(np.uint8).reshape(n, 4)
-    head[:, 4:] = np.where(fv_len < 0, _NO_FILTER_VALUE, fv_len).astype(">u2").view(
-        np.uint8).reshape(n, 2)
-    mid = v_len.astype(">i4").view(np.uint8).reshape(n, 4)
-    fixed = pa.binary(6)
-    parts = [
-        pa.FixedSizeBinaryArray.from_buffers(fixed, n, [None, pa.py_buffer(head.tobytes())]),
-        pc.fill_null(fv, b""),
-        pa.FixedSizeBinaryArray.from_buffers(pa.binary(4), n, [None, pa.py_buffer(mid.tobytes())]),
-        pc.fill_null(pc.cast(value, pa.binary()), b""),
-    ]
-    joined = pc.binary_join_element_wise(*[pc.cast(p, pa.binary()) for p in parts],
-                                         pa.scalar(b"", pa.binary()))
-    msg_offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32)[joined.offset:
-                                                                      joined.offset + n + 1]
-    data = joined.buffers()[2]
-    blooms = _blooms(fv, chunk_of, len(ranges), filter_size) if filter_size else None
-    out = []
-    for k, (i, j) in enumerate(ranges):
-        body = data[int(msg_offsets[i]):int(msg_offsets[j])].to_pybytes()
-        bloom = blooms[k].tobytes() if blooms is not None else b""
-        chunk = frame_chunk(body, j - i, int(offset[i]), bloom, codec)
-        out.append(EncodedChunk(i, j, int(partition[i]), int(offset[j - 1]), chunk))
-    return out
-
-
-def _blooms(fv: pa.Array, chunk_of: np.ndarray, chunks: int, size: int) -> np.ndarray:
-    """The Bloom filter bytes of every chunk, as a (chunks, size) uint8 matrix."""
-    BloomFilter(size)  # validates the size
-    matrix = np.zeros((chunks, size), dtype=np.uint8)
-    encoded = fv.dictionary_encode()
-    indices = encoded.indices.to_numpy(zero_copy_only=False)
-    valid = ~np.asarray(encoded.is_null().to_numpy(zero_copy_only=False))
-    words = [bytes(v).decode("utf-8") for v in encoded.dictionary.to_pylist()]
-    bits = np.array([value_bits(w, size) for w in words], dtype=np.int64).reshape(-1, 2)
-    np.bitwise_or.at(matrix[:, 0], chunk_of[~valid], 1)  # bit 0: a message without a value
-    for b in (0, 1):
-        bit = bits[indices[valid].astype(np.int64), b] if len(bits) else np.zeros(0, np.int64)
-        np.bitwise_or.at(matrix, (chunk_of[valid], bit >> 3), (1 << (bit & 7)).astype(np.uint8))
-    return matrix

@@ -60,6 +60,7 @@ class Tally:
     bytes_not_decoded: int = 0
     messages_filtered: int = 0
     dead_letters: int = 0
+    keys_beyond_bound: int = 0
 
     def add(self, other: Tally) -> None:
         """Add ``other``'s counts to these."""

@@ -169,7 +169,7 @@ def test_corrupt_chunks_fail_the_batch_or_go_to_the_dead_letter_topic(
     assert headers[DEAD_LETTER_SOURCE] == f"{chunked}/0/3".encode()
     assert headers[DEAD_LETTER_REASON].startswith(b"CrcMismatch: CRC32C")
     assert report.source.dead_letters == 1
-    assert "1 corrupt chunks sent to the dead-letter topic" in report.line()
+    assert "1 records sent to the dead-letter topic" in report.line()
 
 
 def test_plain_records_with_filter_headers_are_post_filtered(spark, kafka_bootstrap, kafka_topic,

@@ -74,7 +74,7 @@ def test_bad_keys_and_values_pass_through_counted(spark, kafka_bootstrap, kafka_
     (report,) = reports
     assert (report.records_read, report.replays_dropped, report.unparseable_keys,
             report.unparseable_values) == (7, 1, 2, 1)
-    assert "1 replays dropped, 2 records with unparseable keys passed through" in report.line()
+    assert "1 replays dropped, 2 records with keys that cannot be judged passed through" in report.line()
     metrics = queries[0].lastProgress["observedMetrics"]["sqe.In"]
     assert (metrics["records_passed"], metrics["replays_dropped"], metrics["unparseable_keys"]) == (
         6, 1, 2)

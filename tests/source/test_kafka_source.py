@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
@@ -14,7 +15,12 @@ from sqe.errors import SourceError
 from sqe.source.config import RangePartition, SourceConfig
 from sqe.source.kafka import KafkaSource, KafkaStreamReader, limit_offsets, read_range
 from sqe.source.native import decode_key_columns
-from sqe.source.replay import filter_replays_frame
+from sqe.source.replay import (
+    beyond_bound,
+    beyond_bound_frame,
+    filter_replays_frame,
+    judgeable,
+)
 from sqe.wire.columns import data_rows
 from sqe.wire.keys import StreamMetadata, decode_keys
 from state.hwm import HwmStore
@@ -295,9 +301,29 @@ def test_key_decoding_with_spark_builtins_equals_the_numpy_decoder(spark):
     frame = spark.createDataFrame([(k,) for k in keys], "_key binary")
     rows = decode_key_columns(frame).collect()
     pid, part, off, valid = decode_keys(pa.array(keys, pa.binary()))
+    judged = judgeable(part, off, valid)
+    assert 0 < judged.sum() < valid.sum()  # negative partitions and offsets are not judged
     for i, r in enumerate(rows):
-        if valid[i]:
+        if judged[i]:
             assert (r["_pid"], r["_source_partition"], r["_source_offset"]) == (
                 int(pid[i]), int(part[i]), int(off[i]))
         else:
             assert (r["_pid"], r["_source_partition"], r["_source_offset"]) == (None, None, None)
+
+
+@pytest.mark.spark
+def test_the_bound_as_a_frame_stage_equals_the_numpy_guard(spark):
+    """Spark's own connector gets the same guard: rows beyond maxAdvance are found by
+    beyond_bound_frame and judge nothing in filter_replays_frame."""
+    offsets = [5, 2**63 - 1, 6, 6, 2**41, 7, 12, 2**40 + 3]
+    groups = [(7, 0)] * 6 + [(8, 0), (8, 0)]
+    rows = [("t", 0, i, p, q, o) for i, ((p, q), o) in enumerate(zip(groups, offsets, strict=True))]
+    frame = spark.createDataFrame(rows, "_topic string, _partition int, _offset long, _pid long, "
+                                        "_source_partition int, _source_offset long")
+    marks, bound = {(7, 0): 4}, 2**40
+    keys = [StreamMetadata(p, q, o).to_bytes() for _, _, _, p, q, o in rows]
+    found = beyond_bound(*decode_keys(pa.array(keys, pa.binary())), marks, bound)
+    beyond = beyond_bound_frame(frame, marks, bound).collect()
+    assert sorted(r["_offset"] for r in beyond) == np.flatnonzero(found).tolist() == [1, 4, 7]
+    kept = [r["_source_offset"] for r in filter_replays_frame(frame, marks, bound).collect()]
+    assert sorted(kept) == [5, 6, 7, 12]

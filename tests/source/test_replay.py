@@ -7,7 +7,14 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqe.source.replay import filter_replays, filter_replays_reference
+from sqe.source.replay import (
+    DEFAULT_MAX_ADVANCE,
+    beyond_bound,
+    beyond_bound_reference,
+    filter_replays,
+    filter_replays_reference,
+    judgeable,
+)
 from sqe.wire.keys import StreamMetadata, decode_keys, encode_keys
 
 
@@ -52,7 +59,39 @@ def test_invalid_keys_are_kept():
 def test_extreme_offsets():
     lo, hi = -(2**63), 2**63 - 1
     keep, new = check_equal(keys_of([(0, 0, lo), (0, 0, lo), (0, 0, hi), (0, 0, hi)]), {})
-    assert keep.tolist() == [True, False, True, False] and new == {(0, 0): hi}
+    assert keep.tolist() == [True, True, True, False] and new == {(0, 0): hi}
+
+
+def test_negative_source_partitions_and_offsets_cannot_be_judged_and_never_become_marks():
+    keys = keys_of([(777, 1, -5), (777, 1, -5), (779, -1, 3), (779, -1, 3), (777, 1, 2)])
+    keep, new = check_equal(keys, {(777, 1): 0})
+    assert keep.tolist() == [True, True, True, True, True]  # passed through, like a 19-byte key
+    assert new == {(777, 1): 2}
+    pid, part, off, valid = decode_keys(pa.array(keys, pa.binary()))
+    assert judgeable(part, off, valid).tolist() == [False, False, False, False, True]
+
+
+def test_the_bound_finds_keys_far_above_the_mark_the_batch_began_with():
+    bound = DEFAULT_MAX_ADVANCE
+    rows = [(7, 0, 195), (7, 0, 2**63 - 1), (7, 0, 196), (7, 1, bound - 1), (7, 1, bound),
+            (8, 0, 2**63 - 1), (7, 0, 195 + bound), (7, 0, 196 + bound), (7, 0, -4)]
+    keys = keys_of(rows)
+    start = {(7, 0): 195, (8, 0): 2**63 - 1}
+    found = beyond_bound(*decode_keys(pa.array(keys, pa.binary())), start, bound)
+    assert found.tolist() == beyond_bound_reference(keys, start, bound)
+    assert found.tolist() == [False, True, False, False, True, False, False, True, False]
+
+
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=22),
+                          st.tuples(st.integers(-2, 2), st.integers(-1, 2),
+                                    st.integers(-(2**63), 2**63 - 1))
+                          .map(lambda t: StreamMetadata(*t).to_bytes())), max_size=40),
+       st.dictionaries(st.tuples(st.integers(-2, 2), st.integers(-1, 2)),
+                       st.integers(-1, 2**63 - 1), max_size=4),
+       st.sampled_from([1, 5, 2**40, 2**63 - 1]))
+def test_the_bound_equals_its_reference(keys, start, bound):
+    found = beyond_bound(*decode_keys(pa.array(keys, pa.binary())), start, bound)
+    assert found.tolist() == beyond_bound_reference(keys, start, bound)
 
 
 def test_input_hwm_is_not_modified():
@@ -74,7 +113,7 @@ def producer_log(draw):
                            min_size=1, max_size=4, unique=True))
     streams = []
     for pid, part in groups:
-        out, start = [], draw(st.integers(-2, 5))
+        out, start = [], draw(st.integers(0, 5))
         for _ in range(draw(st.integers(1, 4))):
             size = draw(st.integers(1, 6))
             batch = [(pid, part, o) for o in range(start, start + size)]

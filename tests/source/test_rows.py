@@ -19,7 +19,17 @@ from sqe.errors import SourceError
 from sqe.source.config import RangePartition, SourceConfig
 from sqe.source.rows import Records, to_rows
 from sqe.wire.bloom import BloomFilter
-from sqe.wire.chunk import ChunkError, Message, decode_chunk, encode_chunk, read_header
+from sqe.wire.chunk import (
+    VERSION,
+    VERSIONS,
+    ChunkError,
+    Message,
+    checked_body,
+    crc_problem,
+    decode_chunk,
+    encode_chunk,
+    read_header,
+)
 from sqe.wire.chunk_arrow import read_headers
 from sqe.wire.keys import StreamMetadata
 
@@ -42,15 +52,17 @@ def _part(hwm=None) -> RangePartition:
 
 
 def _chunked(spec: list[list[str | None]], spart: int = 1, start: int = 100,
-             filter_size: int = 16) -> Records:
+             filter_size: int = 16, version: int = VERSION) -> Records:
     """One chunk record per list; message j of the whole stream has source offset start + j."""
     rec = Records()
     offset = start
     for k, fvs in enumerate(spec):
         msgs = [Message(offset + i, fv, f"{fv}:{offset + i}".encode()) for i, fv in enumerate(fvs)]
         offset += len(fvs)
-        rec.keys.append(StreamMetadata(PID, spart, msgs[-1].offset).to_bytes())
-        rec.values.append(encode_chunk(msgs, msgs[0].offset, filter_size))
+        key = StreamMetadata(PID, spart, msgs[-1].offset).to_bytes()
+        rec.keys.append(key)
+        rec.values.append(encode_chunk(msgs, msgs[0].offset, filter_size, key=key,
+                                       version=version))
         rec.offsets.append(500 + k)
         rec.stamps.append(1_700_000_000_000 + k)
     return rec
@@ -66,8 +78,10 @@ def _reference(cfg: SourceConfig, rec: Records, hwm: dict | None) -> tuple[list,
         counts["chunks_read"] += 1
         meta = StreamMetadata.from_bytes(key)
         group = (meta.pid, meta.partition)
-        header = read_header(value)
-        if running is not None and group in running and meta.offset <= running[group]:
+        header, _ = checked_body(value, key)  # the CRC is checked before any skip decision
+        trusted = header.version >= 2  # a version 1 chunk's key is not covered by its CRC
+        if (trusted and running is not None and group in running
+                and meta.offset <= running[group]):
             counts["chunks_skipped_hwm"] += 1
             counts["replays_dropped"] += header.count
             continue
@@ -78,11 +92,11 @@ def _reference(cfg: SourceConfig, rec: Records, hwm: dict | None) -> tuple[list,
             wants = not cfg.stream.filter_values or cfg.stream.match_unfiltered
         if not wants:
             counts["chunks_skipped_bloom"] += 1
-            if running is not None:
+            if running is not None and trusted:
                 running[group] = max(running.get(group, meta.offset), meta.offset)
             continue
         passed_any = False
-        for i, m in enumerate(decode_chunk(value)):
+        for i, m in enumerate(decode_chunk(value, key)):
             counts["messages_decoded"] += 1
             wanted = (not cfg.stream.filter_values or m.filter_value in cfg.stream.filter_values
                       or (m.filter_value is None and cfg.stream.match_unfiltered))
@@ -116,10 +130,10 @@ chunk_specs = st.lists(st.lists(st.one_of(st.none(), st.sampled_from(REGIONS)), 
 
 @settings(max_examples=150, deadline=None)
 @given(chunk_specs, st.lists(st.sampled_from(REGIONS), max_size=2), st.booleans(),
-       st.one_of(st.none(), st.integers(90, 200)))
-def test_equal_to_the_scalar_reference(spec, wanted, match_unfiltered, mark):
+       st.one_of(st.none(), st.integers(90, 200)), st.sampled_from(VERSIONS))
+def test_equal_to_the_scalar_reference(spec, wanted, match_unfiltered, mark, version):
     cfg = _cfg(filterValues=tuple(wanted), matchUnfiltered=match_unfiltered)
-    rec = _chunked(spec)
+    rec = _chunked(spec, version=version)
     hwm = {(PID, 1): mark} if mark is not None else None
     assert _vectorised(cfg, rec, hwm) == _reference(cfg, rec, hwm)
 
@@ -191,8 +205,13 @@ def test_a_corrupt_chunk_fails_the_batch_naming_topic_partition_and_offset():
 def test_a_key_that_does_not_name_the_last_message_is_a_corrupt_chunk():
     rec = _chunked([["a"] * 3])
     rec.keys[0] = StreamMetadata(PID, 1, 101).to_bytes()  # the last message is 102
-    with pytest.raises(SourceError, match="KeyMismatch: the record key names offset 101"):
+    with pytest.raises(SourceError, match="CrcMismatch: CRC32C .* of the chunk and its record "
+                                          "key does not match"):
         to_rows(_cfg(), _part(), rec, None, None)
+    old = _chunked([["a"] * 3], version=1)  # the CRC of version 1 does not cover the key
+    old.keys[0] = rec.keys[0]
+    with pytest.raises(SourceError, match="KeyMismatch: the record key names offset 101"):
+        to_rows(_cfg(), _part({(PID, 1): 101}), old, {(PID, 1): 101}, None)
 
 
 def test_a_plain_record_in_a_chunked_stream_is_a_corrupt_chunk():
@@ -276,6 +295,9 @@ def test_read_headers_equals_read_header(raw, data):
     for i, c in enumerate(chunks):
         try:
             h = read_header(c)
+            problem = crc_problem(c, h.crc, None)
+            if problem is not None:
+                raise problem
         except ChunkError as exc:
             assert (type(heads.bad[i]), str(heads.bad[i])) == (type(exc), str(exc))
             continue

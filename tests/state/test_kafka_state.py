@@ -376,7 +376,7 @@ def test_chunks_pack_each_source_partition_with_its_last_key_and_bloom(spark, ka
     seen = []
     for r in records:
         key = StreamMetadata.from_bytes(r.key)
-        msgs = decode_chunk(r.value)
+        msgs = decode_chunk(r.value, r.key)
         assert key.pid == PID and key.offset == msgs[-1].offset
         assert r.partition == key.partition % 2
         assert all(m.value == f"m{key.partition}-{m.offset}".encode() for m in msgs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 
+import crc32c
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -26,6 +27,7 @@ from sqe.wire.chunk import (
     encode_chunk,
     read_header,
 )
+from sqe.wire.keys import StreamMetadata
 
 CODECS = ["none", "zstd", "lz4"]
 
@@ -37,8 +39,9 @@ def _fix_crc(chunk: bytearray) -> bytes:
 
 def test_byte_layout_of_a_small_chunk():
     msgs = [Message(100, "eu", b"a"), Message(102, None, None)]
-    chunk = encode_chunk(msgs, base_offset=100, filter_size=16)
-    assert chunk[:4] == b"SQEC" and chunk[4] == 1
+    key = StreamMetadata(9, 1, 102).to_bytes()
+    chunk = encode_chunk(msgs, base_offset=100, filter_size=16, key=key)
+    assert chunk[:4] == b"SQEC" and chunk[4] == 2
     assert chunk[5] == 0x08 and chunk[6] == 16 and chunk[7] == 0   # no codec, has filter
     assert struct.unpack(">Iq", chunk[8:20]) == (2, 100)
     bloom = BloomFilter(16)
@@ -47,10 +50,24 @@ def test_byte_layout_of_a_small_chunk():
     assert chunk[24:40] == bloom.to_bytes()
     assert chunk[40:] == (struct.pack(">IH", 0, 2) + b"eu" + struct.pack(">i", 1) + b"a"
                           + struct.pack(">IH", 2, 0xFFFF) + struct.pack(">i", -1))
-    assert decode_chunk(chunk) == msgs
+    (crc,) = struct.unpack(">I", chunk[20:24])  # header, filter, body and the record key
+    assert crc == crc32c.crc32c(key, crc32c.crc32c(chunk[24:], crc32c.crc32c(chunk[:20])))
+    assert decode_chunk(chunk, key) == msgs
+    with pytest.raises(CrcMismatch, match="and its record key"):
+        decode_chunk(chunk, StreamMetadata(9, 1, 103).to_bytes())
     header = read_header(chunk[:40])  # the header alone is enough: the body is not touched
     assert (header.count, header.base_offset, header.codec, header.bloom) == (
         2, 100, "none", bloom.to_bytes())
+
+
+def test_version_1_chunks_written_before_the_key_was_covered_still_decode():
+    msgs = [Message(7, "eu", b"a"), Message(9, None, b"b")]
+    old = encode_chunk(msgs, 7, 16, version=1)
+    assert old[4] == 1
+    (crc,) = struct.unpack(">I", old[20:24])
+    assert crc == crc32c.crc32c(old[24:], crc32c.crc32c(old[:20]))  # no key in version 1
+    assert decode_chunk(old, StreamMetadata(1, 0, 9).to_bytes()) == decode_chunk(old) == msgs
+    assert read_header(old).version == 1
 
 
 messages = st.lists(
@@ -116,8 +133,8 @@ def test_each_problem_has_its_own_error():
         decode_chunk(good[:10])
     with pytest.raises(BadMagic, match="not the chunk magic"):
         decode_chunk(b"KAFK" + good[4:])
-    with pytest.raises(UnknownVersion, match="chunk version 2"):
-        decode_chunk(good[:4] + b"\x02" + good[5:])
+    with pytest.raises(UnknownVersion, match="chunk version 3; this reader knows versions 1, 2"):
+        decode_chunk(good[:4] + b"\x03" + good[5:])
     with pytest.raises(CrcMismatch, match="does not match"):
         decode_chunk(good[:-1] + bytes([good[-1] ^ 1]))
     # Lies that carry a valid CRC: caught by the length checks.

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from sqe.wire.chunk import ChunkError, Message, _crc, decode_chunk, encode_chunk
 from sqe.wire.chunk_arrow import decode_chunks
+from sqe.wire.keys import StreamMetadata
 
 message_lists = st.lists(
     st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=12)),
@@ -80,26 +81,29 @@ def test_encode_chunks_equals_encode_chunk_and_round_trips(raw, max_messages, ma
     import numpy as np
     import pyarrow as pa
 
-    from sqe.wire.chunk_arrow import encode_chunks
+    from sqe.wire.chunk_pack import encode_chunks
 
     partition = np.array([p for p, _, _, _ in raw], dtype=np.int64)
     offset = np.cumsum([step for _, step, _, _ in raw]).astype(np.int64) + 7
     fvs = pa.array([f for _, _, f, _ in raw], pa.string())
     values = pa.array([v for _, _, _, v in raw], pa.binary())
-    chunks = encode_chunks(partition, offset, fvs, values, max_messages, max_bytes,
+    pid = np.full(len(raw), -3, dtype=np.int64)
+    chunks = encode_chunks(pid, partition, offset, fvs, values, max_messages, max_bytes,
                            filter_size, codec)
     covered = 0
     for c in chunks:
         assert c.start == covered and c.stop > c.start
         covered = c.stop
         msgs = [Message(int(offset[i]), raw[i][2], raw[i][3]) for i in range(c.start, c.stop)]
-        assert c.data == encode_chunk(msgs, int(offset[c.start]), filter_size, codec)
+        key = StreamMetadata(-3, int(partition[c.start]), int(offset[c.stop - 1])).to_bytes()
+        assert c.key == key
+        assert c.data == encode_chunk(msgs, int(offset[c.start]), filter_size, codec, key)
+        assert decode_chunk(c.data, key) == msgs
         assert len(set(partition[c.start:c.stop].tolist())) == 1
-        assert c.partition == partition[c.start] and c.last_offset == offset[c.stop - 1]
         assert c.stop - c.start <= max_messages
         body = sum(10 + len((m.filter_value or "").encode()) + len(m.value or b"") for m in msgs)
         assert body <= max_bytes or len(msgs) == 1
     assert covered == len(raw)
-    again = encode_chunks(partition, offset, fvs, values, max_messages, max_bytes,
+    again = encode_chunks(pid, partition, offset, fvs, values, max_messages, max_bytes,
                           filter_size, codec)
     assert [c.data for c in again] == [c.data for c in chunks]  # deterministic
