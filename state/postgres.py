@@ -270,6 +270,20 @@ class PostgresSink(Sink):
         schema, _ = self.config.schema_and_table
         return reset_batch(self.config.dsn, schema, consumer, self.config.table, self.describe())
 
+    def rejects(self, frame: DataFrame) -> list[tuple[Column, str]]:
+        out = []
+        for name in self.config.fields:
+            dtype = frame.schema[name].dataType
+            if isinstance(dtype, T.StringType):
+                out.append((F.contains(field_column(name), F.lit("\u0000")),
+                            f"{self.describe()}: field {name} holds the NUL character (\\u0000), "
+                            "which Postgres text cannot hold"))
+            elif pg_type(dtype) == "jsonb":
+                out.append((F.contains(_csv_column(frame, name), F.lit("\\u0000")),
+                            f"{self.describe()}: field {name} holds the NUL character (\\u0000), "
+                            "which Postgres jsonb cannot hold"))
+        return out
+
     def write(self, frame: DataFrame) -> int:
         return self._transaction.copy(frame)
 

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 
 from sqe.config.views import StateSettings
 from sqe.lang.expressions import Expression
@@ -112,6 +112,12 @@ class Sink(ABC):
         """Columns the frame must carry besides the fields, e.g. a Kafka state's filter value:
         name -> (expression, what it is in messages); the runner compiles and adds them."""
         return {}
+
+    def rejects(self, frame: DataFrame) -> list[tuple[Column, str]]:
+        """Conditions on the rows this state is given (``frame``) under which it cannot hold
+        a row, each with the reason (said in the bad record's sentence).  Checked only when a
+        batch failed, to find the records behind it."""
+        return []
 
     def open(self, batch: Batch) -> None:
         """Begin ``batch``."""

@@ -30,23 +30,36 @@ from __future__ import annotations
 import difflib
 import logging
 import time
+from dataclasses import replace
 
 import redis
 from pyspark.errors import AnalysisException
+from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from sqe.engine.bad_records import (
+    MAX_BAD_RECORDS,
+    BadRecord,
+    StepFailure,
+    apply_policy,
+    bad_rows,
+    locate,
+    row_level,
+    spark_reason,
+    without,
+)
 from sqe.engine.batch_report import BatchReport
 from sqe.engine.checkpoint import StreamCheckpoint
 from sqe.engine.pipeline import QueryStep, StreamPipeline
 from sqe.engine.progress import ProgressLog
-from sqe.errors import SourceError, StateError, TopologyError
+from sqe.errors import SourceError, StaleBatchError, StateError, TopologyError
 from sqe.faults import fault_point
 from sqe.lang.compiler import analysis_error, compile_expression, compile_query
 from sqe.lang.references import query_references
 from sqe.lang.spark_functions import CompileContext
 from sqe.source.deserializers import Deserialized, deserialize
-from sqe.source.replay import filter_replays_frame
+from sqe.source.replay import beyond_bound_frame, filter_replays_frame
 from sqe.wire.columns import CARRIED, TALLY, Tally, carried_offset, data_rows
 from state.hwm import HwmSnapshot, HwmStore
 from state.sink import Batch, Sink
@@ -54,6 +67,18 @@ from state.sink import Batch, Sink
 __all__ = ["BatchProcessor"]
 
 log = logging.getLogger("sqe")
+
+
+#: How many times one batch is run again without the bad records found in it.
+_MAX_ATTEMPTS = 20
+
+
+class _Rejected(Exception):
+    """Records found before anything was written (values that do not decode)."""
+
+    def __init__(self, bad: list[BadRecord]) -> None:
+        super().__init__(f"{len(bad)} bad records")
+        self.bad = bad
 
 
 class BatchProcessor:
@@ -70,6 +95,7 @@ class BatchProcessor:
         self.failure: BaseException | None = None
         self.busy = False  # a batch is being processed
         self._fields_checked = False  # the JSON fields the queries read were looked for
+        self._types: dict[str, str] | None = None  # the JSON fields of the batch being written
 
     def __call__(self, rows: DataFrame, batch_id: int) -> None:
         self.busy = True
@@ -120,9 +146,18 @@ class BatchProcessor:
         if self.p.native and snapshot is not None:
             rows = data_rows(frame)
             before = rows.count()
-            filtered = filter_replays_frame(rows, snapshot.hwm).persist()
-            report.replays_dropped = before - filtered.count()
-            report.records_read = report.replays_dropped
+            bound = self.p.settings.max_advance
+            beyond = bad_rows(beyond_bound_frame(rows, snapshot.hwm, bound), F.lit(True),
+                              F.lit(f"its key claims a source offset more than "
+                                    f"jw.sqe.spout.kafka.filterReplays.maxAdvance ({bound}) "
+                                    "above the mark its (pid, partition) had when the batch "
+                                    "began; as a mark it would drop every good record after "
+                                    "it as a replay"), MAX_BAD_RECORDS + 1)
+            report.source.keys_beyond_bound += len(beyond)
+            report.source.dead_letters += apply_policy(self.p.settings, beyond)
+            filtered = filter_replays_frame(rows, snapshot.hwm, bound).persist()
+            report.replays_dropped = before - len(beyond) - filtered.count()
+            report.records_read = report.replays_dropped + len(beyond)
             frame.unpersist()
             frame = filtered
         groups = (frame.groupBy("_pid", "_source_partition")
@@ -132,7 +167,7 @@ class BatchProcessor:
         for g in groups:
             counts = Tally.from_row(g)
             report.source.add(counts)
-            report.records_read += g["n"] + counts.replays_dropped
+            report.records_read += g["n"] + counts.replays_dropped + counts.keys_beyond_bound
             report.replays_dropped += counts.replays_dropped
             if g["_pid"] is None:
                 report.unparseable_keys += g["n"]
@@ -143,43 +178,120 @@ class BatchProcessor:
     def _run(self, rows: DataFrame, batch: Batch, snapshot: HwmSnapshot | None,
              report: BatchReport) -> None:
         frame = rows.persist()
-        opened: list[Sink] = []
         try:
             frame, updates = self._read(frame, snapshot, report)
-            stamped = data_rows(frame).select(
-                "*", F.lit(self.p.pid).cast("long").alias(CARRIED[0]),
-                F.col("_partition").alias(CARRIED[1]), carried_offset().alias(CARRIED[2]))
-            kind = "json" if self.p.fixed is not None else self.p.stream.deserializer
-            declared = self.p.settings.declared_fields if self.p.fixed is None else None
-            des = deserialize(stamped, kind, self.p.wanted_fields, declared)
-            if kind == "json" and declared is None and self.p.fixed is None:
-                self._check_fields(des)
-            report.unparseable_values = des.unparseable_values
-            frames = {self.p.stream.streamName: des.frame}
-            for step in self.p.steps:
-                compiled = compile_query(step.query, frames[step.query.from_.objectName],
-                                         step.where)
-                frames[step.query.insertInto.objectName] = compiled.frame
-                for name, count in compiled.warning_counts().items():
-                    report.warnings[name] = report.warnings.get(name, 0) + count
-                if step.sink is not None:
-                    opened.append(step.sink)
-                    self._write(step, compiled.frame, batch, report)
-            for sink in opened:
-                sink.commit()
-            fault_point("before-commit")
-            if batch.store is not None:
+            excluded: list[BadRecord] = []
+            for _ in range(_MAX_ATTEMPTS):  # once, unless records are dead-lettered
+                attempt = replace(batch, stages=[])
                 try:
-                    batch.store.commit(batch.batch_id, updates, batch.stages, batch.offsets,
-                                       batch.checkpoint)
+                    self._attempt(without(data_rows(frame), excluded), attempt, report)
+                    break
+                except _Rejected as rejected:
+                    bad = rejected.bad
+                except Exception as exc:
+                    bad = self._diagnose(exc, without(data_rows(frame), excluded), report)
+                report.source.dead_letters += apply_policy(self.p.settings, bad)
+                excluded += bad
+            else:
+                raise StateError(f"{self.p.stream.streamName} batch {batch.batch_id}: still "
+                                 f"failing after {len(excluded)} bad records were dead-lettered "
+                                 f"in {_MAX_ATTEMPTS} attempts; nothing of it is committed")
+            if excluded:  # a dead-lettered record moves no mark
+                updates = {(g[0], g[1]): g[2] for g in without(data_rows(frame), excluded)
+                           .where(F.col("_pid").isNotNull()).groupBy("_pid", "_source_partition")
+                           .agg(F.max("_source_offset")).collect() if g[2] is not None}
+            fault_point("before-commit")
+            if attempt.store is not None:
+                try:
+                    attempt.store.commit(attempt.batch_id, updates, attempt.stages,
+                                         attempt.offsets, attempt.checkpoint)
                 except redis.RedisError as exc:
                     raise StateError(f"cannot commit the HWMs of {self.p.consumer}: "
-                                     f"{batch.store.describe_error(exc)}; the batch is "
+                                     f"{attempt.store.describe_error(exc)}; the batch is "
                                      "re-run and its output filtered as replays") from None
+        finally:
+            frame.unpersist()
+
+    def _frames(self, rows: DataFrame, report: BatchReport | None,
+                types: dict[str, str] | None = None) -> tuple[Deserialized, list[DataFrame]]:
+        """The batch's rows deserialized, and the frame each query's state is given (lazy).
+        ``types``: read JSON fields as these types (part of a batch read as the whole was)."""
+        stamped = rows.select(
+            "*", F.lit(self.p.pid).cast("long").alias(CARRIED[0]),
+            F.col("_partition").alias(CARRIED[1]), carried_offset().alias(CARRIED[2]))
+        kind = "json" if self.p.fixed is not None else self.p.stream.deserializer
+        declared = self.p.settings.declared_fields if self.p.fixed is None else None
+        des = deserialize(stamped, kind, self.p.wanted_fields, types or declared)
+        frames = {self.p.stream.streamName: des.frame}
+        out = []
+        for step in self.p.steps:
+            compiled = compile_query(step.query, frames[step.query.from_.objectName],
+                                     step.where)
+            frames[step.query.insertInto.objectName] = compiled.frame
+            if report is not None:
+                for name, count in compiled.warning_counts().items():
+                    report.warnings[name] = report.warnings.get(name, 0) + count
+            out.append(self._with_columns(step, compiled.frame))
+        return des, out
+
+    def _attempt(self, rows: DataFrame, batch: Batch, report: BatchReport) -> None:
+        """Deserialize, run the queries and write every state; commit the states' parts."""
+        report.warnings.clear()
+        des, frames = self._frames(rows, report)
+        kind = "json" if self.p.fixed is not None else self.p.stream.deserializer
+        if kind == "json" and self.p.settings.declared_fields is None and self.p.fixed is None:
+            self._check_fields(des)
+        report.unparseable_values = des.unparseable_values
+        if des.unparseable_values and des.undecodable is not None:
+            raise _Rejected(bad_rows(des.frame, des.undecodable, F.lit(
+                f"the value is not a JSON object (stream {self.p.stream.streamName}, "
+                "deserializer json)"), MAX_BAD_RECORDS + 1))
+        self._types = dict(des.types)
+        opened: list[Sink] = []
+        try:
+            for step, frame in zip(self.p.steps, frames, strict=True):
+                if step.sink is not None:
+                    opened.append(step.sink)
+                    self._write(step, frame, batch, report)
+            for sink in opened:
+                sink.commit()
         finally:
             for sink in opened:
                 sink.close()
-            frame.unpersist()
+
+    def _diagnose(self, exc: Exception, rows: DataFrame, report: BatchReport
+                  ) -> list[BadRecord]:
+        """The records behind a failed batch (found by :func:`locate`); none found: ``exc``
+        stands, as a sentence where it is Spark's."""
+        if not (row_level(exc) or isinstance(exc, StateError)) or isinstance(
+                exc, StaleBatchError):
+            raise exc
+        limit = 1 if self.p.settings.bad_record_policy == "fail" else MAX_BAD_RECORDS + 1
+        bad = locate(rows, self._evaluate, limit)
+        if bad:
+            return bad
+        if row_level(exc):
+            raise StateError(f"{self.p.stream.streamName} batch {report.batch_id}: "
+                             f"{spark_reason(exc)} (no single record causes it); nothing of "
+                             "the batch is committed") from None
+        raise exc
+
+    def _evaluate(self, rows: DataFrame) -> None:
+        """Run every query over ``rows`` and check what each state is given, writing nothing;
+        a :class:`StepFailure` names the step that cannot take them."""
+        _, frames = self._frames(rows, None, self._types)
+        for step, frame in zip(self.p.steps, frames, strict=True):
+            if step.sink is None:
+                continue
+            try:
+                frame.write.format("noop").mode("overwrite").save()
+                for condition, reason in step.sink.rejects(frame):
+                    if frame.where(condition).limit(1).count():
+                        raise StepFailure(step.where, reason)
+            except CapturedException as exc:
+                if not row_level(exc):
+                    raise
+                raise StepFailure(step.where, spark_reason(exc)) from None
 
     def _check_fields(self, des: Deserialized) -> None:
         """On the first batch with JSON records, a field the queries read that none holds
@@ -202,6 +314,19 @@ class BatchProcessor:
                         "stops before writing anything. Declare the stream's fields "
                         "(jw.sqe.spout.fields) to allow a field that is often absent")
 
+    def _with_columns(self, step: QueryStep, frame: DataFrame) -> DataFrame:
+        """``frame`` with the columns the step's state needs besides the fields."""
+        extra = step.sink.columns() if step.sink is not None else {}
+        if extra:
+            ctx = CompileContext(frame)  # the frame's types give SQE's semantics
+            for col, (e, what) in extra.items():
+                try:
+                    frame = frame.select("*", compile_expression(e, f"{step.where} -> {what}",
+                                                                 ctx).alias(col))
+                except AnalysisException as exc:
+                    raise analysis_error(f"{step.where} -> {what}", exc) from None
+        return frame
+
     def _write(self, step: QueryStep, frame: DataFrame, batch: Batch,
                report: BatchReport) -> None:
         sink = step.sink
@@ -212,15 +337,6 @@ class BatchProcessor:
             report.already_written.append(name)
             report.written[name] = 0
             return
-        extra = sink.columns()
-        if extra:
-            ctx = CompileContext(frame)  # the frame's types give SQE's semantics
-            for col, (e, what) in extra.items():
-                try:
-                    frame = frame.select("*", compile_expression(e, f"{step.where} -> {what}",
-                                                                 ctx).alias(col))
-                except AnalysisException as exc:
-                    raise analysis_error(f"{step.where} -> {what}", exc) from None
         report.written[name] = sink.write(frame)
 
     def _done(self, report: BatchReport) -> None:

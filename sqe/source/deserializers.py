@@ -9,8 +9,9 @@
   was dynamically typed; Spark needs a type, so it is inferred per batch with
   ``schema_of_variant_agg``: numbers as BIGINT or DECIMAL, strings, booleans;
   nested objects and arrays stay VARIANT).  A key absent from the whole batch
-  but named by a query is a NULL string field.  A value that is not JSON
-  passes through with every JSON field NULL and is counted, never dropped.
+  but named by a query is a NULL string field.  A value that is not a JSON
+  object is counted and marked (:attr:`Deserialized.undecodable`): the runner's
+  bad-record policy fails the batch naming it, or dead-letters it.
   With declared fields (``jw.sqe.spout.fields``), those fields alone are extracted,
   each as its declared type (a value that does not fit it is NULL) without inferring
   any (a field declared without a type still gets the type of its batch).
@@ -41,6 +42,10 @@ class Deserialized:
     present: tuple[str, ...] = ()
     #: fields asked for that no record of the batch holds (made NULL)
     missing: tuple[str, ...] = ()
+    #: the fields extracted and their Spark types (to read part of the batch the same way)
+    types: tuple[tuple[str, str], ...] = ()
+    #: true for the rows whose value does not decode (None: every value decodes)
+    undecodable: Column | None = None
 
 
 def top_level_fields(object_type: str) -> list[tuple[str, str]]:
@@ -139,5 +144,6 @@ def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
             taken.add(name.lower())
             missing.append(name)
     out = parsed.select(*[parsed[c] for c in frame.columns], *columns)
+    undecodable = F.col("_value").isNotNull() & F.coalesce(~is_object, F.lit(True))
     return Deserialized(out, int(row["bad"]) if row is not None else 0, tuple(inferred),
-                        tuple(missing))
+                        tuple(missing), tuple(fields), undecodable)
