@@ -88,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"sqe: {topology.name} {exc}", file=sys.stderr)
         return 128 + (signals[0] if signals else signal.SIGINT)
     except (RunError, SourceError, StateError) as exc:
-        text = str(exc)  # a topology error names its file and command already
-        located = text if text.startswith(f"{topology.path}: ") else f"{topology.path}: {text}"
+        text = str(exc)  # a topology error or a bad record names its file and command already
+        located = text if f"{topology.path}: " in text else f"{topology.path}: {text}"
         print(f"error: {located}", file=sys.stderr)
         return 1
     print(f"{result.topology}: {len(result.reports)} batch(es), {result.records_read} records "

@@ -5,7 +5,9 @@ looking deeper, so they are quiet by default.  The level (``sqe run --log-level`
 travels in the environment variable :data:`LOG_LEVEL_ENV`, so the executors' Kafka
 clients follow it too:
 
-* ``quiet`` (the default): no librdkafka lines, Spark's errors only;
+* ``quiet`` (the default): no librdkafka lines, Spark's fatal errors only (a failed
+  task's ERROR lines and stack traces say less than SQE's sentence about it, e.g.
+  the bad record it names);
 * ``error``, ``warning``, ``info``, ``debug``: both at that level.
 
 librdkafka's lines go through the Python logger ``sqe.kafka``
@@ -13,7 +15,7 @@ librdkafka's lines go through the Python logger ``sqe.kafka``
 is retried many times a second -- are collapsed (:class:`Collapse`).
 
     >>> spark_log_level("quiet"), spark_log_level("warning")
-    ('ERROR', 'WARN')
+    ('FATAL', 'WARN')
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ LOG_LEVEL_ENV = "SQE_LOG_LEVEL"
 
 #: Level -> (Python logging level of librdkafka's lines, Spark's log4j level).
 LEVELS: dict[str, tuple[int, str]] = {
-    "quiet": (logging.CRITICAL + 10, "ERROR"),
+    "quiet": (logging.CRITICAL + 10, "FATAL"),
     "error": (logging.ERROR, "ERROR"),
     "warning": (logging.WARNING, "WARN"),
     "info": (logging.INFO, "INFO"),

@@ -284,3 +284,18 @@ def test_spark_sql_spark_cannot_analyse_is_one_sentence_naming_the_expression(sp
                                        r"compile it: \[DATATYPE_MISMATCH"):
         run_topology(plan_topology(load_topology(where)), spark, "words", tmp_path / "ck2",
                      "once")
+
+
+def test_a_value_spark_cannot_compute_is_one_sentence_naming_the_record(tmp_path):
+    """A record whose value a query cannot cast (Spark's ANSI error at run time) stops the run
+    with one sentence naming its topic, partition and offset, the query and Spark's reason."""
+    path = _fixed(tmp_path, {"sql": "cast(word as int)"}, where={"=": ["n", 2]})
+    failed = _sqe("run", str(path), "--once", "--checkpoint", str(tmp_path / "ck"))
+    assert failed.returncode == 1
+    lines = [x for x in failed.stderr.splitlines() if not x.startswith("WARNING: Using incubator")]
+    assert len(lines) == 1, failed.stderr
+    assert re.match(
+        rf"error: bad record at words/0 offset 1: {re.escape(str(path))}: command 2 \(Query\): "
+        r"\[CAST_INVALID_INPUT\] The value 'b' of the type \"STRING\" cannot be cast to \"INT\" "
+        r"because it is malformed; the batch fails and nothing of it is committed "
+        r"\(jw.sqe.spout.kafka.badRecordPolicy: deadletter", lines[0]), lines[0]
