@@ -23,7 +23,6 @@ from sqe.cli.demo import run_demo
 from sqe.cli.local_services import start_local_kafka, start_local_redis
 from sqe.cli.sample_events import produce_events
 from sqe.config.logs import set_log_level
-from sqe.config.options import Option
 from sqe.config.registry import CLIENT_PROPERTIES, REGISTRY, RETIRED
 from sqe.config.secrets import mask_value
 from sqe.config.settings import Settings, load_config, parse_conf_pairs
@@ -244,16 +243,6 @@ def sample_events(args: argparse.Namespace) -> int:
     return 0
 
 
-def _default_text(option: Option) -> str:
-    if option.default is None:
-        return "-"
-    if isinstance(option.default, bool):
-        return str(option.default).lower()
-    if isinstance(option.default, list):
-        return "[]" if not option.default else ",".join(option.default)
-    return str(option.default)
-
-
 def _settings(args: argparse.Namespace) -> Settings:
     """The options of ``--config`` files and ``--conf`` pairs, in that order of precedence."""
     settings = Settings.defaults()
@@ -279,13 +268,13 @@ def options(args: argparse.Namespace) -> int:
         print("| --- | --- | --- | --- |")
         for o in options:
             doc = o.doc + (f" *Ignored on Spark: {o.ignored}.*" if o.ignored else "")
-            print(f"| `{o.key}` | {o.type_name} | `{_default_text(o)}` | {doc} |")
+            print(f"| `{o.key}` | {o.type_name} | `{o.default_text}` | {doc} |")
         for key, why in RETIRED.items():
             print(f"| `{key}` | retired | - | {why[0].upper() + why[1:]}. |")
         return 0
     width = max(len(o.key) for o in options)
     for o in options:
-        print(f"{o.key:<{width}}  {o.type_name}  (default {_default_text(o)})")
+        print(f"{o.key:<{width}}  {o.type_name}  (default {o.default_text})")
         print(f"{'':<{width}}  {o.doc}" + (f" Ignored on Spark: {o.ignored}." if o.ignored else ""))
     for key, why in RETIRED.items():
         print(f"{key:<{width}}  retired: {why}")

@@ -32,12 +32,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from sqe.config.options import PREFIX, coerce, render
 from sqe.config.registry import REGISTRY, lookup
 from sqe.config.secrets import MASK, expand_env, mask_value
 from sqe.errors import OptionError
+from sqe.lang.documents import SyntaxProblem, load_yaml, read_text
 
 __all__ = ["Settings", "ConfigFile", "load_config", "parse_conf_pairs", "spark_conf_options"]
 
@@ -154,11 +153,11 @@ def load_config(path: str | Path) -> ConfigFile:
     """
     name = str(path)
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = load_yaml(read_text(Path(path)))
     except OSError as exc:
-        raise OptionError(f"{name}: cannot read config file ({exc.strerror})") from exc
-    except yaml.YAMLError as exc:
-        raise OptionError(f"{name}: not valid YAML ({exc})") from exc
+        raise OptionError(f"{name}: cannot read config file ({exc.strerror})") from None
+    except SyntaxProblem as exc:
+        raise OptionError(exc.located(name)) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, cast
 
-import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -34,6 +33,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from sqe.errors import TopologyError
+from sqe.lang.documents import SyntaxProblem, load_text
 from sqe.lang.expressions import (
     Expression,
     ExpressionError,
@@ -316,19 +316,6 @@ def _check_structure(path: str, topology: Topology) -> None:
         raise TopologyError(problems)
 
 
-def _read(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() == ".json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TopologyError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise TopologyError(f"{path}: not valid YAML ({exc})") from None
-
-
 def load_topology(path: str | Path, name: str | None = None,
                   state_names: Sequence[str] | None = None) -> Topology:
     """Load and validate a topology file (YAML, or JSON by its ``.json`` suffix).
@@ -339,9 +326,11 @@ def load_topology(path: str | Path, name: str | None = None,
     """
     p = Path(path)
     try:
-        raw = _read(p)
+        raw = load_text(p)
     except OSError as exc:
         raise TopologyError(f"{p}: cannot read topology file ({exc.strerror})") from None
+    except SyntaxProblem as exc:
+        raise TopologyError(exc.located(str(p))) from None
     commands = parse_commands(raw, str(p), state_names)
     topology = Topology(str(p), name or p.stem, commands)
     _check_structure(str(p), topology)
