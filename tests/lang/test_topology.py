@@ -308,3 +308,21 @@ def test_expression_forms(raw, expected):
     parsed = parse_expression(raw)
     assert parsed == expected
     assert parse_expression(to_raw(parsed)) == parsed
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("", "a topology file must be a list of commands (Set, CreateStream, Query), got an "
+             "empty file"),
+        ("a: 1\n", "a topology file must be a list of commands (Set, CreateStream, Query), got "
+                   "a map"),
+        ("- CreateStream: {streamName: S, objectName: t, spoutName: KAFKA, options: {1: 2}}\n",
+         "command 1 (CreateStream) -> options -> key 1: expected a string"),
+    ],
+)
+def test_wrong_shapes_are_named_in_words(tmp_path, text, message):
+    path = _write(tmp_path, text)
+    with pytest.raises(TopologyError) as info:
+        load_topology(path)
+    assert info.value.messages == [f"{path}: {message}"]
