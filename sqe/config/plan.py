@@ -20,7 +20,7 @@ from typing import Any
 
 from sqe.config.client_properties import property_problems
 from sqe.config.fields import field_problems
-from sqe.config.settings import ConfigFile, Settings
+from sqe.config.settings import ConfigFile, Settings, spark_conf_options
 from sqe.config.views import OptionKey, StateSettings, StreamSettings
 from sqe.errors import OptionError, TopologyError
 from sqe.lang.post_filter import compile_filter
@@ -111,10 +111,15 @@ def plan_topology(
     problems: list[str] = []
     base = Settings.defaults()
     spark: dict[str, str] = {}
+    warnings: list[str] = []
     try:
         for cfg in configs:
             base = base.overlay(cfg.sqe, f"{cfg.path} (SQE)")
             spark.update(cfg.spark)
+            warnings += cfg.warnings
+        # Options given as spark.jw.sqe.* in a Spark: section reach the session's conf, where a
+        # run reads them as the top layer: check them now, below what the caller's Spark conf says.
+        spark_conf = {**spark_conf_options(spark), **(spark_conf or {})} or None
         # Validate the command-line layers once, up front, so their errors are reported once.
         Settings.defaults().overlay(conf, "--conf").overlay(spark_conf, "Spark conf")
     except OptionError as exc:
@@ -125,7 +130,6 @@ def plan_topology(
 
     streams: dict[str, StreamSettings] = {}
     states: dict[int, StateSettings] = {}
-    warnings: list[str] = []
     current = base
     for index, command in enumerate(topology.commands):
         where = f"{topology.path}: {topology.label(command)}"
