@@ -126,7 +126,7 @@ def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
     topo = _topology(topology, name)
     plan = validate(topo, config=configs, conf=conf)  # bad input fails before Spark starts
     if spark is None:
-        spark = build_session(f"sqe {topo.name}", plan.spark_conf)
+        spark = build_session(f"sqe {topo.name}", plan.spark_conf, origins=plan.spark_origins)
         if not verbose:
             quiet_failure_traces(spark)
     from_spark = spark_conf_options(spark.sparkContext.getConf().getAll())

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     if held:  # say so at once, before a JVM starts
         print(f"error: {topology.path}: {held}", file=sys.stderr)
         return 1
-    spark = build_session(f"sqe {topology.name}", plan.spark_conf)
+    spark = build_session(f"sqe {topology.name}", plan.spark_conf, origins=plan.spark_origins)
     if not args.verbose:
         quiet_failure_traces(spark)
     stop, signals = _stop_on_signals()  # after the SparkContext, which sets a SIGINT handler

@@ -39,6 +39,7 @@ class TopologyPlan:
     states: Mapping[int, StateSettings]
     spark_conf: Mapping[str, str]
     warnings: tuple[str, ...] = field(default=())
+    spark_origins: Mapping[str, str] = field(default_factory=dict)  # key -> "FILE (Spark)"
 
     def state_settings(self, query: Query) -> StateSettings:
         """The settings of the state a query writes to."""
@@ -111,11 +112,13 @@ def plan_topology(
     problems: list[str] = []
     base = Settings.defaults()
     spark: dict[str, str] = {}
+    spark_origins: dict[str, str] = {}
     warnings: list[str] = []
     try:
         for cfg in configs:
             base = base.overlay(cfg.sqe, f"{cfg.path} (SQE)")
             spark.update(cfg.spark)
+            spark_origins.update(dict.fromkeys(cfg.spark, f"{cfg.path} (Spark)"))
             warnings += cfg.warnings
         # Options given as spark.jw.sqe.* in a Spark: section reach the session's conf, where a
         # run reads them as the top layer: check them now, below what the caller's Spark conf says.
@@ -150,7 +153,8 @@ def plan_topology(
             problems.append(str(exc))
     warnings += current.warnings()  # Set commands after the last stream or query
     problems += field_problems(topology, streams, states)
-    plan = TopologyPlan(topology, streams, states, spark, tuple(dict.fromkeys(warnings)))
+    plan = TopologyPlan(topology, streams, states, spark, tuple(dict.fromkeys(warnings)),
+                        spark_origins)
     problems += check(plan) if check is not None else []
     if problems:
         raise TopologyError(problems)
