@@ -27,7 +27,7 @@ from sqe.config.registry import CLIENT_PROPERTIES, REGISTRY, RETIRED
 from sqe.config.secrets import mask_value
 from sqe.config.settings import Settings, load_config, parse_conf_pairs
 from sqe.config.views import StreamSettings
-from sqe.engine.checkpoint import CheckpointFiles
+from sqe.engine.checkpoint import CheckpointFiles, not_a_directory
 from sqe.engine.lock import CheckpointLock
 from sqe.engine.recovery import Rerun
 from sqe.engine.session import build_session, quiet_failure_traces
@@ -70,7 +70,12 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="sqe: %(message)s", stream=sys.stderr)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     set_log_level(args.log_level)
-    held = _held_elsewhere(args.checkpoint or str(Path("checkpoints") / topology.name))
+    checkpoint = args.checkpoint or str(Path("checkpoints") / topology.name)
+    unusable = not_a_directory(checkpoint)
+    if unusable:
+        print(f"error: {topology.path}: {unusable}", file=sys.stderr)
+        return 2
+    held = _held_elsewhere(checkpoint)
     if held:  # say so at once, before a JVM starts
         print(f"error: {topology.path}: {held}", file=sys.stderr)
         return 1

@@ -104,3 +104,11 @@ def test_run_with_a_spark_value_spark_refuses_is_one_sentence_naming_the_file(tm
     assert (f"error: {cfg} (Spark): spark.sql.shuffle.partitions = 'many': Spark refuses it (it "
             "should be a/an 'int' value)") in out.stderr.splitlines()
     assert "Traceback" not in out.stderr
+
+
+def test_run_on_a_checkpoint_that_is_a_file_is_refused_before_spark(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    out = sqe("run", "topologies/hello.yaml", "--once", "--checkpoint", str(tmp_path / "afile"))
+    assert (out.returncode, out.stderr) == (2, (
+        f"error: topologies/hello.yaml: checkpoint {tmp_path / 'afile'} cannot be a directory: "
+        f"{tmp_path / 'afile'} is a file\n"))
