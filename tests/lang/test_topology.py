@@ -326,3 +326,18 @@ def test_wrong_shapes_are_named_in_words(tmp_path, text, message):
     with pytest.raises(TopologyError) as info:
         load_topology(path)
     assert info.value.messages == [f"{path}: {message}"]
+
+
+def test_expressions_nested_too_deeply_are_refused_where_they_are(tmp_path):
+    expr: object = "a"
+    for _ in range(450):
+        expr = {"+": [expr, 1]}
+    commands = [{"CreateStream": {"streamName": "S", "objectName": "t", "spoutName": "KAFKA"}},
+                {"Query": {"insertInto": {"objectName": "o", "fields": ["x"]},
+                           "select": {"expressions": [expr]}, "from": {"objectName": "S"}}}]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(commands))
+    with pytest.raises(TopologyError) as info:
+        load_topology(path)
+    assert info.value.messages == [f"{path}: command 2 (Query) -> select -> expression 1: "
+                                   "function calls nest 450 deep; at most 64 levels are allowed"]
