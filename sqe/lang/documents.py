@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
 from yaml.reader import ReaderError
 
@@ -67,9 +68,32 @@ def _plain(text: str) -> str:
     return text
 
 
+#: How deeply maps and lists may nest in a document: deeper ones are refused where they get
+#: too deep, before a reader that recurses (PyYAML's composer, the checks after it) would
+#: run out of stack.
+MAX_DEPTH = 200
+
+
+def _too_deep(what: str) -> str:
+    return f"not valid {what}: maps and lists nest deeper than {MAX_DEPTH} levels"
+
+
 class _Loader(yaml.SafeLoader):
     """PyYAML's safe loader, whose scalars that do not convert (``!!int 0xZZ``, the date
-    ``2020-13-45``) are errors at their place rather than bare Python exceptions."""
+    ``2020-13-45``) are errors at their place rather than bare Python exceptions, and whose
+    maps and lists nest at most :data:`MAX_DEPTH` levels."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self._depth >= MAX_DEPTH:
+            raise ComposerError(None, None, f"maps and lists nest deeper than {MAX_DEPTH} "
+                                "levels", self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         try:
@@ -121,6 +145,10 @@ def load_yaml(text: str, what: str = "YAML") -> Any:
 
 def load_json(text: str) -> Any:
     """The value of a JSON document; a :class:`SyntaxProblem` if it does not parse."""
+    deep = _json_too_deep(text)
+    if deep is not None:
+        line, column = _position(text, deep)
+        raise SyntaxProblem(line, column, _too_deep("JSON"))
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -130,6 +158,24 @@ def load_json(text: str) -> Any:
         raise SyntaxProblem(1, 1, f"not valid JSON: {exc}") from None
     except RecursionError:
         raise SyntaxProblem(1, 1, "not valid JSON: it is nested too deeply to read") from None
+
+
+def _json_too_deep(text: str) -> int | None:
+    """The offset of the first ``[`` or ``{`` of ``text`` nested deeper than
+    :data:`MAX_DEPTH`, strings skipped; ``None`` when there is none."""
+    depth, in_string, escaped = 0, False, False
+    for i, ch in enumerate(text):
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return i
+        elif ch in "]}":
+            depth -= 1
+    return None
 
 
 def read_text(path: Path) -> str:
