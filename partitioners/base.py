@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 import numpy as np
 import pyarrow as pa
@@ -51,7 +51,7 @@ def resolve(name: str) -> Partitioner:
         raise ValueError(f"partitioner name must be a non-empty string, got {name!r}")
     path = ALIASES.get(name.strip(), name.strip())
     module_name, _, attr = path.rpartition(".")
-    if not module_name:
+    if not module_name or not all(part.isidentifier() for part in path.split(".")):
         known = ", ".join(sorted(ALIASES))
         raise ValueError(f"partitioner {name!r} is not a dotted path (module.Class); known: {known}")
     try:
@@ -61,10 +61,14 @@ def resolve(name: str) -> Partitioner:
     cls = getattr(module, attr, None)
     if cls is None:
         raise ValueError(f"partitioner {name!r}: module {module_name!r} has no {attr!r}")
-    instance = cls() if isinstance(cls, type) else cls
-    if not isinstance(instance, Partitioner):
+    if not all(callable(getattr(cls, method, None)) for method in ("partition", "partition_array")):
         raise ValueError(
             f"partitioner {name!r} does not implement partition(key, num_partitions) "
             "and partition_array(keys, num_partitions)"
         )
-    return instance
+    if not isinstance(cls, type):
+        return cast(Partitioner, cls)
+    try:
+        return cast(Partitioner, cls())
+    except TypeError as exc:  # its constructor wants arguments
+        raise ValueError(f"partitioner {name!r} cannot be made without arguments ({exc})") from None

@@ -31,10 +31,12 @@ from pyspark.sql import SparkSession
 from sqe.config.plan import TopologyPlan, plan_topology
 from sqe.config.settings import ConfigFile, load_config, spark_conf_options
 from sqe.engine.batch_report import BatchReport
+from sqe.engine.checkpoint import not_a_directory
 from sqe.engine.pipeline import state_problems
 from sqe.engine.recovery import Rerun
 from sqe.engine.runner import Mode, run_topology
 from sqe.engine.session import build_session, quiet_failure_traces
+from sqe.errors import OptionError
 from sqe.lang.topology import Topology
 from sqe.lang.topology import load_topology as _load
 from state.registry import SINKS
@@ -126,13 +128,16 @@ def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
     topo = _topology(topology, name)
     plan = validate(topo, config=configs, conf=conf)  # bad input fails before Spark starts
     if spark is None:
-        spark = build_session(f"sqe {topo.name}", plan.spark_conf)
+        spark = build_session(f"sqe {topo.name}", plan.spark_conf, origins=plan.spark_origins)
         if not verbose:
             quiet_failure_traces(spark)
     from_spark = spark_conf_options(spark.sparkContext.getConf().getAll())
     if from_spark:
         plan = validate(topo, config=configs, conf=conf, spark_conf=from_spark)
     where = str(checkpoint if checkpoint is not None else Path("checkpoints") / topo.name)
+    unusable = not_a_directory(where)
+    if unusable:
+        raise OptionError(f"{topo.path}: {unusable}")
     mode: Mode = "once" if once else ("runtime" if runtime is not None else "forever")
     hint = rerun or _call_hint(topo, [c.path for c in configs], conf, name, where, once, runtime)
     reports = run_topology(plan, spark, topo.name, where, mode, runtime, resume=resume_from_store,

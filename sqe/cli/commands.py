@@ -23,12 +23,11 @@ from sqe.cli.demo import run_demo
 from sqe.cli.local_services import start_local_kafka, start_local_redis
 from sqe.cli.sample_events import produce_events
 from sqe.config.logs import set_log_level
-from sqe.config.options import Option
 from sqe.config.registry import CLIENT_PROPERTIES, REGISTRY, RETIRED
 from sqe.config.secrets import mask_value
 from sqe.config.settings import Settings, load_config, parse_conf_pairs
 from sqe.config.views import StreamSettings
-from sqe.engine.checkpoint import CheckpointFiles
+from sqe.engine.checkpoint import CheckpointFiles, not_a_directory
 from sqe.engine.lock import CheckpointLock
 from sqe.engine.recovery import Rerun
 from sqe.engine.session import build_session, quiet_failure_traces
@@ -71,11 +70,16 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="sqe: %(message)s", stream=sys.stderr)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     set_log_level(args.log_level)
-    held = _held_elsewhere(args.checkpoint or str(Path("checkpoints") / topology.name))
+    checkpoint = args.checkpoint or str(Path("checkpoints") / topology.name)
+    unusable = not_a_directory(checkpoint)
+    if unusable:
+        print(f"error: {topology.path}: {unusable}", file=sys.stderr)
+        return 2
+    held = _held_elsewhere(checkpoint)
     if held:  # say so at once, before a JVM starts
         print(f"error: {topology.path}: {held}", file=sys.stderr)
         return 1
-    spark = build_session(f"sqe {topology.name}", plan.spark_conf)
+    spark = build_session(f"sqe {topology.name}", plan.spark_conf, origins=plan.spark_origins)
     if not args.verbose:
         quiet_failure_traces(spark)
     stop, signals = _stop_on_signals()  # after the SparkContext, which sets a SIGINT handler
@@ -244,16 +248,6 @@ def sample_events(args: argparse.Namespace) -> int:
     return 0
 
 
-def _default_text(option: Option) -> str:
-    if option.default is None:
-        return "-"
-    if isinstance(option.default, bool):
-        return str(option.default).lower()
-    if isinstance(option.default, list):
-        return "[]" if not option.default else ",".join(option.default)
-    return str(option.default)
-
-
 def _settings(args: argparse.Namespace) -> Settings:
     """The options of ``--config`` files and ``--conf`` pairs, in that order of precedence."""
     settings = Settings.defaults()
@@ -279,13 +273,13 @@ def options(args: argparse.Namespace) -> int:
         print("| --- | --- | --- | --- |")
         for o in options:
             doc = o.doc + (f" *Ignored on Spark: {o.ignored}.*" if o.ignored else "")
-            print(f"| `{o.key}` | {o.type_name} | `{_default_text(o)}` | {doc} |")
+            print(f"| `{o.key}` | {o.type_name} | `{o.default_text}` | {doc} |")
         for key, why in RETIRED.items():
             print(f"| `{key}` | retired | - | {why[0].upper() + why[1:]}. |")
         return 0
     width = max(len(o.key) for o in options)
     for o in options:
-        print(f"{o.key:<{width}}  {o.type_name}  (default {_default_text(o)})")
+        print(f"{o.key:<{width}}  {o.type_name}  (default {o.default_text})")
         print(f"{'':<{width}}  {o.doc}" + (f" Ignored on Spark: {o.ignored}." if o.ignored else ""))
     for key, why in RETIRED.items():
         print(f"{key:<{width}}  retired: {why}")

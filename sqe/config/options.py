@@ -22,9 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import yaml
-
 from sqe.errors import OptionError
+from sqe.lang.documents import SyntaxProblem, load_yaml
 from sqe.lang.expressions import Constant, ExpressionError, Field, parse_expression, to_raw
 
 __all__ = ["Option", "OptionKind", "PREFIX", "Scope", "coerce", "render"]
@@ -76,15 +75,37 @@ class Option:
             "fields": "map of field name: Spark SQL type (or a list of names)",
         }[self.kind]
 
+    @property
+    def expected(self) -> str:
+        """What a value must be, as a message says it (``one of a, b``, ``an integer >= 1``)."""
+        if self.kind == "choice":
+            return "one of " + ", ".join(self.choices)
+        name = self.type_name
+        return ("an " if name[0] in "aeiou" else "a ") + name
+
+    @property
+    def default_text(self) -> str:
+        """The default as ``sqe options`` shows it (``-``: none)."""
+        if self.default is None:
+            return "-"
+        if isinstance(self.default, bool):
+            return str(self.default).lower()
+        if isinstance(self.default, list):
+            return "[]" if not self.default else ",".join(self.default)
+        return str(self.default)
+
 
 _INT = re.compile(r"^[+-]?\d+$")
 
 
 def _parse_structured(text: str) -> Any:
+    """An inline YAML/JSON value (``[[a, 1]]``, ``{sql: ...}``); a syntax error says where in
+    the value (line and column of the value's text)."""
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ValueError(f"not valid YAML/JSON ({getattr(exc, 'problem', exc)})") from exc
+        return load_yaml(text, "YAML/JSON")
+    except SyntaxProblem as exc:
+        at = f"line {exc.line}, column {exc.column}" if "\n" in text else f"column {exc.column}"
+        raise ValueError(f"{exc.problem}, at {at} of the value") from None
 
 
 def _coerce(option: Option, value: Any) -> Any:
@@ -172,10 +193,14 @@ def _fields(value: Any) -> dict[str, str | None]:
 def coerce(option: Option, value: Any, origin: str) -> Any:
     """Turn ``value`` into the option's type; a wrong value is an :class:`OptionError`.
 
-    The error names the key, the value and where the value came from.
+    The error names the key, the value and where the value came from.  ``null`` (``None``)
+    is no value of any kind: an option is given a value, or left out for its default.
     """
     if value is None:
-        return None
+        default = (f"the default ({option.default_text})" if option.default is not None
+                   else "it to stay unset")
+        raise OptionError(f"{origin}: {option.key}: null is not a value; expected "
+                          f"{option.expected}; leave the key out for {default}")
     try:
         result = _coerce(option, value)
         problem = option.check(result) if option.check else None

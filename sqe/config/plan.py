@@ -20,7 +20,7 @@ from typing import Any
 
 from sqe.config.client_properties import property_problems
 from sqe.config.fields import field_problems
-from sqe.config.settings import ConfigFile, Settings
+from sqe.config.settings import ConfigFile, Settings, spark_conf_options
 from sqe.config.views import OptionKey, StateSettings, StreamSettings
 from sqe.errors import OptionError, TopologyError
 from sqe.lang.post_filter import compile_filter
@@ -39,6 +39,7 @@ class TopologyPlan:
     states: Mapping[int, StateSettings]
     spark_conf: Mapping[str, str]
     warnings: tuple[str, ...] = field(default=())
+    spark_origins: Mapping[str, str] = field(default_factory=dict)  # key -> "FILE (Spark)"
 
     def state_settings(self, query: Query) -> StateSettings:
         """The settings of the state a query writes to."""
@@ -116,10 +117,17 @@ def plan_topology(
     problems: list[str] = []
     base = Settings.defaults()
     spark: dict[str, str] = {}
+    spark_origins: dict[str, str] = {}
+    warnings: list[str] = []
     try:
         for cfg in configs:
             base = base.overlay(cfg.sqe, f"{cfg.path} (SQE)")
             spark.update(cfg.spark)
+            spark_origins.update(dict.fromkeys(cfg.spark, f"{cfg.path} (Spark)"))
+            warnings += cfg.warnings
+        # Options given as spark.jw.sqe.* in a Spark: section reach the session's conf, where a
+        # run reads them as the top layer: check them now, below what the caller's Spark conf says.
+        spark_conf = {**spark_conf_options(spark), **(spark_conf or {})} or None
         # Validate the command-line layers once, up front, so their errors are reported once.
         Settings.defaults().overlay(conf, "--conf").overlay(spark_conf, "Spark conf")
     except OptionError as exc:
@@ -130,7 +138,6 @@ def plan_topology(
 
     streams: dict[str, StreamSettings] = {}
     states: dict[int, StateSettings] = {}
-    warnings: list[str] = []
     current = base
     for index, command in enumerate(topology.commands):
         where = f"{topology.path}: {topology.label(command)}"
@@ -151,7 +158,8 @@ def plan_topology(
             problems.append(str(exc))
     warnings += current.warnings()  # Set commands after the last stream or query
     problems += field_problems(topology, streams, states)
-    plan = TopologyPlan(topology, streams, states, spark, tuple(dict.fromkeys(warnings)))
+    plan = TopologyPlan(topology, streams, states, spark, tuple(dict.fromkeys(warnings)),
+                        spark_origins)
     problems += check(plan) if check is not None else []
     if problems:
         raise TopologyError(problems)

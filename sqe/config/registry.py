@@ -14,7 +14,6 @@ values come from and which one wins, in :mod:`sqe.config.settings`.
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from dataclasses import replace
 
@@ -23,6 +22,7 @@ from sqe.config.options import PREFIX, Option, Scope
 from sqe.config.redis_endpoint import check_url
 from sqe.config.secrets import is_secret_key
 from sqe.errors import OptionError
+from sqe.lang.documents import SyntaxProblem, load_json
 from sqe.lang.spark_types import type_problem
 
 __all__ = ["CLIENT_PROPERTIES", "CONSUMER_PREFIX", "JAVA_PROPERTIES", "OWNED_PROPERTIES",
@@ -41,15 +41,18 @@ def _check_partitioner(name: str) -> str | None:
 def _check_starting_offsets(text: str) -> str | None:
     if text.strip().lower() in ("earliest", "latest"):
         return None
+    expected = 'expected earliest, latest or JSON like {"0": 42}'
     try:
-        given = json.loads(text)
-        if not isinstance(given, dict):
-            raise ValueError("not an object")
-        for partition, offset in given.items():
-            if int(partition) < 0 or int(offset) < 0:
-                raise ValueError(f"partition {partition}: offset {offset} is negative")
-    except (ValueError, TypeError) as exc:
-        return f'expected earliest, latest or JSON like {{"0": 42}} ({exc})'
+        given = load_json(text)
+    except SyntaxProblem as exc:
+        return f"{expected} ({exc.problem}, at column {exc.column})"
+    if not isinstance(given, dict):
+        return f"{expected} (not a JSON object)"
+    for partition, offset in given.items():
+        if not partition.strip().isdigit():
+            return f"{expected} (partition {partition!r} is not a partition number)"
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            return f"{expected} (partition {partition}: offset {offset!r} is not an offset >= 0)"
     return None
 
 

@@ -32,12 +32,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from sqe.config.options import PREFIX, coerce, render
-from sqe.config.registry import REGISTRY, lookup
+from sqe.config.registry import REGISTRY, lookup, suggest
 from sqe.config.secrets import MASK, expand_env, mask_value
+from sqe.config.spark_settings import closest_spark_setting, is_spark_setting, unknown_spark_setting
 from sqe.errors import OptionError
+from sqe.lang.documents import SyntaxProblem, load_yaml, read_text
 
 __all__ = ["Settings", "ConfigFile", "load_config", "parse_conf_pairs", "spark_conf_options"]
 
@@ -126,8 +126,20 @@ class Settings(Mapping[str, Any]):
             if reason:
                 out.append(f"{origin}: {key} has no effect on Spark ({reason})")
         for key, (_, origin) in self.foreign.items():
-            out.append(f"{origin}: {key} is not a jw.sqe.* option and is ignored")
+            out.append(_foreign_warning(key, origin))
         return out
+
+
+def _foreign_warning(key: str, origin: str) -> str:
+    """What a key outside ``jw.sqe.*`` given among options is taken for, and what it may be."""
+    if key.startswith("spark."):
+        hint = None if is_spark_setting(key) else closest_spark_setting(key)
+        return (f"{origin}: {key} is a Spark setting, which SQE takes only from a config file's "
+                "Spark: section (or spark-submit --conf), so it is ignored here"
+                + (f"; Spark does not know it either: did you mean {hint}?" if hint else ""))
+    hint = suggest(key)
+    return (f"{origin}: {key} is not a jw.sqe.* option and is ignored"
+            + (f"; did you mean {hint}?" if hint else ""))
 
 
 def _restore(values: dict[str, tuple[Any, str]], foreign: dict[str, tuple[Any, str]]
@@ -137,11 +149,13 @@ def _restore(values: dict[str, tuple[Any, str]], foreign: dict[str, tuple[Any, s
 
 @dataclass(frozen=True)
 class ConfigFile:
-    """One ``--config`` YAML file: its ``SQE:`` options and ``Spark:`` conf."""
+    """One ``--config`` YAML file: its ``SQE:`` options and ``Spark:`` conf, and the warnings
+    about its Spark settings that Spark does not know."""
 
     path: str
     sqe: Mapping[str, Any]
     spark: Mapping[str, str]
+    warnings: tuple[str, ...] = ()
 
 
 _CONFIG_SECTIONS = {"SQE", "Spark", "Storm"}
@@ -154,11 +168,11 @@ def load_config(path: str | Path) -> ConfigFile:
     """
     name = str(path)
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = load_yaml(read_text(Path(path)))
     except OSError as exc:
-        raise OptionError(f"{name}: cannot read config file ({exc.strerror})") from exc
-    except yaml.YAMLError as exc:
-        raise OptionError(f"{name}: not valid YAML ({exc})") from exc
+        raise OptionError(f"{name}: cannot read config file ({exc.strerror})") from None
+    except SyntaxProblem as exc:
+        raise OptionError(exc.located(name)) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -169,20 +183,35 @@ def load_config(path: str | Path) -> ConfigFile:
             f"{name}: unknown section(s) {', '.join(sorted(map(str, unknown)))}; "
             "expected SQE: (jw.sqe.* options) and Spark: (Spark conf)"
         )
-    sqe = data.get("SQE") or {}
-    spark = data.get("Spark") or {}
+    sqe, spark = ({} if data.get(section) is None else data[section] for section in ("SQE", "Spark"))
     for section, value in (("SQE", sqe), ("Spark", spark)):
         if not isinstance(value, dict):
             raise OptionError(f"{name}: section {section} must be a map of key: value")
     Settings.defaults().overlay(sqe, f"{name} (SQE)")  # validate early, naming the file
-    return ConfigFile(name, MappingProxyType(dict(sqe)), MappingProxyType(
-        {str(k): _spark_value(expand_env(v, f"{name} (Spark): {k}")) for k, v in spark.items()}))
+    origin = f"{name} (Spark)"
+    conf = {key: _spark_value(key, expand_env(value, f"{origin}: {key}"), origin)
+            for key, value in spark.items()}
+    Settings.defaults().overlay(spark_conf_options(conf), origin)  # spark.jw.sqe.* are options
+    warnings = (unknown_spark_setting(key, origin) for key in conf)
+    return ConfigFile(name, MappingProxyType(dict(sqe)), MappingProxyType(conf),
+                      tuple(w for w in warnings if w))
 
 
-def _spark_value(value: Any) -> str:
+def _spark_value(key: Any, value: Any, origin: str) -> str:
+    """A ``Spark:`` setting's value as Spark conf takes it (a string); a key that is not a
+    string, and a value that is not a string, number or boolean, are errors."""
+    if not isinstance(key, str):
+        raise OptionError(f"{origin}: the key {key!r} is not a string; Spark settings are "
+                          "named like spark.sql.shuffle.partitions")
+    if value is None:
+        raise OptionError(f"{origin}: {key}: null is not a value; expected a string, number or "
+                          "boolean; leave the key out for Spark's default")
     if isinstance(value, bool):
         return "true" if value else "false"
-    return str(value)
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise OptionError(f"{origin}: {key} = {value!r}: expected a string, number or boolean "
+                      "(Spark settings are single values)")
 
 
 def parse_conf_pairs(pairs: Iterable[str]) -> dict[str, str]:

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
-__all__ = ["CheckpointFiles", "StreamCheckpoint", "local_checkpoint"]
+__all__ = ["CheckpointFiles", "StreamCheckpoint", "local_checkpoint", "not_a_directory"]
 
 _BASE = "sqe-batch-base"
 
@@ -48,6 +48,17 @@ def _local_path(spark: SparkSession | None, location: str) -> Path | None:
         if not default.startswith("file:"):
             return None
     return Path(location).absolute()
+
+
+def not_a_directory(location: str) -> str | None:
+    """Why ``location`` cannot be a checkpoint on this machine's disk (a file where it or a
+    directory above it would be), or ``None`` when it can be (or it is on a remote one)."""
+    local = _local_path(None, location)
+    for path in (local, *local.parents) if local is not None else ():
+        if path.exists():
+            return None if path.is_dir() else (f"checkpoint {location} cannot be a directory: "
+                                               f"{path} is a file")
+    return None
 
 
 class CheckpointFiles:

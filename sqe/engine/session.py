@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from py4j.protocol import Py4JJavaError
+from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import SparkSession
 
 from sqe.config.logs import LOG_LEVEL_ENV, log_level, spark_log_level
 from sqe.config.secrets import SPARK_REDACTION_REGEX
 from sqe.engine.prereq import require_java
+from sqe.errors import OptionError
 
 __all__ = ["build_session", "quiet_failure_traces", "LOCAL_DEFAULTS", "REDACTION_DEFAULTS",
            "FAILURE_LOGGERS", "PYTHON_FAILURE_LOGGERS"]
@@ -70,13 +74,16 @@ def build_session(
     app_name: str = "sqe",
     conf: Mapping[str, str] | None = None,
     master: str | None = None,
+    origins: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """Get or create the SparkSession with the project's interpreter for Python workers.
 
     ``master`` defaults to ``local[*]`` when no master is configured (not under
     ``spark-submit``); ``conf`` (e.g. a config file's ``Spark:`` map) wins over
     :data:`LOCAL_DEFAULTS`.  Spark logs at the level of :mod:`sqe.config.logs` (errors only
-    by default), from the start of a local JVM on.
+    by default), from the start of a local JVM on.  A value Spark refuses (``abc`` for
+    ``spark.sql.shuffle.partitions``) is an :class:`~sqe.errors.OptionError` naming the
+    setting and where it came from (``origins``: key -> e.g. ``conf/local.yaml (Spark)``).
     """
     require_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -96,9 +103,35 @@ def build_session(
         given["spark.driver.extraJavaOptions"] = f"{_log4j_options(spark_log_level())} {java}"
     for key, value in given.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    try:
+        session = builder.getOrCreate()
+        classic = getattr(session, "_jsparkSession", None)
+        if classic is not None:
+            classic.sessionState()  # the SQL settings are read here: one Spark refuses fails now
+    except (Py4JJavaError, CapturedException) as exc:
+        refused = _refused_setting(exc, origins or {})
+        if refused is None:
+            raise
+        raise OptionError(refused) from None
     session.sparkContext.setLogLevel(spark_log_level())
     return session
+
+
+def _refused_setting(exc: Exception, origins: Mapping[str, str]) -> str | None:
+    """The sentence for a Spark setting whose value Spark refused (its INVALID_CONF_VALUE
+    error, anywhere in the JVM exception's causes), or ``None`` for another failure."""
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    while java is not None:
+        if java.getClass().getName() == "org.apache.spark.SparkIllegalArgumentException" \
+                and str(java.getCondition()).startswith("INVALID_CONF_VALUE"):
+            params = java.getMessageParameters()
+            name, value = str(params.get("confName")), str(params.get("confValue"))
+            text = re.sub(r"^\[[A-Z_.]+\] |\s*SQLSTATE: \w+$", "", str(java.getMessage()))
+            reason = text.split(" is invalid. ", 1)[-1].rstrip(".")
+            return (f"{origins.get(name, 'Spark conf')}: {name} = {value!r}: Spark refuses it "
+                    f"({reason[:1].lower() + reason[1:]})")
+        java = java.getCause()
+    return None
 
 
 #: JVM loggers that print the stack trace of a failure the runner reports in one sentence:

@@ -1,7 +1,8 @@
 """The topology language: SQE's command model and expressions, and what they compile to.
 
 Owns loading and checking topology files in SQE's command model
-(:mod:`~sqe.lang.topology`: ``Set``, ``CreateStream``, ``Query``), the catalogue of
+(:mod:`~sqe.lang.topology`: ``Set``, ``CreateStream``, ``Query``), reading YAML and JSON
+documents with syntax errors told as one located line (:mod:`~sqe.lang.documents`), the catalogue of
 SQE functions (:mod:`~sqe.lang.functions`), expression trees
 (:mod:`~sqe.lang.expressions`), Spark SQL strings and type names read without Spark
 (:mod:`~sqe.lang.sql`, :mod:`~sqe.lang.spark_types`), the fields each query reads

@@ -111,8 +111,30 @@ def _arity_text(spec: FunctionSpec) -> str:
     return f"{spec.min_args} to {spec.max_args}"
 
 
+#: How deeply function calls may nest in one expression: deeper trees are refused, as
+#: every step after parsing (checks, compilation) walks them recursively.
+MAX_NESTING = 64
+
+
+def _nesting(raw: Any) -> int:
+    """How deeply maps and lists nest in ``raw`` (counted without recursion)."""
+    deepest, stack = 0, [(raw, 0)]
+    while stack:
+        value, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(value, dict):
+            stack += [(v, depth + 1) for v in value.values()]
+        elif isinstance(value, list):
+            stack += [(v, depth) for v in value]  # an argument list is no level of its own
+    return deepest
+
+
 def parse_expression(raw: Any, path: tuple[str, ...] = ()) -> Expression:
-    """Parse one raw expression (see the module docstring for the forms)."""
+    """Parse one raw expression (see the module docstring for the forms).  Function calls
+    nested deeper than :data:`MAX_NESTING` are an :class:`ExpressionError`."""
+    if not path and _nesting(raw) > MAX_NESTING:
+        raise ExpressionError(path, f"function calls nest {_nesting(raw)} deep; at most "
+                                    f"{MAX_NESTING} levels are allowed")
     if isinstance(raw, str):
         if not raw:
             raise ExpressionError(path, "a field name must not be empty")

@@ -119,6 +119,9 @@ def _parse(text: str) -> exp.Select:
         tree = sqlglot.parse_one(_PREFIX + source, read=_DIALECT)
     except TokenError:
         raise SqlSyntaxError(text, _unclosed_quote(text), "a quote is not closed") from None
+    except RecursionError:  # sqlglot parses nested expressions recursively
+        raise SqlSyntaxError(text, 0, "it nests too deeply to be read (parentheses, NOT, "
+                                      "CASE, ... inside one another)") from None
     except ParseError as exc:
         err = exc.errors[0] if exc.errors else {}
         token = str(err.get("highlight") or "")

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, cast
 
-import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -34,6 +33,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from sqe.errors import TopologyError
+from sqe.lang.documents import SyntaxProblem, load_text
 from sqe.lang.expressions import (
     Expression,
     ExpressionError,
@@ -206,8 +206,12 @@ def _location(loc: Sequence[Any]) -> list[str]:
     """Pydantic's location as the messages say it: ``select -> expression 1`` (1-based, as
     commands, arguments and rows are) for ``select -> expressions -> 0``."""
     out: list[str] = []
-    for part in loc:
-        if isinstance(part, int) and out:
+    for i, part in enumerate(loc):
+        if part == "[key]":  # pydantic's mark after a map key that is wrong
+            continue
+        if i + 1 < len(loc) and loc[i + 1] == "[key]":
+            out.append(f"key {part}")
+        elif isinstance(part, int) and out:
             name = out.pop()
             out.append(f"{_ITEMS.get(name, name + ' item')} {part + 1}")
         else:
@@ -250,6 +254,13 @@ def _known_fields(model: type[_Model], loc: list[str]) -> str:
     return f" (expected {', '.join(names)})"
 
 
+def _what(value: Any) -> str:
+    """What a YAML/JSON value is, in a message: ``a map``, ``a string``, ..."""
+    names = {dict: "a map", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number"}
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
 def parse_commands(raw: Any, source: str, state_names: Sequence[str] | None = None
                    ) -> tuple[Command, ...]:
     """Validate a raw command list; all problems are collected into one :class:`TopologyError`.
@@ -257,8 +268,9 @@ def parse_commands(raw: Any, source: str, state_names: Sequence[str] | None = No
     ``state_names`` are the ``stateName`` values a query may use (None: any).
     """
     if not isinstance(raw, list):
+        got = "an empty file" if raw is None else f"{_what(raw)}"
         raise TopologyError(f"{source}: a topology file must be a list of commands "
-                            f"(Set, CreateStream, Query), got {type(raw).__name__}")
+                            f"(Set, CreateStream, Query), got {got}")
     commands: list[Command] = []
     problems: list[str] = []
     for i, item in enumerate(raw):
@@ -316,19 +328,6 @@ def _check_structure(path: str, topology: Topology) -> None:
         raise TopologyError(problems)
 
 
-def _read(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() == ".json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TopologyError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise TopologyError(f"{path}: not valid YAML ({exc})") from None
-
-
 def load_topology(path: str | Path, name: str | None = None,
                   state_names: Sequence[str] | None = None) -> Topology:
     """Load and validate a topology file (YAML, or JSON by its ``.json`` suffix).
@@ -339,9 +338,11 @@ def load_topology(path: str | Path, name: str | None = None,
     """
     p = Path(path)
     try:
-        raw = _read(p)
+        raw = load_text(p)
     except OSError as exc:
         raise TopologyError(f"{p}: cannot read topology file ({exc.strerror})") from None
+    except SyntaxProblem as exc:
+        raise TopologyError(exc.located(str(p))) from None
     commands = parse_commands(raw, str(p), state_names)
     topology = Topology(str(p), name or p.stem, commands)
     _check_structure(str(p), topology)

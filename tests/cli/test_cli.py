@@ -92,3 +92,23 @@ def test_console_script_is_installed():
     out = subprocess.run([str(Path(sys.executable).parent / "sqe"), "--version"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.startswith("sqe ")
+
+
+@pytest.mark.spark
+def test_run_with_a_spark_value_spark_refuses_is_one_sentence_naming_the_file(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("Spark:\n  spark.sql.shuffle.partitions: many\n")
+    out = sqe("run", "topologies/hello.yaml", "--config", str(cfg), "--once",
+              "--checkpoint", str(tmp_path / "ck"))
+    assert out.returncode == 2, out.stderr
+    assert (f"error: {cfg} (Spark): spark.sql.shuffle.partitions = 'many': Spark refuses it (it "
+            "should be a/an 'int' value)") in out.stderr.splitlines()
+    assert "Traceback" not in out.stderr
+
+
+def test_run_on_a_checkpoint_that_is_a_file_is_refused_before_spark(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    out = sqe("run", "topologies/hello.yaml", "--once", "--checkpoint", str(tmp_path / "afile"))
+    assert (out.returncode, out.stderr) == (2, (
+        f"error: topologies/hello.yaml: checkpoint {tmp_path / 'afile'} cannot be a directory: "
+        f"{tmp_path / 'afile'} is a file\n"))

@@ -173,6 +173,40 @@ def test_config_file_errors_name_the_file(tmp_path, text, error):
     assert str(cfg) in str(info.value) and error in str(info.value)
 
 
+def test_config_file_syntax_errors_are_one_line_with_line_and_column(tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("SQE:\n  jw.sqe.state.redis.port: 6379\nSpark:\n  spark.ui.enabled: [false\n")
+    with pytest.raises(OptionError) as info:
+        load_config(cfg)
+    assert str(info.value) == (f"{cfg}:5:1: not valid YAML: expected ',' or ']', but got the end "
+                               "of the text (while parsing a flow sequence at line 4, column 21)")
+    cfg.write_bytes(b"SQE:\n  jw.sqe.state.redis.host: h\xe9\n")
+    with pytest.raises(OptionError) as info:
+        load_config(cfg)
+    assert str(info.value) == (f"{cfg}:2:29: not UTF-8 text: byte 0xe9 (invalid continuation "
+                               "byte)")
+
+
+@pytest.mark.parametrize(
+    "key,raw,message",
+    [
+        ("jw.sqe.spout.fixed.values", "[[1, 2], [3", "not valid YAML/JSON: expected ',' or ']', "
+         "but got the end of the text (while parsing a flow sequence at line 1, column 10), at "
+         "column 12 of the value"),
+        ("jw.sqe.state.kafka.filterValue", "{sql: a, b: [}", "not valid YAML/JSON: expected the "
+         "node content, but found '}' (while parsing a flow node), at column 14 of the value"),
+        ("jw.sqe.spout.kafka.startingOffsets", '{"0": 1', 'expected earliest, latest or JSON '
+         'like {"0": 42} (not valid JSON: expecting \',\' delimiter, at column 8)'),
+        ("jw.sqe.spout.kafka.startingOffsets", '{"0": 1e400}', 'expected earliest, latest or '
+         'JSON like {"0": 42} (partition 0: offset inf is not an offset >= 0)'),
+    ],
+)
+def test_inline_structured_values_that_do_not_parse_say_where(key, raw, message):
+    with pytest.raises(OptionError) as info:
+        coerce(REGISTRY[key], raw, "--conf")
+    assert str(info.value) == f"--conf: {key} = {raw!r}: {message}"
+
+
 def test_missing_config_file_is_a_clear_error(tmp_path):
     with pytest.raises(OptionError, match="cannot read config file"):
         load_config(tmp_path / "nope.yaml")

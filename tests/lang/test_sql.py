@@ -129,3 +129,11 @@ def test_the_function_names_are_the_running_sparks(spark):
     names = {n for n in listed if n.replace("_", "a").isalnum() and not n[0].isdigit()}
     assert names - SPARK_FUNCTIONS == set(), "new in this Spark: add them to sqe/lang/spark_names.py"
     assert SPARK_FUNCTIONS - names == set(), "gone from this Spark: drop them from spark_names.py"
+
+
+@pytest.mark.parametrize("text", ["NOT " * 600 + "a", "(" * 400 + "a" + ")" * 400,
+                                  "upper(" * 300 + "a" + ")" * 300,
+                                  "CASE WHEN a THEN " * 300 + "1" + " END" * 300])
+def test_strings_nested_too_deeply_to_parse_are_syntax_errors(text):
+    with pytest.raises(SqlSyntaxError, match="it nests too deeply to be read"):
+        sql_columns(text)

@@ -249,13 +249,38 @@ def test_fixed_stream_rows_must_match_fields(tmp_path):
         plan_topology(load_topology(_write(tmp_path, body)))
 
 
-def test_json_and_yaml_syntax_errors_name_the_file(tmp_path):
-    with pytest.raises(TopologyError, match=r"t.json: not valid JSON \(line 1"):
-        load_topology(_write(tmp_path, "[{", "t.json"))
-    with pytest.raises(TopologyError, match="t.yaml: not valid YAML"):
-        load_topology(_write(tmp_path, "- {a: [", "t.yaml"))
+def test_json_and_yaml_syntax_errors_are_one_line_naming_file_line_and_column(tmp_path):
+    cases = [
+        ("t.json", "[{", "t.json:1:3: not valid JSON: expecting property name enclosed in "
+                         "double quotes"),
+        ("t.json", '[\n  {"Set": {"key": 1}\n]', "t.json:3:1: not valid JSON: expecting ',' "
+                                                   "delimiter"),
+        ("t.yaml", "- {a: [", "t.yaml:1:8: not valid YAML: expected the node content, but "
+                              "found the end of the text (while parsing a flow node)"),
+        ("t.yaml", "- Set:\n    key: a\n   value: b\n", "t.yaml:3:4: not valid YAML: "
+         "expected the end of the indented block, but found the start of a map (while parsing "
+         "a block mapping at line 1, column 3)"),
+        ("t.yaml", "- Set: {key: a, value: 2020-13-45}\n", "t.yaml:1:24: not valid YAML: "
+         "'2020-13-45' is not a date (YYYY-MM-DD) or a timestamp (month must be in 1..12)"),
+        ("t.yaml", "- Set:\n\tkey: a\n", "t.yaml:2:1: not valid YAML: found character "
+         "'\\t' that cannot start any token (while scanning for the next token)"),
+        ("t.yaml", "- Set: {key: a, value: \x07}\n", "t.yaml:1:24: not valid YAML: the control "
+                                                     "character U+0007 is not allowed in YAML"),
+    ]
+    for name, text, message in cases:
+        with pytest.raises(TopologyError) as info:
+            load_topology(_write(tmp_path, text, name))
+        assert info.value.messages == [f"{tmp_path}/{message}"]
     with pytest.raises(TopologyError, match="cannot read topology file"):
         load_topology(tmp_path / "missing.yaml")
+
+
+def test_bytes_that_are_not_utf8_are_located(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_bytes("- Set:\n    key: caf\xc3\xa9\n    value: \xff\n".encode("latin-1"))
+    with pytest.raises(TopologyError) as info:
+        load_topology(path)
+    assert info.value.messages == [f"{path}:3:12: not UTF-8 text: byte 0xff (invalid start byte)"]
 
 
 def test_topology_name_defaults_to_the_file_stem(tmp_path):
@@ -283,3 +308,36 @@ def test_expression_forms(raw, expected):
     parsed = parse_expression(raw)
     assert parsed == expected
     assert parse_expression(to_raw(parsed)) == parsed
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("", "a topology file must be a list of commands (Set, CreateStream, Query), got an "
+             "empty file"),
+        ("a: 1\n", "a topology file must be a list of commands (Set, CreateStream, Query), got "
+                   "a map"),
+        ("- CreateStream: {streamName: S, objectName: t, spoutName: KAFKA, options: {1: 2}}\n",
+         "command 1 (CreateStream) -> options -> key 1: expected a string"),
+    ],
+)
+def test_wrong_shapes_are_named_in_words(tmp_path, text, message):
+    path = _write(tmp_path, text)
+    with pytest.raises(TopologyError) as info:
+        load_topology(path)
+    assert info.value.messages == [f"{path}: {message}"]
+
+
+def test_expressions_nested_too_deeply_are_refused_where_they_are(tmp_path):
+    expr: object = "a"
+    for _ in range(80):  # deeper than expressions may nest, within what documents may
+        expr = {"+": [expr, 1]}
+    commands = [{"CreateStream": {"streamName": "S", "objectName": "t", "spoutName": "KAFKA"}},
+                {"Query": {"insertInto": {"objectName": "o", "fields": ["x"]},
+                           "select": {"expressions": [expr]}, "from": {"objectName": "S"}}}]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(commands))
+    with pytest.raises(TopologyError) as info:
+        load_topology(path)
+    assert info.value.messages == [f"{path}: command 2 (Query) -> select -> expression 1: "
+                                   "function calls nest 80 deep; at most 64 levels are allowed"]

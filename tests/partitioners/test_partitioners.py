@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -131,3 +133,35 @@ def test_resolve_by_path_and_alias(name, cls):
 def test_resolve_errors_name_the_problem(name, text):
     with pytest.raises(ValueError, match=text):
         resolve(name)
+
+
+@pytest.mark.parametrize(
+    "name,problem",
+    [
+        ("...", "is not a dotted path (module.Class)"),
+        ("a..b", "is not a dotted path (module.Class)"),
+        ("datetime.date", "does not implement partition(key, num_partitions)"),
+        ("fractions.Fraction", "does not implement partition(key, num_partitions)"),
+    ],
+)
+def test_names_that_are_no_partitioner_are_value_errors(name, problem):
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        resolve(name)
+
+
+class NeedsArguments:
+    """A partitioner whose constructor wants an argument, which a topology cannot give."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def partition(self, key, num_partitions):
+        return 0
+
+    def partition_array(self, keys, num_partitions):
+        return np.zeros(len(keys), dtype=np.int32)
+
+
+def test_a_partitioner_that_needs_arguments_is_a_value_error():
+    with pytest.raises(ValueError, match=r"cannot be made without arguments"):
+        resolve(f"{__name__}.NeedsArguments")
