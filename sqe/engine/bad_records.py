@@ -10,10 +10,12 @@ A step cannot take a record when
 
 Finding them costs nothing while a batch has none.  A value that does not decode
 is seen by the deserializer's own pass; the others show as the batch's failure,
-and only then :func:`locate` looks for the records behind it: a state's own
-conditions give them at once, anything else is found by bisection over the
-batch's records (each step a Spark job over the cached batch that evaluates every
-query without writing; about ``2 log2(records)`` jobs per bad record).
+and only then are the records behind it looked for: a state's own conditions
+over a query's output give them at once (:func:`records_at`, through the carried
+StreamMetadata columns), anything else is found by bisection (:func:`locate`)
+over the batch's records (each step a Spark job over the cached batch that
+evaluates every query without writing; about ``log2(records) + 1`` jobs per bad
+record).
 
 ``jw.sqe.spout.kafka.badRecordPolicy`` decides (:func:`apply_policy`): ``fail``
 stops the batch with one sentence naming the first record's topic, partition and
@@ -39,7 +41,7 @@ from sqe.source.dead_letters import DeadLetters
 from sqe.wire.columns import carried_offset
 
 __all__ = ["MAX_BAD_RECORDS", "BadRecord", "BadRecordError", "StepFailure", "apply_policy",
-           "bad_rows", "locate", "row_level", "spark_reason", "without"]
+           "bad_rows", "locate", "records_at", "row_level", "spark_reason", "without"]
 
 #: The most bad records one batch may dead-letter; more is a broken upstream, not bad luck.
 MAX_BAD_RECORDS = 1000
@@ -118,32 +120,56 @@ def locate(frame: DataFrame, evaluate: Callable[[DataFrame], None], limit: int
            ) -> list[BadRecord]:
     """The records of ``frame`` (the batch's source rows) on which ``evaluate`` raises a
     :class:`StepFailure` alone, by bisection; at most ``limit`` of them.  Empty when the
-    failure needs several records together (e.g. an overflowing sum)."""
+    failure needs several records together (e.g. an overflowing sum).
+
+    When the left half of a failing part passes, the right half is taken to fail without
+    trying it (one job saved per level); a record reached that way is tried alone before it
+    is named, so a failure of several records together names none of them.
+    """
     ids = [(r[0], r[1]) for r in frame.select("_partition", carried_offset())
            .orderBy("_partition", carried_offset()).collect()]
     found: list[tuple[tuple[int, int], StepFailure]] = []
 
-    def search(part: Sequence[tuple[int, int]]) -> None:
-        if len(found) >= limit or not part:
-            return
+    def fails(part: Sequence[tuple[int, int]]) -> StepFailure | None:
         try:
             evaluate(_slice(frame, part))
-            return
         except StepFailure as failure:
-            if len(part) == 1:
-                found.append((part[0], failure))
-                return
-        half = len(part) // 2
-        search(part[:half])
-        search(part[half:])
+            return failure
+        return None
 
-    search(ids)
-    out = []
-    for (part, off), failure in found:
-        (record,) = bad_rows(_slice(frame, [(part, off)]), F.lit(True),
-                             F.lit(f"{failure.where}: {failure.reason}"), 1)
-        out.append(record)
-    return out
+    def search(part: Sequence[tuple[int, int]], known: StepFailure | None,
+               proven: bool) -> None:
+        if len(found) >= limit or not part:
+            return
+        if known is None or (len(part) == 1 and not proven):
+            known, proven = fails(part), True
+            if known is None:
+                return
+        if len(part) == 1:
+            found.append((part[0], known))
+            return
+        left, right = part[:len(part) // 2], part[len(part) // 2:]
+        failure = fails(left)
+        if failure is None:
+            search(right, known, False)
+        else:
+            search(left, failure, True)
+            search(right, None, False)
+
+    search(ids, None, False)
+    return [records_at(frame, [key], f"{failure.where}: {failure.reason}", 1)[0]
+            for key, failure in found]
+
+
+def records_at(frame: DataFrame, ids: Sequence[tuple[int, int]], reason: str, limit: int
+               ) -> list[BadRecord]:
+    """The records of ``frame`` (source columns) at ``ids`` ((partition, carried offset)
+    pairs, as the carried StreamMetadata columns of a query's output hold them)."""
+    keys = frame.sparkSession.createDataFrame([(int(p), int(o)) for p, o in ids],
+                                              "_sqe_p int, _sqe_o long")
+    joined = frame.join(F.broadcast(keys), (F.col("_partition") == F.col("_sqe_p"))
+                        & (carried_offset() == F.col("_sqe_o")), "left_semi")
+    return bad_rows(joined, F.lit(True), F.lit(reason), limit)
 
 
 def without(frame: DataFrame, bad: Sequence[BadRecord]) -> DataFrame:

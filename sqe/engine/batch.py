@@ -45,6 +45,7 @@ from sqe.engine.bad_records import (
     apply_policy,
     bad_rows,
     locate,
+    records_at,
     row_level,
     spark_reason,
     without,
@@ -267,7 +268,7 @@ class BatchProcessor:
                 exc, StaleBatchError):
             raise exc
         limit = 1 if self.p.settings.bad_record_policy == "fail" else MAX_BAD_RECORDS + 1
-        bad = locate(rows, self._evaluate, limit)
+        bad = self._rejected(rows, limit) or locate(rows, self._evaluate, limit)
         if bad:
             return bad
         if row_level(exc):
@@ -275,6 +276,20 @@ class BatchProcessor:
                              f"{spark_reason(exc)} (no single record causes it); nothing of "
                              "the batch is committed") from None
         raise exc
+
+    def _rejected(self, rows: DataFrame, limit: int) -> list[BadRecord]:
+        """The records whose rows a state cannot hold, read through the carried StreamMetadata
+        of its query's output (one job per condition; none for aggregated output)."""
+        _, frames = self._frames(rows, None, self._types)
+        for step, frame in zip(self.p.steps, frames, strict=True):
+            if step.sink is None or not set(CARRIED) <= set(frame.columns):
+                continue
+            for condition, reason in step.sink.rejects(frame):
+                ids = [(r[0], r[1]) for r in frame.where(condition)
+                       .select(CARRIED[1], CARRIED[2]).limit(limit).collect()]
+                if ids:
+                    return records_at(rows, ids, f"{step.where}: {reason}", limit)
+        return []
 
     def _evaluate(self, rows: DataFrame) -> None:
         """Run every query over ``rows`` and check what each state is given, writing nothing;
