@@ -244,7 +244,7 @@ class HwmStore:
                ) -> StaleBatchError:
         return StaleBatchError.behind(self.describe(), self.consumer, batch_id, commit.batch_id,
                                       commit.checkpoint, offsets if batch_id == commit.batch_id
-                                      else None)
+                                      else None, commit.offsets)
 
     def describe_error(self, exc: BaseException) -> str:
         """A client error as one sentence naming this store's Redis (never its password)."""

@@ -188,7 +188,8 @@ class _Transaction:
                 and stored.batch_id >= batch.batch_id:
             self.close()
             raise StaleBatchError.behind(self.where, batch.consumer, batch.batch_id,
-                                         stored.batch_id, stored.checkpoint, batch.offsets)
+                                         stored.batch_id, stored.checkpoint, batch.offsets,
+                                         stored.offsets)
 
     @property
     def holds(self) -> bool:

@@ -33,7 +33,9 @@ def test_commit_merges_with_max_and_records_the_batch(store):
 def test_a_committed_batch_is_skipped_and_an_older_one_fenced(store):
     store.commit(5, {(1, 0): 10})
     assert store.commit(5, {(1, 0): 99}) is False  # Spark re-ran batch 5
-    with pytest.raises(StaleBatchError, match="batch 4 of consumer .* is older than the committed batch 5"):
+    with pytest.raises(StaleBatchError, match="batch 4 of consumer .* is older than batch 5, "
+                                              "which another writer of consumer "
+                                              "'load/Enriched' committed;"):
         store.commit(4, {(1, 0): 50})
     assert store.load().hwm == {(1, 0): 10}  # the refused writer changed nothing
 

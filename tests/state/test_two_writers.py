@@ -58,7 +58,9 @@ def test_two_writers_of_one_consumer_create_the_tables_at_once(spark, postgres_d
         written = [x for x in results if not isinstance(x, BaseException)]
         assert len(refused) == 1 and len(written) == 1, results
         winner = results.index(written[0])
-        assert f"the run on checkpoint /ck/run{winner} made" in str(refused[0])
+        assert (f"another writer of consumer 'two.In' committed (the run on checkpoint "
+                f"/ck/run{winner}, ending at source offsets {{\"0\": {winner + 1}}})"
+                ) in str(refused[0])
 
 
 def test_writers_of_two_consumers_create_one_new_table_at_once(spark, postgres_dsn):
