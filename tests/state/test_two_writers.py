@@ -1,40 +1,18 @@
-"""Two writers at once on real services: creating the same table, and the refusal of the one
-that is behind (what it says, and that it leaves nothing staged)."""
+"""Two writers of a Postgres state at once, on a real Postgres: creating the same new tables, and
+the refusal of the one behind naming the other."""
 
 from __future__ import annotations
-
-import threading
-from collections.abc import Callable
 
 import psycopg
 import pytest
 
 from sqe.errors import StaleBatchError
 from state.postgres import PostgresStateConfig, write_postgres
+from tests.support.race import race
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
 ROUNDS = 6
-
-
-def _race(n: int, work: Callable[[int], object]) -> list[object]:
-    """Run ``work(0..n-1)`` in ``n`` threads released together; each one's result or exception."""
-    barrier = threading.Barrier(n)
-    out: list[object] = [None] * n
-
-    def run(i: int) -> None:
-        barrier.wait()
-        try:
-            out[i] = work(i)
-        except Exception as exc:  # the thread's outcome, for the test to look at
-            out[i] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    return out
 
 
 def _schema(dsn: str, name: str) -> str:
@@ -52,7 +30,7 @@ def test_two_writers_of_one_consumer_create_the_tables_at_once(spark, postgres_d
     for r in range(ROUNDS):
         schema = _schema(postgres_dsn, f"one{r}")
         cfg = PostgresStateConfig(f"{schema}.out", postgres_dsn, ("id",))
-        results = _race(2, lambda i, cfg=cfg: write_postgres(
+        results = race(2, lambda i, cfg=cfg: write_postgres(
             df, cfg, "two.In", 0, offsets=f'{{"0": {i + 1}}}', checkpoint=f"/ck/run{i}"))
         refused = [x for x in results if isinstance(x, StaleBatchError)]
         written = [x for x in results if not isinstance(x, BaseException)]
@@ -73,7 +51,7 @@ def test_writers_of_two_consumers_create_one_new_table_at_once(spark, postgres_d
             write_postgres(df, PostgresStateConfig(f"{schema}.first", postgres_dsn, ("id",)),
                            "first.In", 0)
         cfg = PostgresStateConfig(f"{schema}.shared", postgres_dsn, ("id",))
-        results = _race(3, lambda i, cfg=cfg: write_postgres(df, cfg, f"c{i}.In", 0))
+        results = race(3, lambda i, cfg=cfg: write_postgres(df, cfg, f"c{i}.In", 0))
         assert [getattr(x, "rows", x) for x in results] == [2, 2, 2]
         with psycopg.connect(postgres_dsn) as conn:
             assert conn.execute(f'SELECT count(*) FROM "{schema}".shared').fetchone() == (6,)
