@@ -121,6 +121,9 @@ redis.call('HSET', KEYS[4], 'offsets', ARGV[4], 'checkpoint', ARGV[5], 'reset', 
 return 1
 """
 
+# The commit script's refusal: its code and the commit it found (JSON).
+_REFUSED = re.compile(r"(SQE_STALE|SQE_OTHER) (\{.*\})", re.S)
+
 _LOAD = _NOW + """
 local commit = redis.call('HMGET', KEYS[4], 'offsets', 'checkpoint', 'reset')
 local out = {redis.call('GET', KEYS[3]) or '', commit[1] or '', commit[2] or '', commit[3] or ''}
@@ -236,13 +239,13 @@ class HwmStore:
         try:
             return bool(self._commit(keys=keys, args=args))
         except redis.ResponseError as exc:
-            code, _, record = str(exc).partition(" ")
-            if code not in ("SQE_STALE", "SQE_OTHER"):
+            refused = _REFUSED.search(str(exc))
+            if refused is None:
                 raise
-        found = json.loads(record)
+        found = json.loads(refused.group(2))
         committed = Commit(self.describe(), int(found["batch"]), found["offsets"] or None,
                            found["checkpoint"] or None)
-        if code == "SQE_OTHER" and committed.same_batch(batch_id, offsets):
+        if refused.group(1) == "SQE_OTHER" and committed.same_batch(batch_id, offsets):
             return False  # the same offsets, spaced otherwise: Spark re-ran the batch
         raise self._stale(batch_id, committed, offsets)
 
