@@ -60,7 +60,7 @@ def main() -> None:
     store = HwmStore.from_url(args.redis, "bench.S", 3600)
 
     def staged(batch: int) -> None:
-        key = store.stage_key(batch, 0)
+        key = store.stage_key(batch, None, 0)
         stage_redis(df, cfg, endpoint, key)
         store.commit(batch, {(1, 0): batch}, [Stage(key, "HASH")])
 

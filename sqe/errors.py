@@ -53,24 +53,29 @@ class StateError(SqeError, RuntimeError):
 
 
 class StaleBatchError(SqeError, RuntimeError):
-    """A commit with a batch id lower than the committed one: another writer is ahead."""
+    """A batch id lower than the committed one, or the same id ending at other source offsets:
+    another writer of the consumer is ahead, and the message names it."""
 
     @classmethod
     def behind(cls, store: str, consumer: str, batch_id: int, committed: int,
-               checkpoint: str | None = None, offsets: str | None = None) -> StaleBatchError:
-        """The refusal of batch ``batch_id`` by ``store`` (a sentence naming it), which holds
-        batch ``committed`` (made on ``checkpoint``, when known); ``offsets`` when the same
-        batch id ends at other source offsets."""
+               checkpoint: str | None = None, offsets: str | None = None,
+               committed_offsets: str | None = None) -> StaleBatchError:
+        """The refusal of batch ``batch_id`` by ``store`` (a sentence naming it and the other
+        writer): ``store`` holds batch ``committed`` of ``consumer``, made on ``checkpoint``
+        and ending at ``committed_offsets`` (when recorded); ``offsets``, this batch's end,
+        when the same batch id ends at other source offsets."""
         if offsets is not None and batch_id == committed:
             what = (f"batch {batch_id} of consumer {consumer!r} ends at other source offsets "
-                    f"({offsets}) than the committed batch {committed}")
+                    f"({offsets}) than batch {committed}")
         else:
-            what = (f"batch {batch_id} of consumer {consumer!r} is older than the committed "
-                    f"batch {committed}")
-        made = f", which the run on checkpoint {checkpoint} made" if checkpoint else ""
-        return cls(f"{store}: {what}{made}; another run of this consumer is ahead of this one, "
-                   "which is refused so that nothing is written twice: stop one of the two "
-                   "runs, or give this one a --name of its own")
+            what = f"batch {batch_id} of consumer {consumer!r} is older than batch {committed}"
+        known = ([f"the run on checkpoint {checkpoint}"] if checkpoint else []) + (
+            [f"ending at source offsets {committed_offsets}"] if committed_offsets else [])
+        made = f" ({', '.join(known)})" if known else ""
+        return cls(f"{store}: {what}, which another writer of consumer {consumer!r} "
+                   f"committed{made}; that run is ahead of this one, which is refused so that "
+                   "nothing is written twice: stop one of the two runs, or give this one a "
+                   "--name of its own")
 
 
 class RunError(SqeError, RuntimeError):

@@ -9,13 +9,17 @@ tag so they live in one Redis Cluster slot and one Lua script may touch them:
 * ``sqe:{<consumer>}:commit`` hash: the source ``offsets`` that batch ended at, the
   ``checkpoint`` that committed it, and ``reset`` (1 after :meth:`HwmStore.reset`);
   see :mod:`state.commits`
-* ``sqe:{<consumer>}:stage:<batch>:<n>`` rows of a Redis state staged for
-  batch ``<batch>`` (see :mod:`state.redis`), until the commit applies them
+* ``sqe:{<consumer>}:stage:<batch>:<writer>:<n>`` rows of a Redis state staged
+  for batch ``<batch>`` (see :mod:`state.redis`), until the commit applies them;
+  ``<writer>`` is a hash of the checkpoint that stages them, so two runs of one
+  consumer on separate checkpoints never share a stage, and a retry on the same
+  checkpoint rewrites its own
 
 :meth:`HwmStore.commit` runs one Lua script that, atomically, refuses a batch
-id lower than the stored one (:class:`StaleBatchError`: a stale or duplicate
-writer is fenced, loudly), skips a batch id equal to it (Spark re-ran a
-committed batch), and otherwise sets each HWM to the max of old and new,
+id lower than the stored one, or equal to it with other source offsets
+(:class:`StaleBatchError` naming the commit it found: a stale or duplicate
+writer is fenced, loudly, and its stages are deleted), skips a batch id equal
+to it (Spark re-ran a committed batch), and otherwise sets each HWM to the max of old and new,
 stamps the update time, drops entries older than the TTL and records the
 batch id with its commit record; with staged Redis state rows it applies them in the same script,
 so the rows, the HWMs and the batch id land together or not at all.
@@ -26,6 +30,8 @@ from the Redis server's clock, so writers with skewed clocks agree.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -61,19 +67,24 @@ end
 
 # KEYS: hwm, ts, batch, commit, stage keys...; ARGV: ttl, batch id, number of stages, the
 # batch's end offsets, the checkpoint, (datatype, expire seconds) per stage, then
-# "<pid>:<partition>", offset pairs.
+# "<pid>:<partition>", offset pairs.  A refusal deletes the stages and replies with an error
+# 'SQE_STALE <the stored commit as JSON>'; 'SQE_OTHER <...>' when the same batch id ends at
+# other offsets as text (HwmStore.commit compares them as JSON).
 _COMMIT = _NOW + _GT + """
 local stages = tonumber(ARGV[3])
 local stored = redis.call('GET', KEYS[3])
 local batch = tonumber(ARGV[2])
-if stored then
-  if batch < tonumber(stored) then
-    return redis.error_reply('SQE_STALE ' .. stored)
+if stored and batch <= tonumber(stored) then
+  for s = 1, stages do redis.call('DEL', KEYS[4 + s]) end
+  local made = redis.call('HMGET', KEYS[4], 'offsets', 'checkpoint')
+  local offsets = made[1] or ''
+  local record = ' ' .. cjson.encode({batch = stored, offsets = offsets,
+                                      checkpoint = made[2] or ''})
+  if batch < tonumber(stored) then return redis.error_reply('SQE_STALE' .. record) end
+  if offsets ~= '' and ARGV[4] ~= '' and offsets ~= ARGV[4] then
+    return redis.error_reply('SQE_OTHER' .. record)
   end
-  if batch == tonumber(stored) then
-    for s = 1, stages do redis.call('DEL', KEYS[4 + s]) end
-    return 0
-  end
+  return 0
 end
 for s = 1, stages do
   local datatype, expire = ARGV[4 + 2 * s], tonumber(ARGV[5 + 2 * s])
@@ -109,6 +120,9 @@ redis.call('SET', KEYS[3], ARGV[2])
 redis.call('HSET', KEYS[4], 'offsets', ARGV[4], 'checkpoint', ARGV[5], 'reset', '0')
 return 1
 """
+
+# The commit script's refusal: its code and the commit it found (JSON).
+_REFUSED = re.compile(r"(SQE_STALE|SQE_OTHER) (\{.*\})", re.S)
 
 _LOAD = _NOW + """
 local commit = redis.call('HMGET', KEYS[4], 'offsets', 'checkpoint', 'reset')
@@ -153,6 +167,13 @@ def _tag(consumer: str) -> str:
     if not consumer:
         raise ValueError("the HWM store needs a non-empty consumer name")
     return consumer.replace("{", "(").replace("}", ")")
+
+
+def _writer(checkpoint: str | None) -> str:
+    """The writer part of a stage key: a short hash of the checkpoint (``-``: none known)."""
+    if checkpoint is None:
+        return "-"
+    return hashlib.blake2b(checkpoint.encode(), digest_size=4).hexdigest()
 
 
 class HwmStore:
@@ -205,7 +226,8 @@ class HwmStore:
         The rows of ``stages`` are applied in the same atomic step (and the
         stages deleted either way), and the batch's end ``offsets`` and
         ``checkpoint`` are recorded with it.  Raises :class:`StaleBatchError` when a
-        higher batch id is already committed; nothing is applied then.
+        higher batch id is committed, or this one ending at other ``offsets``; nothing is
+        applied then, and the stages are gone.
         """
         args: list[str | int] = [self.ttl_seconds, int(batch_id), len(stages), offsets or "",
                                  checkpoint or ""]
@@ -217,11 +239,15 @@ class HwmStore:
         try:
             return bool(self._commit(keys=keys, args=args))
         except redis.ResponseError as exc:
-            if "SQE_STALE" in str(exc):
-                committed = self.load().commit or Commit(self.describe(), int(
-                    str(exc).split("SQE_STALE ", 1)[1]))
-                raise self._stale(batch_id, committed) from None
-            raise
+            refused = _REFUSED.search(str(exc))
+            if refused is None:
+                raise
+        found = json.loads(refused.group(2))
+        committed = Commit(self.describe(), int(found["batch"]), found["offsets"] or None,
+                           found["checkpoint"] or None)
+        if refused.group(1) == "SQE_OTHER" and committed.same_batch(batch_id, offsets):
+            return False  # the same offsets, spaced otherwise: Spark re-ran the batch
+        raise self._stale(batch_id, committed, offsets)
 
     def admit(self, batch_id: int, offsets: str | None = None) -> HwmSnapshot | None:
         """The snapshot to process batch ``batch_id`` with, or ``None`` if it is committed.
@@ -244,15 +270,23 @@ class HwmStore:
                ) -> StaleBatchError:
         return StaleBatchError.behind(self.describe(), self.consumer, batch_id, commit.batch_id,
                                       commit.checkpoint, offsets if batch_id == commit.batch_id
-                                      else None)
+                                      else None, commit.offsets)
 
     def describe_error(self, exc: BaseException) -> str:
         """A client error as one sentence naming this store's Redis (never its password)."""
         return self.endpoint.describe_error(exc) if self.endpoint else str(exc)
 
-    def stage_key(self, batch_id: int, index: int) -> str:
-        """The key that stages the rows of this consumer's ``index``-th state in a batch."""
-        return f"{self._stage_prefix}{int(batch_id)}:{int(index)}"
+    def stage_key(self, batch_id: int, checkpoint: str | None, index: int) -> str:
+        """The key that stages the rows of this consumer's ``index``-th state in a batch
+        made on ``checkpoint``."""
+        return f"{self._stage_prefix}{int(batch_id)}:{_writer(checkpoint)}:{int(index)}"
+
+    def drop_stages(self, batch_id: int, checkpoint: str | None, count: int) -> int:
+        """Delete what ``checkpoint``'s run staged for batch ``batch_id`` in its first
+        ``count`` stages (a writer refused as stale leaves nothing staged); returns how many
+        stages there were."""
+        keys = [self.stage_key(batch_id, checkpoint, i) for i in range(count)]
+        return int(self.client.delete(*keys)) if keys else 0
 
     def same_database(self, other: str | RedisEndpoint) -> bool:
         """True when ``other`` names this store's Redis server and database.

@@ -3,7 +3,8 @@
 The table is ``insertInto.objectName`` (``table`` or ``schema.table``).  When
 it is missing it is created with one column per ``fields`` entry, typed from
 the Spark column (:func:`pg_type`); when it exists it must have those
-columns, and rows are appended to them.
+columns, and rows are appended to them.  Writers that create it at once do not race:
+the creation takes the table's creation lock (:mod:`state.postgres_ddl`).
 
 One micro-batch ``K`` of consumer ``C`` is one SQL transaction, as the sink
 protocol (:mod:`state.sink`) runs it:
@@ -50,6 +51,7 @@ from state.postgres_batches import (
     record_batch,
     reset_batch,
 )
+from state.postgres_ddl import creation_lock
 from state.sink import Batch, Sink, SinkTarget
 
 __all__ = ["PostgresSink", "PostgresStateConfig", "PostgresWrite", "pg_type", "write_postgres"]
@@ -136,17 +138,25 @@ def _ident(name: str) -> Any:
     return sql.Identifier(name)
 
 
-def _ensure_table(cur: Any, cfg: PostgresStateConfig, df: DataFrame) -> None:
+def _columns(cur: Any, cfg: PostgresStateConfig) -> set[str]:
+    """The columns of the state's table (none when it is missing)."""
     cur.execute("SELECT a.attname FROM pg_attribute a "
                 "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped",
                 [cfg.target.as_string(cur)])
-    existing = {r[0] for r in cur.fetchall()}
+    return {r[0] for r in cur.fetchall()}
+
+
+def _ensure_table(cur: Any, cfg: PostgresStateConfig, df: DataFrame) -> None:
+    """Create the table when it is missing (under its creation lock, held until the batch
+    commits: :mod:`state.postgres_ddl`), and check it has the fields' columns."""
+    existing = _columns(cur, cfg)
     if not existing:
+        creation_lock(cur, *cfg.schema_and_table)
         columns = sql.SQL(", ").join(
             sql.SQL("{} {}").format(_ident(f), sql.SQL(pg_type(df.schema[f].dataType)))
             for f in cfg.fields)
         cur.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(cfg.target, columns))
-        return
+        existing = _columns(cur, cfg)  # another writer's, when it created the table first
     missing = [f for f in cfg.fields if f not in existing]
     if missing:
         raise StateError(f"Postgres state {cfg.table}: the table exists without column(s) "
@@ -178,7 +188,8 @@ class _Transaction:
                 and stored.batch_id >= batch.batch_id:
             self.close()
             raise StaleBatchError.behind(self.where, batch.consumer, batch.batch_id,
-                                         stored.batch_id, stored.checkpoint, batch.offsets)
+                                         stored.batch_id, stored.checkpoint, batch.offsets,
+                                         stored.offsets)
 
     @property
     def holds(self) -> bool:
@@ -297,10 +308,11 @@ class PostgresSink(Sink):
         super().close()
 
 
-def write_postgres(df: DataFrame, cfg: PostgresStateConfig, consumer: str,
-                   batch_id: int) -> PostgresWrite:
-    """Append ``df`` as batch ``batch_id`` of ``consumer``, once (the sink's steps in one go)."""
-    tx = _Transaction(cfg, Batch(consumer, batch_id))
+def write_postgres(df: DataFrame, cfg: PostgresStateConfig, consumer: str, batch_id: int,
+                   offsets: str | None = None, checkpoint: str | None = None) -> PostgresWrite:
+    """Append ``df`` as batch ``batch_id`` of ``consumer`` (ending at source ``offsets``, made
+    on ``checkpoint``), once: the sink's steps in one go."""
+    tx = _Transaction(cfg, Batch(consumer, batch_id, offsets=offsets, checkpoint=checkpoint))
     try:
         if tx.holds:
             return PostgresWrite(0, True)

@@ -7,7 +7,8 @@ committed it, and ``reset`` (set by ``sqe reset``), the record of
 :mod:`state.commits`.  A table made by an earlier version, without the last
 three columns, gets them when it is next locked.  The row is locked ``FOR
 UPDATE`` by the transaction that writes the batch, so two writers of one
-consumer cannot interleave.
+consumer cannot interleave.  The table is created (or brought up to date) under its
+creation lock (:mod:`state.postgres_ddl`), so writers that start at once do not race.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from psycopg import sql
 from sqe.config.secrets import redact_url
 from sqe.errors import StateError
 from state.commits import Commit
+from state.postgres_ddl import creation_lock
 
 __all__ = ["BATCH_TABLE", "batch_committed", "error_text", "lock_batch", "qualified",
            "record_batch", "reset_batch"]
@@ -27,6 +29,7 @@ __all__ = ["BATCH_TABLE", "batch_committed", "error_text", "lock_batch", "qualif
 BATCH_TABLE = "sqe_batches"
 
 _COLUMNS = "batch_id, end_offsets, checkpoint, reset"
+_ADDED = ("end_offsets", "checkpoint", "reset")  # the columns earlier versions lacked
 
 
 def qualified(schema: str | None, name: str) -> Any:
@@ -50,11 +53,27 @@ def _commit(row: Any, where: str) -> Commit | None:
     return Commit(where, int(row[0]), row[1], row[2], bool(row[3]))
 
 
-def lock_batch(cur: Any, schema: str | None, consumer: str, target: str, where: str
-               ) -> Commit | None:
-    """Create (or bring up to date) the batch table, lock the row of ``(consumer, target)``
-    and return what it holds."""
+def _up_to_date(cur: Any, schema: str | None) -> bool:
+    """Whether the batch table exists with every column this version writes."""
+    cur.execute("SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+                "AND attname = ANY(%s) AND NOT attisdropped",
+                [qualified(schema, BATCH_TABLE).as_string(cur), list(_ADDED)])
+    row = cur.fetchone()
+    return row is not None and row[0] == len(_ADDED)
+
+
+def _ensure_table(cur: Any, schema: str | None) -> None:
+    """Create the batch table, or add the columns an earlier version lacked, when needed.
+
+    Under the table's creation lock (:mod:`state.postgres_ddl`), so writers that start at
+    once do not race, and committed at once, so the batch that follows neither holds the
+    lock nor the table's ``ALTER`` lock while it writes.  The first statements of ``cur``'s
+    transaction.
+    """
+    if _up_to_date(cur, schema):
+        return
     batches = qualified(schema, BATCH_TABLE)
+    creation_lock(cur, schema, BATCH_TABLE)
     cur.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (consumer text NOT NULL, "
                         "target text NOT NULL, batch_id bigint NOT NULL, rows bigint NOT NULL, "
                         "committed_at timestamptz NOT NULL DEFAULT now(), "
@@ -63,6 +82,15 @@ def lock_batch(cur: Any, schema: str | None, consumer: str, target: str, where: 
                         "ADD COLUMN IF NOT EXISTS checkpoint text, "
                         "ADD COLUMN IF NOT EXISTS reset boolean NOT NULL DEFAULT false"
                         ).format(batches))
+    cur.connection.commit()
+
+
+def lock_batch(cur: Any, schema: str | None, consumer: str, target: str, where: str
+               ) -> Commit | None:
+    """Create (or bring up to date) the batch table, lock the row of ``(consumer, target)``
+    and return what it holds (the first statements of ``cur``'s transaction)."""
+    _ensure_table(cur, schema)
+    batches = qualified(schema, BATCH_TABLE)
     cur.execute(sql.SQL("INSERT INTO {} (consumer, target, batch_id, rows) VALUES (%s, %s, -1, 0) "
                         "ON CONFLICT DO NOTHING").format(batches), [consumer, target])
     cur.execute(sql.SQL(f"SELECT {_COLUMNS} FROM {{}} WHERE consumer = %s AND target = %s "

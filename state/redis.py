@@ -17,13 +17,14 @@ with Spark built-ins; each Spark task sends its rows in pipelined chunks.
 Exactly once: when the state lives in the same Redis
 server and database as the consumer's HWM store, the rows are *staged*
 (:func:`stage_redis`, :class:`RedisSink`): the executors write them into one hash of the HWM
-store, ``sqe:{<consumer>}:stage:<batch>:<n>``, field ``<key bytes>:<key><hash
+store, ``sqe:{<consumer>}:stage:<batch>:<writer>:<n>``, field ``<key bytes>:<key><hash
 field>``, and the HWM commit script applies every staged row, the new HWMs
 and the batch id in one atomic step (:meth:`state.hwm.HwmStore.commit`).  A
 crash before that step leaves only a stage, which expires after a day and
-is rewritten by the retry.  A state on another server is written directly
-before the commit; ``SET`` and ``HSET`` of the same data are idempotent, so a
-re-run batch leaves the same state there too.
+is rewritten by the retry on the same checkpoint; a writer refused as stale
+deletes its stages (:meth:`state.hwm.HwmStore.drop_stages`).  A state on
+another server is written directly before the commit; ``SET`` and ``HSET`` of
+the same data are idempotent, so a re-run batch leaves the same state there too.
 """
 
 from __future__ import annotations

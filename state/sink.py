@@ -74,7 +74,7 @@ class Batch:
         if self.store is None:
             raise RuntimeError(f"batch {self.batch_id} of {self.consumer} has no HWM store")
         self._stage_keys += 1
-        return self.store.stage_key(self.batch_id, self._stage_keys - 1)
+        return self.store.stage_key(self.batch_id, self.checkpoint, self._stage_keys - 1)
 
 
 class Sink(ABC):

@@ -7,7 +7,8 @@ Per micro-batch ``K`` of a stream (consumer ``<topology>.<stream>``):
    it) and is skipped; ``K < C``, or ``K == C`` with other offsets, is another
    writer ahead and fails loudly.  ``K`` counts from the checkpoint's base
    (:mod:`sqe.engine.checkpoint`), and every store records it with the offsets the
-   batch ends at and the checkpoint (:mod:`state.commits`);
+   batch ends at and the checkpoint (:mod:`state.commits`).  A batch refused as
+   stale, here or by a store later, deletes what its Redis states staged;
 2. drop replays (done in the source's ``read()``; for Spark's own connector by
    :func:`~sqe.source.replay.filter_replays_frame` here);
 3. count what the source read and find the new high-water marks, one Spark job
@@ -135,10 +136,28 @@ class BatchProcessor:
             batch = Batch(self.p.consumer, batch_id, store, offsets,
                           ck.location if ck is not None else None)
             self._run(rows, batch, snapshot, report)
+        except StaleBatchError as exc:
+            if store is not None:  # refused: what this run staged for the batch goes too
+                raise self._dropped(store, batch_id, exc) from None
+            raise
         finally:
             if store is not None:
                 store.client.close()
         self._done(report)
+
+    def _dropped(self, store: HwmStore, batch_id: int, refusal: StaleBatchError
+                 ) -> StaleBatchError:
+        """``refusal``, once the stages this run's Redis states made for the batch are deleted
+        (or saying that they could not be, and expire in a day)."""
+        ck = self.checkpoint
+        sinks = sum(1 for step in self.p.steps if step.sink is not None)
+        try:
+            store.drop_stages(batch_id, ck.location if ck is not None else None, sinks)
+        except redis.RedisError as exc:
+            return StaleBatchError(f"{refusal}; the rows it staged in the HWM store could not "
+                                   f"be deleted ({store.describe_error(exc)}) and expire in a "
+                                   "day")
+        return refusal
 
     def _read(self, frame: DataFrame, snapshot: HwmSnapshot | None, report: BatchReport
               ) -> tuple[DataFrame, dict[tuple[int, int], int]]:

@@ -199,6 +199,56 @@ def test_a_stale_writer_is_refused_and_changes_nothing(kafka_bootstrap, kafka_to
     assert len(before[1]) == 400
 
 
+def _waiting_for_a_batch(dsn: str) -> bool:
+    """Whether a session waits for one that writes this schema's batch table (``sqe_batches``)."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity w WHERE EXISTS (SELECT 1 FROM pg_locks l "
+            "WHERE l.pid = ANY(pg_blocking_pids(w.pid)) "
+            "AND l.relation = to_regclass('sqe_batches'))").fetchone()
+    return bool(row and row[0])
+
+
+def test_a_writer_refused_by_postgres_deletes_its_stages_and_names_the_other(
+        kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
+    """Two `sqe run` of load on separate checkpoints, both in batch 0: the first stops with its
+    Postgres rows sent and not committed; the second stages its Redis rows and waits for the
+    first's lock.  When the first commits, the second is refused by the batch table, names the
+    first, and deletes what it staged."""
+    enriched = kafka_topic(2, "enriched")
+    chain = Chain(tmp_path, kafka_bootstrap, "unused", enriched, redis_url, postgres_dsn)
+    _enriched_records(kafka_bootstrap, enriched, 400)
+    first, marker = chain.start_with_fault(
+        "load", "postgres-before-commit@0", "resume",
+        "--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=150")
+    chain.wait(first, "load", "postgres-before-commit@0")
+    with open(tmp_path / "second.log", "w") as log:
+        second = subprocess.Popen(chain.command("load", "second"), stdout=log,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 400
+        while not _waiting_for_a_batch(postgres_dsn):
+            assert second.poll() is None, (tmp_path / "second.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the second run never reached Postgres"
+            time.sleep(0.5)
+        assert len(_redis_view(redis_url)["stages"]) == 4  # two states of each run, staged
+        marker.unlink()  # the first run commits batch 0, and goes on
+        assert second.wait(600) == 1
+        assert first.wait(600) == 0, chain.log("load", "postgres-before-commit@0")[-3000:]
+    finally:
+        for proc in (first, second):
+            if proc.poll() is None:
+                kill_group(proc)
+    refusal = (tmp_path / "second.log").read_text()
+    ahead = re.escape(str(tmp_path / "load" / "Enriched"))
+    assert re.search(r"Postgres state loaded_events: batch 0 of consumer 'load.Enriched' ends at "
+                     r"other source offsets \(.*\) than batch 0, which another writer of "
+                     rf"consumer 'load.Enriched' committed \(the run on checkpoint {ahead}, "
+                     r"ending at source offsets \{.*\}\); that run is ahead", refusal), refusal
+    assert "Traceback" not in refusal
+    _assert_each_event_once(chain, {f"e{i}" for i in range(400)})  # and no stage is left
+
+
 def test_redis_down_at_commit_fails_the_batch_and_the_retry_commits_once(
         kafka_bootstrap, kafka_topic, postgres_dsn, tmp_path):
     redis_dir = tmp_path / "redis"

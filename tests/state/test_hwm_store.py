@@ -33,7 +33,9 @@ def test_commit_merges_with_max_and_records_the_batch(store):
 def test_a_committed_batch_is_skipped_and_an_older_one_fenced(store):
     store.commit(5, {(1, 0): 10})
     assert store.commit(5, {(1, 0): 99}) is False  # Spark re-ran batch 5
-    with pytest.raises(StaleBatchError, match="batch 4 of consumer .* is older than the committed batch 5"):
+    with pytest.raises(StaleBatchError, match="batch 4 of consumer .* is older than batch 5, "
+                                              "which another writer of consumer "
+                                              "'load/Enriched' committed;"):
         store.commit(4, {(1, 0): 50})
     assert store.load().hwm == {(1, 0): 10}  # the refused writer changed nothing
 
@@ -103,8 +105,9 @@ def test_reset_forgets_marks_and_offsets_and_keeps_the_batch_id(store):
     assert store.load().commit.reset is False
 
 
-def _stage(store, batch: int, index: int, rows: dict[bytes, bytes]) -> str:
-    key = store.stage_key(batch, index)
+def _stage(store, batch: int, index: int, rows: dict[bytes, bytes], checkpoint: str = "/ck/a"
+           ) -> str:
+    key = store.stage_key(batch, checkpoint, index)
     store.client.hset(key, mapping=rows)
     return key
 
@@ -136,9 +139,9 @@ def test_a_refused_or_repeated_commit_applies_no_staged_row(store, redis_url):
         store.commit(4, {(1, 0): 50}, [Stage(stale, "HASH")])
     again = _stage(store, 5, 0, {b"1:Xb": b"1"})
     assert store.commit(5, {(1, 0): 60}, [Stage(again, "HASH")]) is False
-    assert client.exists("X") == 0 and client.exists(again) == 0
+    assert client.exists("X") == 0 and client.exists(again, stale) == 0
     assert store.load().hwm == {(1, 0): 10}
-    assert store.reset() == 2  # the mark and the stale stage
+    assert store.reset() == 1  # the mark: the refused writer left no stage
     assert sorted(client.keys("*")) == [b"sqe:{load/Enriched}:batch", b"sqe:{load/Enriched}:commit"]
 
 
@@ -147,3 +150,43 @@ def test_same_database_compares_server_and_index(store, redis_url):
     assert store.same_database(redis_url)
     assert store.same_database(base.replace("127.0.0.1", "localhost") + "/" + db)
     assert not store.same_database(f"{base}/{int(db) + 1 if int(db) < 15 else 0}")
+
+
+def test_a_writer_refused_at_commit_leaves_no_stage_and_names_the_other(store, redis_url):
+    """Two writers of one consumer on separate checkpoints, each with its own connection: the one
+    behind is refused by the commit script, which deletes its stages in the same step."""
+    from state.hwm import Stage
+
+    ahead = HwmStore.from_url(redis_url, "load/Enriched", ttl_seconds=3600)
+    ahead.commit(5, {(1, 0): 10}, offsets='{"0": 10}', checkpoint="/ck/a")
+    client = redis.Redis.from_url(redis_url)
+    other = ('which another writer of consumer \'load/Enriched\' committed (the run on '
+             'checkpoint /ck/a, ending at source offsets {"0": 10}); that run is ahead')
+
+    older = _stage(store, 4, 0, {b"1:Xa": b"1"}, "/ck/b")
+    with pytest.raises(StaleBatchError) as refused:
+        store.commit(4, {(1, 0): 50}, [Stage(older, "HASH")], '{"0": 50}', "/ck/b")
+    assert "batch 4 of consumer 'load/Enriched' is older than batch 5, " + other \
+        in str(refused.value)
+
+    same = _stage(store, 5, 0, {b"1:Xb": b"1"}, "/ck/b")
+    with pytest.raises(StaleBatchError) as refused:  # batch 5, but another checkpoint's
+        store.commit(5, {(1, 0): 11}, [Stage(same, "HASH")], '{"0": 11}', "/ck/b")
+    assert ('batch 5 of consumer \'load/Enriched\' ends at other source offsets ({"0": 11}) '
+            "than batch 5, " + other) in str(refused.value)
+
+    rerun = _stage(ahead, 5, 0, {b"1:Xc": b"1"}, "/ck/a")  # Spark re-ran batch 5
+    assert ahead.commit(5, {(1, 0): 10}, [Stage(rerun, "HASH")], '{ "0" : 10 }', "/ck/a") is False
+    assert client.exists("X", older, same, rerun) == 0
+    assert store.load().hwm == {(1, 0): 10}
+    assert sorted(client.keys("*")) == [f"sqe:{{load/Enriched}}:{k}".encode()
+                                        for k in ("batch", "commit", "hwm", "ts")]
+    ahead.client.close()
+
+
+def test_each_checkpoint_stages_apart_and_drops_only_its_own(store, redis_url):
+    mine = _stage(store, 3, 0, {b"1:Ya": b"1"}, "/ck/a")
+    theirs = _stage(store, 3, 0, {b"1:Yb": b"2"}, "hdfs://nn/ck/b")
+    assert mine != theirs and mine.startswith("sqe:{load/Enriched}:stage:3:")
+    assert store.drop_stages(3, "/ck/a", 2) == 1
+    assert redis.Redis.from_url(redis_url).keys("sqe:*:stage:*") == [theirs.encode()]

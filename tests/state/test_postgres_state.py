@@ -89,7 +89,8 @@ def test_a_batch_is_written_once_and_an_older_one_refused(spark, postgres_dsn):
     again = write_postgres(df, cfg, "t.In", 7)  # the process died before the HWM commit
     assert (again.rows, again.skipped) == (0, True)
     with pytest.raises(StaleBatchError,
-                       match=r"batch 6 of consumer 't.In' is older than the committed batch 7"):
+                       match=r"batch 6 of consumer 't.In' is older than batch 7, which "
+                             r"another writer of consumer 't.In' committed;"):
         write_postgres(df, cfg, "t.In", 6)
     assert write_postgres(df, cfg, "other.In", 0).rows == 5  # another consumer: its own batches
     assert _rows(postgres_dsn, "SELECT count(*) FROM ids") == [(10,)]
@@ -136,7 +137,10 @@ def test_the_batch_table_records_the_commit_and_a_reset_keeps_the_batch_id(spark
     assert (commit.batch_id, commit.offsets, commit.checkpoint, commit.reset) == (
         9, '{"0": 12}', "/ck/In", False)
     with pytest.raises(StaleBatchError, match=r"batch 9 of consumer 'r.In' ends at other source "
-                                              r"offsets .* the run on checkpoint /ck/In made"):
+                                              r"offsets \(\{\"0\": 13\}\) than batch 9, which another "
+                                              r"writer of consumer 'r.In' committed \(the run on "
+                                              r"checkpoint /ck/In, ending at source offsets "
+                                              r"\{\"0\": 12\}\); that run is ahead"):
         sink.open(Batch("r.In", 9, offsets='{"0": 13}'))  # another checkpoint's batch 9
     sink.close()
     before = sink.reset("r.In")
