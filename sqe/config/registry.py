@@ -92,6 +92,12 @@ def _check_state_redis_url(url: str) -> str | None:
     return _check_redis_url(url)
 
 
+def _policy(name: str, text: str) -> Option:
+    """A stream's choice between failing the batch and dead-lettering a record."""
+    return Option(f"jw.sqe.spout.kafka.{name}", "choice", "fail", text, scope="stream",
+                  choices=("fail", "deadletter"))
+
+
 def _redis_security(prefix: str, what: str, scope: Scope) -> list[Option]:
     """The credential and TLS options of one Redis connection (HWM store or Redis state)."""
     return [
@@ -183,17 +189,15 @@ _DECLARED = [
            "is in filterValues'.  It runs in the source before Spark, over the record columns "
            "(_filter_value, _value, _key, _partition, _offset, _pid, ...), with the functions "
            "And, Or, Xor, Not, If, comparisons, In and RLike.", scope="stream"),
-    Option("jw.sqe.spout.kafka.corruptChunkPolicy", "choice", "fail",
-           "A chunk that cannot be decoded: fail the batch (naming topic/partition/offset), "
-           "or send the raw record to deadLetterTopic and go on (counted).", scope="stream",
-           choices=("fail", "deadletter")),
-    Option("jw.sqe.spout.kafka.badRecordPolicy", "choice", "fail",
-           "A record a step cannot take (a value that does not decode, a value a query cannot "
-           "cast or a store cannot hold, a key claiming an offset beyond filterReplays."
-           "maxAdvance): fail the batch with a sentence naming its topic/partition/offset, or "
-           "send the record unchanged to deadLetterTopic, with its reason and position in "
-           "headers, and commit the rest (counted).", scope="stream",
-           choices=("fail", "deadletter")),
+    _policy("corruptChunkPolicy",
+            "A chunk that cannot be decoded: fail the batch (naming topic/partition/offset), "
+            "or send the raw record to deadLetterTopic and go on (counted)."),
+    _policy("badRecordPolicy",
+            "A record a step cannot take (a value that does not decode, a value a query cannot "
+            "cast or a store cannot hold, a key claiming an offset beyond filterReplays."
+            "maxAdvance): fail the batch with a sentence naming its topic/partition/offset, or "
+            "send the record unchanged to deadLetterTopic, with its reason and position in "
+            "headers, and commit the rest (counted)."),
     Option("jw.sqe.spout.kafka.deadLetterTopic", "str", None,
            "Topic for records sent away under corruptChunkPolicy or badRecordPolicy "
            "deadletter.", scope="stream"),

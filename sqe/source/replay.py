@@ -94,17 +94,18 @@ def beyond_bound(pid: np.ndarray, part: np.ndarray, off: np.ndarray, judged: np.
     return out
 
 
+def _judged(key: bytes | None) -> StreamMetadata | None:
+    """The StreamMetadata of a key the filter judges (scalar :func:`judgeable`), else None."""
+    if key is None or len(key) != KEY_SIZE:
+        return None
+    m = StreamMetadata.from_bytes(key)
+    return m if m.partition >= 0 and m.offset >= 0 else None
+
+
 def beyond_bound_reference(keys: Iterable[bytes | None], start: Hwm, bound: int) -> list[bool]:
     """Scalar reference of :func:`beyond_bound`, one key at a time."""
-    out = []
-    for key in keys:
-        if key is None or len(key) != KEY_SIZE:
-            out.append(False)
-            continue
-        m = StreamMetadata.from_bytes(key)
-        out.append(m.partition >= 0 and m.offset >= 0
-                   and m.offset - start.get((m.pid, m.partition), -1) > bound)
-    return out
+    return [m is not None and m.offset - start.get((m.pid, m.partition), -1) > bound
+            for m in map(_judged, keys)]
 
 
 def filter_replays(
@@ -158,12 +159,8 @@ def filter_replays_reference(
     """Scalar reference of :func:`filter_replays`: one row at a time, plain Python."""
     marks = dict(hwm)
     keep = []
-    for key in keys:
-        if key is None or len(key) != KEY_SIZE:
-            keep.append(True)
-            continue
-        m = StreamMetadata.from_bytes(key)
-        if m.partition < 0 or m.offset < 0:  # no writer makes these: not judged
+    for m in map(_judged, keys):
+        if m is None:  # NULL, not 20 bytes, or naming what no writer makes: passed through
             keep.append(True)
             continue
         group = (m.pid, m.partition)

@@ -62,6 +62,18 @@ def _records(n: int, bad_at: int, bad_value: bytes | None = None, bad_key: bytes
     return out
 
 
+def _ids_to(dest: str) -> dict:
+    """A query writing each record's id to topic ``dest`` (one field: the value as it is)."""
+    return {"insertInto": {"objectName": dest, "stateName": "KAFKA", "fields": ["id"],
+                           "options": {"jw.sqe.state.kafka.keytype": "StreamMetadata"}},
+            "select": {"expressions": ["id"]}}
+
+
+def _all_good_once(kafka: str, dest: str) -> None:
+    ids = [r.value.decode() for r in read_topic(kafka, dest)]
+    assert sorted(ids) == sorted(f"r{o}" for o in range(401) if o != 200)
+
+
 def _fail_then_deadletter(spark, tmp_path, kafka, redis_url, path, source, expect, **conf):
     """The run fails naming record 200; with deadletter it goes on; a third run adds nothing.
     Returns the dead letters."""
@@ -124,15 +136,11 @@ def test_a_value_a_query_cannot_cast(spark, kafka_bootstrap, kafka_topic, redis_
 def test_a_value_that_is_not_json(spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
     source, dest = kafka_topic(1, "in"), kafka_topic(1, "out")
     produce(kafka_bootstrap, source, _records(401, 200, b"\xff not json"))
-    path = _write(tmp_path, source, {
-        "insertInto": {"objectName": dest, "stateName": "KAFKA", "fields": ["id"],
-                       "options": {"jw.sqe.state.kafka.keytype": "StreamMetadata"}},
-        "select": {"expressions": ["id"]}})
+    path = _write(tmp_path, source, _ids_to(dest))
     letters = _fail_then_deadletter(spark, tmp_path, kafka_bootstrap, redis_url, path, source,
                                     "the value is not a JSON object")
     assert letters[0].value() == b"\xff not json"
-    ids = [r.value.decode() for r in read_topic(kafka_bootstrap, dest)]  # one field: as it is
-    assert sorted(ids) == sorted(f"r{o}" for o in range(401) if o != 200)
+    _all_good_once(kafka_bootstrap, dest)
 
 
 def test_a_forged_key_never_drops_the_good_records_after_it(spark, kafka_bootstrap, kafka_topic,
@@ -140,14 +148,10 @@ def test_a_forged_key_never_drops_the_good_records_after_it(spark, kafka_bootstr
     source, dest = kafka_topic(1, "in"), kafka_topic(1, "out")
     forged = StreamMetadata(PID, 0, 2**63 - 1).to_bytes()
     produce(kafka_bootstrap, source, _records(401, 200, bad_key=forged))
-    path = _write(tmp_path, source, {
-        "insertInto": {"objectName": dest, "stateName": "KAFKA", "fields": ["id"],
-                       "options": {"jw.sqe.state.kafka.keytype": "StreamMetadata"}},
-        "select": {"expressions": ["id"]}})
+    path = _write(tmp_path, source, _ids_to(dest))
     letters = _fail_then_deadletter(spark, tmp_path, kafka_bootstrap, redis_url, path, source,
                                     "claims source offset 9223372036854775807")
     assert letters[0].key() == forged
-    ids = [r.value.decode() for r in read_topic(kafka_bootstrap, dest)]  # one field: as it is
-    assert sorted(ids) == sorted(f"r{o}" for o in range(401) if o != 200)
+    _all_good_once(kafka_bootstrap, dest)
     marks = redis.Redis.from_url(redis_url).hgetall("sqe:{bad.In}:hwm")
     assert marks == {f"{PID}:0".encode(): b"400"}

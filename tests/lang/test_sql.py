@@ -72,10 +72,16 @@ def test_column_offsets_point_at_the_name():
     ],
 )
 def test_syntax_errors_say_where_and_why(text, where, problem):
+    _, at, said = _refusal(text)
+    assert at == where
+    assert said.startswith(problem), said
+
+
+def _refusal(text: str) -> tuple[str, str, str]:
+    """(kind, position, problem) of the SqlSyntaxError ``text`` raises."""
     with pytest.raises(SqlSyntaxError) as info:
         sql_columns(text)
-    assert position(text, info.value.offset) == where
-    assert info.value.problem.startswith(problem), info.value.problem
+    return info.value.kind, position(text, info.value.offset), info.value.problem
 
 
 @pytest.mark.parametrize(
@@ -113,10 +119,7 @@ def test_wrong_spark_types_say_why(text, problem):
     ],
 )
 def test_a_function_spark_lacks_is_named_with_the_closest_one(text, where, problem):
-    with pytest.raises(SqlSyntaxError) as info:
-        sql_columns(text)
-    assert (info.value.kind, position(text, info.value.offset), info.value.problem) == (
-        "unknown function", where, problem)
+    assert _refusal(text) == ("unknown function", where, problem)
 
 
 def test_a_qualified_function_is_left_to_spark():

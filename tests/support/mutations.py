@@ -59,22 +59,25 @@ def _delete_key(draw: st.DrawFn, text: str) -> str:
     return "\n".join(lines[:i] + lines[end:])
 
 
-@st.composite
-def _retype(draw: st.DrawFn, text: str) -> str:
+def _key_line(draw: st.DrawFn, text: str) -> tuple[list[str], int, re.Match[str]]:
+    """The lines of ``text``, one line holding a ``key: value`` and its match."""
     lines = _lines(text)
     i = draw(st.sampled_from(_key_lines(lines)))
     found = _KEY_VALUE.match(lines[i])
     assert found is not None
+    return lines, i, found
+
+
+@st.composite
+def _retype(draw: st.DrawFn, text: str) -> str:
+    lines, i, found = _key_line(draw, text)
     lines[i] = f"{found['lead']}{found['key']}: {draw(st.sampled_from(RETYPED))}"
     return "\n".join(lines)
 
 
 @st.composite
 def _misspell(draw: st.DrawFn, text: str) -> str:
-    lines = _lines(text)
-    i = draw(st.sampled_from(_key_lines(lines)))
-    found = _KEY_VALUE.match(lines[i])
-    assert found is not None
+    lines, i, found = _key_line(draw, text)
     key = found["key"]
     at = draw(st.integers(0, len(key) - 1))
     how = draw(st.sampled_from(["drop", "double", "swap", "case", "letter"]))
