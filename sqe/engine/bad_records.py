@@ -22,7 +22,9 @@ stops the batch with one sentence naming the first record's topic, partition and
 offset and the reason; ``deadletter`` sends each record, unchanged, with its
 reason and position in headers, to the dead-letter topic
 (:class:`~sqe.source.dead_letters.DeadLetters`), and the batch runs again without
-them: they are not written and move no high-water mark.
+them: they are not written and move no high-water mark.  Under ``deadletter`` every
+query is computed and checked before any state is written, so a record one query
+cannot take is never written by another.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ import difflib
 import logging
 import time
 from dataclasses import replace
+from functools import reduce
 
 import redis
 from pyspark.errors import AnalysisException
@@ -267,6 +268,9 @@ class BatchProcessor:
                 f"the value is not a JSON object (stream {self.p.stream.streamName}, "
                 "deserializer json)"), MAX_BAD_RECORDS + 1))
         self._types = dict(des.types)
+        if self.p.settings.bad_record_policy == "deadletter":
+            self._evaluate(rows)  # every query computes and every state can hold it: no record
+            #                       is written by one query and dead-lettered by a later one
         opened: list[Sink] = []
         try:
             for step, frame in zip(self.p.steps, frames, strict=True):
@@ -283,17 +287,18 @@ class BatchProcessor:
                   ) -> list[BadRecord]:
         """The records behind a failed batch (found by :func:`locate`); none found: ``exc``
         stands, as a sentence where it is Spark's."""
-        if not (row_level(exc) or isinstance(exc, StateError)) or isinstance(
+        if not (row_level(exc) or isinstance(exc, (StateError, StepFailure))) or isinstance(
                 exc, StaleBatchError):
             raise exc
         limit = 1 if self.p.settings.bad_record_policy == "fail" else MAX_BAD_RECORDS + 1
         bad = self._rejected(rows, limit) or locate(rows, self._evaluate, limit)
         if bad:
             return bad
-        if row_level(exc):
-            raise StateError(f"{self.p.stream.streamName} batch {report.batch_id}: "
-                             f"{spark_reason(exc)} (no single record causes it); nothing of "
-                             "the batch is committed") from None
+        if row_level(exc) or isinstance(exc, StepFailure):
+            reason = str(exc) if isinstance(exc, StepFailure) else spark_reason(exc)
+            raise StateError(f"{self.p.stream.streamName} batch {report.batch_id}: {reason} "
+                             "(no single record causes it); nothing of the batch is "
+                             "committed") from None
         raise exc
 
     def _rejected(self, rows: DataFrame, limit: int) -> list[BadRecord]:
@@ -319,7 +324,11 @@ class BatchProcessor:
                 continue
             try:
                 frame.write.format("noop").mode("overwrite").save()
-                for condition, reason in step.sink.rejects(frame):
+                rejects = step.sink.rejects(frame)
+                if not rejects or not frame.where(
+                        reduce(lambda a, b: a | b, [c for c, _ in rejects])).limit(1).count():
+                    continue
+                for condition, reason in rejects:
                     if frame.where(condition).limit(1).count():
                         raise StepFailure(step.where, reason)
             except CapturedException as exc:
