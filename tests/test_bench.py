@@ -105,3 +105,13 @@ def test_replay_bench_chain_points_the_shipped_topologies_at_its_topics(monkeypa
     assert [c["CreateStream"]["objectName"] for c in enrich + load if "CreateStream" in c] == [
         "in", "mid"]
     assert [c["Query"]["insertInto"]["objectName"] for c in enrich if "Query" in c] == ["mid"]
+
+
+@pytest.mark.redis
+def test_hwm_scale_bench_commits_and_reads_every_size(redis_url):
+    r = run_bench("hwm_scale.py", "--redis", redis_url, "--marks", "100,2000", "--touched", "16",
+                  "--repeat", "2")
+    assert [s["marks"] for s in r["sizes"]] == [100, 2000]
+    for s in r["sizes"]:
+        assert s["commit_ms"] > 0 and s["read_ms"] > 0 and s["bytes_per_mark"] > 0
+    assert r["commit_ratio"] > 0 and r["read_ratio"] > 0
