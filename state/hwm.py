@@ -4,7 +4,11 @@ One consumer (a topology's stream) owns these keys, all with the same hash
 tag so they live in one Redis Cluster slot and one Lua script may touch them:
 
 * ``sqe:{<consumer>}:hwm``   hash ``"<pid>:<partition>" -> highest source offset``
-* ``sqe:{<consumer>}:ts``    hash ``"<pid>:<partition>" -> last update (server ms)``
+* ``sqe:{<consumer>}:age``   sorted set ``"<pid>:<partition>"`` scored by its last update
+  (server ms): the index the commit expires marks from, oldest first, touching only
+  the marks that expire (stores written before it kept the times in a hash,
+  ``sqe:{<consumer>}:ts``, which the first commit moves into the index and a read
+  uses until then)
 * ``sqe:{<consumer>}:batch`` the last committed batch id
 * ``sqe:{<consumer>}:commit`` hash: the source ``offsets`` that batch ended at, the
   ``checkpoint`` that committed it, and ``reset`` (1 after :meth:`HwmStore.reset`);
@@ -20,8 +24,9 @@ id lower than the stored one, or equal to it with other source offsets
 (:class:`StaleBatchError` naming the commit it found: a stale or duplicate
 writer is fenced, loudly, and its stages are deleted), skips a batch id equal
 to it (Spark re-ran a committed batch), and otherwise sets each HWM to the max of old and new,
-stamps the update time, drops entries older than the TTL and records the
-batch id with its commit record; with staged Redis state rows it applies them in the same script,
+stamps the update time, drops at most 1,000 entries older than the TTL (found
+by the time index, so a commit costs what it touches, not what is stored) and
+records the batch id with its commit record; with staged Redis state rows it applies them in the same script,
 so the rows, the HWMs and the batch id land together or not at all.
 Offsets are compared as decimal strings inside Lua, because Lua
 numbers are doubles and would round int64 offsets above 2**53.  Times come
@@ -65,7 +70,8 @@ local function gt(a, b)
 end
 """
 
-# KEYS: hwm, ts, batch, commit, stage keys...; ARGV: ttl, batch id, number of stages, the
+# KEYS: hwm, ts (the old layout), batch, commit, age, stage keys...; ARGV: ttl, batch id,
+# number of stages, the
 # batch's end offsets, the checkpoint, (datatype, expire seconds) per stage, then
 # "<pid>:<partition>", offset pairs.  A refusal deletes the stages and replies with an error
 # 'SQE_STALE <the stored commit as JSON>'; 'SQE_OTHER <...>' when the same batch id ends at
@@ -75,7 +81,7 @@ local stages = tonumber(ARGV[3])
 local stored = redis.call('GET', KEYS[3])
 local batch = tonumber(ARGV[2])
 if stored and batch <= tonumber(stored) then
-  for s = 1, stages do redis.call('DEL', KEYS[4 + s]) end
+  for s = 1, stages do redis.call('DEL', KEYS[5 + s]) end
   local made = redis.call('HMGET', KEYS[4], 'offsets', 'checkpoint')
   local offsets = made[1] or ''
   local record = ' ' .. cjson.encode({batch = stored, offsets = offsets,
@@ -88,7 +94,7 @@ if stored and batch <= tonumber(stored) then
 end
 for s = 1, stages do
   local datatype, expire = ARGV[4 + 2 * s], tonumber(ARGV[5 + 2 * s])
-  local rows = redis.call('HGETALL', KEYS[4 + s])
+  local rows = redis.call('HGETALL', KEYS[5 + s])
   for i = 1, #rows, 2 do
     local f = rows[i]
     local colon = string.find(f, ':', 1, true)
@@ -101,20 +107,24 @@ for s = 1, stages do
     end
     if expire > 0 then redis.call('EXPIRE', key, expire) end
   end
-  redis.call('DEL', KEYS[4 + s])
+  redis.call('DEL', KEYS[5 + s])
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then  -- the old layout: its times move into the index
+  local old = redis.call('HGETALL', KEYS[2])
+  for i = 1, #old, 2 do redis.call('ZADD', KEYS[5], tonumber(old[i + 1]), old[i]) end
+  redis.call('DEL', KEYS[2])
 end
 for i = 6 + 2 * stages, #ARGV, 2 do
   local field, offset = ARGV[i], ARGV[i + 1]
   local old = redis.call('HGET', KEYS[1], field)
   if (not old) or gt(offset, old) then redis.call('HSET', KEYS[1], field, offset) end
-  redis.call('HSET', KEYS[2], field, now)
+  redis.call('ZADD', KEYS[5], now, field)
 end
-local ts = redis.call('HGETALL', KEYS[2])
-for i = 1, #ts, 2 do
-  if tonumber(ts[i + 1]) < now - ttl then
-    redis.call('HDEL', KEYS[1], ts[i])
-    redis.call('HDEL', KEYS[2], ts[i])
-  end
+local expired = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', string.format('(%d', now - ttl),
+                           'LIMIT', 0, 1000)
+if #expired > 0 then
+  redis.call('HDEL', KEYS[1], unpack(expired))
+  redis.call('ZREM', KEYS[5], unpack(expired))
 end
 redis.call('SET', KEYS[3], ARGV[2])
 redis.call('HSET', KEYS[4], 'offsets', ARGV[4], 'checkpoint', ARGV[5], 'reset', '0')
@@ -127,14 +137,20 @@ _REFUSED = re.compile(r"(SQE_STALE|SQE_OTHER) (\{.*\})", re.S)
 _LOAD = _NOW + """
 local commit = redis.call('HMGET', KEYS[4], 'offsets', 'checkpoint', 'reset')
 local out = {redis.call('GET', KEYS[3]) or '', commit[1] or '', commit[2] or '', commit[3] or ''}
-local ts = redis.call('HGETALL', KEYS[2])
-for i = 1, #ts, 2 do
-  if tonumber(ts[i + 1]) >= now - ttl then
-    local offset = redis.call('HGET', KEYS[1], ts[i])
-    if offset then
-      table.insert(out, ts[i])
-      table.insert(out, offset)
-    end
+local live = {}
+if redis.call('EXISTS', KEYS[2]) == 1 then  -- the old layout, before its first commit
+  local ts = redis.call('HGETALL', KEYS[2])
+  for i = 1, #ts, 2 do
+    if tonumber(ts[i + 1]) >= now - ttl then table.insert(live, ts[i]) end
+  end
+else
+  live = redis.call('ZRANGEBYSCORE', KEYS[5], string.format('%d', now - ttl), '+inf')
+end
+for i = 1, #live do
+  local offset = redis.call('HGET', KEYS[1], live[i])
+  if offset then
+    table.insert(out, live[i])
+    table.insert(out, offset)
   end
 end
 return out
@@ -190,7 +206,7 @@ class HwmStore:
         self.endpoint = endpoint  # where ``client`` connects (None: not known)
         self.url = endpoint.display if endpoint else None  # for messages: never a password
         self.keys = [f"sqe:{{{tag}}}:hwm", f"sqe:{{{tag}}}:ts", f"sqe:{{{tag}}}:batch",
-                     f"sqe:{{{tag}}}:commit"]
+                     f"sqe:{{{tag}}}:commit", f"sqe:{{{tag}}}:age"]
         self._stage_prefix = f"sqe:{{{tag}}}:stage:"
         self._commit = client.register_script(_COMMIT)
         self._load = client.register_script(_LOAD)
@@ -318,7 +334,7 @@ class HwmStore:
         pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self._stage_prefix) + "*"
         stages = list(self.client.scan_iter(match=pattern))
         marks = int(self.client.hlen(self.keys[0]))
-        self.client.delete(self.keys[0], self.keys[1], *stages)
+        self.client.delete(self.keys[0], self.keys[1], self.keys[4], *stages)
         if self.client.exists(self.keys[2]):
             self.client.hset(self.keys[3], mapping={"offsets": "", "reset": "1"})
         return marks + len(stages)

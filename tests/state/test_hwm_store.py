@@ -69,6 +69,43 @@ def test_entries_older_than_the_ttl_expire(redis_url):
     store.client.close()
 
 
+def test_a_commit_expires_from_the_time_index_a_bounded_number_of_marks(redis_url):
+    """Expiry reads the marks oldest first from a sorted set and stops at 1,000 per commit:
+    what a commit costs does not grow with what is stored."""
+    store = HwmStore.from_url(redis_url, "bounded/Stream", ttl_seconds=3600)
+    client = redis.Redis.from_url(redis_url)
+    store.commit(0, {(1, p): 5 for p in range(2500)})
+    old = int(client.time()[0]) * 1000 - 7_200_000  # two hours ago: past the TTL
+    client.zadd(store.keys[4], {f"1:{p}": old for p in range(2500)})
+    assert store.load().hwm == {}  # not served once past the TTL
+    store.commit(1, {(2, 0): 1})
+    assert client.hlen(store.keys[0]) == 1501 and client.zcard(store.keys[4]) == 1501
+    store.commit(2, {(2, 0): 2})
+    store.commit(3, {(2, 0): 3})
+    assert client.hkeys(store.keys[0]) == [b"2:0"] and client.zcard(store.keys[4]) == 1
+    store.client.close()
+    client.close()
+
+
+def test_a_store_of_the_old_layout_is_read_and_moved_to_the_time_index(redis_url):
+    """Stores written before the time index kept update times in a hash: they are read as
+    they are, and the first commit moves them into the index (live and expired alike)."""
+    store = HwmStore.from_url(redis_url, "old/Stream", ttl_seconds=3600)
+    client = redis.Redis.from_url(redis_url)
+    now = int(client.time()[0]) * 1000
+    client.hset(store.keys[0], mapping={"7:0": 41, "7:1": 12, "8:0": 3})
+    client.hset(store.keys[1], mapping={"7:0": now, "7:1": now - 10_000_000, "8:0": now})
+    client.set(store.keys[2], 4)
+    snapshot = store.load()
+    assert (snapshot.batch_id, snapshot.hwm) == (4, {(7, 0): 41, (8, 0): 3})
+    assert store.commit(5, {(7, 0): 50}) is True
+    assert not client.exists(store.keys[1])
+    assert client.zrange(store.keys[4], 0, -1) == [b"8:0", b"7:0"]
+    assert store.load().hwm == {(7, 0): 50, (8, 0): 3}
+    store.client.close()
+    client.close()
+
+
 def test_bad_arguments():
     client = redis.Redis()
     with pytest.raises(ValueError, match="at least 1 second"):
@@ -180,7 +217,7 @@ def test_a_writer_refused_at_commit_leaves_no_stage_and_names_the_other(store, r
     assert client.exists("X", older, same, rerun) == 0
     assert store.load().hwm == {(1, 0): 10}
     assert sorted(client.keys("*")) == [f"sqe:{{load/Enriched}}:{k}".encode()
-                                        for k in ("batch", "commit", "hwm", "ts")]
+                                        for k in ("age", "batch", "commit", "hwm")]
     ahead.client.close()
 
 
