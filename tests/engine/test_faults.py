@@ -124,13 +124,15 @@ def _errors(log: Path) -> list[str]:
 
 # -- what the stores hold -----------------------------------------------------------------------
 def _redis_contents(url: str) -> dict[str, object]:
-    """Every key of the database with its value (hashes as dicts), by name."""
+    """Every key of the database with its value (hashes and sorted sets as dicts), by name."""
     client = redis.Redis.from_url(url)
     try:
         out: dict[str, object] = {}
         for key in sorted(client.keys("*")):
             kind = client.type(key)
-            out[key.decode()] = client.hgetall(key) if kind == b"hash" else client.get(key)
+            out[key.decode()] = (client.hgetall(key) if kind == b"hash"
+                                 else dict(client.zrange(key, 0, -1, withscores=True))
+                                 if kind == b"zset" else client.get(key))
         return out
     finally:
         client.close()
