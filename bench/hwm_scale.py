@@ -29,6 +29,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import redis
+from local_redis import flushed_redis
 
 from state.hwm import HwmStore
 
@@ -94,22 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.marks.split(",")]
     with ExitStack() as stack:
-        url = args.redis
-        if url is None:
-            from sqe.cli.local_services import start_local_redis
-
-            work = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-            server = start_local_redis(work / "redis")
-            stack.callback(server.stop)
-            url = f"{server.address}/0"
-        client = redis.Redis.from_url(url)
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         try:
-            client.flushdb()
-        except redis.RedisError as exc:
-            print(f"error: cannot use Redis at {url}: {exc}", file=sys.stderr)
+            url = flushed_redis(stack, work, args.redis)
+        except ConnectionError as exc:
+            print(f"error: {exc}", file=sys.stderr)
             return 2
-        finally:
-            client.close()
         try:
             rows = [measure(url, n, min(args.touched, n), args.repeat) for n in sizes]
         except BenchError as exc:

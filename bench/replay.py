@@ -626,26 +626,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def _services(stack: ExitStack, work: Path, brokers: str | None, redis_url: str | None
               ) -> tuple[str, str]:
-    import redis
+    from local_redis import flushed_redis
 
-    from sqe.cli.local_services import start_local_kafka, start_local_redis
+    from sqe.cli.local_services import start_local_kafka
 
     if brokers is None:
         kafka = start_local_kafka(work / "kafka")
         stack.callback(kafka.stop)
         brokers = kafka.address
-    if redis_url is None:
-        server = start_local_redis(work / "redis")
-        stack.callback(server.stop)
-        redis_url = f"{server.address}/0"
-    client = redis.Redis.from_url(redis_url)
     try:
-        client.flushdb()
-    except redis.RedisError as exc:
-        raise BenchError(f"cannot use Redis at {redis_url}: {exc}") from None
-    finally:
-        client.close()
-    return brokers, redis_url
+        return brokers, flushed_redis(stack, work, redis_url)
+    except ConnectionError as exc:
+        raise BenchError(str(exc)) from None
 
 
 if __name__ == "__main__":

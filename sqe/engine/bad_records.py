@@ -41,6 +41,7 @@ from sqe.config.views import StreamSettings
 from sqe.errors import SqeError
 from sqe.source.dead_letters import DeadLetters
 from sqe.wire.columns import carried_offset
+from sqe.wire.keys import CHUNK_INDEX_BITS
 
 __all__ = ["MAX_BAD_RECORDS", "BadRecord", "BadRecordError", "StepFailure", "apply_policy",
            "bad_rows", "locate", "records_at", "row_level", "spark_reason", "without"]
@@ -64,6 +65,12 @@ class BadRecord:
     key: bytes | None
     value: bytes | None
     reason: str
+
+    @property
+    def carried_offset(self) -> int:
+        """The offset it carries to the next hop (:func:`~sqe.wire.columns.carried_offset`)."""
+        return self.offset if self.index is None else (
+            self.offset << CHUNK_INDEX_BITS) + self.index
 
     def where(self) -> str:
         """``topic/partition offset N`` (and the message of a chunk)."""
@@ -118,11 +125,12 @@ def _slice(frame: DataFrame, ids: Sequence[tuple[int, int]]) -> DataFrame:
     return frame.where(cond)
 
 
-def locate(frame: DataFrame, evaluate: Callable[[DataFrame], None], limit: int
-           ) -> list[BadRecord]:
+def locate(frame: DataFrame, evaluate: Callable[[DataFrame], None], limit: int,
+           known: StepFailure | None = None) -> list[BadRecord]:
     """The records of ``frame`` (the batch's source rows) on which ``evaluate`` raises a
     :class:`StepFailure` alone, by bisection; at most ``limit`` of them.  Empty when the
-    failure needs several records together (e.g. an overflowing sum).
+    failure needs several records together (e.g. an overflowing sum).  ``known``: the
+    failure ``evaluate`` already gave on the whole of ``frame`` (it is not run again).
 
     When the left half of a failing part passes, the right half is taken to fail without
     trying it (one job saved per level); a record reached that way is tried alone before it
@@ -158,33 +166,33 @@ def locate(frame: DataFrame, evaluate: Callable[[DataFrame], None], limit: int
             search(left, failure, True)
             search(right, None, False)
 
-    search(ids, None, False)
+    search(ids, known, known is not None)
     return [records_at(frame, [key], f"{failure.where}: {failure.reason}", 1)[0]
             for key, failure in found]
+
+
+def _by_id(frame: DataFrame, ids: Sequence[tuple[int, int]], how: str) -> DataFrame:
+    """``frame`` (source columns) joined ``how`` with ``ids``: (partition, carried offset)
+    pairs, the identity of a record through every query (a broadcast join, not a chain of
+    conditions, whatever their number)."""
+    keys = frame.sparkSession.createDataFrame([(int(p), int(o)) for p, o in ids],
+                                              "_sqe_p int, _sqe_o long")
+    return frame.join(F.broadcast(keys), (F.col("_partition") == F.col("_sqe_p"))
+                      & (carried_offset() == F.col("_sqe_o")), how)
 
 
 def records_at(frame: DataFrame, ids: Sequence[tuple[int, int]], reason: str, limit: int
                ) -> list[BadRecord]:
     """The records of ``frame`` (source columns) at ``ids`` ((partition, carried offset)
     pairs, as the carried StreamMetadata columns of a query's output hold them)."""
-    keys = frame.sparkSession.createDataFrame([(int(p), int(o)) for p, o in ids],
-                                              "_sqe_p int, _sqe_o long")
-    joined = frame.join(F.broadcast(keys), (F.col("_partition") == F.col("_sqe_p"))
-                        & (carried_offset() == F.col("_sqe_o")), "left_semi")
-    return bad_rows(joined, F.lit(True), F.lit(reason), limit)
+    return bad_rows(_by_id(frame, ids, "left_semi"), F.lit(True), F.lit(reason), limit)
 
 
 def without(frame: DataFrame, bad: Sequence[BadRecord]) -> DataFrame:
     """``frame`` (source columns) without the records in ``bad``."""
     if not bad:
         return frame
-    cond = F.lit(False)
-    for b in bad:
-        same = (F.col("_partition") == b.partition) & (F.col("_offset") == b.offset)
-        if b.index is not None:
-            same = same & (F.col("_index") == b.index)
-        cond = cond | same
-    return frame.where(~cond)
+    return _by_id(frame, [(b.partition, b.carried_offset) for b in bad], "left_anti")
 
 
 def apply_policy(stream: StreamSettings, bad: Sequence[BadRecord]) -> int:

@@ -259,8 +259,8 @@ class BatchProcessor:
         """Deserialize, run the queries and write every state; commit the states' parts."""
         report.warnings.clear()
         des, frames = self._frames(rows, report)
-        kind = "json" if self.p.fixed is not None else self.p.stream.deserializer
-        if kind == "json" and self.p.settings.declared_fields is None and self.p.fixed is None:
+        if (self.p.fixed is None and self.p.stream.deserializer == "json"
+                and self.p.settings.declared_fields is None):
             self._check_fields(des)
         report.unparseable_values = des.unparseable_values
         if des.unparseable_values and des.undecodable is not None:
@@ -291,7 +291,8 @@ class BatchProcessor:
                 exc, StaleBatchError):
             raise exc
         limit = 1 if self.p.settings.bad_record_policy == "fail" else MAX_BAD_RECORDS + 1
-        bad = self._rejected(rows, limit) or locate(rows, self._evaluate, limit)
+        known = exc if isinstance(exc, StepFailure) else None  # _evaluate failed on rows
+        bad = self._rejected(rows, limit) or locate(rows, self._evaluate, limit, known)
         if bad:
             return bad
         if row_level(exc) or isinstance(exc, StepFailure):

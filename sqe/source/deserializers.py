@@ -120,10 +120,11 @@ def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
     # number) passes with NULL fields and is counted, without hiding the fields of the rest.
     is_object = F.schema_of_variant(value).startswith("OBJECT")
     parsed = frame.withColumn(_JSON, F.when(is_object, value))
+    undecodable = F.col("_value").isNotNull() & F.coalesce(~is_object, F.lit(True))
     infer = declared is None or None in declared.values()
     row = parsed.agg(
         F.schema_of_variant_agg(_JSON).alias("schema") if infer else F.lit("").alias("schema"),
-        F.count_if(F.col("_value").isNotNull() & F.col(_JSON).isNull()).alias("bad"),
+        F.count_if(undecodable).alias("bad"),
     ).first()
     inferred = {name: _spark_type(vtype)
                 for name, vtype in top_level_fields((row["schema"] if row is not None else None) or "")}
@@ -144,6 +145,5 @@ def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
             taken.add(name.lower())
             missing.append(name)
     out = parsed.select(*[parsed[c] for c in frame.columns], *columns)
-    undecodable = F.col("_value").isNotNull() & F.coalesce(~is_object, F.lit(True))
     return Deserialized(out, int(row["bad"]) if row is not None else 0, tuple(inferred),
                         tuple(missing), tuple(fields), undecodable)

@@ -1,0 +1,27 @@
+"""The Redis database a benchmark runs against: the one given, or one started for it, emptied."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from pathlib import Path
+
+import redis
+
+from sqe.cli.local_services import start_local_redis
+
+
+def flushed_redis(stack: ExitStack, work: Path, url: str | None) -> str:
+    """``url`` (or, without one, a redis-server started in ``work`` and stopped by ``stack``),
+    its database flushed; a ``ConnectionError`` names a Redis that cannot be used."""
+    if url is None:
+        server = start_local_redis(work / "redis")
+        stack.callback(server.stop)
+        url = f"{server.address}/0"
+    client = redis.Redis.from_url(url)
+    try:
+        client.flushdb()
+    except redis.RedisError as exc:
+        raise ConnectionError(f"cannot use Redis at {url}: {exc}") from None
+    finally:
+        client.close()
+    return url
