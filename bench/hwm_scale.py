@@ -1,30 +1,44 @@
-"""What one batch's high-water marks cost as a consumer's store grows.
+"""What a batch's high-water marks cost as a consumer's store grows, per batch and per run.
 
-    python bench/hwm_scale.py [--redis redis://127.0.0.1:6379/9] \
-        [--marks 1000,10000,100000,1000000] [--touched 64] [--repeat 5] [--json]
+    python bench/hwm_scale.py [--redis redis://127.0.0.1:6379/9] [--brokers HOST:PORT]
+        [--marks 1000,10000,100000,1000000] [--partitions 4,64,256] [--touched 64]
+        [--repeat 5] [--run-records 20000] [--run-marks 200000] [--run-repeat 2] [--json]
 
-For each size N, side by side in one run: the consumer's store is filled with N
-marks through :meth:`state.hwm.HwmStore.commit` (as N upstream (pid, partition)
-pairs would leave them), then ``--repeat`` batches each commit ``--touched``
-marks and read the store as a batch does before it reads records
-(:meth:`~state.hwm.HwmStore.admit`), timed from the client, with the Redis
-server's own time per call from ``INFO commandstats`` and the memory per mark
-from ``used_memory``.  The ratios of the largest size to the smallest are the
-numbers to watch: a batch should cost what it touches, not what is stored.
+**Per batch** (the store's public methods, as a batch calls them): for each store
+size N a consumer is filled with N marks (as N upstream (pid, partition) pairs
+leave them), then for each topic size P, ``--repeat`` batches each read what a
+batch over a P-partition topic reads -- the commit record before it starts
+(:meth:`~state.hwm.HwmStore.admit`) and, per task, the marks of the pairs its
+records name (:meth:`~state.hwm.HwmStore.marks`, one round trip per task that
+meets a pair; the ``--touched`` pairs map to task ``source partition % P``, as
+SQE's partitioner writes them) -- and commit ``--touched`` new marks.  Timed from
+the client, with the Redis server's own time from ``INFO commandstats`` and the
+memory per mark from ``used_memory``.
 
-Only the store's public methods are used, so the same command measures any
-layout of the store.  The Redis database given is flushed; without ``--redis``
-a Redis of its own is started.
+**Per run** (``--run-records``, 0 skips it): whole ``sqe run --once`` processes
+over the same new records (4 Kafka partitions, 16 (pid, partition) pairs,
+batches of 1,000, one Redis state), interleaved A B A B: A's consumer holds only
+what the run writes, B's holds ``--run-marks`` other marks besides.  Each run's
+output is checked: every record in the state, every pair's mark at its last
+offset.
+
+The ratios of the largest store to the smallest are the numbers to watch: a
+batch should cost what it touches, not what is stored (target: 1.25x or less).
+The Redis database given is flushed; without ``--redis`` a Redis of its own is
+started, and without ``--brokers`` the local pip broker.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -34,90 +48,259 @@ from local_redis import flushed_redis
 from state.hwm import HwmStore
 
 _FILL_CHUNK = 20_000  # marks per filling commit (one Lua call each)
+_SCRIPTS = ("cmdstat_eval", "cmdstat_evalsha")
+RUN_PARTITIONS = 4
+RUN_PAIRS = [(pid, sp) for pid in (1, 2) for sp in range(8)]  # 16 upstream (pid, partition)
 
 
 class BenchError(Exception):
-    """The benchmark cannot run as asked (one sentence)."""
+    """The benchmark cannot run as asked, or its output is wrong (one sentence)."""
 
 
 def _server_usec(client: redis.Redis) -> float:
     """Microseconds the server spent in scripts so far (EVAL and EVALSHA)."""
     stats = client.info("commandstats")
-    return float(sum(v.get("usec", 0) for k, v in stats.items()
-                     if k in ("cmdstat_eval", "cmdstat_evalsha")))
+    return float(sum(v.get("usec", 0) for k, v in stats.items() if k in _SCRIPTS))
 
 
-def measure(url: str, marks: int, touched: int, repeat: int) -> dict[str, float]:
-    """Fill a consumer with ``marks`` marks, then time ``repeat`` batches touching ``touched``."""
+def fill(store: HwmStore, marks: int) -> int:
+    """Commit ``marks`` marks (7, 0..marks-1) in chunks; returns the last batch id used."""
+    batch = -1
+    for start in range(0, marks, _FILL_CHUNK):
+        batch += 1
+        store.commit(batch, {(7, p): 100 for p in range(start, min(marks, start + _FILL_CHUNK))})
+    return batch
+
+
+def measure(url: str, marks: int, partitions: list[int], touched: int, repeat: int
+            ) -> list[dict[str, float]]:
+    """Fill a consumer with ``marks`` marks, then time ``repeat`` batches touching ``touched``
+    for each topic size in ``partitions``."""
     consumer = f"bench.scale{marks}"
     store = HwmStore.from_url(url, consumer, 172_800)
     client = store.client
     try:
         before = int(client.info("memory")["used_memory"])
-        batch = 0
-        for start in range(0, marks, _FILL_CHUNK):
-            store.commit(batch, {(7, p): 100 for p in range(start, min(marks, start + _FILL_CHUNK))})
-            batch += 1
+        batch = fill(store, marks)
         memory = int(client.info("memory")["used_memory"]) - before
-        commit_s, read_s, server_us = [], [], []
-        for i in range(repeat):
-            batch += 1
-            offset = 200 + i
-            updates = {(7, (i * 7919 + k * 104729) % marks): offset for k in range(touched)}
-            t0 = time.perf_counter()
-            snapshot = store.admit(batch)
-            t1 = time.perf_counter()
-            usec = _server_usec(client)
-            store.commit(batch, updates)
-            t2 = time.perf_counter()
-            server_us.append(_server_usec(client) - usec)
-            if snapshot is None:
-                raise BenchError(f"batch {batch} of {consumer} was committed already")
-            read_s.append(t1 - t0)
-            commit_s.append(t2 - t1)
-        return {"marks": marks, "touched": touched,
-                "commit_ms": 1000 * statistics.median(commit_s),
-                "read_ms": 1000 * statistics.median(read_s),
-                "commit_server_ms": statistics.median(server_us) / 1000,
-                "bytes_per_mark": memory / marks if marks else 0.0}
+        rows = []
+        for tasks in partitions:
+            commit_s, read_s, commit_us, read_us, trips = [], [], [], [], []
+            for _ in range(repeat):
+                batch += 1
+                pairs = sorted({(7, (batch * 7919 + k * 104729) % marks) for k in range(touched)})
+                by_task: dict[int, list[tuple[int, int]]] = {}
+                for pair in pairs:
+                    by_task.setdefault(pair[1] % tasks, []).append(pair)
+                u0 = _server_usec(client)
+                t0 = time.perf_counter()
+                if not store.admit(batch):
+                    raise BenchError(f"batch {batch} of {consumer} was committed already")
+                got: dict[tuple[int, int], int] = {}
+                for task_pairs in by_task.values():
+                    got.update(store.marks(task_pairs))
+                t1 = time.perf_counter()
+                u1 = _server_usec(client)
+                store.commit(batch, {pair: 200 + batch for pair in pairs})
+                t2 = time.perf_counter()
+                commit_us.append(_server_usec(client) - u1)
+                if set(got) != set(pairs):
+                    raise BenchError(f"{consumer}: read {len(got)} of the {len(pairs)} marks "
+                                     "the batch touched")
+                read_s.append(t1 - t0)
+                read_us.append(u1 - u0)
+                commit_s.append(t2 - t1)
+                trips.append(1 + len(by_task))
+            rows.append({"marks": marks, "partitions": tasks, "touched": touched,
+                         "commit_ms": 1000 * statistics.median(commit_s),
+                         "commit_server_ms": statistics.median(commit_us) / 1000,
+                         "read_ms": 1000 * statistics.median(read_s),
+                         "read_server_ms": statistics.median(read_us) / 1000,
+                         "round_trips": statistics.median(trips),
+                         "bytes_per_mark": memory / marks if marks else 0.0})
+        return rows
+    finally:
+        client.delete(*store.keys)
+        client.close()
+
+
+# -- whole runs --------------------------------------------------------------------------------
+
+
+def _produce(brokers: str, records: int) -> str:
+    """A fresh 4-partition topic of ``records`` JSON records with StreamMetadata keys."""
+    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from sqe.config.kafka_client import Sender, error_text, producer_conf
+    from sqe.wire.keys import StreamMetadata
+
+    topic = f"bench-scale-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": brokers, "log_level": 2})
+    try:
+        admin.create_topics([NewTopic(topic, RUN_PARTITIONS, 1,
+                                      config={"retention.ms": "-1"})])[topic].result(30)
+    except KafkaException as exc:
+        raise BenchError(f"cannot create topic {topic} on {brokers}: {error_text(exc)}") from None
+    sender = Sender(Producer(producer_conf(brokers, {"linger.ms": 50})))
+    for i in range(records):
+        pid, sp = RUN_PAIRS[i % len(RUN_PAIRS)]
+        key = StreamMetadata(pid, sp, i // len(RUN_PAIRS)).to_bytes()
+        value = json.dumps({"region": f"r{i % 6}", "event_id": f"e{i}", "amount": i}).encode()
+        sender.send(topic, value, key, sp % RUN_PARTITIONS)
+    problem = sender.finish()
+    if problem:
+        raise BenchError(f"could not write the benchmark topic {topic}: {problem}")
+    return topic
+
+
+def _topology(topic: str, name: str) -> str:
+    """A load-like topology: ``topic`` with replay filtering into one Redis hash per run."""
+    return json.dumps([
+        {"CreateStream": {"streamName": "Events", "objectName": topic, "spoutName": "KAFKA",
+                          "spoutType": "OPAQUE", "deserializer": "json", "options": {
+                              "jw.sqe.spout.kafka.filterReplays": True,
+                              "jw.sqe.spout.kafka.maxRecordsPerBatch": 1000}}},
+        {"Query": {"insertInto": {"objectName": "loaded", "stateName": "REDIS",
+                                  "stateType": "TRANSACTIONAL",
+                                  "fields": ["log", "event_id", "region"], "options": {
+                                      "jw.sqe.state.redis.datatype": "HASH",
+                                      "jw.sqe.state.redis.keyname.fields": ["log"],
+                                      "jw.sqe.state.redis.fieldname.fields": ["event_id"]}},
+                   "select": {"expressions": [{"sql": f"'{name}'"}, "event_id", "region"]},
+                   "from": {"objectName": "Events"}}},
+    ], indent=1)
+
+
+def _plant(url: str, consumer: str, count: int) -> None:
+    """``count`` live marks of other upstream pairs (pid 1000+, 1,000 partitions each) in
+    ``consumer``'s store, written straight into its layout: no batch id is committed, so a
+    run on a new checkpoint starts as on an empty store."""
+    store = HwmStore.from_url(url, consumer, 172_800)
+    client = store.client
+    try:
+        now = int(client.time()[0]) * 1000
+        for start in range(0, count, _FILL_CHUNK):
+            fields = [f"{1000 + j // 1000}:{j % 1000}" for j in range(start,
+                                                                    min(count, start + _FILL_CHUNK))]
+            pipe = client.pipeline(transaction=False)
+            pipe.hset(store.keys[0], mapping=dict.fromkeys(fields, 5))
+            pipe.zadd(store.keys[4], dict.fromkeys(fields, now))
+            pipe.execute()
     finally:
         client.close()
+
+
+def run_once(url: str, brokers: str, topic: str, work: Path, name: str, records: int) -> float:
+    """One ``sqe run --once`` process over ``topic``; its seconds, once its output checks."""
+    from sqe.cli.local_services import service_conf
+
+    path = work / f"{name}.json"
+    path.write_text(_topology(topic, name))
+    command = [sys.executable, "-m", "sqe.cli.main", "run", str(path), "--name", name,
+               "--checkpoint", str(work / "checkpoints" / name), "--once",
+               "--conf", "spark.sql.shuffle.partitions=2", *service_conf(brokers, url)]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise BenchError(f"sqe run {name} exited {done.returncode}: "
+                         f"{(done.stderr.strip().splitlines() or ['(no output)'])[-1]}")
+    store = HwmStore.from_url(url, f"{name}.Events", 172_800)
+    try:
+        loaded = int(store.client.hlen(name))
+        marks = store.marks(RUN_PAIRS)
+    finally:
+        store.client.close()
+    last = {pair: max(i // len(RUN_PAIRS) for i in range(k, records, len(RUN_PAIRS)))
+            for k, pair in enumerate(RUN_PAIRS) if k < records}
+    if loaded != records or marks != last:
+        raise BenchError(f"sqe run {name} loaded {loaded} of {records} records; its marks "
+                         f"{'match' if marks == last else 'differ from'} the last offsets")
+    return seconds
+
+
+def measure_runs(url: str, brokers: str, work: Path, records: int, planted: int, repeat: int
+                 ) -> dict[str, float]:
+    """Interleaved whole runs, A (a handful of marks) and B (``planted`` more)."""
+    topic = _produce(brokers, records)
+    seconds: dict[str, list[float]] = {"few": [], "many": []}
+    for rep in range(repeat):
+        for variant in ("few", "many"):
+            name = f"scale_{variant}_{rep}_{uuid.uuid4().hex[:6]}"
+            if variant == "many":
+                _plant(url, f"{name}.Events", planted)
+            seconds[variant].append(run_once(url, brokers, topic, work, name, records))
+            print(f"  run {rep + 1} {variant}: {seconds[variant][-1]:.1f} s", flush=True)
+    few, many = statistics.median(seconds["few"]), statistics.median(seconds["many"])
+    return {"records": records, "planted": planted, "few_s": few, "many_s": many,
+            "ratio": many / few}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--redis", help="Redis URL whose database is flushed (default: own)")
+    parser.add_argument("--brokers", help="a Kafka broker (default: start the local pip broker)")
     parser.add_argument("--marks", default="1000,10000,100000,1000000",
                         help="comma-separated store sizes")
-    parser.add_argument("--touched", type=int, default=64, help="marks one batch commits")
-    parser.add_argument("--repeat", type=int, default=5, help="batches timed per size")
+    parser.add_argument("--partitions", default="4,64,256",
+                        help="comma-separated topic sizes (tasks per batch)")
+    parser.add_argument("--touched", type=int, default=64, help="marks one batch touches")
+    parser.add_argument("--repeat", type=int, default=25, help="batches timed per size")
+    parser.add_argument("--run-records", type=int, default=20_000,
+                        help="records of the whole-run comparison (0: skip it)")
+    parser.add_argument("--run-marks", type=int, default=200_000,
+                        help="other marks the second consumer of the whole runs holds")
+    parser.add_argument("--run-repeat", type=int, default=2, help="whole runs per variant")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.marks.split(",")]
+    partitions = [int(s) for s in args.partitions.split(",")]
+    result: dict = {}
     with ExitStack() as stack:
-        work = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sqe-bench-")))
         try:
             url = flushed_redis(stack, work, args.redis)
-        except ConnectionError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        try:
-            rows = [measure(url, n, min(args.touched, n), args.repeat) for n in sizes]
-        except BenchError as exc:
+            rows = [r for n in sizes
+                    for r in measure(url, n, partitions, min(args.touched, n), args.repeat)]
+            result["sizes"] = rows
+            if args.run_records > 0:
+                brokers = args.brokers
+                if brokers is None:
+                    from sqe.cli.local_services import start_local_kafka
+
+                    kafka = start_local_kafka(work / "kafka")
+                    stack.callback(kafka.stop)
+                    brokers = kafka.address
+                result["run"] = measure_runs(url, brokers, work, args.run_records,
+                                             args.run_marks, args.run_repeat)
+        except (BenchError, ConnectionError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-    print(f"{'marks stored':>14} {'commit ms':>10} {'server ms':>10} {'read ms':>10} "
-          f"{'bytes/mark':>11}")
+    print(f"{'marks stored':>13} {'partitions':>10} {'commit ms':>10} {'server ms':>10} "
+          f"{'read ms':>8} {'server ms':>10} {'trips':>6} {'bytes/mark':>11}")
     for r in rows:
-        print(f"{r['marks']:>14,} {r['commit_ms']:>10.2f} {r['commit_server_ms']:>10.2f} "
-              f"{r['read_ms']:>10.2f} {r['bytes_per_mark']:>11.1f}")
-    first, last = rows[0], rows[-1]
-    result = {"sizes": rows,
-              "commit_ratio": last["commit_ms"] / first["commit_ms"],
-              "read_ratio": last["read_ms"] / first["read_ms"]}
-    print(f"batch touching {args.touched} marks, {last['marks']:,} stored vs {first['marks']:,}: "
-          f"commit {result['commit_ratio']:.2f}x, read {result['read_ratio']:.2f}x "
-          "(target: 1.25x or less)")
+        print(f"{r['marks']:>13,} {r['partitions']:>10} {r['commit_ms']:>10.2f} "
+              f"{r['commit_server_ms']:>10.2f} {r['read_ms']:>8.2f} {r['read_server_ms']:>10.2f} "
+              f"{r['round_trips']:>6.0f} {r['bytes_per_mark']:>11.1f}")
+    ratios = {}
+    for p in partitions:
+        of = [r for r in rows if r["partitions"] == p]
+        first, last = of[0], of[-1]
+        ratios[p] = {"commit": last["commit_ms"] / first["commit_ms"],
+                     "read": last["read_ms"] / first["read_ms"],
+                     "batch": (last["commit_ms"] + last["read_ms"])
+                     / (first["commit_ms"] + first["read_ms"])}
+        print(f"{p} partitions, {args.touched} marks touched, {last['marks']:,} stored vs "
+              f"{first['marks']:,}: commit {ratios[p]['commit']:.2f}x, read "
+              f"{ratios[p]['read']:.2f}x, batch {ratios[p]['batch']:.2f}x (target: 1.25x or less)")
+    result["ratios"] = ratios
+    if "run" in result:
+        run = result["run"]
+        print(f"sqe run --once over {run['records']:,} new records: {run['few_s']:.1f} s with a "
+              f"handful of marks, {run['many_s']:.1f} s with {run['planted']:,} more: "
+              f"{run['ratio']:.2f}x (target: 1.25x or less)")
     if args.json:
         print(json.dumps(result))
     return 0

@@ -38,7 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import redis
@@ -134,9 +134,15 @@ return 1
 # The commit script's refusal: its code and the commit it found (JSON).
 _REFUSED = re.compile(r"(SQE_STALE|SQE_OTHER) (\{.*\})", re.S)
 
-_LOAD = _NOW + """
+# The last committed batch id and its commit record: what every read starts with.
+_COMMIT_RECORD = """
 local commit = redis.call('HMGET', KEYS[4], 'offsets', 'checkpoint', 'reset')
 local out = {redis.call('GET', KEYS[3]) or '', commit[1] or '', commit[2] or '', commit[3] or ''}
+"""
+
+_LAST = _COMMIT_RECORD + "return out\n"
+
+_LOAD = _NOW + _COMMIT_RECORD + """
 local live = {}
 if redis.call('EXISTS', KEYS[2]) == 1 then  -- the old layout, before its first commit
   local ts = redis.call('HGETALL', KEYS[2])
@@ -152,6 +158,27 @@ for i = 1, #live do
     table.insert(out, live[i])
     table.insert(out, offset)
   end
+end
+return out
+"""
+
+# The marks of the fields ARGV[2..] ("<pid>:<partition>"), in order: the offset, or false for
+# a field without a mark or with one older than the TTL.  KEYS as the commit's (hwm, ts, batch,
+# commit, age): the time is the index's score, or the old layout's ts hash before its first
+# commit.  Work and reply grow with the fields asked, not with the marks stored.
+_MARKS = _NOW + """
+local old = redis.call('EXISTS', KEYS[2]) == 1
+local out = {}
+for i = 2, #ARGV do
+  local field = ARGV[i]
+  local stamp
+  if old then stamp = redis.call('HGET', KEYS[2], field)
+  else stamp = redis.call('ZSCORE', KEYS[5], field) end
+  local offset = false
+  if stamp and tonumber(stamp) >= now - ttl then
+    offset = redis.call('HGET', KEYS[1], field) or false
+  end
+  out[i - 1] = offset
 end
 return out
 """
@@ -177,6 +204,16 @@ class Stage:
     key: str
     datatype: str  # HASH or STRING
     expire_seconds: int = 0
+
+
+def _text(raw: Sequence[bytes | str]) -> list[str]:
+    return [v.decode() if isinstance(v, bytes) else v for v in raw]
+
+
+def _pair(field: str) -> tuple[int, int]:
+    """``"<pid>:<partition>"`` as ``(pid, partition)``."""
+    pid, part = field.split(":")
+    return int(pid), int(part)
 
 
 def _tag(consumer: str) -> str:
@@ -210,6 +247,8 @@ class HwmStore:
         self._stage_prefix = f"sqe:{{{tag}}}:stage:"
         self._commit = client.register_script(_COMMIT)
         self._load = client.register_script(_LOAD)
+        self._marks = client.register_script(_MARKS)
+        self._last = client.register_script(_LAST)
 
     @classmethod
     def from_url(cls, url: str | RedisEndpoint, consumer: str, ttl_seconds: int) -> HwmStore:
@@ -218,17 +257,39 @@ class HwmStore:
         return cls(endpoint.connect(), consumer, ttl_seconds, endpoint)
 
     def load(self) -> HwmSnapshot:
-        """The committed batch id and the HWMs updated within the TTL, read atomically."""
-        raw = [v.decode() if isinstance(v, bytes) else v
-               for v in self._load(keys=self.keys, args=[self.ttl_seconds])]
-        batch, offsets, checkpoint, reset = raw[:4]
-        hwm = {}
-        for field, offset in zip(raw[4::2], raw[5::2], strict=True):
-            pid, part = field.split(":")
-            hwm[(int(pid), int(part))] = int(offset)
-        commit = Commit(self.describe(), int(batch), offsets or None, checkpoint or None,
-                        reset == "1") if batch else None
-        return HwmSnapshot(commit, hwm)
+        """The committed batch id and every HWM updated within the TTL, read atomically.
+
+        Reads the whole store: for ``sqe hwm show`` and tests.  A batch reads only what it
+        touches (:meth:`last_commit`, :meth:`marks`).
+        """
+        raw = _text(self._load(keys=self.keys, args=[self.ttl_seconds]))
+        hwm = {_pair(field): int(offset) for field, offset in zip(raw[4::2], raw[5::2],
+                                                                   strict=True)}
+        return HwmSnapshot(self._commit_record(raw[:4]), hwm)
+
+    def last_commit(self) -> Commit | None:
+        """The last committed batch and its commit record (None: nothing committed yet)."""
+        return self._commit_record(_text(self._last(keys=self.keys, args=[])))
+
+    def _commit_record(self, raw: Sequence[str]) -> Commit | None:
+        batch, offsets, checkpoint, reset = raw
+        return Commit(self.describe(), int(batch), offsets or None, checkpoint or None,
+                      reset == "1") if batch else None
+
+    def marks(self, pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], int]:
+        """The live marks of ``pairs`` ((pid, partition)), in one round trip; a pair without a
+        mark, or with one older than the TTL, is left out.  Costs what is asked, not what is
+        stored."""
+        fields = sorted({f"{int(pid)}:{int(part)}" for pid, part in pairs})
+        if not fields:
+            return {}
+        got = self._marks(keys=self.keys, args=[self.ttl_seconds, *fields])
+        return {_pair(field): int(offset) for field, offset in zip(fields, got, strict=True)
+                if offset is not None}
+
+    def count(self) -> int:
+        """How many marks the store holds (expired ones not yet removed included)."""
+        return int(self.client.hlen(self.keys[0]))
 
     def describe(self) -> str:
         """This store in messages: ``HWM store at redis://host:port/db``."""
@@ -265,22 +326,21 @@ class HwmStore:
             return False  # the same offsets, spaced otherwise: Spark re-ran the batch
         raise self._stale(batch_id, committed, offsets)
 
-    def admit(self, batch_id: int, offsets: str | None = None) -> HwmSnapshot | None:
-        """The snapshot to process batch ``batch_id`` with, or ``None`` if it is committed.
+    def admit(self, batch_id: int, offsets: str | None = None) -> bool:
+        """Whether batch ``batch_id`` is still to be processed (``False``: it is committed).
 
         The check :meth:`commit` makes atomically, made before the batch does
-        any work: a batch id lower than the committed one raises
-        :class:`StaleBatchError`, and so does the committed batch id with other end
-        ``offsets`` (another checkpoint's batch of the same number).
+        any work, reading only the commit record: a batch id lower than the
+        committed one raises :class:`StaleBatchError`, and so does the committed
+        batch id with other end ``offsets`` (another checkpoint's batch of the same number).
         """
-        snapshot = self.load()
-        commit = snapshot.commit
+        commit = self.last_commit()
         if commit is not None:
             if commit.same_batch(batch_id, offsets):
-                return None
+                return False
             if batch_id <= commit.batch_id:
                 raise self._stale(batch_id, commit, offsets)
-        return snapshot
+        return True
 
     def _stale(self, batch_id: int, commit: Commit, offsets: str | None = None
                ) -> StaleBatchError:

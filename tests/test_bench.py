@@ -108,10 +108,16 @@ def test_replay_bench_chain_points_the_shipped_topologies_at_its_topics(monkeypa
 
 
 @pytest.mark.redis
-def test_hwm_scale_bench_commits_and_reads_every_size(redis_url):
-    r = run_bench("hwm_scale.py", "--redis", redis_url, "--marks", "100,2000", "--touched", "16",
-                  "--repeat", "2")
-    assert [s["marks"] for s in r["sizes"]] == [100, 2000]
+def test_hwm_scale_bench_commits_and_reads_every_size_and_checks_whole_runs(redis_url,
+                                                                             kafka_bootstrap):
+    r = run_bench("hwm_scale.py", "--redis", redis_url, "--brokers", kafka_bootstrap,
+                  "--marks", "100,2000", "--partitions", "4,16", "--touched", "16",
+                  "--repeat", "2", "--run-records", "400", "--run-marks", "3000",
+                  "--run-repeat", "1")
+    assert [(s["marks"], s["partitions"]) for s in r["sizes"]] == [
+        (100, 4), (100, 16), (2000, 4), (2000, 16)]
     for s in r["sizes"]:
         assert s["commit_ms"] > 0 and s["read_ms"] > 0 and s["bytes_per_mark"] > 0
-    assert r["commit_ratio"] > 0 and r["read_ratio"] > 0
+        assert s["round_trips"] <= 1 + s["partitions"]  # the commit record, one per task
+    assert all(v > 0 for ratios in r["ratios"].values() for v in ratios.values())
+    assert r["run"]["records"] == 400 and r["run"]["few_s"] > 0 and r["run"]["many_s"] > 0

@@ -64,7 +64,7 @@ from sqe.lang.spark_functions import CompileContext
 from sqe.source.deserializers import Deserialized, deserialize
 from sqe.source.replay import beyond_bound_frame, filter_replays_frame
 from sqe.wire.columns import CARRIED, TALLY, Tally, carried_offset, data_rows
-from state.hwm import HwmSnapshot, HwmStore
+from state.hwm import HwmStore
 from state.sink import Batch, Sink
 
 __all__ = ["BatchProcessor"]
@@ -123,20 +123,19 @@ class BatchProcessor:
         report = BatchReport(self.p.stream.streamName, batch_id, filtering=self.p.filtering)
         store = self._store()
         try:
-            snapshot = None
             if store is not None:
                 try:  # a lower batch id, or the same with other offsets: StaleBatchError
-                    snapshot = store.admit(batch_id, offsets)
+                    todo = store.admit(batch_id, offsets)
                 except redis.RedisError as exc:
                     raise SourceError(f"cannot read the HWM store of {self.p.consumer}: "
                                       f"{store.describe_error(exc)}") from None
-                if snapshot is None:  # committed already: Spark re-ran a finished batch
+                if not todo:  # committed already: Spark re-ran a finished batch
                     report.skipped = True
                     self._done(report)
                     return
             batch = Batch(self.p.consumer, batch_id, store, offsets,
                           ck.location if ck is not None else None)
-            self._run(rows, batch, snapshot, report)
+            self._run(rows, batch, report)
         except StaleBatchError as exc:
             if store is not None:  # refused: what this run staged for the batch goes too
                 raise self._dropped(store, batch_id, exc) from None
@@ -160,15 +159,16 @@ class BatchProcessor:
                                    "day")
         return refusal
 
-    def _read(self, frame: DataFrame, snapshot: HwmSnapshot | None, report: BatchReport
+    def _read(self, frame: DataFrame, store: HwmStore | None, report: BatchReport
               ) -> tuple[DataFrame, dict[tuple[int, int], int]]:
         """The batch's record rows (replays dropped), counted into ``report``, and the new
         high-water marks of the (pid, partition) groups it holds."""
-        if self.p.native and snapshot is not None:
+        if self.p.native and store is not None:
             rows = data_rows(frame)
             before = rows.count()
+            hwm = self._marks_of(rows, store)
             bound = self.p.settings.max_advance
-            beyond = bad_rows(beyond_bound_frame(rows, snapshot.hwm, bound), F.lit(True),
+            beyond = bad_rows(beyond_bound_frame(rows, hwm, bound), F.lit(True),
                               F.lit(f"its key claims a source offset more than "
                                     f"jw.sqe.spout.kafka.filterReplays.maxAdvance ({bound}) "
                                     "above the mark its (pid, partition) had when the batch "
@@ -176,7 +176,7 @@ class BatchProcessor:
                                     "it as a replay"), MAX_BAD_RECORDS + 1)
             report.source.keys_beyond_bound += len(beyond)
             report.source.dead_letters += apply_policy(self.p.settings, beyond)
-            filtered = filter_replays_frame(rows, snapshot.hwm, bound).persist()
+            filtered = filter_replays_frame(rows, hwm, bound).persist()
             report.replays_dropped = before - len(beyond) - filtered.count()
             report.records_read = report.replays_dropped + len(beyond)
             frame.unpersist()
@@ -196,11 +196,21 @@ class BatchProcessor:
                 updates[(g["_pid"], g["_source_partition"])] = g["hi"]
         return frame, updates
 
-    def _run(self, rows: DataFrame, batch: Batch, snapshot: HwmSnapshot | None,
-             report: BatchReport) -> None:
+    def _marks_of(self, rows: DataFrame, store: HwmStore) -> dict[tuple[int, int], int]:
+        """The marks of the (pid, partition) pairs ``rows`` names (Spark's own connector:
+        the batch's pairs are collected, then read in one round trip)."""
+        pairs = (rows.where(F.col("_pid").isNotNull())
+                 .select("_pid", "_source_partition").distinct().collect())
+        try:
+            return store.marks((int(r[0]), int(r[1])) for r in pairs)
+        except redis.RedisError as exc:
+            raise SourceError(f"cannot read the high-water marks of {self.p.consumer}: "
+                              f"{store.describe_error(exc)}") from None
+
+    def _run(self, rows: DataFrame, batch: Batch, report: BatchReport) -> None:
         frame = rows.persist()
         try:
-            frame, updates = self._read(frame, snapshot, report)
+            frame, updates = self._read(frame, batch.store, report)
             excluded: list[BadRecord] = []
             for _ in range(_MAX_ATTEMPTS):  # once, unless records are dead-lettered
                 attempt = replace(batch, stages=[])

@@ -133,13 +133,13 @@ class StreamStores:
 
     def committed(self) -> list[Commit]:
         """What the stores hold of the consumer's last committed batch."""
-        commits = [self._hwm(lambda store: store.load().commit)]
+        commits = [self._hwm(lambda store: store.last_commit())]
         commits += [sink.committed(self.consumer) for sink in self.sinks]
         return [c for c in commits if c is not None]
 
     def marks(self) -> int | None:
         """How many high-water marks the HWM store holds (None: no HWM store)."""
-        return self._hwm(lambda store: len(store.load().hwm))
+        return self._hwm(lambda store: store.count())
 
     def reset(self) -> None:
         """Forget the consumer's marks and committed offsets everywhere, keeping its batch ids."""

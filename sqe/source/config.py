@@ -16,7 +16,7 @@ of the reader's own:
 :class:`SourceConfig` is the validated result; :meth:`SourceConfig.to_options`
 gives the options back, so the runner and a direct user build the source the
 same way.  :class:`RangePartition` is one Kafka partition's offset range of a
-micro-batch, with the high-water marks to filter it by.
+micro-batch.
 
 Example::
 
@@ -146,13 +146,12 @@ class SourceConfig:
 
 @dataclass
 class RangePartition(InputPartition):
-    """One Kafka partition's offset range of a micro-batch, and the HWMs to filter it with."""
+    """One Kafka partition's offset range of a micro-batch."""
 
     topic: str
     partition: int
     start: int
     end: int
-    hwm: dict[tuple[int, int], int] | None = None
 
     def __post_init__(self) -> None:
         InputPartition.__init__(self, (self.partition, self.start, self.end))

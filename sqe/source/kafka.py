@@ -10,10 +10,11 @@ its end offset: a task asks the broker for no more than what remains and stops
 as soon as its position reaches the end, so it never waits out a consume
 timeout, and offsets may have gaps (compaction, transaction markers).
 
-With ``filterReplays`` the planner reads the high-water marks of this
-consumer from Redis once per micro-batch and ships them with every input
-partition; ``read()`` drops replays (:func:`sqe.source.replay.filter_replays`) before
-they become Spark rows.  With ``emitTally`` each task that dropped replays
+With ``filterReplays`` each task reads the high-water marks of the
+(pid, partition) pairs its records name, when it first meets them
+(:class:`sqe.source.marks.TaskMarks`: what a batch touches, not what the store
+holds), and drops replays (:func:`sqe.source.replay.filter_replays`) before they
+become Spark rows.  With ``emitTally`` each task that dropped replays
 also yields one *tally row* (``_offset`` NULL, ``_replays_dropped`` = count)
 so the runner can report the counter (:func:`sqe.wire.columns.data_rows` removes
 tally rows).  Its options are :mod:`sqe.source.config`'s.
@@ -32,7 +33,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
-import redis
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.streaming.datasource import (
@@ -47,10 +47,10 @@ from sqe.config.kafka_client import error_text, topic_partitions
 from sqe.errors import SourceError
 from sqe.source.config import RangePartition, SourceConfig, parse_offsets
 from sqe.source.dead_letters import DeadLetters
+from sqe.source.marks import TaskMarks
 from sqe.source.rows import Records, to_rows
 from sqe.wire.columns import SCHEMA, Tally
 from sqe.wire.headers import FILTER_HEADER
-from state.hwm import HwmStore
 
 __all__ = ["SOURCE_NAME", "KafkaSource", "KafkaStreamReader", "limit_offsets", "read_range"]
 
@@ -192,21 +192,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = {int(p): int(o) for p, o in start.items()}
         stop = {int(p): int(o) for p, o in end.items()}
         ranges = [(p, begin.get(p, 0), e) for p, e in sorted(stop.items()) if e > begin.get(p, 0)]
-        hwm = self._load_hwm() if (ranges and self.config.stream.filter_replays) else None
-        return [RangePartition(self.config.topic, p, s, e, hwm) for p, s, e in ranges]
-
-    def _load_hwm(self) -> dict[tuple[int, int], int]:
-        cfg = self.config
-        endpoint = cfg.stream.hwm_store
-        try:
-            store = HwmStore.from_url(endpoint, str(cfg.hwm_consumer), cfg.stream.hwm_ttl)
-            try:
-                return store.load().hwm
-            finally:
-                store.client.close()
-        except redis.RedisError as exc:
-            raise SourceError(f"cannot read the high-water marks of consumer {cfg.hwm_consumer}: "
-                              f"{endpoint.describe_error(exc)}") from None
+        return [RangePartition(self.config.topic, p, s, e) for p, s, e in ranges]
 
     def commit(self, end: dict) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, not in Kafka."""
@@ -228,12 +214,12 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
     replays dropped, chunks skipped or decoded, messages post-filtered, as configured)."""
     consumer = cfg.consumer("reader")
     stream = cfg.stream
+    marks = TaskMarks.from_store(cfg) if stream.filter_replays else None
     policies = (stream.corrupt_policy, stream.bad_record_policy)
     dead = DeadLetters(stream) if "deadletter" in policies else None
     headers = stream.filtering and not stream.chunks  # plain records carry the filter value
     try:
         consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
-        hwm = dict(part.hwm) if part.hwm is not None else None
         tally = Tally()
         position = part.start
         deadline = time.monotonic() + stream.read_timeout
@@ -273,7 +259,7 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
                     f"were not delivered within {stream.read_timeout} s "
                     f"(brokers {stream.bootstrap}); nothing of this batch was committed")
             if len(rec) >= _ROWS_PER_ARROW_BATCH or (position >= part.end and len(rec)):
-                batch, hwm, counts = to_rows(cfg, part, rec, hwm, dead)
+                batch, counts = to_rows(cfg, part, rec, marks, dead)
                 tally.add(counts)
                 rec = Records(filter_values=[] if headers else None)
                 if batch.num_rows:
@@ -284,6 +270,8 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
             yield tally.row(part.topic, part.partition)
     finally:
         consumer.close()
+        if marks is not None:
+            marks.close()
 
 
 def _filter_header(headers: list[tuple[str, bytes]] | None) -> bytes | None:

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from sqe.errors import SourceError
 from sqe.source.config import RangePartition, SourceConfig
 from sqe.source.dead_letters import DeadLetters
+from sqe.source.marks import TaskMarks
 from sqe.source.replay import beyond_bound, filter_replays_decoded, judgeable
 from sqe.wire.bloom import probe_headers
 from sqe.wire.chunk import MAGIC, ChunkError, KeyMismatch, checked_body
@@ -106,25 +107,30 @@ def _post_mask(batch: pa.RecordBatch, cfg: SourceConfig) -> np.ndarray:
     return hit.to_numpy(zero_copy_only=False)
 
 
-def to_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm | None,
-            dead: DeadLetters | None) -> tuple[pa.RecordBatch, Hwm | None, Tally]:
-    """The rows of ``rec`` (replays and filtered messages dropped), the HWMs after them and
-    the counters."""
+def to_rows(cfg: SourceConfig, part: RangePartition, rec: Records, marks: TaskMarks | None,
+            dead: DeadLetters | None) -> tuple[pa.RecordBatch, Tally]:
+    """The rows of ``rec`` (replays and filtered messages dropped) and the counters.
+
+    With ``marks`` (the stream filters replays), the marks of the pairs ``rec`` names are
+    read first if they were not, and ``marks.now`` moves past the records kept.
+    """
     tally = Tally()
     if cfg.stream.chunks:
-        batch, hwm = _chunk_rows(cfg, part, rec, hwm, tally, dead)
+        batch = _chunk_rows(cfg, part, rec, marks, tally, dead)
     else:
-        batch, hwm = _plain_rows(cfg, part, rec, hwm, tally, dead)
-    return batch, hwm, tally
+        batch = _plain_rows(cfg, part, rec, marks, tally, dead)
+    return batch, tally
 
 
-def _plain_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm | None,
-                tally: Tally, dead: DeadLetters | None) -> tuple[pa.RecordBatch, Hwm | None]:
+def _plain_rows(cfg: SourceConfig, part: RangePartition, rec: Records, marks: TaskMarks | None,
+                tally: Tally, dead: DeadLetters | None) -> pa.RecordBatch:
     key_arr = pa.array(rec.keys, pa.binary())
     value_arr = pa.array(rec.values, pa.binary())
     _refuse_chunks(part, rec, value_arr)
     pid, spart, soff, valid = decode_keys(key_arr)
     judged = judgeable(spart, soff, valid)
+    if marks is not None:
+        marks.meet(pid, spart, valid)
     n = len(rec)
     columns = {"_key": key_arr, "_value": value_arr,
                "_offset": pa.array(np.asarray(rec.offsets, dtype=np.int64)),
@@ -133,20 +139,20 @@ def _plain_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm 
         columns["_filter_value"] = _header_values(part, rec)
     batch = _batch(part, n, columns)
     keep = np.ones(n, dtype=bool)
-    if hwm is not None:
-        forged = _beyond(cfg, part, pid, spart, soff, judged, "its key")
+    if marks is not None:
+        forged = _beyond(cfg, part, marks, pid, spart, soff, judged, "its key")
         tally.keys_beyond_bound += len(forged)
         _reject(cfg, part, rec, forged, "bad", dead, tally)
         out = np.zeros(n, dtype=bool)
         out[list(forged)] = True
-        keep, hwm = filter_replays_decoded(pid, spart, soff, judged & ~out, hwm)
+        keep, marks.now = filter_replays_decoded(pid, spart, soff, judged & ~out, marks.now)
         keep &= ~out
         tally.replays_dropped += int((~keep & ~out).sum())
     if cfg.stream.filtering:
         passed = _post_mask(batch, cfg)
         tally.messages_filtered += int((keep & ~passed).sum())
         keep &= passed
-    return (batch if keep.all() else batch.filter(pa.array(keep))), hwm
+    return batch if keep.all() else batch.filter(pa.array(keep))
 
 
 def _header_values(part: RangePartition, rec: Records) -> pa.Array:
@@ -199,10 +205,11 @@ def _reject(cfg: SourceConfig, part: RangePartition, rec: Records, rejected: dic
         tally.dead_letters += 1
 
 
-def _beyond(cfg: SourceConfig, part: RangePartition, pid: np.ndarray, spart: np.ndarray,
-            off: np.ndarray, judged: np.ndarray, what: str) -> dict[int, str]:
+def _beyond(cfg: SourceConfig, part: RangePartition, marks: TaskMarks, pid: np.ndarray,
+            spart: np.ndarray, off: np.ndarray, judged: np.ndarray, what: str
+            ) -> dict[int, str]:
     """Records (by position) whose key claims an offset beyond maxAdvance, with the reason."""
-    start = part.hwm or {}
+    start = marks.start
     bound = cfg.stream.max_advance
     found = beyond_bound(pid, spart, off, judged, start, bound)
     out = {}
@@ -215,28 +222,30 @@ def _beyond(cfg: SourceConfig, part: RangePartition, pid: np.ndarray, spart: np.
     return out
 
 
-def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm | None,
-                tally: Tally, dead: DeadLetters | None) -> tuple[pa.RecordBatch, Hwm | None]:
+def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, marks: TaskMarks | None,
+                tally: Tally, dead: DeadLetters | None) -> pa.RecordBatch:
     n = len(rec)
     values = [v if v is not None else b"" for v in rec.values]
     sizes = np.fromiter(map(len, values), dtype=np.int64, count=n)
     heads = read_headers(values, rec.keys)  # the CRC is checked before any skip decision
     pid, spart, last, valid = decode_keys(pa.array(rec.keys, pa.binary()))
     judged = judgeable(spart, last, valid)
+    if marks is not None:
+        marks.meet(pid, spart, valid)
     corrupt: dict[int, str] = {i: _reason(e) for i, e in heads.bad.items()}
     good = np.ones(n, dtype=bool)
     good[list(corrupt)] = False
     forged: dict[int, str] = {}
-    if hwm is not None:
-        forged = _beyond(cfg, part, pid, spart, last, good & judged, "its key")
+    if marks is not None:
+        forged = _beyond(cfg, part, marks, pid, spart, last, good & judged, "its key")
         good[list(forged)] = False
     tally.chunks_read += n
     # 1. whole chunks at or below the HWM, from their keys (a version 1 chunk's key is not
     #    covered by its CRC: such chunks are decoded, and their messages judged one by one)
     trusted = good & judged & (heads.version >= 2)
     skip_hwm = np.zeros(n, dtype=bool)
-    if hwm is not None:
-        keep_c, _ = filter_replays_decoded(pid, spart, last, trusted, hwm)
+    if marks is not None:
+        keep_c, _ = filter_replays_decoded(pid, spart, last, trusted, marks.now)
         skip_hwm = trusted & ~keep_c
         tally.chunks_skipped_hwm += int(skip_hwm.sum())
         tally.replays_dropped += int(heads.count[skip_hwm].sum())
@@ -258,8 +267,8 @@ def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm 
     record = todo[dec.chunk]  # the record position of each message
     _check_keys(record, dec.offset, last, valid, bad)
     corrupt.update({i: _reason(e) for i, e in bad.items()})
-    if hwm is not None:  # a message beyond the bound makes its whole chunk a bad record
-        m_forged = _beyond(cfg, part, pid[record], spart[record], dec.offset,
+    if marks is not None:  # a message beyond the bound makes its whole chunk a bad record
+        m_forged = _beyond(cfg, part, marks, pid[record], spart[record], dec.offset,
                            judgeable(spart[record], dec.offset, valid[record]), "a message")
         for k, reason in m_forged.items():
             forged.setdefault(int(record[k]), f"{reason} (message offset in the chunk)")
@@ -288,14 +297,14 @@ def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm 
         "_index": pa.array(index.astype(np.int32)), "_filter_value": fv,
     })
     keep = np.ones(m, dtype=bool)
-    if hwm is not None:
-        keep, message_hwm = filter_replays_decoded(m_pid, m_spart, soff, m_valid, hwm)
+    if marks is not None:
+        keep, message_hwm = filter_replays_decoded(m_pid, m_spart, soff, m_valid, marks.now)
         tally.replays_dropped += int((~keep).sum())
         # the keys of accepted chunks (skipped ones too) are marks; rejected ones never are
         accepted = trusted.copy()
         accepted[rejected] = False
-        _, chunk_hwm = filter_replays_decoded(pid, spart, last, accepted, hwm)
-        hwm = _merge(chunk_hwm, message_hwm)
+        _, chunk_hwm = filter_replays_decoded(pid, spart, last, accepted, marks.now)
+        marks.now = _merge(chunk_hwm, message_hwm)
     if cfg.stream.filtering:
         passed = _post_mask(batch, cfg)
         if cfg.stream.filter_values:  # decoded because of the Bloom filter, yet nothing matched
@@ -303,7 +312,7 @@ def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, hwm: Hwm 
             tally.chunks_false_positive += int((hits == 0).sum())
         tally.messages_filtered += int((keep & ~passed).sum())
         keep &= passed
-    return (batch if keep.all() else batch.filter(pa.array(keep))), hwm
+    return batch if keep.all() else batch.filter(pa.array(keep))
 
 
 def _reason(exc: ChunkError) -> str:

@@ -17,6 +17,7 @@ from sqe.config.kafka_client import read_all
 from sqe.errors import SourceError
 from sqe.source.config import RangePartition, SourceConfig
 from sqe.source.dead_letters import DeadLetters
+from sqe.source.marks import TaskMarks
 from sqe.source.rows import Records, to_rows
 from sqe.wire.chunk import Message, encode_chunk
 from sqe.wire.headers import DEAD_LETTER_REASON, DEAD_LETTER_SOURCE
@@ -36,8 +37,8 @@ def _cfg(bootstrap: str, dead_topic: str | None, **options) -> SourceConfig:
                                       "hwmConsumer": "c", **policy, **given})
 
 
-def _part(marks: dict) -> RangePartition:
-    return RangePartition("t", 3, 0, 10**6, marks)
+def _part() -> RangePartition:
+    return RangePartition("t", 3, 0, 10**6)
 
 
 def _chunk(first: int, fvs: list[str | None]) -> tuple[bytes, bytes]:
@@ -69,8 +70,9 @@ def test_every_single_bit_flip_of_a_chunk_is_dead_lettered_or_delivered_intact(
         (v if where == "value" else k)[bit // 8] ^= 1 << (bit % 8)
         rec = Records(keys=[bytes(k), next_key], values=[bytes(v), next_value],
                       offsets=[500, 501], stamps=[0, 0])
-        marks = {(PID, 1): MARK}
-        batch, hwm, tally = to_rows(cfg, _part(marks), rec, dict(marks), dead)
+        marks = TaskMarks.given({(PID, 1): MARK})
+        batch, tally = to_rows(cfg, _part(), rec, marks, dead)
+        hwm = marks.now
         rows = list(zip(batch.column("_source_offset").to_pylist(),
                         batch.column("_filter_value").to_pylist(),
                         batch.column("_value").to_pylist(), strict=True))
@@ -101,7 +103,7 @@ def test_a_forged_key_far_above_the_mark_fails_the_batch_naming_the_record(kafka
             r"^bad record at t/3 offset 8: its key claims source offset 9223372036854775807 "
             r"of \(pid 77, partition 1\), more than jw.sqe.spout.kafka.filterReplays.maxAdvance "
             r"\(1099511627776\) above the mark 99 .*badRecordPolicy: deadletter")):
-        to_rows(cfg, _part({(PID, 1): MARK}), rec, {(PID, 1): MARK}, None)
+        to_rows(cfg, _part(), rec, TaskMarks.given({(PID, 1): MARK}), None)
 
 
 def test_a_forged_key_is_dead_lettered_and_every_good_record_after_it_arrives(
@@ -113,7 +115,9 @@ def test_a_forged_key_is_dead_lettered_and_every_good_record_after_it_arrives(
     rec = Records(keys=keys, values=[b"v%d" % i for i in range(len(keys))],
                   offsets=list(range(len(keys))), stamps=[0] * len(keys))
     dead = DeadLetters(cfg.stream)
-    batch, hwm, tally = to_rows(cfg, _part({}), rec, {}, dead)
+    marks = TaskMarks.given({})
+    batch, tally = to_rows(cfg, _part(), rec, marks, dead)
+    hwm = marks.now
     dead.finish()
     assert batch.column("_source_offset").to_pylist() == [100, *range(101, 296)]
     assert hwm == {(PID, 1): 295}
@@ -130,7 +134,7 @@ def test_the_bound_is_an_option(kafka_bootstrap):
     keys = [StreamMetadata(PID, 1, o).to_bytes() for o in (105, 109, 120)]
     rec = Records(keys=keys, values=[b"a", b"b", b"c"], offsets=[0, 1, 2], stamps=[0] * 3)
     with pytest.raises(SourceError, match="offset 2: its key claims source offset 120 .* \\(10\\)"):
-        to_rows(cfg, _part({(PID, 1): MARK}), rec, {(PID, 1): MARK}, None)
+        to_rows(cfg, _part(), rec, TaskMarks.given({(PID, 1): MARK}), None)
 
 
 def test_negative_source_partitions_and_offsets_pass_through_and_never_become_marks(
@@ -139,7 +143,9 @@ def test_negative_source_partitions_and_offsets_pass_through_and_never_become_ma
     keys = [StreamMetadata(777, 1, -5).to_bytes(), StreamMetadata(779, -1, 3).to_bytes(),
             StreamMetadata(777, 1, 0).to_bytes()]
     rec = Records(keys=keys, values=[b"a", b"b", b"c"], offsets=[0, 1, 2], stamps=[0] * 3)
-    batch, hwm, _ = to_rows(cfg, _part({}), rec, {}, None)
+    marks = TaskMarks.given({})
+    batch, _ = to_rows(cfg, _part(), rec, marks, None)
+    hwm = marks.now
     assert batch.column("_value").to_pylist() == [b"a", b"b", b"c"]
     assert batch.column("_pid").to_pylist() == [None, None, 777]  # counted as unjudgeable
     assert hwm == {(777, 1): 0}

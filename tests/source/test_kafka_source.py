@@ -150,14 +150,22 @@ def test_offsets_with_gaps_from_transaction_markers(kafka_bootstrap, kafka_topic
     assert [r["_offset"] for r in rows] == [5, 6, 7, 8]
 
 
-def test_read_drops_replays_with_the_shipped_hwms_and_tallies_them(kafka_bootstrap, kafka_topic):
+@pytest.mark.redis
+def test_read_drops_replays_by_the_marks_it_reads_and_tallies_them(kafka_bootstrap, kafka_topic,
+                                                                     redis_url):
+    """The task reads the marks of the pairs its records name (one round trip: one script
+    call), however many other marks the store holds, and drops the replays."""
     topic = kafka_topic(1)
     offs = [5, 6, 7, 6, 7, 8, 3]
     keys = [StreamMetadata(9, 2, o).to_bytes() for o in offs] + [b"x" * 19, None]
     produce(kafka_bootstrap, topic, [(k, b"v", 0) for k in keys])
+    store = HwmStore.from_url(redis_url, "c", 3600)
+    store.commit(0, {(9, 2): 5, **{(10, p): 99 for p in range(5000)}})
+    before = _script_calls(store)
     cfg = source_config(topic, kafka_bootstrap, filterReplays=True, emitTally=True,
-                        hwmConsumer="c", **{"filterReplays.redis.url": "redis://unused:1/0"})
-    batches = list(read_range(cfg, RangePartition(topic, 0, 0, len(keys), {(9, 2): 5})))
+                        hwmConsumer="c", **{"filterReplays.redis.url": redis_url})
+    batches = list(read_range(cfg, RangePartition(topic, 0, 0, len(keys))))
+    assert _script_calls(store) - before == 1
     rows = _rows(batches)
     data = [r for r in rows if r["_offset"] is not None]
     tally = [r for r in rows if r["_offset"] is None]
@@ -165,6 +173,12 @@ def test_read_drops_replays_with_the_shipped_hwms_and_tallies_them(kafka_bootstr
     assert [r["_key"] for r in data[-2:]] == [b"x" * 19, None]
     assert [r["_pid"] for r in data] == [9, 9, 9, None, None]
     assert [t["_replays_dropped"] for t in tally] == [4]
+
+
+def _script_calls(store: HwmStore) -> int:
+    stats = store.client.info("commandstats")
+    return sum(int(v["calls"]) for k, v in stats.items() if k in ("cmdstat_eval",
+                                                                   "cmdstat_evalsha"))
 
 
 def test_unreachable_broker_is_a_clear_error():

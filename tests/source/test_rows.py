@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from sqe.errors import SourceError
 from sqe.source.config import RangePartition, SourceConfig
+from sqe.source.marks import TaskMarks
 from sqe.source.rows import Records, to_rows
 from sqe.wire.bloom import BloomFilter
 from sqe.wire.chunk import (
@@ -47,8 +48,12 @@ def _cfg(**options) -> SourceConfig:
     return _source(chunks=True, **options)
 
 
-def _part(hwm=None) -> RangePartition:
-    return RangePartition("t", 3, 0, 10**6, hwm)
+def _part() -> RangePartition:
+    return RangePartition("t", 3, 0, 10**6)
+
+
+def _marks(hwm: dict | None) -> TaskMarks | None:
+    return TaskMarks.given(hwm) if hwm is not None else None
 
 
 def _chunked(spec: list[list[str | None]], spart: int = 1, start: int = 100,
@@ -116,7 +121,7 @@ def _reference(cfg: SourceConfig, rec: Records, hwm: dict | None) -> tuple[list,
 
 
 def _vectorised(cfg: SourceConfig, rec: Records, hwm: dict | None) -> tuple[list, dict]:
-    batch, _, tally = to_rows(cfg, _part(hwm), rec, hwm, None)
+    batch, tally = to_rows(cfg, _part(), rec, _marks(hwm), None)
     d = batch.to_pydict()
     rows = list(zip(d["_offset"], d["_index"], d["_source_offset"], d["_filter_value"],
                     d["_value"], strict=True))
@@ -143,7 +148,7 @@ def test_a_selective_reader_gets_exactly_its_value_and_skips_most_chunks():
     regions = [f"region-{i}" for i in range(50)]
     spec = [[regions[int(rng.integers(0, 50))]] * 100 for _ in range(200)]  # one region a chunk
     rec = _chunked(spec)
-    batch, _, tally = to_rows(_cfg(filterValues=("region-7",)), _part(), rec, None, None)
+    batch, tally = to_rows(_cfg(filterValues=("region-7",)), _part(), rec, None, None)
     expected = sum(100 for s in spec if s[0] == "region-7")
     assert batch.num_rows == expected > 0
     assert set(batch.column("_filter_value").to_pylist()) == {"region-7"}
@@ -155,10 +160,10 @@ def test_a_selective_reader_gets_exactly_its_value_and_skips_most_chunks():
 def test_match_unfiltered_on_a_topic_mixing_filtered_and_unfiltered_messages():
     spec = [["eu", None], ["us"], [None, None], ["eu"]]
     rec = _chunked(spec)
-    without, _, t1 = to_rows(_cfg(filterValues=("eu",)), _part(), rec, None, None)
+    without, t1 = to_rows(_cfg(filterValues=("eu",)), _part(), rec, None, None)
     assert without.column("_filter_value").to_pylist() == ["eu", "eu"]
     assert t1.chunks_skipped_bloom == 2
-    with_, _, t2 = to_rows(_cfg(filterValues=("eu",), matchUnfiltered=True), _part(), rec,
+    with_, t2 = to_rows(_cfg(filterValues=("eu",), matchUnfiltered=True), _part(), rec,
                            None, None)
     assert with_.column("_filter_value").to_pylist() == ["eu", None, None, None, "eu"]
     assert t2.chunks_skipped_bloom == 1
@@ -166,26 +171,28 @@ def test_match_unfiltered_on_a_topic_mixing_filtered_and_unfiltered_messages():
 
 def test_hwm_at_a_chunk_boundary_skips_whole_chunks_without_decoding():
     rec = _chunked([["a"] * 4, ["a"] * 4, ["a"] * 4])  # source offsets 100..111
-    batch, hwm, tally = to_rows(_cfg(), _part({(PID, 1): 107}), rec, {(PID, 1): 107}, None)
+    marks = TaskMarks.given({(PID, 1): 107})
+    batch, tally = to_rows(_cfg(), _part(), rec, marks, None)
     assert batch.column("_source_offset").to_pylist() == [108, 109, 110, 111]
     assert batch.column("_index").to_pylist() == [0, 1, 2, 3]
     assert (tally.chunks_skipped_hwm, tally.messages_decoded, tally.replays_dropped) == (2, 4, 8)
     assert tally.bytes_not_decoded == len(rec.values[0]) + len(rec.values[1])
-    assert hwm == {(PID, 1): 111}
+    assert marks.now == {(PID, 1): 111}
 
 
 def test_hwm_inside_a_chunk_filters_it_message_by_message():
     rec = _chunked([["a"] * 4, ["a"] * 4])  # 100..103, 104..107
-    batch, hwm, tally = to_rows(_cfg(), _part(), rec, {(PID, 1): 105}, None)
+    marks = TaskMarks.given({(PID, 1): 105})
+    batch, tally = to_rows(_cfg(), _part(), rec, marks, None)
     assert batch.column("_source_offset").to_pylist() == [106, 107]
     assert batch.column("_index").to_pylist() == [2, 3]
     assert (tally.chunks_skipped_hwm, tally.messages_decoded, tally.replays_dropped) == (1, 4, 6)
-    assert hwm == {(PID, 1): 107}
+    assert marks.now == {(PID, 1): 107}
 
 
 def test_each_message_gets_its_own_stream_metadata_key():
     rec = _chunked([["x", None, "y"]], spart=9, start=40)
-    batch, _, _ = to_rows(_cfg(), _part(), rec, None, None)
+    batch, _ = to_rows(_cfg(), _part(), rec, None, None)
     keys = [StreamMetadata.from_bytes(k) for k in batch.column("_key").to_pylist()]
     assert [(k.pid, k.partition, k.offset) for k in keys] == [(PID, 9, 40), (PID, 9, 41),
                                                               (PID, 9, 42)]
@@ -211,7 +218,7 @@ def test_a_key_that_does_not_name_the_last_message_is_a_corrupt_chunk():
     old = _chunked([["a"] * 3], version=1)  # the CRC of version 1 does not cover the key
     old.keys[0] = rec.keys[0]
     with pytest.raises(SourceError, match="KeyMismatch: the record key names offset 101"):
-        to_rows(_cfg(), _part({(PID, 1): 101}), old, {(PID, 1): 101}, None)
+        to_rows(_cfg(), _part(), old, TaskMarks.given({(PID, 1): 101}), None)
 
 
 def test_a_plain_record_in_a_chunked_stream_is_a_corrupt_chunk():
@@ -227,7 +234,7 @@ def test_a_chunk_in_a_plain_stream_is_an_error_that_names_the_option():
     with pytest.raises(SourceError, match=r"t/3 offset 500 holds an SQE chunk.*chunks: true"):
         to_rows(plain, _part(), rec, None, None)
     rec.values[0] = b"SQEC but plain text"  # starts like one, is not one: passed on
-    batch, _, _ = to_rows(plain, _part(), rec, None, None)
+    batch, _ = to_rows(plain, _part(), rec, None, None)
     assert batch.column("_value").to_pylist() == [b"SQEC but plain text"]
 
 
@@ -241,7 +248,7 @@ def _plain(fvs: list[bytes | None]) -> Records:
 def test_plain_records_are_post_filtered_by_their_header():
     rec = _plain([b"eu", b"us", None, b"eu"])
     cfg = _source(filterValues=("eu",))
-    batch, _, tally = to_rows(cfg, _part(), rec, None, None)
+    batch, tally = to_rows(cfg, _part(), rec, None, None)
     assert batch.column("_offset").to_pylist() == [0, 3]
     assert tally.messages_filtered == 2
     cfg = _source(filterValues=("eu",), matchUnfiltered=True)
@@ -259,7 +266,7 @@ def test_post_filter_expression_replaces_the_default():
                               {"=": ["_filter_value", None]}]})
     cfg = _cfg(postFilter=post)
     rec = _chunked([["r1", "r2", "r3", None]])
-    batch, _, tally = to_rows(cfg, _part(), rec, None, None)
+    batch, tally = to_rows(cfg, _part(), rec, None, None)
     assert batch.column("_filter_value").to_pylist() == ["r1", "r2", None]
     assert tally.messages_filtered == 1
 

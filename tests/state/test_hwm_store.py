@@ -98,11 +98,37 @@ def test_a_store_of_the_old_layout_is_read_and_moved_to_the_time_index(redis_url
     client.set(store.keys[2], 4)
     snapshot = store.load()
     assert (snapshot.batch_id, snapshot.hwm) == (4, {(7, 0): 41, (8, 0): 3})
+    assert store.marks([(7, 0), (7, 1), (9, 9)]) == {(7, 0): 41}  # 7:1 is past the TTL
+    assert store.last_commit().batch_id == 4 and store.admit(5) is True
     assert store.commit(5, {(7, 0): 50}) is True
     assert not client.exists(store.keys[1])
     assert client.zrange(store.keys[4], 0, -1) == [b"8:0", b"7:0"]
     assert store.load().hwm == {(7, 0): 50, (8, 0): 3}
     store.client.close()
+    client.close()
+
+
+def test_a_batch_reads_only_the_marks_it_asks_for(redis_url):
+    """``marks`` answers for the pairs asked (live marks only, int64 exact) with work that
+    grows with what is asked; ``last_commit`` reads no mark at all."""
+    store = HwmStore.from_url(redis_url, "asked/Stream", ttl_seconds=3600)
+    client = redis.Redis.from_url(redis_url)
+    big = 2**63 - 2
+    store.commit(3, {(1, 0): 10, (1, 1): big, (2, 0): 7, **{(9, p): 1 for p in range(3000)}},
+                 offsets='{"0": 5}', checkpoint="/ck")
+    client.zadd(store.keys[4], {"2:0": int(client.time()[0]) * 1000 - 7_200_000})  # expired
+    assert store.marks([(1, 0), (1, 1), (2, 0), (5, 5), (1, 0)]) == {(1, 0): 10, (1, 1): big}
+    assert store.marks([]) == {}
+    commit = store.last_commit()
+    assert (commit.batch_id, commit.offsets, commit.checkpoint) == (3, '{"0": 5}', "/ck")
+    assert store.count() == 3003
+    assert store.admit(3, '{"0": 5}') is False and store.admit(4, '{"0": 9}') is True
+    with pytest.raises(StaleBatchError):
+        store.admit(2)
+    empty = HwmStore.from_url(redis_url, "asked/Empty", ttl_seconds=3600)
+    assert empty.last_commit() is None and empty.marks([(1, 0)]) == {} and empty.count() == 0
+    for s in (store, empty):
+        s.client.close()
     client.close()
 
 

@@ -1,0 +1,109 @@
+"""The high-water marks one source task filters by: read for the pairs it meets, when it meets them.
+
+A task reads one Kafka partition's offset range.  Its records name a handful of
+(pid, source partition) pairs -- with SQE's partitioner, the upstream partitions
+that map to this destination partition -- however many marks the consumer's
+store holds.  :class:`TaskMarks` asks the store for the marks of the pairs a
+fetched slice names that it has not asked for yet (one round trip,
+:meth:`state.hwm.HwmStore.marks`), so a task costs what it touches: usually one
+round trip, a second only when a later slice of a large range names new pairs.
+
+``start`` holds the marks as the batch began (the ``maxAdvance`` guard measures
+from them); ``now`` the same pairs after the records kept so far (the replay
+filter moves them).  No batch commits between the two reads of one batch (the
+commit is the batch's last step, fenced by its id), so every task and every
+re-run of a task sees the same marks.  A mark that outlives its TTL while a
+batch runs may be seen by one task and not by a later one; the TTL is the
+moment a mark is forgotten, whichever task reads it.
+
+Example::
+
+    >>> import numpy as np
+    >>> marks = TaskMarks.given({(7, 0): 41, (8, 1): 9})
+    >>> marks.meet(np.array([7, 7]), np.array([0, 0]), np.array([True, True]))
+    >>> marks.start, marks.round_trips
+    ({(7, 0): 41}, 1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+import numpy as np
+import redis
+
+from sqe.errors import SourceError
+from sqe.source.config import SourceConfig
+from state.hwm import HwmStore
+
+__all__ = ["Pair", "TaskMarks"]
+
+Pair = tuple[int, int]
+Fetch = Callable[[list[Pair]], Mapping[Pair, int]]
+
+
+class TaskMarks:
+    """The marks of the (pid, partition) pairs one task has met, read once per pair."""
+
+    def __init__(self, fetch: Fetch, close: Callable[[], None] | None = None) -> None:
+        self._fetch = fetch
+        self._close = close
+        self.asked: set[Pair] = set()
+        self.start: dict[Pair, int] = {}
+        self.now: dict[Pair, int] = {}
+        self.round_trips = 0
+
+    @classmethod
+    def given(cls, marks: Mapping[Pair, int]) -> TaskMarks:
+        """Marks read from ``marks`` instead of a store (tests, or marks already in hand)."""
+        return cls(lambda pairs: {p: marks[p] for p in pairs if p in marks})
+
+    @classmethod
+    def from_store(cls, cfg: SourceConfig) -> TaskMarks:
+        """Marks read from the HWM store of ``cfg``'s consumer, connected on first use."""
+        endpoint = cfg.stream.hwm_store
+        held: list[HwmStore] = []
+
+        def fetch(pairs: list[Pair]) -> Mapping[Pair, int]:
+            try:
+                if not held:
+                    held.append(HwmStore.from_url(endpoint, str(cfg.hwm_consumer),
+                                                  cfg.stream.hwm_ttl))
+                return held[0].marks(pairs)
+            except redis.RedisError as exc:
+                raise SourceError(f"cannot read the high-water marks of consumer "
+                                  f"{cfg.hwm_consumer}: {endpoint.describe_error(exc)}"
+                                  ) from None
+
+        def close() -> None:
+            for store in held:
+                store.client.close()
+
+        return cls(fetch, close)
+
+    def meet(self, pid: np.ndarray, part: np.ndarray, judged: np.ndarray) -> None:
+        """Read the marks of the pairs of the ``judged`` records not asked for yet (one round
+        trip, none when every pair was asked for already).  A loop over distinct pairs only."""
+        rows = np.flatnonzero(judged)
+        if rows.size == 0:
+            return
+        pairs = np.unique(np.stack([pid[rows].astype(np.int64), part[rows].astype(np.int64)],
+                                   axis=1), axis=0)
+        self.ask((int(p), int(q)) for p, q in pairs)
+
+    def ask(self, pairs: Iterable[Pair]) -> None:
+        """Read the marks of ``pairs`` not asked for yet, in one round trip."""
+        new = [pair for pair in pairs if pair not in self.asked]
+        if not new:
+            return
+        got = self._fetch(new)
+        self.round_trips += 1
+        self.asked.update(new)
+        self.start.update(got)
+        for pair, offset in got.items():
+            self.now.setdefault(pair, offset)
+
+    def close(self) -> None:
+        """Close the store's connection, if one was made."""
+        if self._close is not None:
+            self._close()
