@@ -95,11 +95,11 @@ def _median(reps: int, step: Callable[[], tuple[int, Tally]]) -> tuple[float, in
 
 def stage(rec: Records, reps: int) -> dict[str, dict]:
     """to_rows alone, on records already fetched."""
-    part = RangePartition("bench", 0, 0, len(rec), None)
+    part = RangePartition("bench", 0, 0, len(rec))
     out = {}
     for name, cfg in readers("bench", "unused:9092").items():
         def step(cfg: SourceConfig = cfg) -> tuple[int, Tally]:
-            batch, _, tally = to_rows(cfg, part, rec, None, None)
+            batch, tally = to_rows(cfg, part, rec, None, None)
             return batch.num_rows, tally
         out[name] = _result(*_median(reps, step))
     return out
@@ -121,7 +121,7 @@ def through_broker(rec: Records, brokers: str, reps: int) -> dict[str, dict]:
     problem = sender.finish()
     if problem:
         raise SystemExit(f"could not write the benchmark topic: {problem}")
-    part = RangePartition(topic, 0, 0, len(rec), None)
+    part = RangePartition(topic, 0, 0, len(rec))
     cfgs = readers(topic, brokers)
     sum(b.num_rows for b in read_range(cfgs["a_no_filter"], part))  # warm the page cache
     out = {}

@@ -42,25 +42,18 @@ import uuid
 from contextlib import ExitStack
 from pathlib import Path
 
-import redis
 from local_redis import flushed_redis
+from state_scale import aggregate_batch, postgres_batch, script_usec
 
 from state.hwm import HwmStore
 
 _FILL_CHUNK = 20_000  # marks per filling commit (one Lua call each)
-_SCRIPTS = ("cmdstat_eval", "cmdstat_evalsha")
 RUN_PARTITIONS = 4
 RUN_PAIRS = [(pid, sp) for pid in (1, 2) for sp in range(8)]  # 16 upstream (pid, partition)
 
 
 class BenchError(Exception):
     """The benchmark cannot run as asked, or its output is wrong (one sentence)."""
-
-
-def _server_usec(client: redis.Redis) -> float:
-    """Microseconds the server spent in scripts so far (EVAL and EVALSHA)."""
-    stats = client.info("commandstats")
-    return float(sum(v.get("usec", 0) for k, v in stats.items() if k in _SCRIPTS))
 
 
 def fill(store: HwmStore, marks: int) -> int:
@@ -86,13 +79,13 @@ def measure(url: str, marks: int, partitions: list[int], touched: int, repeat: i
         rows = []
         for tasks in partitions:
             commit_s, read_s, commit_us, read_us, trips = [], [], [], [], []
-            for _ in range(repeat):
+            for i in range(repeat + 1):  # the first is a warm-up, not counted
                 batch += 1
                 pairs = sorted({(7, (batch * 7919 + k * 104729) % marks) for k in range(touched)})
                 by_task: dict[int, list[tuple[int, int]]] = {}
                 for pair in pairs:
                     by_task.setdefault(pair[1] % tasks, []).append(pair)
-                u0 = _server_usec(client)
+                u0 = script_usec(client)
                 t0 = time.perf_counter()
                 if not store.admit(batch):
                     raise BenchError(f"batch {batch} of {consumer} was committed already")
@@ -100,13 +93,15 @@ def measure(url: str, marks: int, partitions: list[int], touched: int, repeat: i
                 for task_pairs in by_task.values():
                     got.update(store.marks(task_pairs))
                 t1 = time.perf_counter()
-                u1 = _server_usec(client)
+                u1 = script_usec(client)
                 store.commit(batch, {pair: 200 + batch for pair in pairs})
                 t2 = time.perf_counter()
-                commit_us.append(_server_usec(client) - u1)
+                commit_us.append(script_usec(client) - u1)
                 if set(got) != set(pairs):
                     raise BenchError(f"{consumer}: read {len(got)} of the {len(pairs)} marks "
                                      "the batch touched")
+                if i == 0:
+                    continue
                 read_s.append(t1 - t0)
                 read_us.append(u1 - u0)
                 commit_s.append(t2 - t1)
@@ -238,6 +233,21 @@ def measure_runs(url: str, brokers: str, work: Path, records: int, planted: int,
             "ratio": many / few}
 
 
+def measure_states(url: str, dsn: str | None, small: int, large: int, touched: int,
+                   repeat: int) -> dict[str, list[dict[str, float]]]:
+    """One batch of the Redis aggregate state (``touched`` entries) and of the Postgres state
+    (1,000 rows; with ``dsn``) against a state holding ``small`` and ``large`` entries."""
+
+    out = {f"Redis aggregate, batch merging {touched} entries":
+           [aggregate_batch(url, n, touched, repeat) for n in (small, large)]}
+    if dsn:
+        out["Postgres, batch of 1,000 rows"] = [postgres_batch(dsn, n, 1000, repeat)
+                                                for n in (small, large)]
+    else:
+        print("Postgres state: not measured (give --postgres DSN)")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--redis", help="Redis URL whose database is flushed (default: own)")
@@ -253,6 +263,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-marks", type=int, default=200_000,
                         help="other marks the second consumer of the whole runs holds")
     parser.add_argument("--run-repeat", type=int, default=2, help="whole runs per variant")
+    parser.add_argument("--state-sizes", default="1000,1000000",
+                        help="entries (rows) the aggregate and Postgres states hold, smallest "
+                             "and largest")
+    parser.add_argument("--postgres", help="a Postgres DSN for the Postgres state's row "
+                                           "(default: that row is left out)")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.marks.split(",")]
@@ -265,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
             rows = [r for n in sizes
                     for r in measure(url, n, partitions, min(args.touched, n), args.repeat)]
             result["sizes"] = rows
+            small, large = (int(s) for s in args.state_sizes.split(","))
+            result["states"] = measure_states(url, args.postgres, small, large,
+                                              min(args.touched, small), args.repeat)
             if args.run_records > 0:
                 brokers = args.brokers
                 if brokers is None:
@@ -296,6 +314,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{first['marks']:,}: commit {ratios[p]['commit']:.2f}x, read "
               f"{ratios[p]['read']:.2f}x, batch {ratios[p]['batch']:.2f}x (target: 1.25x or less)")
     result["ratios"] = ratios
+    for kind, pair in result["states"].items():
+        first, last = pair
+        print(f"{kind}: {first['ms']:.2f} ms holding {first['stored']:,}, {last['ms']:.2f} ms "
+              f"holding {last['stored']:,}: {last['ms'] / first['ms']:.2f}x")
     if "run" in result:
         run = result["run"]
         print(f"sqe run --once over {run['records']:,} new records: {run['few_s']:.1f} s with a "

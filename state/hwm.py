@@ -28,6 +28,11 @@ stamps the update time, drops at most 1,000 entries older than the TTL (found
 by the time index, so a commit costs what it touches, not what is stored) and
 records the batch id with its commit record; with staged Redis state rows it applies them in the same script,
 so the rows, the HWMs and the batch id land together or not at all.
+A batch reads only what it touches: :meth:`HwmStore.admit` reads the commit
+record alone, and each source task reads the marks of the (pid, partition)
+pairs its records name with :meth:`HwmStore.marks` (one script call; a mark
+older than the TTL reads as none), so neither grows with the marks stored.
+:meth:`HwmStore.load` reads everything, for ``sqe hwm show``.
 Offsets are compared as decimal strings inside Lua, because Lua
 numbers are doubles and would round int64 offsets above 2**53.  Times come
 from the Redis server's clock, so writers with skewed clocks agree.
@@ -46,142 +51,12 @@ import redis
 from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.errors import StaleBatchError
 from state.commits import Commit
+from state.hwm_lua import COMMIT, LAST, LOAD, MARKS
 
 __all__ = ["HwmStore", "HwmSnapshot", "Stage", "StaleBatchError"]
 
-# Server time in ms and the TTL (ARGV[1], seconds) in ms: both scripts start with this.
-_NOW = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ttl = tonumber(ARGV[1]) * 1000
-"""
-
-# a > b for canonical signed decimal strings: exact for all int64 (Lua numbers are doubles).
-_GT = """
-local function gt(a, b)
-  if a == b then return false end
-  local na, nb = a:sub(1, 1) == '-', b:sub(1, 1) == '-'
-  if na ~= nb then return nb end
-  if na then a = a:sub(2); b = b:sub(2) end
-  local r
-  if #a ~= #b then r = #a > #b else r = a > b end
-  if na then return not r end
-  return r
-end
-"""
-
-# KEYS: hwm, ts (the old layout), batch, commit, age, stage keys...; ARGV: ttl, batch id,
-# number of stages, the
-# batch's end offsets, the checkpoint, (datatype, expire seconds) per stage, then
-# "<pid>:<partition>", offset pairs.  A refusal deletes the stages and replies with an error
-# 'SQE_STALE <the stored commit as JSON>'; 'SQE_OTHER <...>' when the same batch id ends at
-# other offsets as text (HwmStore.commit compares them as JSON).
-_COMMIT = _NOW + _GT + """
-local stages = tonumber(ARGV[3])
-local stored = redis.call('GET', KEYS[3])
-local batch = tonumber(ARGV[2])
-if stored and batch <= tonumber(stored) then
-  for s = 1, stages do redis.call('DEL', KEYS[5 + s]) end
-  local made = redis.call('HMGET', KEYS[4], 'offsets', 'checkpoint')
-  local offsets = made[1] or ''
-  local record = ' ' .. cjson.encode({batch = stored, offsets = offsets,
-                                      checkpoint = made[2] or ''})
-  if batch < tonumber(stored) then return redis.error_reply('SQE_STALE' .. record) end
-  if offsets ~= '' and ARGV[4] ~= '' and offsets ~= ARGV[4] then
-    return redis.error_reply('SQE_OTHER' .. record)
-  end
-  return 0
-end
-for s = 1, stages do
-  local datatype, expire = ARGV[4 + 2 * s], tonumber(ARGV[5 + 2 * s])
-  local rows = redis.call('HGETALL', KEYS[5 + s])
-  for i = 1, #rows, 2 do
-    local f = rows[i]
-    local colon = string.find(f, ':', 1, true)
-    local n = tonumber(string.sub(f, 1, colon - 1))
-    local key = string.sub(f, colon + 1, colon + n)
-    if datatype == 'HASH' then
-      redis.call('HSET', key, string.sub(f, colon + n + 1), rows[i + 1])
-    else
-      redis.call('SET', key, rows[i + 1])
-    end
-    if expire > 0 then redis.call('EXPIRE', key, expire) end
-  end
-  redis.call('DEL', KEYS[5 + s])
-end
-if redis.call('EXISTS', KEYS[2]) == 1 then  -- the old layout: its times move into the index
-  local old = redis.call('HGETALL', KEYS[2])
-  for i = 1, #old, 2 do redis.call('ZADD', KEYS[5], tonumber(old[i + 1]), old[i]) end
-  redis.call('DEL', KEYS[2])
-end
-for i = 6 + 2 * stages, #ARGV, 2 do
-  local field, offset = ARGV[i], ARGV[i + 1]
-  local old = redis.call('HGET', KEYS[1], field)
-  if (not old) or gt(offset, old) then redis.call('HSET', KEYS[1], field, offset) end
-  redis.call('ZADD', KEYS[5], now, field)
-end
-local expired = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', string.format('(%d', now - ttl),
-                           'LIMIT', 0, 1000)
-if #expired > 0 then
-  redis.call('HDEL', KEYS[1], unpack(expired))
-  redis.call('ZREM', KEYS[5], unpack(expired))
-end
-redis.call('SET', KEYS[3], ARGV[2])
-redis.call('HSET', KEYS[4], 'offsets', ARGV[4], 'checkpoint', ARGV[5], 'reset', '0')
-return 1
-"""
-
 # The commit script's refusal: its code and the commit it found (JSON).
 _REFUSED = re.compile(r"(SQE_STALE|SQE_OTHER) (\{.*\})", re.S)
-
-# The last committed batch id and its commit record: what every read starts with.
-_COMMIT_RECORD = """
-local commit = redis.call('HMGET', KEYS[4], 'offsets', 'checkpoint', 'reset')
-local out = {redis.call('GET', KEYS[3]) or '', commit[1] or '', commit[2] or '', commit[3] or ''}
-"""
-
-_LAST = _COMMIT_RECORD + "return out\n"
-
-_LOAD = _NOW + _COMMIT_RECORD + """
-local live = {}
-if redis.call('EXISTS', KEYS[2]) == 1 then  -- the old layout, before its first commit
-  local ts = redis.call('HGETALL', KEYS[2])
-  for i = 1, #ts, 2 do
-    if tonumber(ts[i + 1]) >= now - ttl then table.insert(live, ts[i]) end
-  end
-else
-  live = redis.call('ZRANGEBYSCORE', KEYS[5], string.format('%d', now - ttl), '+inf')
-end
-for i = 1, #live do
-  local offset = redis.call('HGET', KEYS[1], live[i])
-  if offset then
-    table.insert(out, live[i])
-    table.insert(out, offset)
-  end
-end
-return out
-"""
-
-# The marks of the fields ARGV[2..] ("<pid>:<partition>"), in order: the offset, or false for
-# a field without a mark or with one older than the TTL.  KEYS as the commit's (hwm, ts, batch,
-# commit, age): the time is the index's score, or the old layout's ts hash before its first
-# commit.  Work and reply grow with the fields asked, not with the marks stored.
-_MARKS = _NOW + """
-local old = redis.call('EXISTS', KEYS[2]) == 1
-local out = {}
-for i = 2, #ARGV do
-  local field = ARGV[i]
-  local stamp
-  if old then stamp = redis.call('HGET', KEYS[2], field)
-  else stamp = redis.call('ZSCORE', KEYS[5], field) end
-  local offset = false
-  if stamp and tonumber(stamp) >= now - ttl then
-    offset = redis.call('HGET', KEYS[1], field) or false
-  end
-  out[i - 1] = offset
-end
-return out
-"""
 
 
 @dataclass(frozen=True)
@@ -245,10 +120,9 @@ class HwmStore:
         self.keys = [f"sqe:{{{tag}}}:hwm", f"sqe:{{{tag}}}:ts", f"sqe:{{{tag}}}:batch",
                      f"sqe:{{{tag}}}:commit", f"sqe:{{{tag}}}:age"]
         self._stage_prefix = f"sqe:{{{tag}}}:stage:"
-        self._commit = client.register_script(_COMMIT)
-        self._load = client.register_script(_LOAD)
-        self._marks = client.register_script(_MARKS)
-        self._last = client.register_script(_LAST)
+        self._commit = client.register_script(COMMIT)
+        self._load = client.register_script(LOAD)
+        self._last = client.register_script(LAST)
 
     @classmethod
     def from_url(cls, url: str | RedisEndpoint, consumer: str, ttl_seconds: int) -> HwmStore:
@@ -283,7 +157,8 @@ class HwmStore:
         fields = sorted({f"{int(pid)}:{int(part)}" for pid, part in pairs})
         if not fields:
             return {}
-        got = self._marks(keys=self.keys, args=[self.ttl_seconds, *fields])
+        # EVAL, not EVALSHA: one round trip even on a server that has not seen the script
+        got = self.client.eval(MARKS, len(self.keys), *self.keys, self.ttl_seconds, *fields)
         return {_pair(field): int(offset) for field, offset in zip(fields, got, strict=True)
                 if offset is not None}
 

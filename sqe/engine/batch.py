@@ -62,6 +62,7 @@ from sqe.lang.compiler import analysis_error, compile_expression, compile_query
 from sqe.lang.references import query_references
 from sqe.lang.spark_functions import CompileContext
 from sqe.source.deserializers import Deserialized, deserialize
+from sqe.source.marks import frame_marks
 from sqe.source.replay import beyond_bound_frame, filter_replays_frame
 from sqe.wire.columns import CARRIED, TALLY, Tally, carried_offset, data_rows
 from state.hwm import HwmStore
@@ -166,7 +167,7 @@ class BatchProcessor:
         if self.p.native and store is not None:
             rows = data_rows(frame)
             before = rows.count()
-            hwm = self._marks_of(rows, store)
+            hwm = frame_marks(rows, store)
             bound = self.p.settings.max_advance
             beyond = bad_rows(beyond_bound_frame(rows, hwm, bound), F.lit(True),
                               F.lit(f"its key claims a source offset more than "
@@ -195,17 +196,6 @@ class BatchProcessor:
             elif g["hi"] is not None:
                 updates[(g["_pid"], g["_source_partition"])] = g["hi"]
         return frame, updates
-
-    def _marks_of(self, rows: DataFrame, store: HwmStore) -> dict[tuple[int, int], int]:
-        """The marks of the (pid, partition) pairs ``rows`` names (Spark's own connector:
-        the batch's pairs are collected, then read in one round trip)."""
-        pairs = (rows.where(F.col("_pid").isNotNull())
-                 .select("_pid", "_source_partition").distinct().collect())
-        try:
-            return store.marks((int(r[0]), int(r[1])) for r in pairs)
-        except redis.RedisError as exc:
-            raise SourceError(f"cannot read the high-water marks of {self.p.consumer}: "
-                              f"{store.describe_error(exc)}") from None
 
     def _run(self, rows: DataFrame, batch: Batch, report: BatchReport) -> None:
         frame = rows.persist()

@@ -28,15 +28,17 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import redis
+from pyspark.sql import functions as F
 
 from sqe.errors import SourceError
 from sqe.source.config import SourceConfig
 from state.hwm import HwmStore
 
-__all__ = ["Pair", "TaskMarks"]
+__all__ = ["Pair", "TaskMarks", "frame_marks"]
 
 Pair = tuple[int, int]
 Fetch = Callable[[list[Pair]], Mapping[Pair, int]]
@@ -107,3 +109,16 @@ class TaskMarks:
         """Close the store's connection, if one was made."""
         if self._close is not None:
             self._close()
+
+
+def frame_marks(rows: Any, store: HwmStore) -> dict[Pair, int]:
+    """The marks of the (pid, partition) pairs the DataFrame ``rows`` names, for Spark's own
+    Kafka connector (whose tasks SQE does not run): the pairs are collected, then read in one
+    round trip."""
+    pairs = (rows.where(F.col("_pid").isNotNull())
+             .select("_pid", "_source_partition").distinct().collect())
+    try:
+        return store.marks((int(r[0]), int(r[1])) for r in pairs)
+    except redis.RedisError as exc:
+        raise SourceError(f"cannot read the high-water marks of consumer {store.consumer}: "
+                          f"{store.describe_error(exc)}") from None
