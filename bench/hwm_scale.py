@@ -2,7 +2,8 @@
 
     python bench/hwm_scale.py [--redis redis://127.0.0.1:6379/9] [--brokers HOST:PORT]
         [--marks 1000,10000,100000,1000000] [--partitions 4,64,256] [--touched 64]
-        [--repeat 5] [--run-records 20000] [--run-marks 200000] [--run-repeat 2] [--json]
+        [--touch active,cold] [--repeat 25] [--run-records 20000] [--run-marks 200000]
+        [--run-repeat 2] [--state-sizes 1000,1000000] [--postgres DSN] [--json]
 
 **Per batch** (the store's public methods, as a batch calls them): for each store
 size N a consumer is filled with N marks (as N upstream (pid, partition) pairs
@@ -11,7 +12,10 @@ batch over a P-partition topic reads -- the commit record before it starts
 (:meth:`~state.hwm.HwmStore.admit`) and, per task, the marks of the pairs its
 records name (:meth:`~state.hwm.HwmStore.marks`, one round trip per task that
 meets a pair; the ``--touched`` pairs map to task ``source partition % P``, as
-SQE's partitioner writes them) -- and commit ``--touched`` new marks.  Timed from
+SQE's partitioner writes them) -- and commit ``--touched`` new marks.  The pairs
+are ``active`` (the same ones every batch, as a running consumer's upstream
+pairs are) or ``cold`` (others each batch, spread over the whole store: each
+touches memory no recent batch touched, the worst case for the server's caches).  Timed from
 the client, with the Redis server's own time from ``INFO commandstats`` and the
 memory per mark from ``used_memory``.
 
@@ -43,7 +47,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from local_redis import flushed_redis
-from state_scale import aggregate_batch, postgres_batch, script_usec
+from state_scale import aggregate_batch, lookup_cost, postgres_batch, script_usec
 
 from state.hwm import HwmStore
 
@@ -65,10 +69,17 @@ def fill(store: HwmStore, marks: int) -> int:
     return batch
 
 
-def measure(url: str, marks: int, partitions: list[int], touched: int, repeat: int
-            ) -> list[dict[str, float]]:
+def _touched(touch: str, marks: int, touched: int, batch: int) -> list[tuple[int, int]]:
+    """The pairs a batch touches: ``active``, the same ones batch after batch (a running
+    consumer's upstream pairs); ``cold``, others each batch, spread over the whole store."""
+    seed = batch * 7919 if touch == "cold" else 0
+    return sorted({(7, (seed + k * 104729) % marks) for k in range(touched)})
+
+
+def measure(url: str, marks: int, partitions: list[int], touched: int, repeat: int,
+            touches: list[str]) -> list[dict[str, float]]:
     """Fill a consumer with ``marks`` marks, then time ``repeat`` batches touching ``touched``
-    for each topic size in ``partitions``."""
+    for each way of touching them and each topic size in ``partitions``."""
     consumer = f"bench.scale{marks}"
     store = HwmStore.from_url(url, consumer, 172_800)
     client = store.client
@@ -77,11 +88,11 @@ def measure(url: str, marks: int, partitions: list[int], touched: int, repeat: i
         batch = fill(store, marks)
         memory = int(client.info("memory")["used_memory"]) - before
         rows = []
-        for tasks in partitions:
+        for touch, tasks in [(t, p) for t in touches for p in partitions]:
             commit_s, read_s, commit_us, read_us, trips = [], [], [], [], []
             for i in range(repeat + 1):  # the first is a warm-up, not counted
                 batch += 1
-                pairs = sorted({(7, (batch * 7919 + k * 104729) % marks) for k in range(touched)})
+                pairs = _touched(touch, marks, touched, batch)
                 by_task: dict[int, list[tuple[int, int]]] = {}
                 for pair in pairs:
                     by_task.setdefault(pair[1] % tasks, []).append(pair)
@@ -106,7 +117,8 @@ def measure(url: str, marks: int, partitions: list[int], touched: int, repeat: i
                 read_us.append(u1 - u0)
                 commit_s.append(t2 - t1)
                 trips.append(1 + len(by_task))
-            rows.append({"marks": marks, "partitions": tasks, "touched": touched,
+            rows.append({"marks": marks, "partitions": tasks, "touch": touch,
+                         "touched": touched,
                          "commit_ms": 1000 * statistics.median(commit_s),
                          "commit_server_ms": statistics.median(commit_us) / 1000,
                          "read_ms": 1000 * statistics.median(read_s),
@@ -238,8 +250,11 @@ def measure_states(url: str, dsn: str | None, small: int, large: int, touched: i
     """One batch of the Redis aggregate state (``touched`` entries) and of the Postgres state
     (1,000 rows; with ``dsn``) against a state holding ``small`` and ``large`` entries."""
 
-    out = {f"Redis aggregate, batch merging {touched} entries":
-           [aggregate_batch(url, n, touched, repeat) for n in (small, large)]}
+    out: dict[str, list[dict[str, float]]] = {
+        f"Redis aggregate, batch merging {touched} entries":
+        [aggregate_batch(url, n, touched, repeat) for n in (small, large)]}
+    out[f"Redis commands on {touched} random (cold) entries, us per call"] = [
+        lookup_cost(url, n, touched, max(repeat, 50)) for n in (small, large)]
     if dsn:
         out["Postgres, batch of 1,000 rows"] = [postgres_batch(dsn, n, 1000, repeat)
                                                 for n in (small, large)]
@@ -258,6 +273,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated topic sizes (tasks per batch)")
     parser.add_argument("--touched", type=int, default=64, help="marks one batch touches")
     parser.add_argument("--repeat", type=int, default=25, help="batches timed per size")
+    parser.add_argument("--touch", default="active,cold",
+                        help="which marks a batch touches: active (the same ones each batch, as "
+                             "a running consumer does), cold (others each batch: the worst "
+                             "case for memory caches), or both")
     parser.add_argument("--run-records", type=int, default=20_000,
                         help="records of the whole-run comparison (0: skip it)")
     parser.add_argument("--run-marks", type=int, default=200_000,
@@ -272,13 +291,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.marks.split(",")]
     partitions = [int(s) for s in args.partitions.split(",")]
+    touches = args.touch.split(",")
+    if not set(touches) <= {"active", "cold"}:
+        parser.error("--touch takes active, cold or both")
     result: dict = {}
     with ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sqe-bench-")))
         try:
             url = flushed_redis(stack, work, args.redis)
-            rows = [r for n in sizes
-                    for r in measure(url, n, partitions, min(args.touched, n), args.repeat)]
+            rows = [r for n in sizes for r in measure(url, n, partitions, min(args.touched, n),
+                                                      args.repeat, touches)]
             result["sizes"] = rows
             small, large = (int(s) for s in args.state_sizes.split(","))
             result["states"] = measure_states(url, args.postgres, small, large,
@@ -296,26 +318,31 @@ def main(argv: list[str] | None = None) -> int:
         except (BenchError, ConnectionError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-    print(f"{'marks stored':>13} {'partitions':>10} {'commit ms':>10} {'server ms':>10} "
-          f"{'read ms':>8} {'server ms':>10} {'trips':>6} {'bytes/mark':>11}")
-    for r in rows:
-        print(f"{r['marks']:>13,} {r['partitions']:>10} {r['commit_ms']:>10.2f} "
+    print(f"{'touch':>6} {'marks stored':>13} {'partitions':>10} {'commit ms':>10} "
+          f"{'server ms':>10} {'read ms':>8} {'server ms':>10} {'trips':>6} {'bytes/mark':>11}")
+    for r in sorted(rows, key=lambda r: (touches.index(r["touch"]), r["partitions"], r["marks"])):
+        print(f"{r['touch']:>6} {r['marks']:>13,} {r['partitions']:>10} {r['commit_ms']:>10.2f} "
               f"{r['commit_server_ms']:>10.2f} {r['read_ms']:>8.2f} {r['read_server_ms']:>10.2f} "
               f"{r['round_trips']:>6.0f} {r['bytes_per_mark']:>11.1f}")
     ratios = {}
-    for p in partitions:
-        of = [r for r in rows if r["partitions"] == p]
+    for touch, p in [(t, p) for t in touches for p in partitions]:
+        of = [r for r in rows if r["partitions"] == p and r["touch"] == touch]
         first, last = of[0], of[-1]
-        ratios[p] = {"commit": last["commit_ms"] / first["commit_ms"],
-                     "read": last["read_ms"] / first["read_ms"],
-                     "batch": (last["commit_ms"] + last["read_ms"])
-                     / (first["commit_ms"] + first["read_ms"])}
-        print(f"{p} partitions, {args.touched} marks touched, {last['marks']:,} stored vs "
-              f"{first['marks']:,}: commit {ratios[p]['commit']:.2f}x, read "
-              f"{ratios[p]['read']:.2f}x, batch {ratios[p]['batch']:.2f}x (target: 1.25x or less)")
+        ratio = ratios[f"{touch} {p}"] = {
+            "commit": last["commit_ms"] / first["commit_ms"],
+            "read": last["read_ms"] / first["read_ms"],
+            "batch": (last["commit_ms"] + last["read_ms"]) / (first["commit_ms"] + first["read_ms"])}
+        print(f"{touch} marks, {p} partitions, {args.touched} touched, {last['marks']:,} stored "
+              f"vs {first['marks']:,}: commit {ratio['commit']:.2f}x, read {ratio['read']:.2f}x, "
+              f"batch {ratio['batch']:.2f}x" + (" (target: 1.25x or less)"
+                                                  if touch == "active" else ""))
     result["ratios"] = ratios
-    for kind, pair in result["states"].items():
-        first, last = pair
+    for kind, (first, last) in result["states"].items():
+        if "size" in first:  # the memory probe: what a cold entry costs
+            print(f"{kind}: " + ", ".join(
+                f"{c} {first[c]:.0f} in {first['size']:,} entries, {last[c]:.0f} in "
+                f"{last['size']:,}" for c in first if c != "size"))
+            continue
         print(f"{kind}: {first['ms']:.2f} ms holding {first['stored']:,}, {last['ms']:.2f} ms "
               f"holding {last['stored']:,}: {last['ms'] / first['ms']:.2f}x")
     if "run" in result:

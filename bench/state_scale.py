@@ -116,3 +116,44 @@ def postgres_batch(dsn: str, stored: int, rows: int, repeat: int) -> dict[str, f
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+_PROBES = {  # one script call doing one command per field; "none" is the call's own cost
+    "none": "for i = 1, #ARGV do end return 1",
+    "HGET": "for i = 1, #ARGV do redis.call('HGET', KEYS[1], ARGV[i]) end return 1",
+    "ZADD": "local t = redis.call('TIME') for i = 1, #ARGV do "
+            "redis.call('ZADD', KEYS[2], tonumber(t[1]) * 1000 + i, ARGV[i]) end return 1",
+}
+
+
+def lookup_cost(url: str, size: int, touched: int, repeat: int) -> dict[str, float]:
+    """Median microseconds of one script call doing ``touched`` HGETs (ZADDs) of random
+    fields of a hash (sorted set) of ``size`` entries, less the call's own cost: what a
+    commit pays per mark when the memory it touches is cold, as the structures grow."""
+    import random
+
+    client = redis.Redis.from_url(url)
+    tag = uuid.uuid4().hex[:6]
+    keys = [f"bench-probe-{tag}:h", f"bench-probe-{tag}:z"]
+    rng = random.Random(size)
+    try:
+        for start in range(0, size, 50_000):
+            fields = [f"7:{i}" for i in range(start, min(size, start + 50_000))]
+            pipe = client.pipeline(transaction=False)
+            pipe.hset(keys[0], mapping=dict.fromkeys(fields, 100))
+            pipe.zadd(keys[1], dict.fromkeys(fields, 1))
+            pipe.execute()
+        out = {}
+        for name, body in _PROBES.items():
+            sha = client.script_load(body)
+            times = []
+            for _ in range(repeat):
+                args = [f"7:{rng.randrange(size)}" for _ in range(touched)]
+                t0 = time.perf_counter()
+                client.evalsha(sha, 2, *keys, *args)
+                times.append(1e6 * (time.perf_counter() - t0))
+            out[name] = statistics.median(times)
+        return {"size": size, **{k: v - out["none"] for k, v in out.items() if k != "none"}}
+    finally:
+        client.delete(*keys)
+        client.close()

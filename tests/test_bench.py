@@ -113,11 +113,14 @@ def test_hwm_scale_bench_commits_and_reads_every_size_and_checks_whole_runs(redi
     r = run_bench("hwm_scale.py", "--redis", redis_url, "--brokers", kafka_bootstrap,
                   "--marks", "100,2000", "--partitions", "4,16", "--touched", "16",
                   "--repeat", "2", "--run-records", "400", "--run-marks", "3000",
-                  "--run-repeat", "1")
-    assert [(s["marks"], s["partitions"]) for s in r["sizes"]] == [
+                  "--run-repeat", "1", "--state-sizes", "1000,20000")
+    assert [(s["marks"], s["partitions"]) for s in r["sizes"] if s["touch"] == "cold"] == [
         (100, 4), (100, 16), (2000, 4), (2000, 16)]
     for s in r["sizes"]:
         assert s["commit_ms"] > 0 and s["read_ms"] > 0 and s["bytes_per_mark"] > 0
         assert s["round_trips"] <= 1 + s["partitions"]  # the commit record, one per task
     assert all(v > 0 for ratios in r["ratios"].values() for v in ratios.values())
     assert r["run"]["records"] == 400 and r["run"]["few_s"] > 0 and r["run"]["many_s"] > 0
+    aggregate, probe = r["states"].values()
+    assert [s["stored"] for s in aggregate] == [1000, 20000] and aggregate[1]["ms"] > 0
+    assert [s["size"] for s in probe] == [1000, 20000] and set(probe[1]) == {"size", "HGET", "ZADD"}
