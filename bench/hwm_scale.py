@@ -7,15 +7,17 @@
 
 **Per batch** (the store's public methods, as a batch calls them): for each store
 size N a consumer is filled with N marks (as N upstream (pid, partition) pairs
-leave them), then for each topic size P, ``--repeat`` batches each read what a
-batch over a P-partition topic reads -- the commit record before it starts
-(:meth:`~state.hwm.HwmStore.admit`) and, per task, the marks of the pairs its
-records name (:meth:`~state.hwm.HwmStore.marks`, one round trip per task that
-meets a pair; the ``--touched`` pairs map to task ``source partition % P``, as
-SQE's partitioner writes them) -- and commit ``--touched`` new marks.  The pairs
+leave them); then, for each topic size P, ``--repeat`` batches of every
+consumer, interleaved (one batch of each size in turn, so the machine's noise
+falls on all sizes alike), each reading what a batch over a P-partition topic
+reads -- the commit record before it starts (:meth:`~state.hwm.HwmStore.admit`)
+and, per task, the marks of the pairs its records name
+(:meth:`~state.hwm.HwmStore.marks`, one round trip per task that meets a pair;
+the ``--touched`` pairs map to task ``source partition % P``, as SQE's
+partitioner writes them) -- and committing ``--touched`` new marks.  The pairs
 are ``active`` (the same ones every batch, as a running consumer's upstream
-pairs are) or ``cold`` (others each batch, spread over the whole store: each
-touches memory no recent batch touched, the worst case for the server's caches).  Timed from
+pairs are) or ``cold`` (others each batch, spread over the whole store: memory
+no recent batch touched, the worst case for the server's caches).  Timed from
 the client, with the Redis server's own time from ``INFO commandstats`` and the
 memory per mark from ``used_memory``.
 
@@ -44,6 +46,7 @@ import tempfile
 import time
 import uuid
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 from local_redis import flushed_redis
@@ -76,59 +79,79 @@ def _touched(touch: str, marks: int, touched: int, batch: int) -> list[tuple[int
     return sorted({(7, (seed + k * 104729) % marks) for k in range(touched)})
 
 
-def measure(url: str, marks: int, partitions: list[int], touched: int, repeat: int,
+@dataclass
+class _Consumer:
+    """One filled consumer of the per-batch part and the batch id it is at."""
+
+    store: HwmStore
+    marks: int
+    batch: int
+    bytes_per_mark: float
+
+
+def _filled(url: str, marks: int) -> _Consumer:
+    store = HwmStore.from_url(url, f"bench.scale{marks}", 172_800)
+    before = int(store.client.info("memory")["used_memory"])
+    batch = fill(store, marks)
+    memory = int(store.client.info("memory")["used_memory"]) - before
+    return _Consumer(store, marks, batch, memory / marks if marks else 0.0)
+
+
+def _one_batch(c: _Consumer, touch: str, tasks: int, touched: int) -> tuple[float, ...]:
+    """One batch of ``c``: (read s, read server us, commit s, commit server us, round trips)."""
+    c.batch += 1
+    store, client = c.store, c.store.client
+    pairs = _touched(touch, c.marks, touched, c.batch)
+    by_task: dict[int, list[tuple[int, int]]] = {}
+    for pair in pairs:
+        by_task.setdefault(pair[1] % tasks, []).append(pair)
+    u0 = script_usec(client)
+    t0 = time.perf_counter()
+    if not store.admit(c.batch):
+        raise BenchError(f"batch {c.batch} of {store.consumer} was committed already")
+    got: dict[tuple[int, int], int] = {}
+    for task_pairs in by_task.values():
+        got.update(store.marks(task_pairs))
+    t1 = time.perf_counter()
+    u1 = script_usec(client)
+    store.commit(c.batch, {pair: 200 + c.batch for pair in pairs})
+    t2 = time.perf_counter()
+    u2 = script_usec(client)
+    if set(got) != set(pairs):
+        raise BenchError(f"{store.consumer}: read {len(got)} of the {len(pairs)} marks the "
+                         "batch touched")
+    return t1 - t0, u1 - u0, t2 - t1, u2 - u1, 1 + len(by_task)
+
+
+def measure(url: str, sizes: list[int], partitions: list[int], touched: int, repeat: int,
             touches: list[str]) -> list[dict[str, float]]:
-    """Fill a consumer with ``marks`` marks, then time ``repeat`` batches touching ``touched``
-    for each way of touching them and each topic size in ``partitions``."""
-    consumer = f"bench.scale{marks}"
-    store = HwmStore.from_url(url, consumer, 172_800)
-    client = store.client
+    """Fill one consumer per size, then, for each way of touching marks and each topic size,
+    time ``repeat`` batches of every consumer, interleaved (one batch of each size in turn)."""
+    consumers: list[_Consumer] = []
     try:
-        before = int(client.info("memory")["used_memory"])
-        batch = fill(store, marks)
-        memory = int(client.info("memory")["used_memory"]) - before
+        for n in sizes:
+            consumers.append(_filled(url, n))
         rows = []
         for touch, tasks in [(t, p) for t in touches for p in partitions]:
-            commit_s, read_s, commit_us, read_us, trips = [], [], [], [], []
-            for i in range(repeat + 1):  # the first is a warm-up, not counted
-                batch += 1
-                pairs = _touched(touch, marks, touched, batch)
-                by_task: dict[int, list[tuple[int, int]]] = {}
-                for pair in pairs:
-                    by_task.setdefault(pair[1] % tasks, []).append(pair)
-                u0 = script_usec(client)
-                t0 = time.perf_counter()
-                if not store.admit(batch):
-                    raise BenchError(f"batch {batch} of {consumer} was committed already")
-                got: dict[tuple[int, int], int] = {}
-                for task_pairs in by_task.values():
-                    got.update(store.marks(task_pairs))
-                t1 = time.perf_counter()
-                u1 = script_usec(client)
-                store.commit(batch, {pair: 200 + batch for pair in pairs})
-                t2 = time.perf_counter()
-                commit_us.append(script_usec(client) - u1)
-                if set(got) != set(pairs):
-                    raise BenchError(f"{consumer}: read {len(got)} of the {len(pairs)} marks "
-                                     "the batch touched")
-                if i == 0:
-                    continue
-                read_s.append(t1 - t0)
-                read_us.append(u1 - u0)
-                commit_s.append(t2 - t1)
-                trips.append(1 + len(by_task))
-            rows.append({"marks": marks, "partitions": tasks, "touch": touch,
-                         "touched": touched,
-                         "commit_ms": 1000 * statistics.median(commit_s),
-                         "commit_server_ms": statistics.median(commit_us) / 1000,
-                         "read_ms": 1000 * statistics.median(read_s),
-                         "read_server_ms": statistics.median(read_us) / 1000,
-                         "round_trips": statistics.median(trips),
-                         "bytes_per_mark": memory / marks if marks else 0.0})
+            times: dict[int, list[tuple[float, ...]]] = {c.marks: [] for c in consumers}
+            for i in range(repeat + 1):  # the first round is a warm-up, not counted
+                for c in consumers:
+                    got = _one_batch(c, touch, tasks, min(touched, c.marks))
+                    if i:
+                        times[c.marks].append(got)
+            for c in consumers:
+                cols = list(zip(*times[c.marks], strict=True))
+                med = [statistics.median(col) for col in cols]
+                rows.append({"marks": c.marks, "partitions": tasks, "touch": touch,
+                             "touched": min(touched, c.marks),
+                             "read_ms": 1000 * med[0], "read_server_ms": med[1] / 1000,
+                             "commit_ms": 1000 * med[2], "commit_server_ms": med[3] / 1000,
+                             "round_trips": med[4], "bytes_per_mark": c.bytes_per_mark})
         return rows
     finally:
-        client.delete(*store.keys)
-        client.close()
+        for c in consumers:
+            c.store.client.delete(*c.store.keys)
+            c.store.client.close()
 
 
 # -- whole runs --------------------------------------------------------------------------------
@@ -299,8 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sqe-bench-")))
         try:
             url = flushed_redis(stack, work, args.redis)
-            rows = [r for n in sizes for r in measure(url, n, partitions, min(args.touched, n),
-                                                      args.repeat, touches)]
+            rows = measure(url, sizes, partitions, args.touched, args.repeat, touches)
             result["sizes"] = rows
             small, large = (int(s) for s in args.state_sizes.split(","))
             result["states"] = measure_states(url, args.postgres, small, large,
