@@ -114,8 +114,9 @@ def test_hwm_scale_bench_commits_and_reads_every_size_and_checks_whole_runs(redi
                   "--marks", "100,2000", "--partitions", "4,16", "--touched", "16",
                   "--repeat", "2", "--run-records", "400", "--run-marks", "3000",
                   "--run-repeat", "1", "--state-sizes", "1000,20000")
-    assert [(s["marks"], s["partitions"]) for s in r["sizes"] if s["touch"] == "cold"] == [
-        (100, 4), (100, 16), (2000, 4), (2000, 16)]
+    assert sorted((s["touch"], s["marks"], s["partitions"]) for s in r["sizes"]) == [
+        (touch, marks, p) for touch in ("active", "cold") for marks in (100, 2000)
+        for p in (4, 16)]
     for s in r["sizes"]:
         assert s["commit_ms"] > 0 and s["read_ms"] > 0 and s["bytes_per_mark"] > 0
         assert s["round_trips"] <= 1 + s["partitions"]  # the commit record, one per task
