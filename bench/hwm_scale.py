@@ -230,7 +230,7 @@ def run_once(url: str, brokers: str, topic: str, work: Path, name: str, records:
     command = [sys.executable, "-m", "sqe.cli.main", "run", str(path), "--name", name,
                "--checkpoint", str(work / "checkpoints" / name), "--once",
                "--conf", "spark.sql.shuffle.partitions=2", *service_conf(brokers, url)]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env = dict(os.environ)
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     seconds = time.perf_counter() - start

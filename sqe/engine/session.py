@@ -3,8 +3,10 @@
 Spark's Python workers must run the same interpreter as the driver, or
 they fail to import this package; :func:`build_session` sets
 ``PYSPARK_PYTHON`` (and the driver's) to :data:`sys.executable` unless the
-user has set them, checks for Java 17+, and applies Spark conf from config
-files.  Local runs get a small, quiet default (2 shuffle partitions, UI off).
+user has set them (for a local master, through the launcher of
+:mod:`sqe.engine.worker_python`, which spares every worker compiling pyspark),
+checks for Java 17+, and applies Spark conf from config files.  Local runs
+get a small, quiet default (2 shuffle partitions, UI off).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pyspark.sql import SparkSession
 from sqe.config.logs import LOG_LEVEL_ENV, log_level, spark_log_level
 from sqe.config.secrets import SPARK_REDACTION_REGEX
 from sqe.engine.prereq import require_java
+from sqe.engine.worker_python import local_worker_python
 from sqe.errors import OptionError
 
 __all__ = ["build_session", "quiet_failure_traces", "LOCAL_DEFAULTS", "REDACTION_DEFAULTS",
@@ -86,10 +89,11 @@ def build_session(
     setting and where it came from (``origins``: key -> e.g. ``conf/local.yaml (Spark)``).
     """
     require_java()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
+    local = not submitted and (master is None or master.startswith("local"))
+    os.environ.setdefault("PYSPARK_PYTHON", local_worker_python() if local else sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
-    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
     if master:
         builder = builder.master(master)
     elif not submitted:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import sys
+from pathlib import Path
 
 import pyarrow as pa
 import redis
@@ -84,8 +84,22 @@ def _decode_batches(batches):
         )
 
 
+def _worker_python(batches):
+    import pyspark
+
+    for batch in batches:
+        yield pa.RecordBatch.from_pydict({"executable": [sys.executable] * batch.num_rows,
+                                          "pyspark": [pyspark.__file__] * batch.num_rows})
+
+
 def test_spark_workers_run_this_interpreter_and_package(spark):
-    assert os.environ["PYSPARK_PYTHON"] == sys.executable
+    """Workers run this interpreter, and import pyspark from the installed package (its
+    bytecode cached), not from Spark's pyspark.zip (compiled again by every worker)."""
+    import pyspark
+
+    seen = {(r.executable, str(Path(r.pyspark).resolve())) for r in spark.range(4).mapInArrow(
+        _worker_python, "executable string, pyspark string").collect()}
+    assert seen == {(sys.executable, str(Path(pyspark.__file__).resolve()))}
     keys = [StreamMetadata(-3, p, 10 + p).to_bytes() for p in range(6)] + [None, b"short"]
     df = spark.createDataFrame([(k,) for k in keys], "key binary")
     out = df.mapInArrow(_decode_batches,

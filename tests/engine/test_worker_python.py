@@ -1,0 +1,26 @@
+"""The launcher of Spark's local Python workers (sqe.engine.worker_python), run for real."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pyspark
+
+from sqe.engine.worker_python import local_worker_python
+
+
+def test_the_launcher_imports_the_installed_pyspark_ahead_of_sparks_zip():
+    launcher = local_worker_python()
+    assert launcher != sys.executable and local_worker_python() == launcher  # made once
+    zips = Path(pyspark.__file__).parent / "python" / "lib"
+    path = ":".join(str(z) for z in sorted(zips.glob("*.zip")))  # as Spark sets it
+    assert path, "the installed pyspark carries no zip: nothing to test"
+    out = subprocess.run([launcher, "-c", "import sys, pyspark, py4j; print(sys.executable); "
+                          "print(pyspark.__file__); print(py4j.__file__)"],
+                         env={"PYTHONPATH": path}, capture_output=True, text=True, check=True)
+    executable, spark_file, py4j_file = out.stdout.split()
+    assert executable == sys.executable
+    assert Path(spark_file).resolve() == Path(pyspark.__file__).resolve()
+    assert ".zip" not in spark_file and ".zip" not in py4j_file
