@@ -28,7 +28,9 @@ Example::
 
 from __future__ import annotations
 
+import gc
 import time
+from bisect import bisect_left
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -227,25 +229,8 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
         while position < part.end:
             want = min(part.end - position, 10_000)
             messages = consumer.consume(num_messages=want, timeout=_CONSUME_TIMEOUT)
-            for msg in messages:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise SourceError(
-                        f"reading {part.topic}/{part.partition} at offset {position} "
-                        f"(range {part.start}..{part.end}): {error_text(err)}")
-                offset = msg.offset()
-                if offset >= part.end:
-                    position = part.end
-                    break
-                rec.keys.append(msg.key())
-                rec.values.append(msg.value())
-                rec.offsets.append(offset)
-                rec.stamps.append(msg.timestamp()[1])
-                if rec.filter_values is not None:
-                    rec.filter_values.append(_filter_header(msg.headers()))
-                position = offset + 1
+            if messages:
+                position = _take(messages, rec, part, position)
             if position < part.end:
                 # Offsets may have gaps (transaction markers, compaction): the client's
                 # position moves past them without delivering a record.
@@ -272,6 +257,45 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
         consumer.close()
         if marks is not None:
             marks.close()
+
+
+def _take(messages: list[Any], rec: Records, part: RangePartition, position: int) -> int:
+    """Append the records of one ``consume`` call that lie in the range to ``rec``; the
+    position after them.  Column by column, one comprehension each (no per-record method
+    dispatch of a loop body), with the garbage collector paused: the messages are freed by
+    reference counting, and a collection would only walk them."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        if any([m.error() is not None for m in messages]):
+            messages = _without_events(messages, part, position)
+        offsets = [m.offset() for m in messages]
+        if offsets and offsets[-1] >= part.end:  # offsets ascend: cut at the range's end
+            messages = messages[:bisect_left(offsets, part.end)]
+            offsets = offsets[:len(messages)]
+            position = part.end
+        elif offsets:
+            position = offsets[-1] + 1
+        rec.keys += [m.key() for m in messages]
+        rec.values += [m.value() for m in messages]
+        rec.offsets += offsets
+        rec.stamps += [m.timestamp()[1] for m in messages]
+        if rec.filter_values is not None:
+            rec.filter_values += [_filter_header(m.headers()) for m in messages]
+    finally:
+        if paused:
+            gc.enable()
+    return position
+
+
+def _without_events(messages: list[Any], part: RangePartition, position: int) -> list[Any]:
+    """``messages`` without partition-EOF events; any other error fails the batch."""
+    for m in messages:
+        err = m.error()
+        if err is not None and err.code() != KafkaError._PARTITION_EOF:
+            raise SourceError(f"reading {part.topic}/{part.partition} at offset {position} "
+                              f"(range {part.start}..{part.end}): {error_text(err)}")
+    return [m for m in messages if m.error() is None]
 
 
 def _filter_header(headers: list[tuple[str, bytes]] | None) -> bytes | None:

@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 
 from sqe.errors import SourceError
 from sqe.source.config import SourceConfig
+from sqe.source.replay import pair_groups
 from state.hwm import HwmStore
 
 __all__ = ["Pair", "TaskMarks", "frame_marks"]
@@ -89,8 +90,7 @@ class TaskMarks:
         rows = np.flatnonzero(judged)
         if rows.size == 0:
             return
-        pairs = np.unique(np.stack([pid[rows].astype(np.int64), part[rows].astype(np.int64)],
-                                   axis=1), axis=0)
+        pairs, _ = pair_groups(pid[rows], part[rows])
         self.ask((int(p), int(q)) for p, q in pairs)
 
     def ask(self, pairs: Iterable[Pair]) -> None:

@@ -14,6 +14,7 @@ from sqe.source.replay import (
     filter_replays,
     filter_replays_reference,
     judgeable,
+    pair_groups,
 )
 from sqe.wire.keys import StreamMetadata, decode_keys, encode_keys
 
@@ -182,3 +183,23 @@ def test_first_record_of_a_group_above_its_stored_mark_is_kept():
         assert int(np.asarray(keep).sum()) == len(rows)
         assert new_hwm == {g: 1000 + 24_999 for g in groups}
     check_equal(keys, hwm)
+
+
+@given(st.lists(st.tuples(st.sampled_from([-(2**63), -1, 0, 7, 2**63 - 1]),
+                          st.sampled_from([-(2**31), -1, 0, 3, 2**31 - 1])), max_size=60),
+       st.booleans())
+def test_pair_groups_equals_numpys_unique_over_rows(pairs, in_runs):
+    """The run-based grouping gives numpy's sorted distinct pairs and inverse, whether the
+    rows come in runs of one pair (a Kafka partition's order) or interleaved."""
+    if in_runs:
+        pairs = sorted(pairs, key=lambda p: hash(p))  # equal pairs next to each other
+    pid = np.array([p for p, _ in pairs], dtype=np.int64)
+    part = np.array([q for _, q in pairs], dtype=np.int32)
+    groups, inverse = pair_groups(pid, part)
+    if not pairs:
+        assert groups.shape == (0, 2) and inverse.size == 0
+        return
+    want, want_inverse = np.unique(np.stack([pid, part.astype(np.int64)], axis=1), axis=0,
+                                   return_inverse=True)
+    assert groups.tolist() == want.tolist()
+    assert inverse.tolist() == want_inverse.ravel().tolist()
