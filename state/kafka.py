@@ -4,7 +4,11 @@ Each Spark task produces its rows with an idempotent confluent-kafka producer
 (order per partition holds), flushes before it reports success and fails on
 the first delivery error, so nothing is dropped silently: Spark retries the
 task or the batch, and the records the failed attempt already wrote are
-replays that the next hop's HWM filter drops.
+replays that the next hop's HWM filter drops.  The producer is the executor
+process's own, made once and reused by every task and batch (a failed task's
+is purged and dropped); it reports failed deliveries only
+(:meth:`~sqe.config.kafka_client.Sender.start`), so an acknowledged record
+costs no Python call.
 
 Keys (``jw.sqe.state.kafka.keytype``):
 
@@ -36,7 +40,8 @@ its Bloom filter holds the filter values of its messages.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +56,6 @@ from sqe.config.kafka_client import (
     FLUSH_TIMEOUT,
     RefusedRecord,
     Sender,
-    new_producer,
     producer_conf,
     topic_partitions,
 )
@@ -220,49 +224,84 @@ def _producer_task(cfg: KafkaStateConfig) -> Any:
     def produce(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         conf = producer_conf(cfg.brokers, dict(cfg.extra))
         conf.setdefault("partitioner", "murmur2_random")
-        sender = Sender(new_producer(conf, f"Kafka state {cfg.topic}"))
-        n_partitions = len(topic_partitions(sender.producer, cfg.topic, cfg.brokers, StateError,
-                                            "Kafka state"))
-        partitioner = resolve(cfg.partitioner) if cfg.partitioner else None
-        written = 0
-        groups = _records(batches, cfg)
-        fault_at = armed("kafka-state-sent")
-        if fault_at:  # a crash test stops this task after fault_at records reached Kafka
-            groups = _sliced(groups, fault_at)
-        for keys, values, fvs in groups:
-            if partitioner is not None:
-                try:
-                    targets = partitioner.partition_array(keys, n_partitions).tolist()
-                except ValueError as exc:
-                    raise StateError(f"Kafka state {cfg.topic}: partitioner "
-                                     f"{cfg.partitioner}: {exc}") from None
-            else:
-                targets = [-1] * len(values)  # RD_KAFKA_PARTITION_UA: the producer decides
-            headers = ([None if f is None else [(FILTER_HEADER, f.encode("utf-8"))] for f in fvs]
-                       if fvs is not None else [None] * len(values))
-            try:
-                for key, value, target, header in zip(keys.to_pylist(), values, targets, headers,
-                                                      strict=True):
-                    sender.send(cfg.topic, value, key, target, header)
-            except RefusedRecord as exc:
-                raise StateError(
-                    f"Kafka state {cfg.topic} on {cfg.brokers}: a record was refused "
-                    f"({exc}); the batch fails and nothing of it is committed") from None
-            sender.producer.poll(0)
-            if sender.failures:
-                break
-            written += len(values)
-            if fault_at is not None:
-                sender.producer.flush(FLUSH_TIMEOUT)
-                fault_point("kafka-state-sent", written)
-        problem = sender.finish(FLUSH_TIMEOUT)
-        if problem:
-            raise StateError(f"Kafka state {cfg.topic} on {cfg.brokers}: delivery failed "
-                             f"({problem}); the batch fails and its retry is filtered downstream "
-                             "as replays")
-        yield pa.RecordBatch.from_pydict({"written": [written]})
+        sender = _sender(conf, f"Kafka state {cfg.topic}")
+        try:
+            yield from _produce(cfg, sender, batches)
+        except BaseException:
+            _drop(conf)  # what it may still hold must not reach the next task's flush
+            raise
 
     return produce
+
+
+#: This executor process's producers, by their settings: reused by every task and batch
+#: (Spark reuses its Python workers), flushed at the end of each task.
+_SENDERS: dict[str, Sender] = {}
+
+
+def _conf_key(conf: Mapping[str, Any]) -> str:
+    return json.dumps(conf, sort_keys=True, default=str)
+
+
+def _sender(conf: Mapping[str, Any], role: str) -> Sender:
+    """This process's sender for ``conf`` (made on first use), with no failure noted."""
+    key = _conf_key(conf)
+    sender = _SENDERS.get(key)
+    if sender is None:
+        sender = _SENDERS[key] = Sender.start(conf, role)
+    sender.failures.clear()
+    return sender
+
+
+def _drop(conf: Mapping[str, Any]) -> None:
+    """Forget the sender of ``conf`` after a failed task, purging what it still queues."""
+    sender = _SENDERS.pop(_conf_key(conf), None)
+    if sender is not None:
+        sender.producer.purge()
+        sender.producer.flush(0)
+
+
+def _produce(cfg: KafkaStateConfig, sender: Sender, batches: Iterator[pa.RecordBatch]
+             ) -> Iterator[pa.RecordBatch]:
+    """One task: produce its rows, flush, yield the count written."""
+    n_partitions = len(topic_partitions(sender.producer, cfg.topic, cfg.brokers, StateError,
+                                        "Kafka state"))
+    partitioner = resolve(cfg.partitioner) if cfg.partitioner else None
+    written = 0
+    groups = _records(batches, cfg)
+    fault_at = armed("kafka-state-sent")
+    if fault_at:  # a crash test stops this task after fault_at records reached Kafka
+        groups = _sliced(groups, fault_at)
+    for keys, values, fvs in groups:
+        if partitioner is not None:
+            try:
+                targets = partitioner.partition_array(keys, n_partitions).tolist()
+            except ValueError as exc:
+                raise StateError(f"Kafka state {cfg.topic}: partitioner "
+                                 f"{cfg.partitioner}: {exc}") from None
+        else:
+            targets = [-1] * len(values)  # RD_KAFKA_PARTITION_UA: the producer decides
+        headers = ([None if f is None else [(FILTER_HEADER, f.encode("utf-8"))] for f in fvs]
+                   if fvs is not None else None)
+        try:
+            sender.send_many(cfg.topic, values, keys.to_pylist(), targets, headers)
+        except RefusedRecord as exc:
+            raise StateError(
+                f"Kafka state {cfg.topic} on {cfg.brokers}: a record was refused "
+                f"({exc}); the batch fails and nothing of it is committed") from None
+        sender.producer.poll(0)
+        if sender.failures:
+            break
+        written += len(values)
+        if fault_at is not None:
+            sender.producer.flush(FLUSH_TIMEOUT)
+            fault_point("kafka-state-sent", written)
+    problem = sender.finish(FLUSH_TIMEOUT)
+    if problem:
+        raise StateError(f"Kafka state {cfg.topic} on {cfg.brokers}: delivery failed "
+                         f"({problem}); the batch fails and its retry is filtered downstream "
+                         "as replays")
+    yield pa.RecordBatch.from_pydict({"written": [written]})
 
 
 def write_kafka(df: DataFrame, cfg: KafkaStateConfig) -> int:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, cast
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -137,15 +137,29 @@ def new_producer(conf: Mapping[str, Any], role: str) -> Any:
 class Sender:
     """Produces records and remembers delivery failures, so nothing fails unnoticed.
 
-    :meth:`send` waits while the local queue is full and raises
-    :class:`RefusedRecord` when the client refuses a record outright (too large,
-    unknown topic); :meth:`finish` flushes and returns what went wrong as one
-    sentence, or ``None`` when every record was acknowledged.
+    :meth:`send` (one record) and :meth:`send_many` (columns of records) wait while
+    the local queue is full and raise :class:`RefusedRecord` when the client refuses
+    a record outright (too large, unknown topic); :meth:`finish` flushes and returns
+    what went wrong as one sentence, or ``None`` when every record was acknowledged.
+
+    ``Sender(producer)`` asks a delivery report of every record;
+    :meth:`Sender.start` makes a producer that reports failures only
+    (``delivery.report.only.error``, one callback for the producer): no Python call per
+    acknowledged record, which doubles what one task writes per second.
     """
 
-    def __init__(self, producer: Any) -> None:
+    def __init__(self, producer: Any, reports_all: bool = True) -> None:
         self.producer = producer
         self.failures: list[str] = []
+        self._per_record = {"on_delivery": self._on_delivery} if reports_all else {}
+
+    @classmethod
+    def start(cls, conf: Mapping[str, Any], role: str) -> Sender:
+        """A sender with a new producer of ``conf`` that reports failed deliveries only."""
+        sender = cls(None, reports_all=False)
+        sender.producer = new_producer({**conf, "delivery.report.only.error": True,
+                                        "on_delivery": sender._on_delivery}, role)
+        return sender
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
         if err is not None and len(self.failures) < 5:
@@ -154,16 +168,35 @@ class Sender:
     def send(self, topic: str, value: bytes | None, key: bytes | None = None,
              partition: int = -1, headers: list[tuple[str, bytes]] | None = None) -> None:
         """Queue one record (partition -1: the producer's partitioner decides)."""
-        while True:
-            try:
-                self.producer.produce(topic, value=value, key=key, partition=partition,
-                                      headers=headers, on_delivery=self._on_delivery)
+        self.send_many(topic, [value], [key], [partition], [headers])
+
+    def send_many(self, topic: str, values: Sequence[bytes | None],
+                  keys: Sequence[bytes | None], partitions: Sequence[int],
+                  headers: Sequence[list[tuple[str, bytes]] | None] | None = None) -> None:
+        """Queue records given as columns, in order (partition -1: the producer decides)."""
+        produce, extra = self.producer.produce, self._per_record
+        try:
+            if headers is None:
+                for value, key, partition in zip(values, keys, partitions, strict=True):
+                    while True:
+                        try:
+                            produce(topic, value=value, key=key, partition=partition, **extra)
+                            break
+                        except BufferError:  # local queue full: let deliveries drain
+                            self.producer.poll(0.1)
                 return
-            except BufferError:  # local queue full: let deliveries drain
-                self.producer.poll(0.1)
-            except KafkaException as exc:  # refused before sending (e.g. too large)
-                self.producer.flush(FLUSH_TIMEOUT)
-                raise RefusedRecord(error_text(exc)) from None
+            for value, key, partition, header in zip(values, keys, partitions, headers,
+                                                     strict=True):
+                while True:
+                    try:
+                        produce(topic, value=value, key=key, partition=partition,
+                                headers=header, **extra)
+                        break
+                    except BufferError:
+                        self.producer.poll(0.1)
+        except KafkaException as exc:  # refused before sending (e.g. too large)
+            self.producer.flush(FLUSH_TIMEOUT)
+            raise RefusedRecord(error_text(exc)) from None
 
     def finish(self, timeout: float = FLUSH_TIMEOUT) -> str | None:
         """Flush; the delivery problems as one sentence, or ``None``."""
