@@ -125,3 +125,27 @@ def test_hwm_scale_bench_commits_and_reads_every_size_and_checks_whole_runs(redi
     aggregate, probe = r["states"].values()
     assert [s["stored"] for s in aggregate] == [1000, 20000] and aggregate[1]["ms"] > 0
     assert [s["size"] for s in probe] == [1000, 20000] and set(probe[1]) == {"size", "HGET", "ZADD"}
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+def test_chain_bench_runs_every_row_and_checks_every_output(kafka_bootstrap, redis_url):
+    # Tiny sizes: every number is start-up; the point is that every contender runs as a process,
+    # its output checks, and every row is reported (quixstreams' may be skipped, saying why).
+    r = run_bench("chain.py", "--events", "2000", "--repeat", "1", "--empty-batches", "3",
+                  "--brokers", kafka_bootstrap, "--redis", redis_url, timeout=900)
+    assert r["checks_passed"] and r["problems"] == []
+    rows = {(e["row"], e.get("events")): e for e in r["rows"]}
+    for row in ("chain", "enrich", "read", "write"):
+        e = rows[(row, 2000)]
+        assert e["sqe_s"] > 0 and len(e["sqe_runs"]) == 1
+        if row == "enrich" and r["quix"]["skipped"]:
+            assert "quixstreams" in r["quix"]["skipped"] and e["other_s"] is None
+            continue
+        assert e["other_s"] > 0 and e["ratio"] > 0 and e["work_ratio"] > 0
+    assert rows[("chain", 2000)]["sqe_steps"][0]["load_batches"] >= 1
+    assert rows[("empty_batch", None)]["empty_batches"] == 3
+    assert 0 < rows[("empty_batch", None)]["value"]
+    assert 0 < rows[("first_batch", None)]["value"]
+    assert rows[("driver_rss", 2000)]["value"] > 0 and rows[("worker_rss", 2000)]["value"] > 0

@@ -1,0 +1,168 @@
+"""The single-part contenders of bench/chain.py, each run by it as a whole process.
+
+    python bench/chain_parts.py spark-read --brokers HOST:PORT --topic T --checkpoint DIR [--batch-records N]
+    python bench/chain_parts.py raw-read --brokers HOST:PORT --topic T
+    python bench/chain_parts.py state-write --brokers HOST:PORT --records N [--partitions 4]
+    python bench/chain_parts.py idempotent-write --brokers HOST:PORT --records N [--partitions 4]
+
+* ``spark-read``: a Spark streaming query over the project's ``sqe-kafka`` source (AvailableNow
+  trigger, ``maxRecordsPerBatch`` = ``--batch-records``), whose ``foreachBatch`` counts the rows.
+* ``raw-read``: one confluent-kafka consumer that assigns every partition from its first offset
+  and reads the same range, touching each record's key, value and offset.
+* ``state-write``: the Kafka state (``state.kafka.write_kafka``, keytype StreamMetadata,
+  ``SourcePartitionPartitioner``) run by Spark on a cached DataFrame of the records, as
+  ``bench/kafka_write.py`` measures it (its :class:`Writers`, writer ``state``).
+* ``idempotent-write``: the same records from one bare confluent-kafka producer with
+  ``enable.idempotence=true``, partitioned the same way (``bench/kafka_write.py``'s writer
+  ``idempotent``, in a process of its own).
+
+The writers' records are ``kafka_write.make_records(N)`` (100-byte values, 20-byte
+StreamMetadata keys of 2 pids x 8 source partitions), made in each process.  Each prints one
+JSON object as its last stdout line: what it read or wrote (the topic, the count) and the
+seconds of its work alone (the rest of the process's time is start-up); a failure is one
+``error: ...`` line on stderr and exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+import kafka_write
+
+from sqe.errors import SqeError
+
+
+def spark_read(brokers: str, topic: str, checkpoint: str, batch_records: int) -> dict[str, Any]:
+    from sqe.engine.session import build_session
+    from sqe.source.kafka import KafkaSource
+
+    spark = build_session("bench-chain-read", {"spark.sql.shuffle.partitions": "2"})
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        spark.dataSource.register(KafkaSource)
+        counts: list[int] = []
+        frame = (spark.readStream.format(KafkaSource.name())
+                 .options(topic=topic, brokers=brokers, maxRecordsPerBatch=str(batch_records))
+                 .load())
+        start = time.perf_counter()
+        query = (frame.writeStream.trigger(availableNow=True)
+                 .option("checkpointLocation", checkpoint)
+                 .foreachBatch(lambda df, _id: counts.append(df.count())).start())
+        query.awaitTermination()
+        seconds = time.perf_counter() - start
+    finally:
+        spark.stop()
+    return {"topic": topic, "rows": sum(counts), "batches": len(counts), "seconds": seconds}
+
+
+def raw_read(brokers: str, topic: str) -> dict[str, Any]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": brokers, "group.id": "bench-raw-read",
+                         "enable.auto.commit": False, "receive.message.max.bytes": 200_000_000})
+    try:
+        start = time.perf_counter()
+        meta = consumer.list_topics(topic, timeout=30).topics[topic]
+        parts, left = [], 0
+        for p in meta.partitions:
+            lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            parts.append(TopicPartition(topic, p, lo))
+            left += hi - lo
+        consumer.assign(parts)
+        rows = value_bytes = last_offset = 0
+        idle_since = time.monotonic()
+        while left > 0:
+            msgs = consumer.consume(num_messages=min(10_000, left), timeout=1.0)
+            for m in msgs:
+                if m.error() is not None:
+                    raise kafka_write.BenchError(f"reading {topic}: {m.error().str()}")
+                m.key()
+                value_bytes += len(m.value() or b"")
+                last_offset = m.offset()
+            rows += len(msgs)
+            left -= len(msgs)
+            if msgs:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > 60:
+                raise kafka_write.BenchError(f"reading {topic}: {left} records not delivered "
+                                             "in 60 s")
+        seconds = time.perf_counter() - start
+    finally:
+        consumer.close()
+    return {"topic": topic, "rows": rows, "value_bytes": value_bytes, "last_offset": last_offset,
+            "seconds": seconds}
+
+
+def state_write(brokers: str, records: int, partitions: int) -> dict[str, Any]:
+    from sqe.engine.session import build_session
+
+    spark = build_session("bench-chain-write", {"spark.sql.shuffle.partitions": "2"})
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        writers = kafka_write.Writers(spark, kafka_write.make_records(records), brokers,
+                                      partitions, 10_000)
+        seconds = writers.run("state")
+        writers.frame.unpersist()
+    finally:
+        spark.stop()
+    return {"topic": writers.topics["state"], "written": writers.offsets["state"],
+            "seconds": seconds}
+
+
+def idempotent_write(brokers: str, records: int, partitions: int) -> dict[str, Any]:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+
+    from partitioners import SourcePartitionPartitioner
+
+    data = kafka_write.make_records(records)
+    keys = data.keys()
+    targets = SourcePartitionPartitioner().partition_array(keys, partitions).tolist()
+    admin = AdminClient({"bootstrap.servers": brokers, "log_level": 2})
+    topic = kafka_write.create_topic(admin, brokers, partitions, "bench-write-idempotent")
+    producer = Producer({"bootstrap.servers": brokers, "enable.idempotence": True, "acks": "all",
+                         "linger.ms": 20, "receive.message.max.bytes": 200_000_000,
+                         "log_level": 2})
+    start = time.perf_counter()
+    kafka_write.produce_all(producer, topic, keys.to_pylist(), data.value, targets, None)
+    seconds = time.perf_counter() - start
+    return {"topic": topic, "written": kafka_write.topic_size(brokers, topic), "seconds": seconds}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("part", choices=("spark-read", "raw-read", "state-write", "idempotent-write"))
+    ap.add_argument("--brokers", required=True)
+    ap.add_argument("--topic", help="the topic to read (the readers)")
+    ap.add_argument("--records", type=int, default=0, help="records to write (the writers)")
+    ap.add_argument("--checkpoint", help="the Spark reader's checkpoint directory")
+    ap.add_argument("--batch-records", type=int, default=1_000_000,
+                    help="maxRecordsPerBatch of the Spark reader")
+    ap.add_argument("--partitions", type=int, default=4, help="partitions of the writers' topic")
+    args = ap.parse_args(argv)
+    try:
+        if args.part == "spark-read":
+            if not args.topic or not args.checkpoint:
+                ap.error("spark-read needs --topic and --checkpoint")
+            result = spark_read(args.brokers, args.topic, args.checkpoint, args.batch_records)
+        elif args.part == "raw-read":
+            if not args.topic:
+                ap.error("raw-read needs --topic")
+            result = raw_read(args.brokers, args.topic)
+        elif args.part == "state-write":
+            result = state_write(args.brokers, args.records, args.partitions)
+        else:
+            result = idempotent_write(args.brokers, args.records, args.partitions)
+    except (kafka_write.BenchError, SqeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
