@@ -242,7 +242,12 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
                     q.stop()
                 raise RunStopped(_stopped(streams))
             active = [q for q in queries if q.isActive]
-            if not active or (deadline is not None and time.monotonic() >= deadline):
+            if not active:
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                # the runtime is over: a batch being written finishes first, as on a stop
+                # (stopping a query inside a batch kills Spark's stream thread)
+                _wait_idle(processors, 60.0)
                 break
             active[0].awaitTermination(1)  # raises if that query failed
         _raise_failure(queries)

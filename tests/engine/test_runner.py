@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -229,6 +230,41 @@ def test_runtime_mode_processes_what_arrives_then_stops(spark, kafka_bootstrap, 
                  runtime=15, on_start=queries.extend)
     assert not queries[0].isActive
     assert [r.value for r in read_topic(kafka_bootstrap, dest)] == [b"0", b"1", b"2"]
+
+
+def test_a_runtime_that_ends_inside_a_batch_lets_that_batch_finish(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, monkeypatch):
+    """The batch in progress when the runtime is over commits whole (it is held at its
+    commit past the deadline, then let go), and the run ends after it."""
+    import threading
+
+    from state.hwm import HwmStore
+
+    source, dest = kafka_topic(1, "in"), kafka_topic(1, "out")
+    path = _topology(tmp_path, source, dest, "identity")
+    produce(kafka_bootstrap, source, [(_key(o), b"%d" % o, 0) for o in (0, 1, 2)])
+    marker = tmp_path / "marker"
+    monkeypatch.setenv("SQE_FAULT", "before-commit")
+    monkeypatch.setenv("SQE_FAULT_ACTION", "resume")
+    monkeypatch.setenv("SQE_FAULT_MARKER", str(marker))
+    reports: list = []
+    run = threading.Thread(target=lambda: reports.extend(run_topology(
+        _plan(path, kafka_bootstrap, redis_url), spark, "late", tmp_path / "ck", "runtime",
+        runtime=1)))
+    run.start()
+    deadline = time.monotonic() + 120
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marker.exists(), "the first batch never reached its commit"
+    time.sleep(3)  # well past the runtime: the batch is still being written
+    marker.unlink()
+    run.join(120)
+    assert not run.is_alive()
+    assert [r.batch_id for r in reports] == [0]
+    assert [r.value for r in read_topic(kafka_bootstrap, dest)] == [b"0", b"1", b"2"]
+    store = HwmStore.from_url(redis_url, "late.In", 3600)
+    assert store.last_commit().batch_id == 0
+    store.client.close()
 
 
 def test_a_field_no_record_of_the_first_batch_holds_stops_the_run_before_it_writes(
