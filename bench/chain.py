@@ -205,9 +205,10 @@ class Proc:
 
 
 def child_env() -> dict[str, str]:
-    """This tree's code first on the children's path, and Spark's workers on this interpreter."""
+    """This tree's code first on the children's path.  Spark's workers run what ``sqe run``
+    picks (this interpreter, through its local launcher) unless PYSPARK_PYTHON is set."""
     path = [str(ROOT), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(path), "PYSPARK_PYTHON": sys.executable}
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
 def run_process(command: list[str], what: str, logs: Path) -> Proc:
