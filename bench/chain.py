@@ -78,6 +78,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kafka_write import BenchError, create_topic
+from local_redis import local_services
+
 from sqe.errors import SqeError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,10 +97,6 @@ LABELS = {"chain": "chain: enrich + load vs plain program",
 OTHER = {"chain": "plain", "enrich": "quix EOS", "read": "raw", "write": "idempotent"}
 EMPTY_TARGET_S = 0.3
 WORKER_TARGET_MB = 300.0
-
-
-class BenchError(Exception):
-    """A problem the benchmark reports as one sentence."""
 
 
 def target(row: str, events: int) -> float | None:
@@ -249,19 +248,10 @@ def run_process(command: list[str], what: str, logs: Path) -> Proc:
 
 def new_topic(brokers: str, prefix: str, partitions: int = PARTITIONS) -> str:
     """A fresh topic that keeps its records (``retention.ms=-1``)."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
 
-    from sqe.config.kafka_client import error_text
-
-    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": brokers, "log_level": 2})
-    try:
-        admin.create_topics([NewTopic(name, partitions, 1, config={"retention.ms": "-1"})]
-                            )[name].result(30)
-    except KafkaException as exc:
-        raise BenchError(f"cannot create topic {name} on {brokers}: {error_text(exc)}") from None
-    return name
+    return create_topic(admin, brokers, partitions, prefix)
 
 
 def topic_records(brokers: str, topic: str) -> int:
@@ -463,6 +453,17 @@ class Size:
     expected: Expected
 
 
+def check_chain(s: Services, size: Size, enriched: str, enrich: str, load: str) -> None:
+    """One record per event in ``enriched``, and every event once in the Redis store."""
+    written = topic_records(s.brokers, enriched)
+    if written != size.events:
+        raise BenchError(f"{enrich} wrote {written:,} records to {enriched} for "
+                         f"{size.events:,} events")
+    problems = check_store(s.redis_url, size.expected)
+    if problems:
+        raise BenchError(f"{load}: " + "; ".join(problems))
+
+
 def sqe_chain(s: Services, size: Size, rep: int, idle_run: bool) -> tuple[Run, Run, dict[str, Any]]:
     """enrich then load, each ``sqe run --once``; the chain's run, the enrich step's run, and
     the fixed costs seen (time to first batch, the load step's peak RSS, an idle run)."""
@@ -474,13 +475,7 @@ def sqe_chain(s: Services, size: Size, rep: int, idle_run: bool) -> tuple[Run, R
     for step, source, sink in (("enrich", size.topic, enriched), ("load", enriched, None)):
         runs[step] = s.sqe_run(topology_copy(step, source, sink, s.work), f"chain_{step}_{tag}",
                                s.work / "checkpoints" / f"{step}_{tag}", "--once")
-    written = topic_records(s.brokers, enriched)
-    if written != n:
-        raise BenchError(f"sqe run enrich.yaml wrote {written:,} records to {enriched} for "
-                         f"{n:,} events")
-    problems = check_store(s.redis_url, size.expected)
-    if problems:
-        raise BenchError("sqe run load.yaml: " + "; ".join(problems))
+    check_chain(s, size, enriched, "sqe run enrich.yaml", "sqe run load.yaml")
     enrich, load = runs["enrich"], runs["load"]
     costs: dict[str, Any] = {
         "first_batch_s": [r.first_batch_s for r in (enrich, load) if r.first_batch_s is not None],
@@ -501,20 +496,13 @@ def sqe_chain(s: Services, size: Size, rep: int, idle_run: bool) -> tuple[Run, R
 
 def plain_chain(s: Services, size: Size) -> Run:
     """bench/plain_chain.py enrich then load."""
-    n = size.events
     enriched = new_topic(s.brokers, "bench-plain-enriched")
     flush(s.redis_url)
     enrich = s.script("plain_chain.py", "enrich", "--brokers", s.brokers, "--source", size.topic,
                       "--sink", enriched)
     load = s.script("plain_chain.py", "load", "--brokers", s.brokers, "--source", enriched,
                     "--redis", s.redis_url, "--consumer", f"plain.{uuid.uuid4().hex[:8]}")
-    written = topic_records(s.brokers, enriched)
-    if written != n:
-        raise BenchError(f"plain_chain.py enrich wrote {written:,} records to {enriched} for "
-                         f"{n:,} events")
-    problems = check_store(s.redis_url, size.expected)
-    if problems:
-        raise BenchError("plain_chain.py load: " + "; ".join(problems))
+    check_chain(s, size, enriched, "plain_chain.py enrich", "plain_chain.py load")
     return Run(enrich.seconds + load.seconds, enrich.out["seconds"] + load.out["seconds"],
                {"enrich_s": enrich.seconds, "load_s": load.seconds,
                 "load_peak_mb": round(load.peaks.tree / MB, 1)})
@@ -854,9 +842,9 @@ def main(argv: list[str] | None = None) -> int:
     with ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sqe-bench-chain-")))
         try:
-            brokers, redis_url = _services(stack, work, args.brokers, args.redis)
+            brokers, redis_url = local_services(stack, work, args.brokers, args.redis)
             result = measure(args, Services(brokers, redis_url, work), say)
-        except (BenchError, SqeError) as exc:
+        except (BenchError, SqeError, ConnectionError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
     print("\n".join(table(result)))
@@ -865,22 +853,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result))
     return 1 if result["problems"] else 0
-
-
-def _services(stack: ExitStack, work: Path, brokers: str | None, redis_url: str | None
-              ) -> tuple[str, str]:
-    from local_redis import flushed_redis
-
-    from sqe.cli.local_services import start_local_kafka
-
-    if brokers is None:
-        kafka = start_local_kafka(work / "kafka")
-        stack.callback(kafka.stop)
-        brokers = kafka.address
-    try:
-        return brokers, flushed_redis(stack, work, redis_url)
-    except ConnectionError as exc:
-        raise BenchError(str(exc)) from None
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The Redis database a benchmark runs against: the one given, or one started for it, emptied."""
+"""The services a benchmark runs against: the Redis database given, or one started for it, emptied;
+and a Kafka broker given, or the pip broker started for it."""
 
 from __future__ import annotations
 
@@ -25,3 +26,17 @@ def flushed_redis(stack: ExitStack, work: Path, url: str | None) -> str:
     finally:
         client.close()
     return url
+
+
+def local_services(stack: ExitStack, work: Path, brokers: str | None, url: str | None
+                   ) -> tuple[str, str]:
+    """``brokers`` (or, without them, the pip broker started in ``work`` and stopped by
+    ``stack``) and :func:`flushed_redis` of ``url``; a ``ConnectionError`` names a Redis that
+    cannot be used."""
+    from sqe.cli.local_services import start_local_kafka
+
+    if brokers is None:
+        kafka = start_local_kafka(work / "kafka")
+        stack.callback(kafka.stop)
+        brokers = kafka.address
+    return brokers, flushed_redis(stack, work, url)

@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -74,6 +73,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from chain import retarget
+from kafka_write import BenchError
+from local_redis import local_services
 
 from sqe.errors import SqeError
 from sqe.wire.keys import encode_keys
@@ -92,10 +94,6 @@ LABELS = {"plain": "(a) sqe-kafka, no filter",
           "dataframe": "(c) filter_replays_frame",
           "dropduplicates": "(d) dropDuplicates, RocksDB",
           "kernel": "(e) filter kernel, Arrow only"}
-
-
-class BenchError(Exception):
-    """A problem the benchmark reports as one sentence."""
 
 
 # -- the data -------------------------------------------------------------------------------
@@ -396,7 +394,7 @@ def run_chain(spark: Any, brokers: str, redis_url: str, work: Path, events: int,
             for name, source, sink in (("enrich", events_topic, enriched_topic),
                                        ("load", enriched_topic, None)):
                 commands = yaml.safe_load((ROOT / "topologies" / f"{name}.yaml").read_text())
-                _retarget(commands, source, sink)
+                retarget(commands, source, sink)
                 files[name] = work / f"chain-{rep}" / f"{name}.yaml"
                 files[name].parent.mkdir(parents=True, exist_ok=True)
                 files[name].write_text(yaml.safe_dump(commands, sort_keys=False))
@@ -421,20 +419,6 @@ def run_chain(spark: Any, brokers: str, redis_url: str, work: Path, events: int,
             "chain_rps": events / statistics.median(total_s),
             "chain_enrich_rps": events / statistics.median(enrich_s),
             "chain_load_rps": events / statistics.median(load_s)}
-
-
-def _retarget(commands: list[dict[str, Any]], source: str, sink: str | None) -> None:
-    """Point a shipped topology's Kafka stream at topic ``source`` and its Kafka state (if
-    ``sink``) at topic ``sink``, in place."""
-    streams = [c["CreateStream"] for c in commands if "CreateStream" in c]
-    states = [c["Query"]["insertInto"] for c in commands
-              if "Query" in c and c["Query"]["insertInto"].get("stateName") == "KAFKA"]
-    if len(streams) != 1 or (sink is not None and len(states) != 1):
-        raise BenchError("the shipped topologies changed shape: the chain expects one "
-                         "CreateStream in each and one Kafka state in enrich.yaml")
-    streams[0]["objectName"] = source
-    if sink is not None:
-        states[0]["objectName"] = sink
 
 
 # -- the report ------------------------------------------------------------------------------
@@ -605,14 +589,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.repeat < 1 or args.records < 1 or args.batch_records < 1 or args.partitions < 1:
         ap.error("--repeat, --records, --batch-records and --partitions must be at least 1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     say = lambda text: print(text, flush=True)  # noqa: E731
     with ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sqe-bench-")))
         try:
-            brokers, redis_url = _services(stack, work, args.brokers, args.redis)
+            brokers, redis_url = local_services(stack, work, args.brokers, args.redis)
             result = measure(args, brokers, redis_url, work, say)
-        except (BenchError, SqeError) as exc:
+        except (BenchError, SqeError, ConnectionError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
     print("\n".join(table(result)))
@@ -622,22 +605,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result))
     return 1 if problems else 0
-
-
-def _services(stack: ExitStack, work: Path, brokers: str | None, redis_url: str | None
-              ) -> tuple[str, str]:
-    from local_redis import flushed_redis
-
-    from sqe.cli.local_services import start_local_kafka
-
-    if brokers is None:
-        kafka = start_local_kafka(work / "kafka")
-        stack.callback(kafka.stop)
-        brokers = kafka.address
-    try:
-        return brokers, flushed_redis(stack, work, redis_url)
-    except ConnectionError as exc:
-        raise BenchError(str(exc)) from None
 
 
 if __name__ == "__main__":
