@@ -176,23 +176,15 @@ class Sender:
         """Queue records given as columns, in order (partition -1: the producer decides)."""
         produce, extra = self.producer.produce, self._per_record
         try:
-            if headers is None:
-                for value, key, partition in zip(values, keys, partitions, strict=True):
-                    while True:
-                        try:
-                            produce(topic, value=value, key=key, partition=partition, **extra)
-                            break
-                        except BufferError:  # local queue full: let deliveries drain
-                            self.producer.poll(0.1)
-                return
-            for value, key, partition, header in zip(values, keys, partitions, headers,
-                                                     strict=True):
+            for value, key, partition, header in zip(
+                    values, keys, partitions,
+                    headers if headers is not None else [None] * len(values), strict=True):
                 while True:
                     try:
                         produce(topic, value=value, key=key, partition=partition,
                                 headers=header, **extra)
                         break
-                    except BufferError:
+                    except BufferError:  # local queue full: let deliveries drain
                         self.producer.poll(0.1)
         except KafkaException as exc:  # refused before sending (e.g. too large)
             self.producer.flush(FLUSH_TIMEOUT)

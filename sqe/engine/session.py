@@ -91,7 +91,8 @@ def build_session(
     require_java()
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
     local = not submitted and (master is None or master.startswith("local"))
-    os.environ.setdefault("PYSPARK_PYTHON", local_worker_python() if local else sys.executable)
+    if "PYSPARK_PYTHON" not in os.environ:  # the launcher is made only when it is used
+        os.environ["PYSPARK_PYTHON"] = local_worker_python() if local else sys.executable
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     if master:

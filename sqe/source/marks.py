@@ -39,7 +39,7 @@ from sqe.source.config import SourceConfig
 from sqe.source.replay import pair_groups
 from state.hwm import HwmStore
 
-__all__ = ["Pair", "TaskMarks", "frame_marks"]
+__all__ = ["Pair", "TaskMarks", "frame_marks", "read_marks"]
 
 Pair = tuple[int, int]
 Fetch = Callable[[list[Pair]], Mapping[Pair, int]]
@@ -68,15 +68,10 @@ class TaskMarks:
         held: list[HwmStore] = []
 
         def fetch(pairs: list[Pair]) -> Mapping[Pair, int]:
-            try:
-                if not held:
-                    held.append(HwmStore.from_url(endpoint, str(cfg.hwm_consumer),
-                                                  cfg.stream.hwm_ttl))
-                return held[0].marks(pairs)
-            except redis.RedisError as exc:
-                raise SourceError(f"cannot read the high-water marks of consumer "
-                                  f"{cfg.hwm_consumer}: {endpoint.describe_error(exc)}"
-                                  ) from None
+            if not held:
+                held.append(HwmStore.from_url(endpoint, str(cfg.hwm_consumer),
+                                              cfg.stream.hwm_ttl))
+            return read_marks(held[0], pairs)
 
         def close() -> None:
             for store in held:
@@ -84,10 +79,11 @@ class TaskMarks:
 
         return cls(fetch, close)
 
-    def meet(self, pid: np.ndarray, part: np.ndarray, judged: np.ndarray) -> None:
-        """Read the marks of the pairs of the ``judged`` records not asked for yet (one round
-        trip, none when every pair was asked for already).  A loop over distinct pairs only."""
-        rows = np.flatnonzero(judged)
+    def meet(self, pid: np.ndarray, part: np.ndarray, named: np.ndarray) -> None:
+        """Read the marks of the pairs the ``named`` records (keys that decode) name and that
+        were not asked for yet (one round trip, none when every pair was asked for already).
+        A loop over distinct pairs only."""
+        rows = np.flatnonzero(named)
         if rows.size == 0:
             return
         pairs, _ = pair_groups(pid[rows], part[rows])
@@ -117,8 +113,14 @@ def frame_marks(rows: Any, store: HwmStore) -> dict[Pair, int]:
     round trip."""
     pairs = (rows.where(F.col("_pid").isNotNull())
              .select("_pid", "_source_partition").distinct().collect())
+    return read_marks(store, [(int(r[0]), int(r[1])) for r in pairs])
+
+
+def read_marks(store: HwmStore, pairs: Iterable[Pair]) -> dict[Pair, int]:
+    """``store.marks(pairs)``; a Redis error is one sentence naming the consumer and the
+    store (never its password)."""
     try:
-        return store.marks((int(r[0]), int(r[1])) for r in pairs)
+        return store.marks(pairs)
     except redis.RedisError as exc:
         raise SourceError(f"cannot read the high-water marks of consumer {store.consumer}: "
                           f"{store.describe_error(exc)}") from None
