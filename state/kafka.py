@@ -59,6 +59,7 @@ from sqe.config.kafka_client import (
     producer_conf,
     topic_partitions,
 )
+from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.faults import armed, fault_point
 from sqe.lang.expressions import Expression
@@ -222,6 +223,7 @@ def _producer_task(cfg: KafkaStateConfig) -> Any:
     """The function each Spark task runs: produce its rows, flush, yield the count written."""
 
     def produce(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        begin_task()
         conf = producer_conf(cfg.brokers, dict(cfg.extra))
         conf.setdefault("partitioner", "murmur2_random")
         sender = _sender(conf, f"Kafka state {cfg.topic}")

@@ -39,6 +39,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sqe.config.worker_task import begin_task
 from sqe.errors import StaleBatchError, StateError
 from sqe.faults import fault_point
 from sqe.wire.columns import field_column
@@ -123,6 +124,7 @@ def _csv_column(df: DataFrame, name: str) -> Column:
 
 
 def _csv_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    begin_task()
     out = io.BytesIO()
     rows = 0
     options = pcsv.WriteOptions(include_header=False)

@@ -39,6 +39,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sqe.config.redis_endpoint import RedisEndpoint
+from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.wire.columns import field_column
 from state.hwm import Stage
@@ -165,6 +166,7 @@ def _writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_secon
     """
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        begin_task()
         client = endpoint.connect()
         written = 0
         try:

@@ -41,6 +41,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sqe.config.redis_endpoint import RedisEndpoint
+from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.wire.columns import field_column
 from state.aggregate_layout import MERGE_SCRIPT, StateMode, encoded, stored_parts
@@ -180,6 +181,7 @@ def _read_task(endpoint: RedisEndpoint, name: str) -> Any:
     """Executors: the raw stored value of each entry (pipelined GET/HGET)."""
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        begin_task()
         client = endpoint.connect()
         try:
             for batch in batches:
@@ -203,6 +205,7 @@ def _merge_task(endpoint: RedisEndpoint, name: str, mode: str, batch_id: int,
     """Executors: entries merged by :data:`MERGE_SCRIPT`, many per call, calls pipelined."""
 
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        begin_task()
         client = endpoint.connect()
         script = client.register_script(MERGE_SCRIPT)
         applied = skipped = 0

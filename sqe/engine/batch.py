@@ -28,7 +28,6 @@ appended to the progress file and kept for the caller.
 
 from __future__ import annotations
 
-import difflib
 import logging
 import time
 from dataclasses import replace
@@ -54,12 +53,11 @@ from sqe.engine.bad_records import (
 )
 from sqe.engine.batch_report import BatchReport
 from sqe.engine.checkpoint import StreamCheckpoint
-from sqe.engine.pipeline import QueryStep, StreamPipeline
+from sqe.engine.pipeline import QueryStep, StreamPipeline, check_fields
 from sqe.engine.progress import ProgressLog
-from sqe.errors import SourceError, StaleBatchError, StateError, TopologyError
+from sqe.errors import SourceError, StaleBatchError, StateError
 from sqe.faults import fault_point
 from sqe.lang.compiler import analysis_error, compile_expression, compile_query
-from sqe.lang.references import query_references
 from sqe.lang.spark_functions import CompileContext
 from sqe.source.deserializers import Deserialized, deserialize
 from sqe.source.marks import frame_marks
@@ -100,6 +98,7 @@ class BatchProcessor:
         self.busy = False  # a batch is being processed
         self._fields_checked = False  # the JSON fields the queries read were looked for
         self._types: dict[str, str] | None = None  # the JSON fields of the batch being written
+        self._batch_id = 0  # the batch being processed, as the stores count it
 
     def __call__(self, rows: DataFrame, batch_id: int) -> None:
         self.busy = True
@@ -118,7 +117,7 @@ class BatchProcessor:
         return HwmStore.from_url(s.hwm_store, self.p.consumer, s.hwm_ttl)
 
     def _process(self, rows: DataFrame, spark_batch: int) -> None:
-        batch_id = self.base + spark_batch  # as the stores count it
+        batch_id = self._batch_id = self.base + spark_batch  # as the stores count it
         ck = self.checkpoint
         offsets = ck.end_offsets(spark_batch) if ck is not None else None
         report = BatchReport(self.p.stream.streamName, batch_id, filtering=self.p.filtering)
@@ -160,10 +159,16 @@ class BatchProcessor:
                                    "day")
         return refusal
 
+    def _name_jobs(self, frame: DataFrame, what: str) -> None:
+        """Name the Spark jobs started next (Spark's UI and event log show the name)."""
+        frame.sparkSession.sparkContext.setJobDescription(
+            f"sqe {self.p.consumer} batch {self._batch_id}: {what}")
+
     def _read(self, frame: DataFrame, store: HwmStore | None, report: BatchReport
-              ) -> tuple[DataFrame, dict[tuple[int, int], int]]:
-        """The batch's record rows (replays dropped), counted into ``report``, and the new
-        high-water marks of the (pid, partition) groups it holds."""
+              ) -> tuple[DataFrame, dict[tuple[int, int], int], int]:
+        """The batch's record rows (replays dropped), counted into ``report``, the new
+        high-water marks of the (pid, partition) groups it holds, and how many rows it holds."""
+        self._name_jobs(frame, "read, count and find the new high-water marks")
         if self.p.native and store is not None:
             rows = data_rows(frame)
             before = rows.count()
@@ -185,8 +190,9 @@ class BatchProcessor:
         groups = (frame.groupBy("_pid", "_source_partition")
                   .agg(F.count("_offset").alias("n"), F.max("_source_offset").alias("hi"),
                        *[F.sum(c).alias(c) for c in TALLY]).collect())
-        updates = {}
+        updates, kept = {}, 0
         for g in groups:
+            kept += g["n"]
             counts = Tally.from_row(g)
             report.source.add(counts)
             report.records_read += g["n"] + counts.replays_dropped + counts.keys_beyond_bound
@@ -195,22 +201,26 @@ class BatchProcessor:
                 report.unparseable_keys += g["n"]
             elif g["hi"] is not None:
                 updates[(g["_pid"], g["_source_partition"])] = g["hi"]
-        return frame, updates
+        return frame, updates, kept
 
     def _run(self, rows: DataFrame, batch: Batch, report: BatchReport) -> None:
         frame = rows.persist()
         try:
-            frame, updates = self._read(frame, batch.store, report)
+            frame, updates, kept = self._read(frame, batch.store, report)
+            # Replays only, or nothing: every later step runs on no rows, and a frame Spark
+            # knows to be empty starts no job over the batch's cache.
+            rows_of = frame if kept else frame.limit(0)
             excluded: list[BadRecord] = []
             for _ in range(_MAX_ATTEMPTS):  # once, unless records are dead-lettered
                 attempt = replace(batch, stages=[])
                 try:
-                    self._attempt(without(data_rows(frame), excluded), attempt, report)
+                    self._attempt(without(data_rows(rows_of), excluded), attempt, report,
+                                  empty=not kept)
                     break
                 except _Rejected as rejected:
                     bad = rejected.bad
                 except Exception as exc:
-                    bad = self._diagnose(exc, without(data_rows(frame), excluded), report)
+                    bad = self._diagnose(exc, without(data_rows(rows_of), excluded), report)
                 report.source.dead_letters += apply_policy(self.p.settings, bad)
                 excluded += bad
             else:
@@ -234,15 +244,18 @@ class BatchProcessor:
             frame.unpersist()
 
     def _frames(self, rows: DataFrame, report: BatchReport | None,
-                types: dict[str, str] | None = None) -> tuple[Deserialized, list[DataFrame]]:
+                types: dict[str, str] | None = None, empty: bool = False
+                ) -> tuple[Deserialized, list[DataFrame]]:
         """The batch's rows deserialized, and the frame each query's state is given (lazy).
-        ``types``: read JSON fields as these types (part of a batch read as the whole was)."""
+        ``types``: read JSON fields as these types (part of a batch read as the whole was);
+        ``empty``: ``rows`` is known to hold no row (no JSON field is looked for)."""
         stamped = rows.select(
             "*", F.lit(self.p.pid).cast("long").alias(CARRIED[0]),
             F.col("_partition").alias(CARRIED[1]), carried_offset().alias(CARRIED[2]))
         kind = "json" if self.p.fixed is not None else self.p.stream.deserializer
         declared = self.p.settings.declared_fields if self.p.fixed is None else None
-        des = deserialize(stamped, kind, self.p.wanted_fields, types or declared)
+        self._name_jobs(rows, f"deserialize ({kind})")
+        des = deserialize(stamped, kind, self.p.wanted_fields, types or declared, empty=empty)
         frames = {self.p.stream.streamName: des.frame}
         out = []
         for step in self.p.steps:
@@ -255,10 +268,12 @@ class BatchProcessor:
             out.append(self._with_columns(step, compiled.frame))
         return des, out
 
-    def _attempt(self, rows: DataFrame, batch: Batch, report: BatchReport) -> None:
-        """Deserialize, run the queries and write every state; commit the states' parts."""
+    def _attempt(self, rows: DataFrame, batch: Batch, report: BatchReport,
+                 empty: bool = False) -> None:
+        """Deserialize, run the queries and write every state; commit the states' parts.
+        ``empty``: ``rows`` is known to hold no row."""
         report.warnings.clear()
-        des, frames = self._frames(rows, report)
+        des, frames = self._frames(rows, report, empty=empty)
         if (self.p.fixed is None and self.p.stream.deserializer == "json"
                 and self.p.settings.declared_fields is None):
             self._check_fields(des)
@@ -323,6 +338,7 @@ class BatchProcessor:
         for step, frame in zip(self.p.steps, frames, strict=True):
             if step.sink is None:
                 continue
+            self._name_jobs(frame, f"evaluate for {step.sink.describe()}")
             try:
                 frame.write.format("noop").mode("overwrite").save()
                 rejects = step.sink.rejects(frame)
@@ -343,20 +359,7 @@ class BatchProcessor:
         if self._fields_checked or not des.present:
             return
         self._fields_checked = True
-        for step in self.p.steps:
-            if step.query.from_.objectName != self.p.stream.streamName:
-                continue
-            for ref in query_references(step.query):
-                if ref.name in des.missing:
-                    close = difflib.get_close_matches(ref.name, des.present, n=1, cutoff=0.6)
-                    hint = f"; did you mean {close[0]}?" if close else (
-                        f" (its records hold {', '.join(des.present[:12])})")
-                    raise TopologyError(
-                        f"{step.where} -> {' -> '.join(ref.place)}: no record of the first "
-                        f"batch of stream {self.p.stream.streamName} (topic "
-                        f"{self.p.stream.objectName}) has a field {ref.name}{hint}; the run "
-                        "stops before writing anything. Declare the stream's fields "
-                        "(jw.sqe.spout.fields) to allow a field that is often absent")
+        check_fields(self.p, des.present, des.missing)
 
     def _with_columns(self, step: QueryStep, frame: DataFrame) -> DataFrame:
         """``frame`` with the columns the step's state needs besides the fields."""
@@ -376,6 +379,7 @@ class BatchProcessor:
         sink = step.sink
         assert sink is not None
         name = step.query.insertInto.objectName
+        self._name_jobs(frame, f"write {sink.describe()}")
         sink.open(batch)
         if sink.holds():
             report.already_written.append(name)

@@ -8,10 +8,12 @@ stream), the pid stamped on what it writes (MurmurHash64A of topology + stream +
 its high-water marks (``<topology>.<stream>``), and every query that reads from
 it -- directly, or through intermediate streams without a ``stateName`` -- in
 file order, each with the :class:`~state.sink.Sink` of its state.
+:func:`check_fields` holds a JSON stream's first batch against the fields its queries read.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -24,7 +26,7 @@ from sqe.config.plan import TopologyPlan
 from sqe.config.views import StreamSettings
 from sqe.errors import SourceError, TopologyError
 from sqe.lang.compiler import aggregates_of
-from sqe.lang.references import query_fields
+from sqe.lang.references import query_fields, query_references
 from sqe.lang.topology import CreateStream, Query
 from sqe.source.config import SourceConfig
 from sqe.source.fixed import fixed_options
@@ -34,8 +36,8 @@ from state.hwm import HwmStore
 from state.registry import SINKS, sink_for, sink_problems
 from state.sink import Sink, SinkTarget
 
-__all__ = ["QueryStep", "StreamPipeline", "StreamStores", "build_pipelines", "sink_target",
-           "state_problems", "stream_stores"]
+__all__ = ["QueryStep", "StreamPipeline", "StreamStores", "build_pipelines", "check_fields",
+           "sink_target", "state_problems", "stream_stores"]
 
 T = TypeVar("T")
 
@@ -146,6 +148,28 @@ class StreamStores:
         self._hwm(lambda store: store.reset())
         for sink in self.sinks:
             sink.reset(self.consumer)
+
+
+def check_fields(pipeline: StreamPipeline, present: tuple[str, ...],
+                 missing: tuple[str, ...]) -> None:
+    """A :class:`TopologyError` naming the first field a query on the stream reads that is
+    ``missing`` from a batch whose JSON records hold the fields ``present``, with the closest
+    name (a misspelt field would otherwise be NULL in every row)."""
+    stream = pipeline.stream
+    for step in pipeline.steps:
+        if step.query.from_.objectName != stream.streamName:
+            continue
+        for ref in query_references(step.query):
+            if ref.name in missing:
+                close = difflib.get_close_matches(ref.name, present, n=1, cutoff=0.6)
+                hint = f"; did you mean {close[0]}?" if close else (
+                    f" (its records hold {', '.join(present[:12])})")
+                raise TopologyError(
+                    f"{step.where} -> {' -> '.join(ref.place)}: no record of the first batch "
+                    f"of stream {stream.streamName} (topic {stream.objectName}) has a field "
+                    f"{ref.name}{hint}; the run stops before writing anything. Declare the "
+                    "stream's fields (jw.sqe.spout.fields) to allow a field that is often "
+                    "absent")
 
 
 def sink_target(plan: TopologyPlan, query: Query) -> SinkTarget:

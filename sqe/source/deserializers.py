@@ -105,11 +105,15 @@ def _field(name: str, target: str) -> Column:
 
 
 def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
-                declared: Mapping[str, str | None] | None = None) -> Deserialized:
+                declared: Mapping[str, str | None] | None = None,
+                empty: bool = False) -> Deserialized:
     """The batch ``frame`` with the fields of deserializer ``kind`` (None means identity).
 
     ``declared`` (``jw.sqe.spout.fields``) are the only JSON fields extracted, each as its
     declared Spark type; a field declared without a type gets the type of this batch.
+    ``empty``: the caller knows ``frame`` holds no row, so no Spark job looks at it (the batch
+    then has no inferred field: the declared ones are extracted, a field without a declared
+    type as a string, and the wanted ones are NULL strings).
     """
     if kind in (None, "identity"):
         return Deserialized(frame, 0)
@@ -125,7 +129,7 @@ def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
     parsed = frame.withColumn(_JSON, F.when(is_object, value))
     undecodable = F.col("_value").isNotNull() & F.coalesce(~is_object, F.lit(True))
     infer = declared is None or None in declared.values()
-    row = parsed.agg(
+    row = None if empty else parsed.agg(
         F.schema_of_variant_agg(_JSON).alias("schema") if infer else F.lit("").alias("schema"),
         F.count_if(undecodable).alias("bad"),
     ).first()

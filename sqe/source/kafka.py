@@ -46,6 +46,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from sqe.config.kafka_client import error_text, topic_partitions
+from sqe.config.worker_task import begin_task
 from sqe.errors import SourceError
 from sqe.source.config import RangePartition, SourceConfig, parse_offsets
 from sqe.source.dead_letters import DeadLetters
@@ -214,6 +215,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBatch]:
     """The rows of one input partition as Arrow batches (:func:`sqe.source.rows.to_rows`:
     replays dropped, chunks skipped or decoded, messages post-filtered, as configured)."""
+    begin_task()
     consumer = cfg.consumer("reader")
     stream = cfg.stream
     marks = TaskMarks.from_store(cfg) if stream.filter_replays else None

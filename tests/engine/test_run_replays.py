@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
+import yaml
 
 from sqe.config.plan import plan_topology
+from sqe.engine.pipeline import stream_stores
 from sqe.engine.runner import run_topology
 from sqe.lang.topology import load_topology
 from sqe.wire.keys import StreamMetadata, kafka_secondary_id, pid_for
@@ -59,3 +63,71 @@ def test_sqe_replay_scenario(spark, kafka_bootstrap, kafka_topic, redis_url, tmp
     assert sum(r.records_read for r in reports) == 27
     assert sum(r.replays_dropped for r in reports) == 14
     assert sum(r.written.get(dest, 0) for r in reports) == 13
+
+
+def _jobs(spark, prefix: str) -> list[tuple[str, int]]:
+    """(description, tasks) of the Spark jobs whose description starts with ``prefix``."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    found = []
+    for i in range(jobs.size()):
+        job = jobs.apply(i)
+        text = job.description().get() if job.description().isDefined() else ""
+        if text.startswith(prefix):
+            found.append((text, job.numTasks()))
+    return found
+
+
+@pytest.mark.postgres
+def test_a_batch_of_replays_only_commits_everywhere_without_reading_its_rows_again(
+        spark, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
+    topic = kafka_topic(3, "enriched")
+    events = [(StreamMetadata(UPSTREAM_PID, i % 3, i // 3).to_bytes(),
+               json.dumps({"event_id": f"e{i}", "region": "EU"}).encode(), i % 3)
+              for i in range(9)]
+    produce(kafka_bootstrap, topic, events)
+    table = f"quiet_{tmp_path.name[-12:].replace('-', '_').lower()}"
+    commands = [
+        {"CreateStream": {"streamName": "In", "objectName": topic, "spoutName": "KAFKA",
+                          "deserializer": "json",
+                          "options": {"jw.sqe.spout.kafka.filterReplays": True,
+                                      "jw.sqe.spout.kafka.startingOffsets": "earliest"}}},
+        {"Query": {"insertInto": {"objectName": "quiet_log", "stateName": "REDIS",
+                                  "fields": ["region", "event_id", "at"],
+                                  "options": {"jw.sqe.state.redis.datatype": "HASH",
+                                              "jw.sqe.state.redis.keyname.fields": ["region"],
+                                              "jw.sqe.state.redis.fieldname.fields":
+                                                  ["event_id"]}},
+                   "select": {"expressions": ["region", "event_id", {"sql": "_offset"}]},
+                   "from": {"objectName": "In"}}},
+        {"Query": {"insertInto": {"objectName": table, "stateName": "POSTGRES",
+                                  "fields": ["event_id", "region"]},
+                   "select": {"expressions": ["event_id", "region"]},
+                   "from": {"objectName": "In"}}}]
+    path = tmp_path / "quiet.yaml"
+    path.write_text(yaml.safe_dump(commands))
+    url = urlsplit(redis_url)
+    conf = {"jw.sqe.spout.kafka.brokers": kafka_bootstrap,
+            "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url,
+            "jw.sqe.state.redis.host": url.hostname, "jw.sqe.state.redis.port": url.port,
+            "jw.sqe.state.redis.database": url.path.strip("/") or 0,
+            "jw.sqe.state.postgres.dsn": postgres_dsn}
+    plan = plan_topology(load_topology(path), conf=conf)
+
+    first = run_topology(plan, spark, "quiet", tmp_path / "ck", "once")
+    produce(kafka_bootstrap, topic, events)  # the same keys again: replays only
+    again = run_topology(plan, spark, "quiet", tmp_path / "ck", "once")
+
+    assert [r.written for r in first] == [{"quiet_log": 9, table: 9}]
+    [report] = again
+    assert (report.records_read, report.replays_dropped) == (9, 9)
+    assert report.written == {"quiet_log": 0, table: 0}
+    # Every store recorded the batch, as after any other batch.
+    stores = stream_stores(plan, "quiet", plan.topology.streams[0])
+    assert sorted(c.batch_id for c in stores.committed()) == [1, 1]
+    # The batch's rows were read once: no JSON inference, and the states were given a frame
+    # Spark knows to be empty (a job of one task, not one per input partition).
+    jobs = _jobs(spark, f"sqe quiet.In batch {report.batch_id}: ")
+    assert [text for text, _ in jobs if text.endswith("find the new high-water marks")], jobs
+    assert not [text for text, _ in jobs if "deserialize" in text], jobs
+    writes = [tasks for text, tasks in jobs if ": write " in text]
+    assert writes and max(writes) <= 2, jobs

@@ -248,15 +248,18 @@ def test_a_runtime_that_ends_inside_a_batch_lets_that_batch_finish(
     monkeypatch.setenv("SQE_FAULT_ACTION", "resume")
     monkeypatch.setenv("SQE_FAULT_MARKER", str(marker))
     reports: list = []
+    runtime = 20  # long enough for a cold session to start its first batch
     run = threading.Thread(target=lambda: reports.extend(run_topology(
         _plan(path, kafka_bootstrap, redis_url), spark, "late", tmp_path / "ck", "runtime",
-        runtime=1)))
+        runtime=runtime)))
+    begin = time.monotonic()
     run.start()
-    deadline = time.monotonic() + 120
+    deadline = begin + 120
     while not marker.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert marker.exists(), "the first batch never reached its commit"
-    time.sleep(3)  # well past the runtime: the batch is still being written
+    assert time.monotonic() < begin + runtime, "the first batch began after the runtime"
+    time.sleep(begin + runtime + 3 - time.monotonic())  # past the runtime: still being written
     marker.unlink()
     run.join(120)
     assert not run.is_alive()
