@@ -19,6 +19,9 @@ class ConsoleSink(Sink):
 
     state_name = "CONSOLE"
 
+    def write_empty(self, frame: DataFrame) -> int:
+        return 0  # nothing to print
+
     def write(self, frame: DataFrame) -> int:
         rows = frame.select(*[field_column(f) for f in self.target.fields]).collect()
         for row in rows:

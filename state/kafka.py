@@ -145,6 +145,9 @@ class KafkaSink(Sink):
     def write(self, frame: DataFrame) -> int:
         return write_kafka(frame, self.config)
 
+    def write_empty(self, frame: DataFrame) -> int:
+        return 0  # no record to send
+
 
 def _as_bytes(df: DataFrame, name: str) -> Column:
     dtype = df.schema[name].dataType

@@ -203,14 +203,16 @@ class _Transaction:
         return StateError(f"{self.where}: {error_text(exc)}; nothing of batch "
                           f"{self.batch.batch_id} was committed")
 
-    def copy(self, frame: DataFrame) -> int:
-        """COPY the rows in and record the batch id (not committed yet)."""
+    def copy(self, frame: DataFrame, empty: bool = False) -> int:
+        """COPY the rows in and record the batch id (not committed yet); ``empty``: the frame is
+        known to hold no row (the table is made if missing, and no Spark job runs)."""
         cfg = self.cfg
         try:
             with self.conn.cursor() as cur:
                 _ensure_table(cur, cfg, frame)
-                chunks = (frame.select(*[_csv_column(frame, f) for f in cfg.fields])
-                          .mapInArrow(_csv_task, "csv binary, rows long").collect())
+                chunks = [] if empty else (
+                    frame.select(*[_csv_column(frame, f) for f in cfg.fields])
+                    .mapInArrow(_csv_task, "csv binary, rows long").collect())
                 rows = sum(r["rows"] for r in chunks)
                 copy = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(
                     cfg.target, sql.SQL(", ").join(_ident(f) for f in cfg.fields))
@@ -299,6 +301,9 @@ class PostgresSink(Sink):
 
     def write(self, frame: DataFrame) -> int:
         return self._transaction.copy(frame)
+
+    def write_empty(self, frame: DataFrame) -> int:
+        return self._transaction.copy(frame, empty=True)
 
     def commit(self) -> None:
         self._transaction.commit()

@@ -138,6 +138,9 @@ class RedisSink(Sink):
             return write_redis(frame, self.config)
         return stage_redis(frame, self.config, self._store, self._stage.key)
 
+    def write_empty(self, frame: DataFrame) -> int:
+        return 0  # nothing to write or stage; commit stages nothing new
+
     def commit(self) -> None:
         if self._stage is not None:
             self.batch.stages.append(self._stage)

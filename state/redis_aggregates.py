@@ -112,6 +112,9 @@ class AggregateSink(Sink):
     def write(self, frame: DataFrame) -> int:
         return write_aggregates(frame, self.config, self.batch.batch_id)
 
+    def write_empty(self, frame: DataFrame) -> int:
+        return 0  # no group to merge; commit records the batch
+
     def _record(self, consumer: str) -> str:
         """The key of this state's commit record of ``consumer`` (:mod:`state.commits`)."""
         tag = consumer.replace("{", "(").replace("}", ")")

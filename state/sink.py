@@ -9,6 +9,7 @@ name, the query's fields and aggregates, the state's options).  For micro-batch
         ...
     else:
         rows = sink.write(frame)   # the query's rows (plus sink.columns()), from the executors
+                                   # (sink.write_empty(frame) when the batch has no row)
 
 and, once every query of the batch has written::
 
@@ -130,6 +131,12 @@ class Sink(ABC):
     @abstractmethod
     def write(self, frame: DataFrame) -> int:
         """Write the batch's rows; returns how many were written."""
+
+    def write_empty(self, frame: DataFrame) -> int:
+        """The batch has no row for this state (every record was a replay): do what
+        :meth:`write` does for no row, ideally without a Spark job.  ``frame`` has the
+        columns :meth:`write` would get and no row.  By default, :meth:`write` of it."""
+        return self.write(frame)
 
     def commit(self) -> None:
         """Make this state's part of the batch durable, or add it to ``batch.stages``.

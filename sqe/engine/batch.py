@@ -291,7 +291,7 @@ class BatchProcessor:
             for step, frame in zip(self.p.steps, frames, strict=True):
                 if step.sink is not None:
                     opened.append(step.sink)
-                    self._write(step, frame, batch, report)
+                    self._write(step, frame, batch, report, empty)
             for sink in opened:
                 sink.commit()
         finally:
@@ -375,7 +375,7 @@ class BatchProcessor:
         return frame
 
     def _write(self, step: QueryStep, frame: DataFrame, batch: Batch,
-               report: BatchReport) -> None:
+               report: BatchReport, empty: bool) -> None:
         sink = step.sink
         assert sink is not None
         name = step.query.insertInto.objectName
@@ -385,7 +385,7 @@ class BatchProcessor:
             report.already_written.append(name)
             report.written[name] = 0
             return
-        report.written[name] = sink.write(frame)
+        report.written[name] = sink.write_empty(frame) if empty else sink.write(frame)
 
     def _done(self, report: BatchReport) -> None:
         report.duration_s = max(0.0, time.time() - report.started)

@@ -124,10 +124,7 @@ def test_a_batch_of_replays_only_commits_everywhere_without_reading_its_rows_aga
     # Every store recorded the batch, as after any other batch.
     stores = stream_stores(plan, "quiet", plan.topology.streams[0])
     assert sorted(c.batch_id for c in stores.committed()) == [1, 1]
-    # The batch's rows were read once: no JSON inference, and the states were given a frame
-    # Spark knows to be empty (a job of one task, not one per input partition).
+    # The batch's rows were read once, and nothing else started a Spark job: no JSON
+    # inference, and each state recorded the batch without one (Sink.write_empty).
     jobs = _jobs(spark, f"sqe quiet.In batch {report.batch_id}: ")
-    assert [text for text, _ in jobs if text.endswith("find the new high-water marks")], jobs
-    assert not [text for text, _ in jobs if "deserialize" in text], jobs
-    writes = [tasks for text, tasks in jobs if ": write " in text]
-    assert writes and max(writes) <= 2, jobs
+    assert jobs and all(text.endswith("find the new high-water marks") for text, _ in jobs), jobs
