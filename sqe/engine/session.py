@@ -2,9 +2,9 @@
 
 Spark's Python workers must run the same interpreter as the driver, or
 they fail to import this package; :func:`build_session` sets
-``PYSPARK_PYTHON`` (and the driver's) to :data:`sys.executable` unless the
+``PYSPARK_PYTHON`` and ``PYSPARK_DRIVER_PYTHON`` to :data:`sys.executable` unless the
 user has set them (for a local master, through the launcher of
-:mod:`sqe.engine.worker_python`, which spares every worker compiling pyspark),
+:mod:`sqe.engine.worker_python`, which spares every Python process compiling pyspark),
 checks for Java 17+, and applies Spark conf from config files.  Local runs
 get a small, quiet default (2 shuffle partitions, UI off).
 """
@@ -29,7 +29,7 @@ from sqe.engine.prereq import require_java
 from sqe.engine.worker_python import local_worker_python
 from sqe.errors import OptionError
 
-__all__ = ["build_session", "quiet_failure_traces", "LOCAL_DEFAULTS", "REDACTION_DEFAULTS",
+__all__ = ["build_session", "python_env", "quiet_failure_traces", "LOCAL_DEFAULTS", "REDACTION_DEFAULTS",
            "FAILURE_LOGGERS", "PYTHON_FAILURE_LOGGERS"]
 
 #: Spark conf for a local session when nothing else is given.
@@ -73,6 +73,19 @@ def _log4j_options(level: str) -> str:
     return f"-Dlog4j2.configurationFile={path.as_uri()}"
 
 
+def python_env(local: bool, environ: Mapping[str, str]) -> dict[str, str]:
+    """The interpreter settings to add to ``environ``: ``PYSPARK_PYTHON`` (the executors'
+    Python workers) and ``PYSPARK_DRIVER_PYTHON`` (the Python processes the driver's JVM starts:
+    the lookup of installed data sources, the streaming source's planner), each unless set.
+    For a local master both run the launcher of :mod:`sqe.engine.worker_python` (made only
+    when used), elsewhere this interpreter."""
+    names = [n for n in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON") if n not in environ]
+    if not names:
+        return {}
+    python = local_worker_python() if local else sys.executable
+    return {name: python for name in names}
+
+
 def build_session(
     app_name: str = "sqe",
     conf: Mapping[str, str] | None = None,
@@ -91,9 +104,7 @@ def build_session(
     require_java()
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
     local = not submitted and (master is None or master.startswith("local"))
-    if "PYSPARK_PYTHON" not in os.environ:  # the launcher is made only when it is used
-        os.environ["PYSPARK_PYTHON"] = local_worker_python() if local else sys.executable
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.update(python_env(local, os.environ))
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)

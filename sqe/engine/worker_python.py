@@ -11,7 +11,10 @@ the installed ``pyspark`` package next to it, whose bytecode is cached.
 :func:`local_worker_python` makes a small launcher that puts a directory holding
 only ``pyspark`` and ``py4j`` (links to the installed packages) ahead of the zips
 and runs :data:`sys.executable`; nothing else of the worker's path changes.  The
-runner uses it for a local master when ``PYSPARK_PYTHON`` is not set.  On a
+runner uses it for a local master as ``PYSPARK_PYTHON`` (the workers) and
+``PYSPARK_DRIVER_PYTHON`` (the Python processes the driver's JVM starts: the lookup of
+installed data sources, about 0.5 s less per run, and the streaming source's planner),
+each when not set.  On a
 cluster the workers run on other machines, where this launcher does not exist:
 it is never used there.
 """

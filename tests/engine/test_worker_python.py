@@ -1,4 +1,4 @@
-"""The launcher of Spark's local Python workers (sqe.engine.worker_python), run for real."""
+"""The launcher of Spark's local Python processes (sqe.engine.worker_python), run for real."""
 
 from __future__ import annotations
 
@@ -24,3 +24,15 @@ def test_the_launcher_imports_the_installed_pyspark_ahead_of_sparks_zip():
     assert executable == sys.executable
     assert Path(spark_file).resolve() == Path(pyspark.__file__).resolve()
     assert ".zip" not in spark_file and ".zip" not in py4j_file
+
+
+def test_a_local_session_runs_every_python_process_through_the_launcher_unless_told():
+    from sqe.engine.session import python_env
+
+    launcher = local_worker_python()
+    assert python_env(True, {}) == {"PYSPARK_PYTHON": launcher,
+                                    "PYSPARK_DRIVER_PYTHON": launcher}
+    assert python_env(False, {}) == {"PYSPARK_PYTHON": sys.executable,
+                                     "PYSPARK_DRIVER_PYTHON": sys.executable}
+    assert python_env(True, {"PYSPARK_PYTHON": "/opt/py"}) == {"PYSPARK_DRIVER_PYTHON": launcher}
+    assert python_env(True, {"PYSPARK_PYTHON": "/a", "PYSPARK_DRIVER_PYTHON": "/b"}) == {}
