@@ -26,6 +26,10 @@ def test_readme_options_table_is_the_registry(capsys):
         "README.md's options table differs from `sqe options --markdown`; paste its output "
         f"between the markers.\nmissing: {missing}\nstale: {stale}")
     assert documented == generated  # same order too
+    # Every row has the header's four columns: a | inside a cell (an enum) is escaped.
+    for line in generated.splitlines():
+        cells = re.split(r"(?<!\\)\|", line.strip())[1:-1]
+        assert len(cells) == 4, f"options table row with {len(cells)} columns: {line}"
 
 
 def test_readme_names_only_existing_commands_and_files(capsys):

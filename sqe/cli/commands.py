@@ -257,6 +257,12 @@ def _settings(args: argparse.Namespace) -> Settings:
     return settings.overlay(parse_conf_pairs(args.conf), "--conf")
 
 
+def _table_row(*cells: str) -> str:
+    """One row of a Markdown table; a ``|`` inside a cell (``python | native``) is escaped, so
+    it does not start a new column."""
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
 def options(args: argparse.Namespace) -> int:
     """``sqe options``: the registry, or the values --config and --conf set."""
     if args.show:
@@ -273,9 +279,9 @@ def options(args: argparse.Namespace) -> int:
         print("| --- | --- | --- | --- |")
         for o in options:
             doc = o.doc + (f" *Ignored on Spark: {o.ignored}.*" if o.ignored else "")
-            print(f"| `{o.key}` | {o.type_name} | `{o.default_text}` | {doc} |")
+            print(_table_row(f"`{o.key}`", o.type_name, f"`{o.default_text}`", doc))
         for key, why in RETIRED.items():
-            print(f"| `{key}` | retired | - | {why[0].upper() + why[1:]}. |")
+            print(_table_row(f"`{key}`", "retired", "-", f"{why[0].upper() + why[1:]}."))
         return 0
     width = max(len(o.key) for o in options)
     for o in options:
