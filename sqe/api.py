@@ -100,8 +100,13 @@ class RunResult:
 
     @property
     def rows_written(self) -> int:
-        """Rows written to every state."""
+        """Rows written to every state (aggregate entries merged not counted)."""
         return sum(r.rows_written for r in self.reports)
+
+    @property
+    def entries_merged(self) -> int:
+        """Aggregate entries merged into the aggregating Redis states."""
+        return sum(r.entries_merged for r in self.reports)
 
 
 def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),

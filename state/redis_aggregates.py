@@ -80,6 +80,7 @@ class AggregateSink(Sink):
     """A Redis state of an aggregating query: entries merged with the batch id."""
 
     state_name = "REDIS"
+    merges = True  # write counts the entries it merged, not rows
 
     def __init__(self, target: SinkTarget) -> None:
         super().__init__(target)

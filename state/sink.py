@@ -83,6 +83,8 @@ class Sink(ABC):
 
     #: The ``stateName`` of the sinks of this class.
     state_name: ClassVar[str]
+    #: What :meth:`write` counts: rows written, or (``True``) aggregate entries merged.
+    merges: ClassVar[bool] = False
 
     def __init__(self, target: SinkTarget) -> None:
         self.target = target

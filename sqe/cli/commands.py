@@ -96,8 +96,11 @@ def run(args: argparse.Namespace) -> int:
         located = text if f"{topology.path}: " in text else f"{topology.path}: {text}"
         print(f"error: {located}", file=sys.stderr)
         return 1
+    merged = (f", {result.entries_merged} aggregate entries merged"
+              if any(r.merged for r in result.reports) else "")
     print(f"{result.topology}: {len(result.reports)} batch(es), {result.records_read} records "
-          f"read, {result.replays_dropped} replays dropped, {result.rows_written} rows written")
+          f"read, {result.replays_dropped} replays dropped, {result.rows_written} rows "
+          f"written{merged}")
     print(f"progress of every batch: sqe report {result.checkpoint}")
     return 0
 

@@ -125,13 +125,14 @@ def summary_table(progress: Sequence[Progress]) -> str:
     summaries = summarize(progress)
     totals = [s.totals for s in summaries]
     states = sorted({state for t in totals for state in t.written})
+    merged = {state for t in totals for state in t.merged}  # aggregate entries, not rows
     rows: list[tuple[str, list[str]]] = [
         ("runs", [_count(s.runs) for s in summaries]),
         ("batches", [_count(s.batches) + (f" (+{s.skipped_batches} skipped)"
                                           if s.skipped_batches else "") for s in summaries]),
         ("records in", [_count(t.records_read) for t in totals]),
         ("replays dropped", [_count(t.replays_dropped) for t in totals]),
-        *[(f"rows written to {state}",
+        *[(f"{'entries merged into' if state in merged else 'rows written to'} {state}",
            [_count(t.written[state]) if state in t.written else "-" for t in totals])
           for state in states],
         ("chunks read", [_count(t.source.chunks_read) for t in totals]),

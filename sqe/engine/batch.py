@@ -380,6 +380,8 @@ class BatchProcessor:
         assert sink is not None
         name = step.query.insertInto.objectName
         self._name_jobs(frame, f"write {sink.describe()}")
+        if sink.merges:
+            report.merged.append(name)
         sink.open(batch)
         if sink.holds():
             report.already_written.append(name)

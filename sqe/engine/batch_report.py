@@ -43,6 +43,8 @@ class BatchReport:
     unparseable_keys: int = field(default=0, metadata=_COUNTER)
     unparseable_values: int = field(default=0, metadata=_COUNTER)
     written: dict[str, int] = field(default_factory=dict, metadata=_COUNTER)  # rows per state
+    #: the states of ``written`` whose count is aggregate entries merged, not rows
+    merged: list[str] = field(default_factory=list, metadata=_OPTIONAL)
     skipped: bool = False  # committed already: Spark re-ran a finished batch, nothing was done
     filtering: bool = field(default=False, metadata=_OPTIONAL)  # the stream filters replays
     already_written: list[str] = field(default_factory=list, metadata=_OPTIONAL)
@@ -53,8 +55,13 @@ class BatchReport:
 
     @property
     def rows_written(self) -> int:
-        """Rows written to every state."""
-        return sum(self.written.values())
+        """Rows written to every state (aggregate entries merged not counted)."""
+        return sum(n for k, n in self.written.items() if k not in self.merged)
+
+    @property
+    def entries_merged(self) -> int:
+        """Aggregate entries merged into every aggregating state."""
+        return sum(n for k, n in self.written.items() if k in self.merged)
 
     def rate(self) -> float | None:
         """Records read per second of this batch (None before it is done)."""
@@ -73,6 +80,7 @@ class BatchReport:
                 mine.add(theirs)
             else:
                 setattr(self, f.name, mine + theirs)
+        self.merged += [k for k in other.merged if k not in self.merged]
 
     def to_json(self) -> dict[str, Any]:
         """Every field, the source's counters as a map."""
@@ -101,6 +109,7 @@ class BatchReport:
             return (f"{self.stream} batch {self.batch_id}: already committed to the HWM store, "
                     "skipped")
         outs = ", ".join(f"{k} held this batch already" if k in self.already_written
+                         else f"{n} entries merged into {k}" if k in self.merged
                          else f"{n} to {k}" for k, n in self.written.items()) or "no state written"
         replays = (f"{self.replays_dropped} replays dropped, {self.unparseable_keys} records "
                    "with keys that cannot be judged passed through, " if self.filtering else "")

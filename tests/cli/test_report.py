@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sqe.cli.main import main
+from sqe.cli.report import summary_table
 from sqe.config.plan import plan_topology
 from sqe.engine.batch_report import BatchReport
 from sqe.engine.progress import PROGRESS_FILE, ProgressError, ProgressLog, read_progress
@@ -106,6 +107,23 @@ def test_plot_without_matplotlib_says_how_to_install_it(tmp_path, capsys, monkey
     out = capsys.readouterr()
     assert out.out == "" and not (tmp_path / "p.png").exists()
     assert out.err.count("\n") == 1 and "pip install 'sqe-spark[plot]'" in out.err
+
+
+def test_aggregate_entries_merged_are_counted_apart_from_rows(tmp_path):
+    a = BatchReport("S", 0, records_read=10, written={"out": 10, "totals": 3}, merged=["totals"])
+    b = BatchReport("S", 1, records_read=4, written={"out": 4, "totals": 2}, merged=["totals"])
+    assert (a.rows_written, a.entries_merged) == (10, 3)
+    assert "3 entries merged into totals" in a.line() and "10 to out" in a.line()
+    total = BatchReport("S", 0)
+    total.add(a)
+    total.add(b)
+    assert (total.rows_written, total.entries_merged, total.merged) == (14, 5, ["totals"])
+    path = tmp_path / PROGRESS_FILE
+    _log(path, a, b)
+    table = {cells[0]: cells[1:] for cells in (re.split(r"\s{2,}", line.strip()) for line in
+                                                summary_table([read_progress(path)])
+                                                .splitlines())}
+    assert table["entries merged into totals"] == ["5"] and table["rows written to out"] == ["14"]
 
 
 def test_the_batch_line_has_the_rate():

@@ -97,6 +97,8 @@ def test_replayed_partial_aggregates_are_dropped_and_totals_are_exact(
 
     reports = run(totals, "totals", "ck-t")
     assert sum(r.replays_dropped for r in reports) == len(written) // 2
+    assert all(r.merged for r in reports if r.written)  # entries merged, not rows written
+    assert sum(r.rows_written for r in reports) == 0 < sum(r.entries_merged for r in reports)
     client = redis.Redis.from_url(url, decode_responses=True)
     got = {region: json.loads(client.get(f"Totals:{region}:total"))[2] for region in expected}
     assert got == dict(expected)

@@ -173,6 +173,6 @@ def test_killed_between_the_merge_and_the_spark_commit_totals_stay_exact(redis_u
 
     again = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr
-    assert "batch 0" in again.stderr and "0 to TestComplexQuery" in again.stderr
+    assert "batch 0" in again.stderr and "0 entries merged into TestComplexQuery" in again.stderr
     assert client.hgetall("TestComplexQuery:2015-05-01") == merged  # re-run: nothing added
     assert base64.b64decode(json.loads(merged["Account2:UserHllBitmap"])[2])
