@@ -380,11 +380,12 @@ class BatchProcessor:
         assert sink is not None
         name = step.query.insertInto.objectName
         self._name_jobs(frame, f"write {sink.describe()}")
-        if sink.merges:
+        if sink.merges and name not in report.merged:  # once, however often the batch is tried
             report.merged.append(name)
         sink.open(batch)
         if sink.holds():
-            report.already_written.append(name)
+            if name not in report.already_written:
+                report.already_written.append(name)
             report.written[name] = 0
             return
         report.written[name] = sink.write_empty(frame) if empty else sink.write(frame)
