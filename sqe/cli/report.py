@@ -7,8 +7,9 @@ written per state, Bloom chunks read and skipped, bytes decoded, total and media
 batch duration and records per second.  :func:`summary_table` prints them as a
 table (a column per stream), :func:`summary_json` as JSON, and :func:`plot`
 draws per-batch records in, replays dropped, Bloom chunks skipped and batch
-duration as four panels sharing the batch axis, one line per stream, with
-matplotlib's Agg backend (the optional ``plot`` extra).
+duration as four panels sharing the batch axis (the :func:`figure`), one line per
+stream, or labelled bars for a stream of fewer than :data:`FEW_BATCHES` batches,
+with matplotlib's Agg backend (the optional ``plot`` extra).
 """
 
 from __future__ import annotations
@@ -20,14 +21,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqe.engine.batch_report import BatchReport
 from sqe.engine.progress import PROGRESS_FILE, Progress, ProgressEntry, read_progress
 from sqe.errors import PrerequisiteError, SqeError
 
-__all__ = ["NO_MATPLOTLIB", "ReportError", "StreamSummary", "load", "plot", "progress_file_of",
-           "summarize", "summary_json", "summary_table", "write_json"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["FEW_BATCHES", "NO_MATPLOTLIB", "ReportError", "StreamSummary", "figure", "load", "plot",
+           "progress_file_of", "summarize", "summary_json", "summary_table", "write_json"]
 
 #: What ``--plot`` says when matplotlib is not installed.
 NO_MATPLOTLIB = ("sqe report --plot needs matplotlib, which is not installed; install it with "
@@ -180,13 +184,25 @@ def _series(progress: Sequence[Progress]) -> dict[str, list[BatchReport]]:
     return {k: sorted(v, key=lambda r: (r.batch_id, r.started)) for k, v in out.items()}
 
 
-def plot(progress: Sequence[Progress], out: str | os.PathLike[str]) -> Path:
-    """Draw the per-batch panels into the PNG ``out``; raises :class:`PrerequisiteError` with
-    :data:`NO_MATPLOTLIB` when matplotlib is not installed."""
+#: A stream with fewer batches than this is drawn as bars labelled with their values, not as a
+#: line: one or two points of a line read as nothing.
+FEW_BATCHES = 3
+
+
+def _label(value: float, count: bool) -> str:
+    return _count(int(value)) if count else f"{value:.2f}"
+
+
+def figure(progress: Sequence[Progress]) -> Figure:
+    """The per-batch panels as a matplotlib figure (Agg canvas), as :func:`plot` saves it.
+
+    A stream with at least :data:`FEW_BATCHES` batches is a line with a dot per batch; one with
+    fewer is a bar per batch, beside the bars of the other such streams, with its value written
+    above it.  The batch axis has integer ticks only."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
-        from matplotlib.ticker import MaxNLocator
+        from matplotlib.ticker import FixedLocator, MaxNLocator
     except ImportError:
         raise PrerequisiteError(NO_MATPLOTLIB) from None
     panels = [  # title, y label, value of a batch, whether the value is a count
@@ -196,31 +212,50 @@ def plot(progress: Sequence[Progress], out: str | os.PathLike[str]) -> Path:
         ("Batch duration", "seconds", lambda e: e.duration_s, False),
     ]
     series = _series(progress)
+    few = [name for name, entries in series.items() if len(entries) < FEW_BATCHES]
+    width = min(0.8 / len(few), 0.35) if few else 0.0  # of a bar; a group of bars is <= 0.8
     fig = Figure(figsize=(8, 9), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(panels), 1, sharex=True)
     for ax, (title, unit, value, count) in zip(axes, panels, strict=True):
         top = 0.0
-        for name, entries in series.items():
+        for i, (name, entries) in enumerate(series.items()):
+            color = f"C{i % 10}"
+            ids = [e.batch_id for e in entries]
             values = [value(e) for e in entries]
             top = max(top, *values)
-            ax.plot([e.batch_id for e in entries], values, marker="o", markersize=4,
-                    linewidth=1.2, label=name)
+            if name in few:
+                shift = (few.index(name) - (len(few) - 1) / 2) * width
+                bars = ax.bar([b + shift for b in ids], values, width=width, color=color,
+                              alpha=0.85, label=name, zorder=2)
+                ax.bar_label(bars, labels=[_label(v, count) for v in values], padding=2,
+                             fontsize=8)
+            else:
+                ax.plot(ids, values, marker="o", markersize=4, linewidth=1.2, color=color,
+                        label=name, zorder=3)
         ax.set_title(title, fontsize=10)
         ax.set_ylabel(unit)
         if count:
             ax.yaxis.set_major_locator(MaxNLocator(nbins=5, integer=True, min_n_ticks=1))
-        ax.set_ylim(0, top * 1.08 if top > 0 else 1)
-        ax.grid(True, alpha=0.3)
-    ids = [e.batch_id for entries in series.values() for e in entries]
+        ax.set_ylim(0, top * (1.18 if few else 1.08) if top > 0 else 1)  # room for the labels
+        ax.grid(True, alpha=0.3, zorder=0)
+    ids = sorted({e.batch_id for entries in series.values() for e in entries})
     if ids:
         ax = axes[-1]
-        ax.set_xlim(min(ids) - 0.5, max(ids) + 0.5)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+        ax.set_xlim(ids[0] - 0.5, ids[-1] + 0.5)
+        ax.xaxis.set_major_locator(FixedLocator(ids) if len(ids) <= 12
+                                   else MaxNLocator(integer=True, min_n_ticks=1))
     axes[-1].set_xlabel("batch id")
     if series:
         axes[0].legend(fontsize=8, loc="best")
     fig.suptitle("sqe report: " + ", ".join(str(p.path.parent.name or p.path) for p in progress))
+    return fig
+
+
+def plot(progress: Sequence[Progress], out: str | os.PathLike[str]) -> Path:
+    """Draw :func:`figure` into the PNG ``out``; raises :class:`PrerequisiteError` with
+    :data:`NO_MATPLOTLIB` when matplotlib is not installed."""
+    fig = figure(progress)
     path = Path(out)
     try:
         fig.savefig(path, format="png")

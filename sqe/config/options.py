@@ -108,6 +108,25 @@ def _parse_structured(text: str) -> Any:
         raise ValueError(f"{exc.problem}, at {at} of the value") from None
 
 
+def _what(value: Any) -> str:
+    """What a YAML/JSON value is, in a message: ``a map``, ``a number``, ``null``, ..."""
+    if value is None:
+        return "null"
+    names = {dict: "a map", list: "a list", tuple: "a list", str: "a string", bool: "a boolean",
+             int: "a number", float: "a number"}
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
+def _bad_item(items: list[Any] | tuple[Any, ...], ok: type | tuple[type, ...],
+              noun: str = "item") -> str:
+    """``; item 2 is a map``: the first item of ``items`` that is not ``ok``, numbered from 1
+    as everywhere in messages (empty when every item is)."""
+    for n, item in enumerate(items, start=1):
+        if not isinstance(item, ok):
+            return f"; {noun} {n} is {_what(item)}"
+    return ""
+
+
 def _coerce(option: Option, value: Any) -> Any:
     kind = option.kind
     if kind == "bool":
@@ -151,13 +170,15 @@ def _coerce(option: Option, value: Any) -> Any:
             value = _parse_structured(text) if text.startswith("[") else text.split(",")
         if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             return [v.strip() for v in value if v.strip()]
-        raise ValueError("expected a list of strings or a comma-separated string")
+        raise ValueError("expected a list of strings or a comma-separated string"
+                         + (_bad_item(value, str) if isinstance(value, (list, tuple)) else ""))
     if kind == "rows":
         if isinstance(value, str):
             value = _parse_structured(value)
         if isinstance(value, (list, tuple)) and all(isinstance(r, (list, tuple)) for r in value):
             return [list(r) for r in value]
-        raise ValueError("expected a list of rows, each a list of values")
+        raise ValueError("expected a list of rows, each a list of values" + (
+            _bad_item(value, (list, tuple), "row") if isinstance(value, (list, tuple)) else ""))
     if kind == "fields":
         return _fields(value)
     if kind == "property":
@@ -187,7 +208,8 @@ def _fields(value: Any) -> dict[str, str | None]:
             and all(v is None or isinstance(v, str) for v in value.values()):
         return {k.strip(): v.strip() if v else None for k, v in value.items()}
     raise ValueError("expected a map of field name: Spark SQL type (e.g. {id: string, "
-                     "amount: bigint}) or a list of field names")
+                     "amount: bigint}) or a list of field names"
+                     + (_bad_item(value, str) if isinstance(value, (list, tuple)) else ""))
 
 
 def coerce(option: Option, value: Any, origin: str) -> Any:

@@ -50,7 +50,8 @@ __all__ = ["CompiledQuery", "aggregates_of", "analysis_error", "compile_expressi
 
 def compile_expression(expr: Expression, where: str = "expression",
                        ctx: CompileContext | None = None) -> Column:
-    """The Spark Column of an SQE expression; a bad argument is a TopologyError."""
+    """The Spark Column of an SQE expression; a bad argument is a TopologyError located as
+    validation locates it (``where -> if -> argument 2 -> rounddate -> argument 3``)."""
     ctx = ctx or CompileContext()
     if isinstance(expr, Field):
         return field_column(expr.name)
@@ -60,7 +61,8 @@ def compile_expression(expr: Expression, where: str = "expression",
         return F.expr(expr.text)
     if isinstance(expr, Function):
         here = f"{where} -> {expr.name}"
-        args = [compile_expression(a, here, ctx) for a in expr.args]
+        args = [compile_expression(a, f"{here} -> argument {i + 1}", ctx)
+                for i, a in enumerate(expr.args)]
         return translate(expr.name, list(expr.args), args, ctx, where)
     raise TypeError(f"not an expression: {expr!r}")
 
@@ -89,10 +91,18 @@ class CompiledQuery:
         return counts
 
 
+def _place(i: int, expr: Expression) -> str:
+    """Where select expression ``i`` (0-based) is, as messages say it (numbered from 1); for an
+    aggregation, its first argument (what is compiled row by row)."""
+    here = f"select -> expression {i + 1}"
+    return f"{here} -> {expr.name} -> argument 1" if isinstance(expr, Function) \
+        and is_aggregate(expr) else here
+
+
 def _select(query: Query, frame: DataFrame, where: str, ctx: CompileContext,
-            exprs: list[tuple[int, Expression, str]]) -> list[Column]:
-    cols = [compile_expression(e, f"{where} -> select -> expression {i + 1}", ctx).alias(name)
-            for i, e, name in exprs]
+            exprs: list[tuple[str, Expression, str]]) -> list[Column]:
+    cols = [compile_expression(e, f"{where} -> {place}", ctx).alias(name)
+            for place, e, name in exprs]
     if ctx.generators > 1:
         raise TopologyError(f"{where} -> select: ExpandKeys/ExpandValues may appear once in a "
                             f"select (Spark allows one generator per select), found "
@@ -128,7 +138,7 @@ def _located(query: Query, frame: DataFrame, where: str, exc: AnalysisException
     """The expression of ``query`` Spark cannot analyse, found by trying each on its own (only
     when the query failed, so a good query pays nothing for it)."""
     parts: list[tuple[str, Expression]] = [
-        (f"select -> expression {i + 1}", e.args[0] if is_aggregate(e) and e.args else e)
+        (_place(i, e), e.args[0] if isinstance(e, Function) and is_aggregate(e) else e)
         for i, e in enumerate(query.select.expressions)]
     if query.where is not None:
         parts.insert(0, ("where", query.where))
@@ -153,16 +163,15 @@ def _compile_query(query: Query, frame: DataFrame, where: str) -> CompiledQuery:
     carried = [c for c in CARRIED if c in frame.columns and c not in chosen]
     numbered = list(enumerate(zip(query.select.expressions, query.insertInto.fields,
                                   strict=True)))
-    plain = [(i, e, n) for i, (e, n) in numbered if not is_aggregate(e)]
-    aggs = [(i, e, n) for i, (e, n) in numbered if is_aggregate(e)]
+    plain = [(_place(i, e), e, n) for i, (e, n) in numbered if not is_aggregate(e)]
+    aggs = [(i, e, n) for i, (e, n) in numbered if isinstance(e, Function) and is_aggregate(e)]
     ctx = CompileContext(frame)
     if not aggs:
         out = frame.select(*_select(query, frame, where, ctx, plain), *carried)
         warnings += [(frame, n, c) for n, c in ctx.warnings]
         return CompiledQuery(out, {}, warnings)
     # 1. the plain expressions and the aggregates' inputs, row by row
-    inputs: list[tuple[int, Expression, str]] = [(i, e.args[0], f"_sqe_agg{i}")
-                                                 for i, e, _ in aggs]
+    inputs = [(_place(i, e), e.args[0], f"_sqe_agg{i}") for i, e, _ in aggs]
     rows = frame.select(*_select(query, frame, where, ctx, plain + inputs), *carried)
     warnings += [(frame, n, c) for n, c in ctx.warnings]
     local = query.insertInto.stateName == "KAFKA" and len(carried) == len(CARRIED)
@@ -174,7 +183,9 @@ def _compile_query(query: Query, frame: DataFrame, where: str) -> CompiledQuery:
     actx = CompileContext(rows)
     measures = [translate(e.name, [Field(f"_sqe_agg{i}"), *e.args[1:]],
                           [field_column(f"_sqe_agg{i}"),
-                           *[compile_expression(a, where) for a in e.args[1:]]],
+                           *[compile_expression(a, f"{where} -> select -> expression {i + 1} -> "
+                                                   f"{e.name} -> argument {j + 2}")
+                             for j, a in enumerate(e.args[1:])]],
                           actx, f"{where} -> select -> expression {i + 1}").alias(name)
                 for i, e, name in aggs]
     keys: list[Any] = [field_column(n) for _, _, n in plain]

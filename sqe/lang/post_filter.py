@@ -102,11 +102,14 @@ _BUILDERS: dict[str, Callable[..., Node]] = {
 FILTER_FUNCTIONS = (*_BUILDERS, "in", "rlike")
 
 
-def _constants(args: Sequence[Expression], where: str, what: str) -> list[None | bool | int | float | str]:
+def _constants(args: Sequence[Expression], where: str, what: str
+               ) -> list[None | bool | int | float | str]:
+    """The values of a call's arguments after the first, each of which must be a constant
+    (the first that is not is named by its number, from 1, as everywhere in messages)."""
     values: list[None | bool | int | float | str] = []
-    for a in args:
+    for n, a in enumerate(args[1:], start=2):
         if not isinstance(a, Constant):
-            raise TopologyError(f"{where}: {what} must be constants in a post-filter")
+            raise TopologyError(f"{where} -> argument {n}: {what} in a post-filter")
         values.append(a.value)
     return values
 
@@ -126,23 +129,27 @@ def compile_filter(expr: Expression, columns: Sequence[str], where: str = "postF
                             f"{', '.join(FILTER_FUNCTIONS)}")
     if isinstance(expr, Function):
         here = f"{where} -> {expr.name}"
+
+        def arg(i: int) -> Node:  # argument i (0-based), located as validation locates it
+            return compile_filter(expr.args[i], columns, f"{here} -> argument {i + 1}")
+
         if expr.name == "in":
-            values = _constants(expr.args[1:], here, "the values after the first")
+            values = _constants(expr.args, here, "the values after the first must be constants")
             kind = _kind(expr.args[0])
             kept = [v for a, v in zip(expr.args[1:], values, strict=True)
                     if v is not None and _may_equal(kind, _kind(a))]
-            value = compile_filter(expr.args[0], columns, here)
+            value = arg(0)  # checked even when no value is kept
             return value.isin(pa.array(kept)) if kept else pc.scalar(False)
         if expr.name == "rlike":
-            (pattern,) = _constants(expr.args[1:], here, "the pattern")
-            return _call("match_substring_regex", compile_filter(expr.args[0], columns, here),
+            (pattern,) = _constants(expr.args, here, "the pattern must be a constant")
+            return _call("match_substring_regex", arg(0),
                          options=pc.MatchSubstringOptions(whole_match(str(pattern))))
         if expr.name == "=" and not _may_equal(*map(_kind, expr.args)):
-            a, b = (compile_filter(x, columns, here) for x in expr.args)
+            a, b = arg(0), arg(1)
             return a.is_null() & b.is_null()  # SQE: Integer.equals(String) is false
         build = _BUILDERS.get(expr.name)
         if build is None:
             raise TopologyError(f"{where}: function {expr.name} cannot run in a post-filter; "
                                 f"it may call {', '.join(FILTER_FUNCTIONS)}")
-        return build(*[compile_filter(a, columns, here) for a in expr.args])
+        return build(*[arg(i) for i in range(len(expr.args))])
     raise TypeError(f"not an expression: {expr!r}")

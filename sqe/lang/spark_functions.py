@@ -119,6 +119,11 @@ class CompileContext:
         return self.dtype(col)
 
 
+def _arg(here: str, n: int) -> str:
+    """Argument ``n`` (numbered from 1, as everywhere in messages) of the call at ``here``."""
+    return f"{here} -> argument {n}"
+
+
 def _constant(expr: Expression, where: str, what: str) -> Any:
     if not isinstance(expr, Constant):
         raise TopologyError(f"{where}: {what} must be a constant")
@@ -157,9 +162,9 @@ def _as_map(ctx: CompileContext, m: Column) -> Column:
 def _hash(ctx: CompileContext, args: list[Expression], cols: list[Column], here: str
           ) -> Column:
     if len(args) == 2:
-        algorithm = str(_constant(args[0], here, "the algorithm"))
+        algorithm = str(_constant(args[0], _arg(here, 1), "the algorithm"))
         if algorithm.lower() != "murmur2":
-            raise TopologyError(f"{here}: algorithm {algorithm!r} is not supported; "
+            raise TopologyError(f"{_arg(here, 1)}: algorithm {algorithm!r} is not supported; "
                                 "SQE's Hash knows murmur2")
     value = cols[-1]
     if not isinstance(ctx.dtype(value), T.BinaryType):
@@ -175,12 +180,14 @@ def _hash_udf() -> Any:
 
 
 def _round_date(args: list[Expression], cols: list[Column], here: str) -> Column:
-    amount = _constant(args[1], here, "the amount")
-    unit = str(_constant(args[2], here, "the unit")).lower()
+    amount = _constant(args[1], _arg(here, 2), "the amount")
+    unit = str(_constant(args[2], _arg(here, 3), "the unit")).lower()
     if unit not in _UNITS_MS:
-        raise TopologyError(f"{here}: unit {unit!r} is not one of {', '.join(_UNITS_MS)}")
+        raise TopologyError(f"{_arg(here, 3)}: unit {unit!r} is not one of "
+                            f"{', '.join(_UNITS_MS)}")
     if not isinstance(amount, int) or isinstance(amount, bool) or amount < 1:
-        raise TopologyError(f"{here}: the amount must be a whole number >= 1, got {amount!r}")
+        raise TopologyError(f"{_arg(here, 2)}: the amount must be a whole number >= 1, "
+                            f"got {amount!r}")
     step = amount * _UNITS_MS[unit]
     millis = F.unix_millis(cols[0])
     return F.timestamp_millis(millis - millis % F.lit(step))
@@ -191,7 +198,7 @@ def _get_map_value(ctx: CompileContext, args: list[Expression], cols: list[Colum
     m, key = cols
     kind = ctx.dtype(m)
     if isinstance(kind, T.StructType):
-        return m.getField(str(_constant(args[1], here, "the key of a struct field")))
+        return m.getField(str(_constant(args[1], _arg(here, 2), "the key of a struct field")))
     return F.try_element_at(_as_map(ctx, m), key)
 
 
@@ -204,9 +211,9 @@ def _explode(ctx: CompileContext, values: Callable[[Column], Column], m: Column)
 def _hll(ctx: CompileContext, args: list[Expression], cols: list[Column], here: str) -> Column:
     lg_k = DEFAULT_LG_K
     if len(args) == 2:
-        lg_k = _constant(args[1], here, "the sketch size (log2m)")
+        lg_k = _constant(args[1], _arg(here, 2), "the sketch size (log2m)")
         if not isinstance(lg_k, int) or not 4 <= lg_k <= 21:
-            raise TopologyError(f"{here}: log2m must be a whole number 4..21 "
+            raise TopologyError(f"{_arg(here, 2)}: log2m must be a whole number 4..21 "
                                 f"(Spark's lg_k range), got {lg_k!r}")
     value = cols[0]
     if not isinstance(ctx.dtype(value), HLL_INPUT_TYPES) and ctx.frame is not None:
@@ -304,12 +311,12 @@ def translate(name: str, args: list[Expression], cols: list[Column], ctx: Compil
     ``where`` locates the call in errors."""
     here = f"{where} -> {name}"
     if name in ("parsedate", "formatdate"):
-        cols = [cols[0], _pattern(args[1], cols[1], here)]
+        cols = [cols[0], _pattern(args[1], cols[1], _arg(here, 2))]
     if name == "parsedate":
         return _parse(ctx, *cols)
     if name == "gettime":
-        date = _parse(ctx, cols[0], _pattern(args[1], cols[1], here)) if len(cols) == 2 \
-            else cols[0]
+        date = _parse(ctx, cols[0], _pattern(args[1], cols[1], _arg(here, 2))) \
+            if len(cols) == 2 else cols[0]
         return F.unix_millis(date)
     if name == "rounddate":
         return _round_date(args, cols, here)

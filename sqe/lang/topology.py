@@ -204,18 +204,26 @@ _ITEMS = {"expressions": "expression", "fields": "field"}
 
 def _location(loc: Sequence[Any]) -> list[str]:
     """Pydantic's location as the messages say it: ``select -> expression 1`` (1-based, as
-    commands, arguments and rows are) for ``select -> expressions -> 0``."""
+    commands, arguments and rows are) for ``select -> expressions -> 0``; an index right after
+    another (a list in a list) is ``item N`` of its own: ``values item 1 -> item 3``."""
     out: list[str] = []
+    after_index = False
     for i, part in enumerate(loc):
         if part == "[key]":  # pydantic's mark after a map key that is wrong
             continue
         if i + 1 < len(loc) and loc[i + 1] == "[key]":
             out.append(f"key {part}")
-        elif isinstance(part, int) and out:
-            name = out.pop()
-            out.append(f"{_ITEMS.get(name, name + ' item')} {part + 1}")
+        elif isinstance(part, int) and not isinstance(part, bool):
+            if out and not after_index:
+                name = out.pop()
+                out.append(f"{_ITEMS.get(name, name + ' item')} {part + 1}")
+            else:
+                out.append(f"item {part + 1}")
+            after_index = True
+            continue
         else:
             out.append("from" if part == "from_" else str(part))
+        after_index = False
     return out
 
 

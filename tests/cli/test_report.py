@@ -109,6 +109,49 @@ def test_plot_without_matplotlib_says_how_to_install_it(tmp_path, capsys, monkey
     assert out.err.count("\n") == 1 and "pip install 'sqe-spark[plot]'" in out.err
 
 
+def test_a_one_batch_run_is_plotted_as_labelled_bars_on_integer_batch_ids(tmp_path):
+    pytest.importorskip("matplotlib")
+    from matplotlib.patches import Rectangle
+
+    from sqe.cli.report import figure
+
+    path = tmp_path / "ck" / PROGRESS_FILE
+    path.parent.mkdir()
+    report = _report(3, 1234, chunks_skipped_bloom=7)
+    _log(path, report)
+    fig = figure([read_progress(path)])
+    axes = fig.get_axes()
+    expected = [("Records in", 1234, "1,234"), ("Replays dropped", 1, "1"),
+                ("Bloom chunks skipped", 7, "7"), ("Batch duration", 3.5, "3.50")]
+    assert [ax.get_title() for ax in axes] == [title for title, _, _ in expected]
+    for ax, (title, value, label) in zip(axes, expected, strict=True):
+        bars = [p for p in ax.patches if isinstance(p, Rectangle)]
+        assert len(bars) == 1, title  # a bar, not a lone dot of a one-point line
+        bar = bars[0]
+        assert bar.get_visible() and bar.get_width() >= 0.2, title
+        assert bar.get_x() < 3 < bar.get_x() + bar.get_width(), title  # centred on batch 3
+        assert bar.get_height() == pytest.approx(value), title
+        assert ax.get_ylim()[1] > value, title  # the bar and its label fit
+        assert label in [t.get_text() for t in ax.texts], title
+        assert not any(line.get_xdata().size for line in ax.lines), title
+    ticks = axes[-1].get_xticks()
+    lo, hi = axes[-1].get_xlim()
+    assert list(ticks[(ticks >= lo) & (ticks <= hi)]) == [3]  # integer batch ids only
+
+    _log(path, *[_report(i) for i in range(4, 40)])  # many batches: a line again, no labels
+    fig = figure([read_progress(path)])
+    for ax in fig.get_axes():
+        assert not ax.patches and not ax.texts
+        assert [line.get_xdata().size for line in ax.lines] == [37]
+    lo, hi = fig.get_axes()[-1].get_xlim()
+    ticks = fig.get_axes()[-1].get_xticks()
+    assert all(t == int(t) for t in ticks[(ticks >= lo) & (ticks <= hi)])
+
+    png = tmp_path / "one.png"
+    assert main(["report", str(path.parent), "--plot", str(png)]) == 0
+    assert png.read_bytes().startswith(PNG_SIGNATURE)
+
+
 def test_aggregate_entries_merged_are_counted_apart_from_rows(tmp_path):
     a = BatchReport("S", 0, records_read=10, written={"out": 10, "totals": 3}, merged=["totals"])
     b = BatchReport("S", 1, records_read=4, written={"out": 4, "totals": 2}, merged=["totals"])

@@ -387,11 +387,37 @@ def test_compile_query_errors_name_the_clause(events):
     bad_where = query(where={">": [{"RoundDate": ["name", 1, {"C": "week"}]}, 0]}, fields=["n"],
                       expressions=["name"])
     with pytest.raises(TopologyError, match=r"^t\.yaml: command 3 \(Query\) -> where -> >"
-                                            r" -> rounddate: unit 'week'"):
+                                            r" -> argument 1 -> rounddate -> argument 3: unit "
+                                            r"'week'"):
         compile_query(bad_where, events, "t.yaml: command 3 (Query)")
     bad_select = query(fields=["n", "d"], expressions=["name", {"FormatDate": ["name", {"C": "Y"}]}])
-    with pytest.raises(TopologyError, match=r"^q -> select -> expression 2 -> formatdate: date "):
+    with pytest.raises(TopologyError, match=r"^q -> select -> expression 2 -> formatdate -> "
+                                            r"argument 2: date "):
         compile_query(bad_select, events, "q")
+
+
+@pytest.mark.parametrize("expressions,where,message", [
+    pytest.param(["name", {"+": ["amount", {"RoundDate": ["name", 1, {"C": "week"}]}]}], None,
+                 "select -> expression 2 -> + -> argument 2 -> rounddate -> argument 3: unit "
+                 "'week' is not one of", id="function-argument"),
+    pytest.param(["name"], {"and": [True, {">": [{"Hash": ["name", "name"]}, 0]}]},
+                 "where -> and -> argument 2 -> > -> argument 1 -> hash -> argument 1: the "
+                 "algorithm must be a constant", id="where-and-operand"),
+    pytest.param(["name", {"Max": [{"FormatDate": ["name", {"C": "Y"}]}]}], None,
+                 "select -> expression 2 -> max -> argument 1 -> formatdate -> argument 2: date "
+                 "pattern 'Y'", id="aggregate-input"),
+    pytest.param(["name", "amount", {"CreateHll": ["name", 30]}], None,
+                 "select -> expression 3 -> createhll -> argument 2: log2m must be a whole "
+                 "number 4..21", id="aggregate-argument"),
+])
+def test_compile_errors_number_expressions_and_arguments_from_1(events, expressions, where,
+                                                                message):
+    """Errors found while compiling (with Spark) are located as validation locates them."""
+    q = query(where=where, fields=[f"f{i}" for i in range(len(expressions))],
+              expressions=expressions)
+    with pytest.raises(TopologyError) as info:
+        compile_query(q, events, "t.yaml: command 2 (Query)")
+    assert str(info.value).startswith(f"t.yaml: command 2 (Query) -> {message}"), str(info.value)
 
 
 # -- no Python UDFs --------------------------------------------------------------------------

@@ -341,3 +341,108 @@ def test_expressions_nested_too_deeply_are_refused_where_they_are(tmp_path):
         load_topology(path)
     assert info.value.messages == [f"{path}: command 2 (Query) -> select -> expression 1: "
                                    "function calls nest 80 deep; at most 64 levels are allowed"]
+
+
+# --- every list in a message is numbered from 1 -------------------------------------------
+
+#: A JSON stream with declared fields a, b (so field references are checked) and brokers.
+NUMBERED_STREAM = ("- CreateStream:\n    streamName: S\n    objectName: t\n    spoutName: KAFKA\n"
+                   "    deserializer: json\n    options: {jw.sqe.spout.kafka.brokers: 'k:9092', "
+                   "jw.sqe.spout.fields: [a, b]OPTIONS}\n")
+
+
+def _numbered_query(expressions: str = "[a]", fields: str = "", where: str = "",
+                    into: str = "") -> str:
+    fields = fields or "[" + ", ".join(f"f{i}" for i in range(expressions.count(",") + 1)) + "]"
+    return ("- Query:\n"
+            f"    insertInto: {{objectName: out, fields: {fields}{into}}}\n"
+            f"    select: {{expressions: {expressions}}}\n"
+            "    from: {objectName: S}\n" + (f"    where: {where}\n" if where else ""))
+
+
+@pytest.mark.parametrize("options,query,message", [
+    pytest.param("", _numbered_query() + "- Nope: {}\n",
+                 "command 3: unknown command Nope", id="command"),
+    pytest.param("", _numbered_query("[a, {Nope: [b]}]"),
+                 "command 2 (Query) -> select -> expression 2: unknown function Nope",
+                 id="select-expression"),
+    pytest.param("", _numbered_query("[a, b, zzz]"),
+                 "command 2 (Query) -> select -> expression 3: no field zzz in stream S",
+                 id="select-expression-field"),
+    pytest.param("", _numbered_query(where="{and: [a, {Nope: [1]}]}"),
+                 "command 2 (Query) -> where -> and -> argument 2: unknown function Nope",
+                 id="where-and-operand"),
+    pytest.param("", _numbered_query(where="{or: [a, {sql: 'b +'}]}"),
+                 "command 2 (Query) -> where -> or -> argument 2 -> sql: syntax error at "
+                 "column 3", id="where-or-operand-sql"),
+    pytest.param("", _numbered_query(where="{and: [a, {'=': [zzz, 1]}]}"),
+                 "command 2 (Query) -> where -> and -> argument 2 -> = -> argument 1: no field "
+                 "zzz in stream S", id="where-operand-field"),
+    pytest.param("", _numbered_query("[{'+': [[1], a]}]"),
+                 "command 2 (Query) -> select -> expression 1 -> + -> argument 1: expected a "
+                 "field name, a constant or a one-key object, got list", id="function-argument"),
+    pytest.param("", _numbered_query("[a, {'+': [1, {Sum: [b]}]}]"),
+                 "command 2 (Query) -> select -> expression 2 -> + -> argument 2: an "
+                 "aggregation cannot be nested inside another function", id="nested-aggregate"),
+    pytest.param("", _numbered_query("[a, b]", fields="[x, [y]]"),
+                 "command 2 (Query) -> insertInto -> field 2: expected a string",
+                 id="topology-list-item"),
+    pytest.param(", jw.sqe.spout.kafka.filterValues: [x, {c: 1}]", _numbered_query(),
+                 "command 1 (CreateStream) -> options: jw.sqe.spout.kafka.filterValues = "
+                 "['x', {'c': 1}]: expected a list of strings or a comma-separated string; "
+                 "item 2 is a map", id="list-option-item"),
+    pytest.param(", jw.sqe.spout.kafka.filterValues: [x, y, 7]", _numbered_query(),
+                 "command 1 (CreateStream) -> options: jw.sqe.spout.kafka.filterValues = "
+                 "['x', 'y', 7]: expected a list of strings or a comma-separated string; "
+                 "item 3 is a number", id="list-option-item-number"),
+    pytest.param("", _numbered_query() + "- Set: {key: jw.sqe.spout.fields, value: [a, b, 5]}\n",
+                 "command 3 (Set): jw.sqe.spout.fields = ['a', 'b', 5]: expected a map of field "
+                 "name: Spark SQL type (e.g. {id: string, amount: bigint}) or a list of field "
+                 "names; item 3 is a number", id="fields-option-item"),
+    pytest.param(", jw.sqe.spout.kafka.postFilter: {and: [{'=': [_key, {C: k}]}, "
+                 "{'>': [_offset, zzz]}]}", _numbered_query(),
+                 "command 1 (CreateStream) -> jw.sqe.spout.kafka.postFilter -> and -> "
+                 "argument 2 -> > -> argument 2: a post-filter sees the source's record columns",
+                 id="post-filter-argument"),
+    pytest.param(", jw.sqe.spout.kafka.postFilter: {in: [_filter_value, {C: a}, _key]}",
+                 _numbered_query(),
+                 "command 1 (CreateStream) -> jw.sqe.spout.kafka.postFilter -> in -> argument "
+                 "3: the values after the first must be constants in a post-filter",
+                 id="post-filter-constant"),
+    pytest.param("", _numbered_query(
+        "[a, b]", into=", stateName: KAFKA, options: {jw.sqe.state.kafka.filterValue: "
+                       "{or: [f0, qqq]}}"),
+                 "command 2 (Query) -> jw.sqe.state.kafka.filterValue -> or -> argument 2: no "
+                 "field qqq in stream out", id="state-filter-value-argument"),
+])
+def test_every_list_in_a_message_is_numbered_from_1(tmp_path, options, query, message):
+    path = _write(tmp_path, NUMBERED_STREAM.replace("OPTIONS", options) + query)
+    with pytest.raises(TopologyError) as info:
+        validate(path)
+    assert any(f"{path}: {message}" in m for m in info.value.messages), info.value.messages
+
+
+def test_fixed_rows_are_numbered_from_1(tmp_path):
+    body = ("- CreateStream:\n    streamName: S\n    objectName: f\n    spoutName: FIXED\n"
+            "    options:\n      jw.sqe.spout.fixed.fields: [a, b]\n"
+            "      jw.sqe.spout.fixed.values: [[1, 2], 3]\n" + QUERY)
+    with pytest.raises(TopologyError) as info:
+        plan_topology(load_topology(_write(tmp_path, body)))
+    assert info.value.messages[0].endswith(
+        "command 1 (CreateStream) -> options: jw.sqe.spout.fixed.values = [[1, 2], 3]: "
+        "expected a list of rows, each a list of values; row 2 is a number")
+
+
+@pytest.mark.parametrize("loc,expected", [
+    (("select", "expressions", 1), ["select", "expression 2"]),
+    (("insertInto", "fields", 0), ["insertInto", "field 1"]),
+    (("options", "values", 0), ["options", "values item 1"]),
+    (("options", "values", 1, 2), ["options", "values item 2", "item 3"]),  # a list in a list
+    (("values", 0, 2, "name"), ["values item 1", "item 3", "name"]),
+    ((0, "name"), ["item 1", "name"]),
+    (("options", 5, "[key]"), ["options", "key 5"]),  # a map's key is named, not numbered
+])
+def test_pydantic_locations_are_numbered_from_1(loc, expected):
+    from sqe.lang.topology import _location
+
+    assert _location(loc) == expected
