@@ -36,6 +36,7 @@ from sqe.engine.pipeline import state_problems
 from sqe.engine.recovery import Rerun
 from sqe.engine.runner import Mode, run_topology
 from sqe.engine.session import build_session, quiet_failure_traces
+from sqe.engine.watch import RunWatcher
 from sqe.errors import OptionError
 from sqe.lang.topology import Topology
 from sqe.lang.topology import load_topology as _load
@@ -114,7 +115,8 @@ def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
         checkpoint: str | Path | None = None, once: bool = False,
         runtime: float | None = None, resume_from_store: bool = False,
         spark: SparkSession | None = None, verbose: bool = False,
-        stop: threading.Event | None = None, rerun: Rerun | None = None) -> RunResult:
+        stop: threading.Event | None = None, rerun: Rerun | None = None,
+        watchers: Sequence[RunWatcher] = ()) -> RunResult:
     """Run a topology on Spark, as ``sqe run``; returns when it is done.
 
     ``once`` processes everything available now and returns; ``runtime`` stops after
@@ -125,7 +127,9 @@ def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
     made from the config files' ``Spark:`` conf (local unless under ``spark-submit``),
     and Spark's stack traces of a failure are silenced unless ``verbose``: the failure
     is raised as one sentence either way.  ``rerun`` formats how a refusal names the
-    way to run again (default: as a call of this function).
+    way to run again (default: as a call of this function).  ``watchers``
+    (:class:`~sqe.engine.watch.RunWatcher`) are told each batch and each stream's backlog,
+    e.g. :class:`~sqe.engine.metrics.PrometheusWatcher`.
     """
     if once and runtime is not None:
         raise ValueError("once and runtime exclude each other")
@@ -146,7 +150,7 @@ def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
     mode: Mode = "once" if once else ("runtime" if runtime is not None else "forever")
     hint = rerun or _call_hint(topo, [c.path for c in configs], conf, name, where, once, runtime)
     reports = run_topology(plan, spark, topo.name, where, mode, runtime, resume=resume_from_store,
-                           rerun=hint, stop=stop)
+                           rerun=hint, stop=stop, watchers=watchers)
     return RunResult(topo.name, where, reports)
 
 

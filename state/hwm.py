@@ -45,6 +45,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import redis
 
@@ -83,6 +84,10 @@ class Stage:
 
 def _text(raw: Sequence[bytes | str]) -> list[str]:
     return [v.decode() if isinstance(v, bytes) else v for v in raw]
+
+
+def _pairs_of(mapping: Mapping[bytes | str, bytes | str]) -> list[tuple[str, str]]:
+    return list(zip(_text(list(mapping)), _text(list(mapping.values())), strict=True))
 
 
 def _pair(field: str) -> tuple[int, int]:
@@ -161,6 +166,29 @@ class HwmStore:
         got = self.client.eval(MARKS, len(self.keys), *self.keys, self.ttl_seconds, *fields)
         return {_pair(field): int(offset) for field, offset in zip(fields, got, strict=True)
                 if offset is not None}
+
+    def recent(self, limit: int) -> tuple[list[tuple[tuple[int, int], int, float]], int]:
+        """The ``limit`` live marks updated last, newest first, as ((pid, partition), offset,
+        seconds since the update by the server's clock), and how many live marks there are
+        (for ``sqe status``: costs what it shows, plus a count)."""
+        now_s, now_us = self.client.time()
+        now = now_s * 1000 + now_us // 1000
+        oldest = now - self.ttl_seconds * 1000
+        hwm, ts, _, _, age = self.keys
+        if self.client.exists(ts):  # the old layout, before its first commit
+            times = {k: float(v) for k, v in _pairs_of(self.client.hgetall(ts)) if
+                     float(v) >= oldest}
+            live = len(times)
+            newest = sorted(times.items(), key=lambda kv: -kv[1])[:limit]
+        else:
+            live = int(self.client.zcount(age, oldest, "+inf"))
+            ranked = cast(list[tuple[bytes | str, float]], self.client.zrevrangebyscore(
+                age, "+inf", oldest, start=0, num=limit, withscores=True) if limit else [])
+            newest = [(_text([k])[0], float(v)) for k, v in ranked]
+        offsets = self.client.hmget(hwm, [k for k, _ in newest]) if newest else []
+        out = [(_pair(k), int(o), max(0.0, (now - t) / 1000)) for (k, t), o
+               in zip(newest, offsets, strict=True) if o is not None]
+        return out, live
 
     def count(self) -> int:
         """How many marks the store holds (expired ones not yet removed included)."""

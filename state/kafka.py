@@ -115,6 +115,10 @@ class KafkaSink(Sink):
 
     state_name = "KAFKA"
 
+    def where(self) -> str:
+        """The Kafka brokers of the state's topic."""
+        return f"Kafka at {self.config.brokers}"
+
     def __init__(self, target: SinkTarget) -> None:
         super().__init__(target)
         self.config = KafkaStateConfig.of(target)

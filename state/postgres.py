@@ -39,6 +39,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sqe.config.secrets import redact_url
 from sqe.config.worker_task import begin_task
 from sqe.errors import StaleBatchError, StateError
 from sqe.faults import fault_point
@@ -247,6 +248,10 @@ class PostgresSink(Sink):
     docstring)."""
 
     state_name = "POSTGRES"
+
+    def where(self) -> str:
+        """The Postgres connection string, its password masked."""
+        return f"Postgres at {redact_url(self.config.dsn)}"
 
     def __init__(self, target: SinkTarget) -> None:
         super().__init__(target)

@@ -76,6 +76,10 @@ class RedisSink(Sink):
 
     state_name = "REDIS"
 
+    def where(self) -> str:
+        """The Redis server and database (without a password)."""
+        return f"Redis at {self.config.endpoint.display}"
+
     def __init__(self, target: SinkTarget) -> None:
         super().__init__(target)
         self.config = RedisStateConfig.of(target)

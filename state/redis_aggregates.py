@@ -82,6 +82,10 @@ class AggregateSink(Sink):
     state_name = "REDIS"
     merges = True  # write counts the entries it merged, not rows
 
+    def where(self) -> str:
+        """The Redis server and database (without a password)."""
+        return f"Redis at {self.config.endpoint.display}"
+
     def __init__(self, target: SinkTarget) -> None:
         super().__init__(target)
         self.config = AggregateStateConfig.of(target)

@@ -111,6 +111,11 @@ class Sink(ABC):
         """The state in messages, e.g. ``Kafka state enriched``."""
         return f"{self.state_name.capitalize()} state {self.target.name}"
 
+    def where(self) -> str | None:
+        """Where the state lives, for ``sqe status``: an address without secrets (None: this
+        process, e.g. the console)."""
+        return None
+
     def columns(self) -> dict[str, tuple[Expression, str]]:
         """Columns the frame must carry besides the fields, e.g. a Kafka state's filter value:
         name -> (expression, what it is in messages); the runner compiles and adds them."""

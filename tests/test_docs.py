@@ -1,8 +1,13 @@
-"""The user documentation agrees with the code: the options table is the registry's."""
+"""The user documentation agrees with the code: the options table is the registry's, the
+examples are what the code prints and writes, and every link leads somewhere in the
+repository."""
 
 from __future__ import annotations
 
+import math
 import re
+import shlex
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +15,9 @@ from sqe.cli.main import main
 from tests.support import ROOT
 
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+#: The Markdown a user reads: the README and the pages under docs/.
+MARKDOWN = [README, *sorted(DOCS.glob("*.md"))]
 
 
 def test_readme_options_table_is_the_registry(capsys):
@@ -35,15 +43,17 @@ def test_readme_options_table_is_the_registry(capsys):
 def test_readme_names_only_existing_commands_and_files(capsys):
     text = README.read_text()
     root = README.parent
-    named = re.findall(r"`((?:topologies|conf|bench|docker|tests|sqe|state|partitioners)/"
+    named = re.findall(r"`((?:topologies|conf|bench|docker|docs|tests|sqe|state|partitioners)/"
                        r"[\w./-]+)`", text)
     for path in sorted(set(named)):
         assert (root / path).exists(), f"README.md names {path}, which does not exist"
     from sqe.cli.main import _parser
 
     known = set(_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
-    used = set(re.findall(r"(?:^|`)sqe ([a-z][\w-]*)", text, re.M))  # commands, not prose
-    assert used <= known, f"README.md uses unknown sqe commands: {sorted(used - known)}"
+    for page in MARKDOWN:
+        used = set(re.findall(r"(?:^|`|^\$ )sqe ([a-z][\w-]*)", page.read_text(), re.M))
+        assert used <= known, (f"{page.relative_to(ROOT)} uses unknown sqe commands: "
+                               f"{sorted(used - known)}")
 
 
 def _python_blocks(section: str) -> list[str]:
@@ -78,10 +88,177 @@ def test_ci_runs_the_readme_test_command():
     assert command.group(1) in ci, ".ci/run does not run the README's test command as written"
 
 
+#: What names a file a user of the repository does not have: the developers' design notes,
+#: the folder beside the checkout they live in, or an absolute path of the machine that
+#: wrote the text.
+_OUTSIDE = re.compile(r"DESIGN\.md|\.\./shared\b|(?<![\w.~-])/work(?:/|\b)")
+
+
+def _shipped() -> list[Path]:
+    """The files a user of the repository reads: its Markdown, the example topologies and
+    configs, the docker stack and every module (docstrings and messages)."""
+    return [*MARKDOWN, *ROOT.glob("topologies/*"), *ROOT.glob("conf/*"), *ROOT.glob("docker/*"),
+            *(p for pkg in ("sqe", "state", "partitioners") for p in (ROOT / pkg).rglob("*.py"))]
+
+
 def test_nothing_shipped_points_outside_the_repository():
-    shipped = [ROOT / "README.md", *ROOT.glob("topologies/*"), *ROOT.glob("conf/*"),
-               *ROOT.glob("docker/*"), *(p for pkg in ("sqe", "state", "partitioners")
-                                         for p in (ROOT / pkg).rglob("*.py"))]
-    bad = [str(p.relative_to(ROOT)) for p in shipped
-           if "DESIGN.md" in p.read_text() or "../shared" in p.read_text()]
+    bad = {f"{p.relative_to(ROOT)}:{n}": found.group(0) for p in _shipped()
+           for n, line in enumerate(p.read_text().splitlines(), 1)
+           if (found := _OUTSIDE.search(line))}
     assert not bad, f"these name files a user of the repository does not have: {bad}"
+
+
+def test_shipped_files_name_existing_docs_pages():
+    for path in _shipped():
+        for page in re.findall(r"\bdocs/[\w.-]+\.md\b", path.read_text()):
+            assert (ROOT / page).is_file(), f"{path.relative_to(ROOT)} names {page}, which does " \
+                                             "not exist"
+
+
+def _prose(text: str) -> list[str]:
+    """The lines of Markdown ``text`` outside fenced code blocks (a ``# comment`` in a YAML
+    block is no heading, a ``[x](y)`` in a shell block no link)."""
+    lines, fence = [], None
+    for line in text.splitlines():
+        opening = re.match(r"\s*(`{3,}|~{3,})", line)
+        if opening is None:
+            if fence is None:
+                lines.append(line)
+        elif fence is None:
+            fence = opening.group(1)
+        elif opening.group(1)[0] == fence[0] and len(opening.group(1)) >= len(fence):
+            fence = None
+    return lines
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub makes of a heading: its text (links as their text, no markup),
+    lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading).strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    """Every ``#anchor`` the headings of ``page`` make (a repeated heading gets -1, -2, ...)."""
+    made: set[str] = set()
+    for line in _prose(page.read_text()):
+        heading = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if heading:
+            slug = base = _slug(heading.group(1))
+            n = 0
+            while slug in made:
+                n += 1
+                slug = f"{base}-{n}"
+            made.add(slug)
+    return made
+
+
+def _links(page: Path) -> list[str]:
+    """The targets of the Markdown links of ``page`` (inline and reference definitions)."""
+    found = []
+    for line in _prose(page.read_text()):
+        line = re.sub(r"(`+).*?\1", "", line)  # inline code: no link
+        found += re.findall(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)", line)
+        found += re.findall(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)", line)
+    return found
+
+
+@pytest.mark.parametrize("page", MARKDOWN, ids=lambda p: str(p.relative_to(ROOT)))
+def test_markdown_links_lead_to_files_and_headings_of_the_repository(page):
+    links = _links(page)
+    assert page == README or links, f"{page.relative_to(ROOT)} links nothing"
+    broken = []
+    for link in links:
+        if re.match(r"[a-z][a-z0-9+.-]*:", link, re.I):  # https:, mailto: ...: not ours
+            continue
+        path, _, anchor = link.partition("#")
+        target = (page.parent / path).resolve() if path else page
+        if ROOT not in (target, *target.parents) or not target.exists():
+            broken.append(f"{link}: no such file in the repository")
+        elif anchor and (target.suffix != ".md" or anchor not in _anchors(target)):
+            broken.append(f"{link}: no heading of {target.relative_to(ROOT)} makes #{anchor}")
+    assert not broken, f"{page.relative_to(ROOT)} has broken links: {broken}"
+
+
+def test_heading_anchors_are_githubs():
+    assert _slug("Chunks and Bloom filters: reading a subset of a topic") == \
+        "chunks-and-bloom-filters-reading-a-subset-of-a-topic"
+    assert _slug("The `sqe` command") == "the-sqe-command"
+    assert _slug("What Spark's re-runs do") == "what-sparks-re-runs-do"
+    assert _slug("Recovery: checkpoints and stores") == "recovery-checkpoints-and-stores"
+    assert {"options", "guarantees-and-their-preconditions", "layout"} <= _anchors(README)
+    assert "writer-the-kafka-state-of-enrichyaml-chunked-with-the-region-as-filter-value" \
+        not in _anchors(README), "a comment inside a code block is not a heading"
+
+
+def test_readme_links_every_docs_page():
+    pages = sorted(p.name for p in DOCS.glob("*.md"))
+    assert {"README.md", "architecture.md", "bloom-chunks.md", "exactly-once.md",
+            "wire-format.md"} <= set(pages), f"docs/ lost pages: {pages}"
+    linked = {link.partition("#")[0] for link in _links(README)}
+    missing = [name for name in pages if f"docs/{name}" not in linked]
+    assert not missing, f"README.md does not link these docs/ pages: {missing}"
+    index = {link.partition("#")[0] for link in _links(DOCS / "README.md")}
+    unlisted = [name for name in pages if name != "README.md" and name not in index]
+    assert not unlisted, f"docs/README.md, the index, does not list: {unlisted}"
+
+
+def _console_examples(page: Path) -> list[tuple[str, list[str]]]:
+    """``$ command`` and the lines it prints, from the ``console`` blocks of ``page``."""
+    examples: list[tuple[str, list[str]]] = []
+    for block in re.findall(r"```console\n(.*?)```", page.read_text(), re.S):
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                examples.append((line[2:], []))
+            else:
+                assert examples, f"{page.relative_to(ROOT)}: output before any command: {line}"
+                examples[-1][1].append(line)
+    return examples
+
+
+def test_docs_sqe_keys_examples_print_what_is_shown(capsys):
+    examples = [(command, out) for page in DOCS.glob("*.md")
+                for command, out in _console_examples(page) if command.startswith("sqe keys ")]
+    assert len(examples) >= 6, "docs/wire-format.md lost its sqe keys examples"
+    for command, shown in examples:
+        status = main(shlex.split(command)[1:])
+        printed = capsys.readouterr()
+        assert (printed.out + printed.err).splitlines() == shown, f"$ {command}"
+        failed = any(line.startswith("error:") for line in shown)
+        assert status == (2 if failed else 0), f"$ {command} exits {status}"
+
+
+def test_wire_format_chunk_example_is_what_the_codec_writes():
+    from sqe.wire.bloom import value_bits
+    from sqe.wire.chunk import Message, decode_chunk, encode_chunk
+    from sqe.wire.keys import StreamMetadata
+
+    text = (DOCS / "wire-format.md").read_text()
+    key = StreamMetadata(1234567890123, 0, 101).to_bytes()
+    assert f"{key[:8].hex()} {key[8:12].hex()} {key[12:].hex()}" in text, "the example's key"
+    block = re.search(r"<!-- chunk-example -->\n```\n(.*?)```", text, re.S)
+    assert block, "docs/wire-format.md lost its chunk example"
+    hexes = [re.match(r"((?:[0-9a-f]{2} )*[0-9a-f]{2})(?:\s{2,}|$)", line)
+             for line in block.group(1).splitlines()]
+    assert all(hexes), "every line of the example starts with its bytes"
+    shown = bytes.fromhex("".join(h.group(1) for h in hexes if h))
+    messages = [Message(100, "EU", b'{"a":1}'), Message(101, None, None)]
+    assert shown == encode_chunk(messages, 100, 16, "none", key)
+    assert decode_chunk(shown, key) == messages
+    prose = " ".join(text.split())
+    assert f"The record value is {len(shown)} bytes" in prose
+    low, high = sorted(value_bits("EU", 16))
+    assert f"bits 0, {low} and {high}" in prose and f"Bits {low} and {high} are" in prose
+
+
+def test_bloom_false_positive_table_is_the_formula():
+    text = (DOCS / "bloom-chunks.md").read_text()
+    header = re.search(r"^\| distinct values per chunk \|(.*)\|$", text, re.M)
+    assert header, "docs/bloom-chunks.md lost its false-positive table"
+    sizes = [int(cell.split()[0]) for cell in header.group(1).split("|")]
+    rows = re.findall(r"^\| (\d+) \|((?: [\d.]+ % \|)+)$", text, re.M)
+    assert len(rows) >= 5
+    for n, cells in rows:
+        shown = [cell.strip() for cell in cells.strip(" |").split("|")]
+        rates = [f"{100 * (1 - math.exp(-2 * int(n) / (8 * s - 1))) ** 2:.1f} %" for s in sizes]
+        assert shown == rates, f"{n} values: {shown} != {rates}"

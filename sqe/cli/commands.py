@@ -2,6 +2,7 @@
 
 The parser is :mod:`sqe.cli.main`; the commands that run topologies go through
 the public API (:mod:`sqe.api`), so ``sqe run`` and ``sqe.run()`` are one path.
+``sqe services`` is :mod:`sqe.cli.services`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import redis
 from sqe import api
 from sqe.cli import report as summary
 from sqe.cli.demo import run_demo
-from sqe.cli.local_services import start_local_kafka, start_local_redis
+from sqe.cli.live import LiveProgress
 from sqe.cli.sample_events import produce_events
 from sqe.config.logs import set_log_level
 from sqe.config.registry import CLIENT_PROPERTIES, REGISTRY, RETIRED
@@ -29,14 +30,15 @@ from sqe.config.settings import Settings, load_config, parse_conf_pairs
 from sqe.config.views import StreamSettings
 from sqe.engine.checkpoint import CheckpointFiles, not_a_directory
 from sqe.engine.lock import CheckpointLock
+from sqe.engine.metrics import PrometheusWatcher
 from sqe.engine.recovery import Rerun
 from sqe.engine.session import build_session, quiet_failure_traces
+from sqe.engine.watch import RunWatcher
 from sqe.errors import RunError, RunStopped, SourceError, SqeError, StateError
 from sqe.wire.keys import StreamMetadata, pid_for
 from state.hwm import HwmStore
 
-__all__ = ["demo", "hwm", "keys", "options", "report", "run", "sample_events", "services",
-           "validate"]
+__all__ = ["demo", "hwm", "keys", "options", "report", "run", "sample_events", "validate"]
 
 
 def validate(args: argparse.Namespace) -> int:
@@ -79,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     if held:  # say so at once, before a JVM starts
         print(f"error: {topology.path}: {held}", file=sys.stderr)
         return 1
+    watchers = _watchers(args)  # a metrics port in use: said before Spark starts
     spark = build_session(f"sqe {topology.name}", plan.spark_conf, origins=plan.spark_origins)
     if not args.verbose:
         quiet_failure_traces(spark)
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         result = api.run(topology, config=configs, conf=conf, checkpoint=args.checkpoint,
                          once=args.once, runtime=args.runtime, spark=spark,
                          resume_from_store=args.resume_from_store, stop=stop,
-                         rerun=_rerun_command(args))
+                         rerun=_rerun_command(args), watchers=watchers)
     except RunStopped as exc:
         print(f"sqe: {topology.name} {exc}", file=sys.stderr)
         return 128 + (signals[0] if signals else signal.SIGINT)
@@ -103,6 +106,21 @@ def run(args: argparse.Namespace) -> int:
           f"written{merged}")
     print(f"progress of every batch: sqe report {result.checkpoint}")
     return 0
+
+
+def _watchers(args: argparse.Namespace) -> list[RunWatcher]:
+    """What watches ``sqe run``: its live progress and, with --metrics-port, Prometheus."""
+    watchers: list[RunWatcher] = []
+    if args.progress != "off":
+        terminal = None if args.progress == "auto" else args.progress == "bar"
+        watchers.append(LiveProgress(sys.stderr, terminal))
+    if args.metrics_port is not None:
+        metrics = PrometheusWatcher(args.metrics_port, args.metrics_address)
+        metrics.serve()
+        print(f"sqe: metrics on http://{args.metrics_address}:{args.metrics_port}/metrics",
+              file=sys.stderr)
+        watchers.append(metrics)
+    return watchers
 
 
 def _held_elsewhere(checkpoint: str) -> str | None:
@@ -166,11 +184,12 @@ def hwm(args: argparse.Namespace) -> int:
         settings = settings.overlay({StreamSettings.hwm_url.key: args.redis}, "--redis")
     try:
         endpoint = StreamSettings(settings).hwm_store
+        ttl = args.ttl if args.ttl is not None else StreamSettings(settings).hwm_ttl
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        store = HwmStore.from_url(endpoint, args.consumer, args.ttl)
+        store = HwmStore.from_url(endpoint, args.consumer, ttl)
     except redis.RedisError as exc:
         print(f"error: HWM store: {endpoint.describe_error(exc)}", file=sys.stderr)
         return 1
@@ -189,32 +208,6 @@ def hwm(args: argparse.Namespace) -> int:
     for (pid, partition), offset in sorted(snapshot.hwm.items()):
         print(f"pid={pid} partition={partition} offset={offset}")
     return 0
-
-
-def services(args: argparse.Namespace) -> int:
-    """``sqe services``: a local broker and redis-server until Ctrl-C."""
-    started = []
-    try:
-        kafka = start_local_kafka(os.path.join(args.data_dir, "kafka"), args.kafka_port)
-        started.append(kafka)
-        print(f"kafka: {kafka.address} (logs in {kafka.log_path})", flush=True)
-        if args.redis_port:
-            rds = start_local_redis(os.path.join(args.data_dir, "redis"), args.redis_port)
-            started.append(rds)
-            print(f"redis: {rds.address} (logs in {rds.log_path})", flush=True)
-        print("running; Ctrl-C stops them", flush=True)
-        stop = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
-        while not stop.wait(1.0):
-            dead = [s for s in started if s.process.poll() is not None]
-            if dead:
-                print(f"error: {dead[0].name} exited: {dead[0].log_tail(5)}", file=sys.stderr)
-                return 1
-        return 0
-    finally:
-        for service in reversed(started):
-            service.stop()
 
 
 def demo(args: argparse.Namespace) -> int:

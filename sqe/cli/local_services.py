@@ -8,12 +8,18 @@ so this module starts:
   run directly (not the Python wrapper) with ``start --only kafka``, and
   ready when a metadata request succeeds;
 * ``redis-server`` (Debian's, or the pip package ``redis-server``) on a free
-  port with persistence off.
+  port, with persistence off for tests, or with the append-only file on
+  (``persistent=True``, what ``sqe services`` asks for, so the HWM store's
+  persistence check is satisfied).
 
+Data directories are made absolute first (redis-server changes into its own).
 Each returns a :class:`LocalService` whose :meth:`~LocalService.stop` ends
-the process by PID.  The pip broker ignores fetch-size limits, so clients
-must raise ``receive.message.max.bytes`` (:data:`KAFKA_CLIENT_DEFAULTS`), and
-it deletes records older than 7 days unless a topic has ``retention.ms=-1``.
+the process by PID; a start that fails or is interrupted stops the process
+again.  ``sqe services`` itself is :mod:`sqe.cli.services`.
+
+The pip broker ignores fetch-size limits, so clients must raise
+``receive.message.max.bytes`` (:data:`KAFKA_CLIENT_DEFAULTS`), and it deletes
+records older than 7 days unless a topic has ``retention.ms=-1``.
 """
 
 from __future__ import annotations
@@ -141,7 +147,7 @@ def _wait_ready(service: LocalService | None, what: str, probe: Callable[[], Non
         if service is not None and service.process.poll() is not None:
             raise PrerequisiteError(
                 f"{service.name} exited with code {service.process.returncode} while starting; "
-                f"its log says:\n{service.log_tail()}"
+                f"the last lines of {service.log_path}:\n{service.log_tail(5)}"
             )
         try:
             probe()
@@ -152,14 +158,15 @@ def _wait_ready(service: LocalService | None, what: str, probe: Callable[[], Non
     log = ""
     if service is not None:
         service.stop()
-        log = f"; its log says:\n{service.log_tail()}"
+        log = f"; the last lines of {service.log_path}:\n{service.log_tail(5)}"
     raise PrerequisiteError(f"{what} did not become ready in {timeout:.0f} s (last error: {last}){log}")
 
 
 def wait_for_kafka(bootstrap: str, timeout: float = 60.0,
                    process: LocalService | None = None) -> None:
     """Block until a metadata request to ``bootstrap`` succeeds, or raise :class:`PrerequisiteError`."""
-    clients = [AdminClient({"bootstrap.servers": bootstrap})]
+    # log_level 0: the refused connections before the broker listens are expected, not news
+    clients = [AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})]
 
     def probe() -> None:
         clients[0].list_topics(timeout=1)
@@ -174,22 +181,29 @@ def start_local_kafka(data_dir: str | Path, port: int | None = None,
                       timeout: float = 60.0) -> LocalService:
     """Start the pip broker on 127.0.0.1 and wait until it answers a metadata request."""
     port = port or free_port()
-    data = Path(data_dir)
+    data = Path(data_dir).expanduser().absolute()
     service = _spawn("kafka", [noida_binary(), "start", "--only", "kafka", "--kafka-port",
                                str(port), "--host", "127.0.0.1", "--data-dir", str(data / "data")],
                      data)
     service.address = f"127.0.0.1:{port}"
-    wait_for_kafka(service.address, timeout, service)
+    try:
+        wait_for_kafka(service.address, timeout, service)
+    except BaseException:  # not ready, or Ctrl-C meanwhile: leave no broker behind
+        service.stop()
+        raise
     return service
 
 
 def start_local_redis(data_dir: str | Path, port: int | None = None, databases: int = 256,
-                      timeout: float = 20.0) -> LocalService:
-    """Start ``redis-server`` on 127.0.0.1 with persistence off and ``databases`` indexes."""
+                      timeout: float = 20.0, persistent: bool = False) -> LocalService:
+    """Start ``redis-server`` on 127.0.0.1 with ``databases`` indexes: persistence off, or
+    with ``persistent`` the append-only file on (``appendfsync everysec``) in ``data_dir``."""
     port = port or free_port()
-    data = Path(data_dir)
+    data = Path(data_dir).expanduser().absolute()
+    aof = ["--appendonly", "yes", "--appendfsync", "everysec"] if persistent else \
+        ["--appendonly", "no"]
     service = _spawn("redis", [redis_binary(), "--port", str(port), "--bind", "127.0.0.1",
-                               "--save", "", "--appendonly", "no", "--dir", str(data),
+                               "--save", "", *aof, "--dir", str(data),
                                "--databases", str(databases)], data)
     service.address = f"redis://127.0.0.1:{port}"
     client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1)
@@ -199,6 +213,9 @@ def start_local_redis(data_dir: str | Path, port: int | None = None, databases: 
 
     try:
         _wait_ready(service, f"redis-server at {service.address}", probe, timeout)
+    except BaseException:  # not ready, or Ctrl-C meanwhile: leave no redis-server behind
+        service.stop()
+        raise
     finally:
         client.close()
     return service

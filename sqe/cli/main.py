@@ -7,7 +7,9 @@ sentences on stderr, never as stack traces.
 
     sqe validate topologies/*.yaml --config conf/local.yaml
     sqe demo
+    sqe services &                  # then: sqe services status, sqe services stop
     sqe run topologies/enrich.yaml --config conf/local.yaml --once
+    sqe status topologies/load.yaml --config conf/local.yaml
     sqe hwm show load.Enriched --redis redis://localhost:6379/0
     sqe reset topologies/load.yaml --config conf/local.yaml
     sqe report checkpoints/enrich --plot enrich.png
@@ -25,7 +27,7 @@ import sys
 from collections.abc import Sequence
 
 from sqe import __version__
-from sqe.cli import commands, reset
+from sqe.cli import commands, reset, services, status
 from sqe.config.logs import LEVELS
 from sqe.errors import SqeError
 
@@ -73,6 +75,15 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--verbose", action="store_true",
                    help="keep Spark's stack traces of a failure (it is always reported as a "
                    "sentence)")
+    r.add_argument("--progress", choices=("auto", "bar", "lines", "off"), default="auto",
+                   help="per stream: records done, rate, replays dropped, backlog and time to "
+                   "go; auto (the default): updating lines on a terminal, a plain line per "
+                   "batch elsewhere")
+    r.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve Prometheus metrics on this port (/metrics) while the run runs")
+    r.add_argument("--metrics-address", default="0.0.0.0", metavar="ADDRESS",
+                   help="the address the metrics are served on (default 0.0.0.0: every "
+                   "interface)")
     r.set_defaults(func=commands.run)
 
     rs = sub.add_parser("reset", help="forget what a topology's consumers committed (marks, "
@@ -83,6 +94,20 @@ def _parser() -> argparse.ArgumentParser:
                     help="only this stream's consumer (repeatable; default: every stream)")
     rs.add_argument("--yes", action="store_true", help="do not ask (for scripts)")
     rs.set_defaults(func=reset.reset)
+
+    st = sub.add_parser("status", help="how far behind a topology's run is (per partition), "
+                        "its high-water marks, its stores' last commits and its last batches; "
+                        "works while the run runs")
+    st.add_argument("topology", metavar="TOPOLOGY", help="topology file (YAML or JSON)")
+    _option_arguments(st)
+    st.add_argument("--checkpoint", metavar="DIR",
+                    help="the run's checkpoint directory (default: checkpoints/<name>)")
+    st.add_argument("--json", action="store_true", help="print the status as JSON")
+    st.add_argument("--batches", type=int, default=5, metavar="N",
+                    help="the last N batches of each stream (default 5)")
+    st.add_argument("--marks", type=int, default=10, metavar="N",
+                    help="the N high-water marks updated last, per stream (default 10)")
+    st.set_defaults(func=status.status)
 
     h = sub.add_parser("hwm", help="show a consumer's high-water marks in Redis (sqe reset "
                        "forgets them)")
@@ -99,19 +124,14 @@ def _parser() -> argparse.ArgumentParser:
         a.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                        help="a jw.sqe.* option, e.g. jw.sqe.spout.kafka.filterReplays.redis."
                        "password=${REDIS_PASSWORD} (repeatable)")
-        a.add_argument("--ttl", type=int, default=172800, metavar="SECONDS",
-                       help="entries older than this are not shown")
+        a.add_argument("--ttl", type=int, metavar="SECONDS",
+                       help="entries older than this are not shown (default: jw.sqe.spout.kafka."
+                       "filterReplays.metadata.ttl of --config/--conf, else 172800)")
     gone = hsub.add_parser("reset", help="replaced by sqe reset TOPOLOGY")
     gone.add_argument("rest", nargs=argparse.REMAINDER)
     h.set_defaults(func=commands.hwm)
 
-    sv = sub.add_parser("services", help="run a local Kafka-protocol broker and redis-server "
-                        "for trying topologies on a machine without them (needs .[local])")
-    sv.add_argument("--kafka-port", type=int, default=9092)
-    sv.add_argument("--redis-port", type=int, default=6379,
-                    help="0 to start no redis-server (e.g. one already runs)")
-    sv.add_argument("--data-dir", default=".sqe-services", metavar="DIR")
-    sv.set_defaults(func=commands.services)
+    services.add_parser(sub)  # sqe services [start|status|stop]
 
     dm = sub.add_parser("demo", help="the exactly-once chain end to end on local services, with "
                         "a crash of enrich mid-batch, and a report")

@@ -22,14 +22,15 @@ Per micro-batch ``K`` of a stream (consumer ``<topology>.<stream>``):
 5. commit: every sink's part, then the new HWMs with batch id ``K`` (and the rows
    the sinks staged) in one atomic step; close the sinks.
 
-The batch's counters are a :class:`~sqe.engine.batch_report.BatchReport`, logged,
-appended to the progress file and kept for the caller.
+The batch's counters are a :class:`~sqe.engine.batch_report.BatchReport`, logged and
+given to the runner (which appends it to the progress file and tells the run's watchers).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from functools import reduce
 
@@ -51,10 +52,9 @@ from sqe.engine.bad_records import (
     spark_reason,
     without,
 )
-from sqe.engine.batch_report import BatchReport
+from sqe.engine.batch_report import BatchReport, partition_offsets
 from sqe.engine.checkpoint import StreamCheckpoint
 from sqe.engine.pipeline import QueryStep, StreamPipeline, check_fields
-from sqe.engine.progress import ProgressLog
 from sqe.errors import SourceError, StaleBatchError, StateError
 from sqe.faults import fault_point
 from sqe.lang.compiler import analysis_error, compile_expression, compile_query
@@ -86,12 +86,10 @@ class _Rejected(Exception):
 class BatchProcessor:
     """The ``foreachBatch`` function of one stream."""
 
-    def __init__(self, pipeline: StreamPipeline, reports: list[BatchReport],
-                 progress: ProgressLog | None = None, checkpoint: StreamCheckpoint | None = None,
-                 base: int = 0) -> None:
+    def __init__(self, pipeline: StreamPipeline, on_done: Callable[[BatchReport], None],
+                 checkpoint: StreamCheckpoint | None = None, base: int = 0) -> None:
         self.p = pipeline
-        self.reports = reports
-        self.progress = progress
+        self.on_done = on_done  # given each batch's report once it is committed (or skipped)
         self.checkpoint = checkpoint  # where Spark keeps this stream's offsets
         self.base = base  # the id the stores count this checkpoint's batch 0 as
         self.failure: BaseException | None = None
@@ -120,7 +118,8 @@ class BatchProcessor:
         batch_id = self._batch_id = self.base + spark_batch  # as the stores count it
         ck = self.checkpoint
         offsets = ck.end_offsets(spark_batch) if ck is not None else None
-        report = BatchReport(self.p.stream.streamName, batch_id, filtering=self.p.filtering)
+        report = BatchReport(self.p.stream.streamName, batch_id, filtering=self.p.filtering,
+                             offsets=partition_offsets(offsets))
         store = self._store()
         try:
             if store is not None:
@@ -392,7 +391,5 @@ class BatchProcessor:
 
     def _done(self, report: BatchReport) -> None:
         report.duration_s = max(0.0, time.time() - report.started)
-        self.reports.append(report)
-        if self.progress is not None:
-            self.progress.append(report)
         log.info(report.line())
+        self.on_done(report)

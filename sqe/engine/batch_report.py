@@ -17,6 +17,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -24,7 +25,7 @@ from typing import Any, get_type_hints
 
 from sqe.wire.columns import Tally
 
-__all__ = ["BatchReport"]
+__all__ = ["BatchReport", "partition_offsets"]
 
 #: Field metadata: summed by :meth:`BatchReport.add`.
 _COUNTER = {"counter": True}
@@ -48,6 +49,8 @@ class BatchReport:
     skipped: bool = False  # committed already: Spark re-ran a finished batch, nothing was done
     filtering: bool = field(default=False, metadata=_OPTIONAL)  # the stream filters replays
     already_written: list[str] = field(default_factory=list, metadata=_OPTIONAL)
+    #: the source offsets the batch ends at, partition -> next offset (the sqe-kafka source)
+    offsets: dict[str, int] = field(default_factory=dict, metadata=_OPTIONAL)
     source: Tally = field(default_factory=Tally, metadata=_COUNTER)
     warnings: dict[str, int] = field(default_factory=dict, metadata={**_COUNTER, **_OPTIONAL})
     started: float = field(default_factory=time.time)  # epoch seconds
@@ -139,6 +142,22 @@ class BatchReport:
         parts += [f"{n} {name.replace('_', ' ')} (NULL)" for name, n in self.warnings.items()
                   if n]
         return "".join(f", {p}" for p in parts)
+
+
+def partition_offsets(text: str | None) -> dict[str, int]:
+    """The end offsets of a batch as Spark's checkpoint holds them, when they are the
+    ``sqe-kafka`` source's ``{"<partition>": <next offset>}``; ``{}`` for other sources'.
+
+        >>> partition_offsets('{"0": 42, "1": 7}'), partition_offsets('{"t": {"0": 1}}')
+        ({'0': 42, '1': 7}, {})
+    """
+    try:
+        data = json.loads(text) if text else None
+    except ValueError:
+        return {}
+    if not isinstance(data, dict) or not all(k.isdigit() and _is_int(v) for k, v in data.items()):
+        return {}
+    return dict(data)
 
 
 def _is_int(value: Any) -> bool:

@@ -80,10 +80,15 @@ class CheckpointLock:
             return not _alive(int(holder.get("pid", 0)))
         return time.time() - float(holder.get("heartbeat", 0)) > STALE_SECONDS
 
+    def held_by(self) -> dict[str, Any] | None:
+        """The lock's content (host, pid, since, heartbeat) while its run runs, else None."""
+        holder = self._holder()
+        return None if holder is None or self._gone(holder) else holder
+
     def holder(self) -> str | None:
         """Who holds the checkpoint now, as a sentence, or None when nobody (still) does."""
-        holder = self._holder()
-        if holder is None or self._gone(holder):
+        holder = self.held_by()
+        if holder is None:
             return None
         return (f"checkpoint {self.files.location} is in use by the run of PID "
                 f"{holder.get('pid')} on {holder.get('host')} since {holder.get('since')}; "

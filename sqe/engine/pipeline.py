@@ -37,7 +37,7 @@ from state.registry import SINKS, sink_for, sink_problems
 from state.sink import Sink, SinkTarget
 
 __all__ = ["QueryStep", "StreamPipeline", "StreamStores", "build_pipelines", "check_fields",
-           "sink_target", "state_problems", "stream_stores"]
+           "sink_target", "state_problems", "stream_source", "stream_stores"]
 
 T = TypeVar("T")
 
@@ -250,10 +250,17 @@ def build_pipelines(plan: TopologyPlan, name: str) -> list[StreamPipeline]:
         if stream.spoutName == "FIXED":
             fixed = fixed_options(stream.objectName, s.fixed_fields or [], s.fixed_rows or [])
             pipelines.append(StreamPipeline(stream, s, steps, pid, consumer, fixed=fixed))
-        elif s.format == "native":
-            pipelines.append(StreamPipeline(stream, s, steps, pid, consumer))
         else:
-            source = SourceConfig(stream.objectName, s, consumer, emit_tally=True)
-            pipelines.append(StreamPipeline(stream, s, steps, pid, consumer, source))
+            pipelines.append(StreamPipeline(stream, s, steps, pid, consumer,
+                                            stream_source(plan, name, stream)))
     return pipelines
+
+
+def stream_source(plan: TopologyPlan, name: str, stream: CreateStream) -> SourceConfig | None:
+    """The ``sqe-kafka`` source of stream ``stream`` of a topology named ``name``; None for a
+    FIXED stream and for Spark's own connector (no broker asked)."""
+    s = plan.streams[stream.streamName]
+    if stream.spoutName != "KAFKA" or s.format == "native":
+        return None
+    return SourceConfig(stream.objectName, s, f"{name}.{stream.streamName}", emit_tally=True)
 

@@ -19,7 +19,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast
@@ -34,12 +34,13 @@ from pyspark.sql.streaming import StreamingQuery
 from sqe.config.plan import TopologyPlan
 from sqe.config.redis_endpoint import persistence_warning
 from sqe.engine.batch import BatchProcessor
-from sqe.engine.batch_report import BatchReport
+from sqe.engine.batch_report import BatchReport, partition_offsets
 from sqe.engine.checkpoint import CheckpointFiles, StreamCheckpoint, local_checkpoint
 from sqe.engine.lock import CheckpointLock
 from sqe.engine.pipeline import StreamPipeline, build_pipelines
 from sqe.engine.progress import ProgressLog, progress_path
 from sqe.engine.recovery import Rerun, plan_start
+from sqe.engine.watch import RunWatcher, StreamView, Watchers
 from sqe.errors import RunError, RunStopped, SqeError
 from sqe.source.fixed import FixedSource
 from sqe.source.kafka import KafkaSource
@@ -158,6 +159,15 @@ def _prepare(spark: SparkSession, p: StreamPipeline, root: str, resume: bool, re
     return _Stream(p, checkpoint, start.base)
 
 
+def _view(topology: str, s: _Stream) -> StreamView:
+    """What the run's watchers are told of stream ``s`` as it starts."""
+    p, done = s.pipeline, s.checkpoint.last_committed()
+    ended = partition_offsets(s.checkpoint.end_offsets(done)) if done is not None else {}
+    return StreamView(topology, p.stream.streamName, p.consumer,
+                      p.source.topic if p.source is not None else None,
+                      {int(k): v for k, v in ended.items()} if done is not None else None)
+
+
 def _stopped(streams: list[_Stream]) -> str:
     """Where each stream stopped, and where its next run starts."""
     parts = []
@@ -184,7 +194,8 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
                  mode: Mode = "forever", runtime: float | None = None,
                  on_start: Callable[[list[StreamingQuery]], None] | None = None,
                  resume: bool = False, rerun: Rerun | None = None,
-                 stop: threading.Event | None = None) -> list[BatchReport]:
+                 stop: threading.Event | None = None,
+                 watchers: Sequence[RunWatcher] = ()) -> list[BatchReport]:
     """Run every stream of ``plan`` until done (``once``), ``runtime`` seconds, or forever.
 
     The run holds its checkpoint (:mod:`sqe.engine.lock`) and starts each stream where its
@@ -192,7 +203,8 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
     the stores recorded, on an empty checkpoint; ``rerun`` formats the commands a refusal
     names).  Returns the batch reports; a failed query raises :class:`RunError` after
     stopping the others; ``stop`` set ends the run after the batch being written, with
-    :class:`RunStopped` saying where each stream stopped.
+    :class:`RunStopped` saying where each stream stopped.  ``watchers`` are told the run's
+    streams, each batch and each ``sqe-kafka`` stream's backlog (:mod:`sqe.engine.watch`).
     """
     spark.dataSource.register(KafkaSource)
     spark.dataSource.register(FixedSource)
@@ -203,27 +215,37 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
     lock.acquire()
     try:
         return _run(plan, spark, name, root, mode, runtime, on_start, resume,
-                    rerun or _default_rerun(plan), stop)
+                    rerun or _default_rerun(plan), stop, watchers)
     finally:
         lock.release()
 
 
 def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mode,
          runtime: float | None, on_start: Callable[[list[StreamingQuery]], None] | None,
-         resume: bool, rerun: Rerun, stop: threading.Event | None) -> list[BatchReport]:
+         resume: bool, rerun: Rerun, stop: threading.Event | None,
+         watchers: Sequence[RunWatcher]) -> list[BatchReport]:
     pipelines = build_pipelines(plan, name)
     for warning in persistence_warnings(pipelines):
         log.warning(f"warning: {warning}")
     streams = [_prepare(spark, p, root, resume, rerun) for p in pipelines]
+    hub = Watchers(watchers, {s.pipeline.stream.streamName: s.pipeline.source for s in streams
+                              if s.pipeline.source is not None})
     reports: list[BatchReport] = []
     processors: list[BatchProcessor] = []
     queries: list[StreamingQuery] = []
     where = progress_path(root)
     progress = ProgressLog(where, name) if where is not None else None
+
+    def done(report: BatchReport) -> None:  # a stream's batch committed (or was skipped)
+        reports.append(report)
+        if progress is not None:
+            progress.append(report)
+        hub.batch_done(report)
     try:
+        hub.started([_view(name, s) for s in streams])
         for s in streams:
             p = s.pipeline
-            proc = BatchProcessor(p, reports, progress, s.checkpoint, s.base)
+            proc = BatchProcessor(p, done, s.checkpoint, s.base)
             processors.append(proc)
             writer = (_source_frame(spark, p).writeStream
                       .queryName(f"{name}.{p.stream.streamName}")
@@ -261,4 +283,5 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
         for q in queries:
             if q.isActive:
                 q.stop()
+        hub.ended()
     return reports

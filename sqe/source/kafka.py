@@ -155,16 +155,29 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 raise _BrokersAway(f"the offsets of {cfg.topic}/{p}: {error_text(exc)}") from None
         return marks
 
-    def initialOffset(self) -> dict:
-        """Where a query without a checkpoint starts: earliest, latest or the given JSON."""
-        marks = self._watermarks()
+    def watermarks_now(self, timeout: float = 5.0) -> dict[int, tuple[int, int]]:
+        """Low and high watermark per partition, asked once (for tools: ``sqe status``, the
+        run's backlog); brokers that do not answer in ``timeout`` are a :class:`SourceError`."""
+        try:
+            return self._try_watermarks(timeout)
+        except _BrokersAway as exc:
+            raise SourceError(f"Kafka source {self.config.topic}: cannot reach the Kafka "
+                              f"brokers {self.config.stream.bootstrap}: {exc}") from None
+
+    def starting(self, marks: Mapping[int, tuple[int, int]]) -> dict[int, int]:
+        """Where a query without a checkpoint starts, given the watermarks: earliest, latest
+        or the ``startingOffsets`` JSON."""
         starting = self.config.stream.starting_offsets
         if starting == "earliest":
-            return _offsets_json({p: lo for p, (lo, _) in marks.items()})
+            return {p: lo for p, (lo, _) in marks.items()}
         if starting == "latest":
-            return _offsets_json({p: hi for p, (_, hi) in marks.items()})
+            return {p: hi for p, (_, hi) in marks.items()}
         given = parse_offsets(starting)
-        return _offsets_json({p: given.get(p, lo) for p, (lo, _) in marks.items()})
+        return {p: given.get(p, lo) for p, (lo, _) in marks.items()}
+
+    def initialOffset(self) -> dict:
+        """Where a query without a checkpoint starts: earliest, latest or the given JSON."""
+        return _offsets_json(self.starting(self._watermarks()))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """``maxRecordsPerBatch`` as Spark's row limit, else everything available."""

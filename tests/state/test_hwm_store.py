@@ -148,6 +148,13 @@ def test_cli_shows_and_resets_a_consumer(redis_url, capsys):
     assert main(["hwm", "show", "cli.S", "--redis", redis_url]) == 0
     out = capsys.readouterr().out
     assert "committed batch 3, 1 high-water mark(s)" in out and "pid=5 partition=1 offset=42" in out
+    # the TTL of the config: a mark 2 s old is past a TTL of 1 s
+    client = redis.Redis.from_url(redis_url)
+    client.zadd(store.keys[4], {"5:1": int(client.time()[0]) * 1000 - 2_000})
+    client.close()
+    assert main(["hwm", "show", "cli.S", "--redis", redis_url, "--conf",
+                 "jw.sqe.spout.kafka.filterReplays.metadata.ttl=1"]) == 0
+    assert "committed batch 3, 0 high-water mark(s)" in capsys.readouterr().out
     assert main(["hwm", "reset", "cli.S", "--redis", redis_url]) == 2
     assert "replaced by sqe reset TOPOLOGY" in capsys.readouterr().err
     assert store.load().batch_id == 3  # nothing was changed
@@ -253,3 +260,25 @@ def test_each_checkpoint_stages_apart_and_drops_only_its_own(store, redis_url):
     assert mine != theirs and mine.startswith("sqe:{load/Enriched}:stage:3:")
     assert store.drop_stages(3, "/ck/a", 2) == 1
     assert redis.Redis.from_url(redis_url).keys("sqe:*:stage:*") == [theirs.encode()]
+
+
+def test_the_marks_updated_last_with_their_age_for_sqe_status(redis_url):
+    """``recent`` gives the marks updated last, newest first, with their age by the server's
+    clock, and how many are live, in both layouts; it reads what it shows, plus a count."""
+    store = HwmStore.from_url(redis_url, "recent/Stream", ttl_seconds=3600)
+    client = redis.Redis.from_url(redis_url)
+    now = int(client.time()[0]) * 1000
+    client.hset(store.keys[0], mapping={"7:0": 41, "7:1": 12, "8:0": 3})  # the old layout
+    client.hset(store.keys[1], mapping={"7:0": now - 5_000, "7:1": now - 10_000_000, "8:0": now})
+    marks, live = store.recent(5)
+    assert live == 2 and [(pair, offset) for pair, offset, _ in marks] == [((8, 0), 3),
+                                                                          ((7, 0), 41)]
+    assert 4.0 <= marks[1][2] < 60
+    store.commit(1, {(7, 0): 50, **{(9, p): 1 for p in range(100)}})  # into the time index
+    client.zadd(store.keys[4], {"8:0": now - 30_000})
+    marks, live = store.recent(2)
+    assert live == 102 and len(marks) == 2 and all(age < 60 for _, _, age in marks)
+    assert ((8, 0), 3) not in [(pair, offset) for pair, offset, _ in marks]  # not among the last
+    assert store.recent(0) == ([], 102)
+    store.client.close()
+    client.close()

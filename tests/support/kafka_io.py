@@ -1,10 +1,13 @@
-"""Test helpers: produce records to and read whole topics from the real broker."""
+"""Test helpers: produce records to and read whole topics from the real broker, and a
+topology that copies one topic to another through the replay filter."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
+import yaml
 from confluent_kafka import Consumer, Producer
 
 from sqe.config.kafka_client import CLIENT_DEFAULTS, read_all
@@ -43,3 +46,19 @@ def cluster_id(bootstrap: str, topic: str) -> str | None:
         return consumer.list_topics(topic, timeout=30).cluster_id
     finally:
         consumer.close()
+
+
+def filtered_copy(path: Path, source: str, dest: str, max_records: int) -> Path:
+    """Write at ``path`` a topology whose stream ``In`` reads ``source`` with filterReplays
+    (at most ``max_records`` a batch) and copies each value to ``dest`` with its key."""
+    commands = [
+        {"CreateStream": {"streamName": "In", "objectName": source, "spoutName": "KAFKA",
+                          "deserializer": "identity",
+                          "options": {"jw.sqe.spout.kafka.filterReplays": True,
+                                      "jw.sqe.spout.kafka.maxRecordsPerBatch": max_records}}},
+        {"Query": {"insertInto": {"objectName": dest, "stateName": "KAFKA", "fields": ["v"],
+                                  "options": {"jw.sqe.state.kafka.keytype": "StreamMetadata"}},
+                   "select": {"expressions": ["_value"]}, "from": {"objectName": "In"}}},
+    ]
+    path.write_text(yaml.safe_dump(commands))
+    return path
