@@ -4,7 +4,7 @@ On a terminal, :class:`LiveProgress` keeps one updating line per stream (rich's
 progress display), and the batch lines of the log print above them; elsewhere
 (a pipe, a file, a scheduler's log) it logs one plain line per batch::
 
-    sqe: Events: 30,000 records in 3 batches, 41,250 records/s, 12 replays dropped;
+    sqe: Events: 30,000 records in 3 batches, 41,250 records/s, 12 dropped as replays;
     70,000 behind, about 2 s to go
 
 (one line, folded here)
@@ -93,7 +93,7 @@ class StreamProgress:
                  f"{'' if self.batches == 1 else 'es'}"]
         if rate is not None:
             parts.append(f"{rate:,.0f} records/s")
-        parts.append(f"{self.replays:,} replays dropped")
+        parts.append(f"{self.replays:,} dropped as replays")
         text = ", ".join(parts)
         if self.behind is not None:
             eta = self.eta()

@@ -167,7 +167,7 @@ def test_cli_run_exit_codes(kafka_bootstrap, kafka_topic, redis_url, tmp_path):
     assert ok.returncode == 0, ok.stderr
     assert "4 records read, 1 replays dropped, 3 rows written" in ok.stdout
     # off a terminal, the progress is a plain line per batch, with the backlog left
-    assert re.search(r"^sqe: In: 4 records in 1 batch, [\d,]+ records/s, 1 replays dropped; "
+    assert re.search(r"^sqe: In: 4 records in 1 batch, [\d,]+ records/s, 1 dropped as replays; "
                      r"0 behind$", ok.stderr, re.M), ok.stderr
     assert not re.search(r"\bWARN\b", ok.stderr), ok.stderr
     assert [r.value for r in read_topic(kafka_bootstrap, dest)] == [b"0", b"1", b"2"]

@@ -162,12 +162,12 @@ def _report(batch: int, records: int, replays: int, started: float, seconds: flo
 
 def test_progress_rate_and_time_to_go_come_from_the_batches_and_the_backlog():
     p = StreamProgress("In")
-    assert p.text() == "In: 0 records in 0 batches, 0 replays dropped"
+    assert p.text() == "In: 0 records in 0 batches, 0 dropped as replays"
     p.add(_report(0, 1000, 10, 100.0, 1.0))
     p.add(_report(1, 3000, 0, 101.0, 1.0))
     p.behind = 8000
     assert p.rate() == 2000.0 and p.eta() == 4.0
-    assert p.text() == ("In: 4,000 records in 2 batches, 2,000 records/s, 10 replays dropped; "
+    assert p.text() == ("In: 4,000 records in 2 batches, 2,000 records/s, 10 dropped as replays; "
                         "8,000 behind, about 4 s to go")
     p.behind = 0
     assert p.text().endswith("; 0 behind")
@@ -181,11 +181,12 @@ def test_progress_off_a_terminal_is_a_plain_line_per_batch(caplog):
         live.batch_done(_report(0, 1000, 3, 100.0, 0.5))
     live.ended()
     assert [r.getMessage() for r in caplog.records] == [
-        "In: 1,000 records in 1 batch, 2,000 records/s, 3 replays dropped; 4,000 behind, "
+        "In: 1,000 records in 1 batch, 2,000 records/s, 3 dropped as replays; 4,000 behind, "
         "about 2 s to go"]
 
 
-def test_progress_on_a_terminal_updates_a_line_per_stream_and_logs_print_above_it():
+def test_progress_on_a_terminal_updates_a_line_per_stream_and_logs_print_above_it(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # a terminal wide enough for the whole line
     out = io.StringIO()
     handler = logging.StreamHandler(out)
     logger = logging.getLogger("sqe")
@@ -204,7 +205,7 @@ def test_progress_on_a_terminal_updates_a_line_per_stream_and_logs_print_above_i
     text = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", out.getvalue())
     assert "In batch 0: 1000 records read" in text
     assert "Other" in text and "waiting for its first batch" in text
-    assert "1,000 records in 1 batch, 2,000 records/s, 3 replays dropped; 4,000 behind" in text
+    assert "1,000 records in 1 batch, 2,000 records/s, 3 dropped as replays; 4,000 behind" in text
 
 
 def test_the_progress_file_keeps_each_batch_end_offsets():
