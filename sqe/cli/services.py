@@ -190,20 +190,19 @@ def _start_all(args: argparse.Namespace, data: Path, state: State,
                started: list[LocalService]) -> None:
     path = data / STATE_FILE
     state.write(path)
+
+    def record(service: LocalService, what: str = "") -> None:  # in the file as soon as it runs
+        started.append(service)
+        state.services.append(ServiceRecord.of(service))
+        state.write(path)
+        print(f"{service.name}: {service.address}{what} (pid {service.process.pid}; data and "
+              f"log in {service.log_path.parent})", flush=True)
+
     if args.kafka_port:
-        kafka = start_local_kafka(data / "kafka", args.kafka_port)
-        started.append(kafka)
-        state.services.append(ServiceRecord.of(kafka))
-        state.write(path)
-        print(f"kafka: {kafka.address} (pid {kafka.process.pid}; data and log in "
-              f"{kafka.log_path.parent})", flush=True)
+        record(start_local_kafka(data / "kafka", args.kafka_port))
     if args.redis_port:
-        rds = start_local_redis(data / "redis", args.redis_port, persistent=True)
-        started.append(rds)
-        state.services.append(ServiceRecord.of(rds))
-        state.write(path)
-        print(f"redis: {rds.address} with the append-only file on (pid {rds.process.pid}; "
-              f"data and log in {rds.log_path.parent})", flush=True)
+        record(start_local_redis(data / "redis", args.redis_port, persistent=True),
+               " with the append-only file on")
 
 
 def _run_until_stopped(args: argparse.Namespace, data: Path) -> int:
@@ -281,8 +280,9 @@ def _answer(record: ServiceRecord) -> tuple[bool, str]:
 
 def _status_line(record: ServiceRecord) -> bool:
     """Print one service's line; whether it runs and answers."""
-    ok, what = _answer(record) if record.running() else (False, "")
-    what = f"running, {what}" if record.running() else "not running"
+    running = record.running()
+    ok, what = _answer(record) if running else (False, "")
+    what = f"running, {what}" if running else "not running"
     print(f"{record.name}: {record.address}, pid {record.pid}, {what}; log {record.log}",
           flush=True)
     return ok

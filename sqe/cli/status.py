@@ -45,6 +45,7 @@ from sqe.engine.progress import ProgressError, progress_path, read_progress
 from sqe.errors import SqeError
 from sqe.lang.topology import CreateStream
 from sqe.source.lag import LagReader, PartitionLag, total_backlog
+from state.commits import Commit
 from state.sink import Sink
 
 __all__ = ["RunStatus", "StreamStatus", "gather", "status"]
@@ -218,17 +219,26 @@ def _stores(s: StreamStatus, stores: StreamStores, marks: int) -> list[dict[str,
     return found
 
 
-def _commit_json(name: str, where: str | None, commit: Any) -> dict[str, Any]:
+def _commit_json(name: str, where: str | None, commit: Commit | None) -> dict[str, Any]:
     if commit is None:
         return {"store": name, "where": where, "batch": None}
     return {"store": name, "where": where, "batch": commit.batch_id, "offsets": commit.offsets,
             "reset": commit.reset}
 
 
-def _offsets(commit: Any) -> dict[str, int] | None:
+def _offsets(commit: Commit | None) -> dict[str, int] | None:
     if commit is None or not commit.offsets or commit.reset:
         return None
     return partition_offsets(commit.offsets) or None
+
+
+def _checkpoint_end(ck: StreamCheckpoint) -> tuple[int, dict[str, int] | None] | None:
+    """The checkpoint's last committed batch, as the stores count it, and the offsets it ended
+    at (None: no batch committed yet)."""
+    done = ck.last_committed()
+    if done is None:
+        return None
+    return ck.base() + done, partition_offsets(ck.end_offsets(done)) or None
 
 
 def _stream(plan: TopologyPlan, name: str, stream: CreateStream, root: str, marks: int,
@@ -239,14 +249,11 @@ def _stream(plan: TopologyPlan, name: str, stream: CreateStream, root: str, mark
                      source.topic if source else None, settings.bootstrap if source else None,
                      batches=batches)
     committed: dict[str, int] | None = None
-    ck = _attempt(s.problems, "the checkpoint", lambda: StreamCheckpoint(
-        None, f"{root}/{stream.streamName}"))
-    if ck is not None:
-        done = ck.last_committed()
-        if done is not None:
-            s.checkpoint_batch = ck.base() + done
-            committed = partition_offsets(ck.end_offsets(done)) or None
-            s.committed_from = f"checkpoint batch {s.checkpoint_batch}"
+    ended = _attempt(s.problems, "the checkpoint", partial(
+        _checkpoint_end, StreamCheckpoint(None, f"{root}/{stream.streamName}")))
+    if ended is not None:
+        s.checkpoint_batch, committed = ended
+        s.committed_from = f"checkpoint batch {s.checkpoint_batch}"
     stored = _stores(s, stream_stores(plan, name, stream), marks)
     if committed is None:
         committed = next((o for o in stored if o), None)
@@ -255,8 +262,8 @@ def _stream(plan: TopologyPlan, name: str, stream: CreateStream, root: str, mark
     if source is not None:
         reader = LagReader(source)
         try:
-            lags = _attempt(s.problems, f"the offsets of topic {source.topic}", lambda: reader.lag(
-                {int(p): o for p, o in (committed or {}).items()}))
+            lags = _attempt(s.problems, f"the offsets of topic {source.topic}",
+                            partial(reader.lag, committed))
         finally:
             reader.close()
         s.partitions = lags or []
@@ -281,8 +288,7 @@ def gather(plan: TopologyPlan, checkpoint: str, batches: int = 5, marks: int = 1
     """The status of ``plan``'s run on ``checkpoint`` (a local directory)."""
     topology = plan.topology
     root = os.path.abspath(checkpoint) if "://" not in checkpoint else checkpoint
-    files = _attempt([], "the checkpoint", lambda: CheckpointFiles(None, root))
-    running = CheckpointLock(files).held_by() if files is not None else None
+    running = CheckpointLock(CheckpointFiles(None, root)).held_by()
     last, problem = _last_batches(root, batches)
     streams = [_stream(plan, topology.name, st, root, marks, last.get(st.streamName, []))
                for st in topology.streams]

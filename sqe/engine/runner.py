@@ -162,10 +162,10 @@ def _prepare(spark: SparkSession, p: StreamPipeline, root: str, resume: bool, re
 def _view(topology: str, s: _Stream) -> StreamView:
     """What the run's watchers are told of stream ``s`` as it starts."""
     p, done = s.pipeline, s.checkpoint.last_committed()
-    ended = partition_offsets(s.checkpoint.end_offsets(done)) if done is not None else {}
     return StreamView(topology, p.stream.streamName, p.consumer,
                       p.source.topic if p.source is not None else None,
-                      {int(k): v for k, v in ended.items()} if done is not None else None)
+                      partition_offsets(s.checkpoint.end_offsets(done)) if done is not None
+                      else None)
 
 
 def _stopped(streams: list[_Stream]) -> str:

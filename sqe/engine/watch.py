@@ -48,7 +48,7 @@ class StreamView:
     stream: str
     consumer: str  # <topology>.<stream>
     topic: str | None  # the Kafka topic of an sqe-kafka stream; None: its backlog is unknown
-    committed: Mapping[int, int] | None  # where its checkpoint's last batch ended, if any
+    committed: Mapping[str, int] | None  # where its checkpoint's last batch ended, if any
 
 
 class RunWatcher:
@@ -121,7 +121,7 @@ class BacklogPoller(RunWatcher):
         self.hub = hub
         self.interval = interval
         self._readers = {name: LagReader(src) for name, src in sources.items()}
-        self._committed: dict[str, Mapping[int, int] | None] = {}
+        self._committed: dict[str, Mapping[str, int] | None] = {}
         self._failing: set[str] = set()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -135,7 +135,7 @@ class BacklogPoller(RunWatcher):
 
     def batch_done(self, report: BatchReport) -> None:
         if report.offsets:
-            self._committed[report.stream] = {int(p): o for p, o in report.offsets.items()}
+            self._committed[report.stream] = report.offsets
         self._wake.set()
 
     def poll(self) -> None:

@@ -9,7 +9,7 @@ running ``sqe run`` (its live progress and ``--metrics-port`` gauges) read it.
 
 Example::
 
-    >>> lags = LagReader(source).lag({0: 1200, 1: 1190})        # doctest: +SKIP
+    >>> lags = LagReader(source).lag({"0": 1200, "1": 1190})    # doctest: +SKIP
     >>> [(x.partition, x.end, x.committed, x.backlog) for x in lags]  # doctest: +SKIP
     [(0, 1500, 1200, 300), (1, 1190, 1190, 0)]
 """
@@ -68,15 +68,17 @@ class LagReader:
         """The stream's topic."""
         return self.source.topic
 
-    def lag(self, committed: Mapping[int, int] | None, timeout: float = 5.0
+    def lag(self, committed: Mapping[str, int] | None, timeout: float = 5.0
             ) -> list[PartitionLag]:
-        """Every partition of the topic against ``committed`` (partition -> next offset; None
-        or a partition missing from it: nothing committed there yet).  Brokers that do not
-        answer in ``timeout`` seconds are a :class:`~sqe.errors.SourceError`."""
+        """Every partition of the topic against ``committed``, the end offsets of a batch in
+        Spark's checkpoint form (``{"<partition>": <next offset>}``, as
+        :func:`~sqe.engine.batch_report.partition_offsets` reads them; None, or a partition
+        missing from it: nothing committed there yet).  Brokers that do not answer in
+        ``timeout`` seconds are a :class:`~sqe.errors.SourceError`."""
         marks = self._reader.watermarks_now(timeout)
         start = self._reader.starting(marks)
         done = committed or {}
-        return [PartitionLag(self.topic, p, hi, done.get(p), start[p])
+        return [PartitionLag(self.topic, p, hi, done.get(str(p)), start[p])
                 for p, (_, hi) in sorted(marks.items())]
 
     def close(self) -> None:
