@@ -37,6 +37,7 @@ import pyarrow as pa
 import redis
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from redis.cluster import RedisCluster
 
 from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.config.worker_task import begin_task
@@ -45,6 +46,7 @@ from sqe.wire.columns import field_column
 from state.hwm import Stage
 from state.redis_aggregates import AggregateSink
 from state.redis_layout import RedisLayout, joined
+from state.redis_protocol import send_hsets
 from state.sink import Batch, Sink, SinkTarget
 
 __all__ = ["RedisSink", "RedisStateConfig", "STAGE_TTL_SECONDS", "stage_redis", "write_redis"]
@@ -165,12 +167,9 @@ def prepare_redis(df: DataFrame, cfg: RedisStateConfig) -> DataFrame:
                      _value(df, cfg.value_fields).alias("_rv"))
 
 
-def _writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_seconds: int,
-                 one_key: bool = False) -> Any:
-    """The function each Spark task runs: ``_rk``/``_rf``/``_rv`` rows sent as SET or HSET.
-
-    ``one_key``: every row has the same key (a stage), so EXPIRE is sent once per chunk.
-    """
+def _writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_seconds: int) -> Any:
+    """The function each Spark task runs: ``_rk``/``_rf``/``_rv`` rows sent as SET or HSET,
+    one command per row in pipelines (the scalar way; a stage goes :func:`_stage_task`'s)."""
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         begin_task()
@@ -189,10 +188,8 @@ def _writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_secon
                             pipe.hset(keys[i], fields[i], value)
                         else:
                             pipe.set(keys[i], value)
-                        if expire_seconds and not one_key:
+                        if expire_seconds:
                             pipe.expire(keys[i], expire_seconds)
-                    if expire_seconds and one_key:
-                        pipe.expire(keys[start], expire_seconds)
                     pipe.execute()
                 written += batch.num_rows
         except redis.RedisError as exc:
@@ -201,6 +198,41 @@ def _writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_secon
         finally:
             client.close()
         yield pa.RecordBatch.from_pydict({"written": [written]})
+
+    return write
+
+
+def _stage_task(name: str, store: RedisEndpoint, stage_key: str) -> Any:
+    """The function each Spark task runs to stage rows: every ``_rf``/``_rv`` pair into the one
+    hash ``stage_key``, as a few long HSETs built by Arrow (:mod:`state.redis_protocol`), each
+    followed by the stage's EXPIRE."""
+    key = stage_key.encode()
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        begin_task()
+        client = store.connect()
+        staged = 0
+        try:
+            node = (client.get_redis_connection(client.get_node_from_key(stage_key))
+                    if isinstance(client, RedisCluster) else client)
+            pool = node.connection_pool
+            connection = pool.get_connection()
+            try:
+                for batch in batches:
+                    staged += send_hsets(connection, key, batch.column("_rf"),
+                                         batch.column("_rv"), STAGE_TTL_SECONDS)
+            except BaseException:
+                connection.disconnect()  # replies may be left unread on it
+                raise
+            finally:
+                pool.release(connection)
+        except redis.RedisError as exc:
+            raise StateError(f"Redis state {name} (staged in the HWM store): "
+                             f"{store.describe_error(exc)}; the batch fails and is written "
+                             "again when it is retried") from None
+        finally:
+            client.close()
+        yield pa.RecordBatch.from_pydict({"written": [staged]})
 
     return write
 
@@ -224,8 +256,7 @@ def stage_redis(df: DataFrame, cfg: RedisStateConfig, store: RedisEndpoint, stag
     """
     rows = prepare_redis(df, cfg)
     staged = rows.select(
-        F.lit(stage_key).alias("_rk"),
         F.concat(F.octet_length("_rk").cast("string"), F.lit(":"), F.col("_rk"),
                  F.coalesce(F.col("_rf"), F.lit(""))).alias("_rf"),
         F.col("_rv"))
-    return _send(staged, _writer_task(cfg.name, store, "HASH", STAGE_TTL_SECONDS, one_key=True))
+    return _send(staged, _stage_task(cfg.name, store, stage_key))
