@@ -137,11 +137,14 @@ class SourceConfig:
         except TopologyError as exc:
             raise SourceError(str(exc)) from None
 
+    def consumer_settings(self, role: str) -> dict[str, Any]:
+        """The settings of this source's consumer for ``role`` (named in its group id)."""
+        return consumer_conf(self.stream.bootstrap, f"sqe-{role}-{self.topic}",
+                             self.stream.consumer_properties, quiet=role == "planner")
+
     def consumer(self, role: str) -> Any:
         """A confluent-kafka consumer for this source (``role`` names it in the group id)."""
-        conf = consumer_conf(self.stream.bootstrap, f"sqe-{role}-{self.topic}",
-                             self.stream.consumer_properties, quiet=role == "planner")
-        return new_consumer(conf, f"Kafka source {self.topic} {role}")
+        return new_consumer(self.consumer_settings(role), f"Kafka source {self.topic} {role}")
 
 
 @dataclass

@@ -150,6 +150,30 @@ def test_offsets_with_gaps_from_transaction_markers(kafka_bootstrap, kafka_topic
     assert [r["_offset"] for r in rows] == [5, 6, 7, 8]
 
 
+def test_a_reader_consumer_is_reused_by_the_next_task_and_reads_only_its_range(kafka_bootstrap,
+                                                                              kafka_topic):
+    """Tasks of one executor process share a consumer, one at a time: each reads exactly its
+    own range, whatever the consumer fetched for the task before it; a failed task's consumer
+    is closed, not kept."""
+    topic = kafka_topic(2)
+    produce(kafka_bootstrap, topic, [(None, b"p%d-%d" % (p, i), p) for p in (0, 1)
+                                     for i in range(30)])
+    cfg = _spy_config(kafka_bootstrap, topic)
+    ranges = [(0, 0, 10), (0, 10, 20), (1, 5, 25), (0, 3, 8), (1, 25, 30), (0, 20, 30)]
+    for p, start, end in ranges:
+        rows = _rows(list(read_range(cfg, RangePartition(topic, p, start, end))))
+        assert [r["_offset"] for r in rows] == list(range(start, end))
+        assert [r["_value"] for r in rows] == [b"p%d-%d" % (p, i) for i in range(start, end)]
+        assert {r["_partition"] for r in rows} == {p}
+    assert len(cfg.spies) == 1  # one consumer made, for six tasks
+    failing = read_range(cfg, RangePartition(topic, 0, 0, 30))
+    next(failing)
+    failing.close()  # the task stopped with its range half read
+    rows = _rows(list(read_range(cfg, RangePartition(topic, 0, 0, 30))))
+    assert [r["_offset"] for r in rows] == list(range(30))
+    assert len(cfg.spies) == 2  # the stopped task's consumer was not given to the next
+
+
 @pytest.mark.redis
 def test_read_drops_replays_by_the_marks_it_reads_and_tallies_them(kafka_bootstrap, kafka_topic,
                                                                      redis_url):
