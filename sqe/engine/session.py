@@ -25,6 +25,7 @@ from pyspark.sql import SparkSession
 
 from sqe.config.logs import LOG_LEVEL_ENV, log_level, spark_log_level
 from sqe.config.secrets import SPARK_REDACTION_REGEX
+from sqe.engine.class_archive import archive_options
 from sqe.engine.prereq import require_java
 from sqe.engine.worker_python import local_worker_python
 from sqe.errors import OptionError
@@ -114,9 +115,11 @@ def build_session(
             builder = builder.config(key, value)
     given = {**REDACTION_DEFAULTS, f"spark.executorEnv.{LOG_LEVEL_ENV}": log_level(),
              **(conf or {})}
-    if not submitted:  # the JVM starts here: it can start quiet
+    if not submitted:  # the JVM starts here: it can start quiet, and from the class archive
         java = given.get("spark.driver.extraJavaOptions", "")
-        given["spark.driver.extraJavaOptions"] = f"{_log4j_options(spark_log_level())} {java}"
+        archive = archive_options() if local and _jvm_not_started() else ""
+        given["spark.driver.extraJavaOptions"] = " ".join(
+            o for o in (_log4j_options(spark_log_level()), archive, java) if o)
     for key, value in given.items():
         builder = builder.config(key, value)
     try:
@@ -131,6 +134,12 @@ def build_session(
         raise OptionError(refused) from None
     session.sparkContext.setLogLevel(spark_log_level())
     return session
+
+
+def _jvm_not_started() -> bool:
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is None
 
 
 def _refused_setting(exc: Exception, origins: Mapping[str, str]) -> str | None:

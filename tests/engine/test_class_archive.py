@@ -1,0 +1,64 @@
+"""The driver JVM's class archive, with real JVMs: written by the first local session, mapped by
+the next, never mapped once damaged, and off on request."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sqe.engine.class_archive import ARCHIVE_ENV
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_SESSION = """
+import json
+from sqe.engine.session import build_session
+spark = build_session("archive-test", {"spark.sql.shuffle.partitions": "2"})
+total = spark.range(1000).selectExpr("sum(id)").first()[0]
+args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory
+            .getRuntimeMXBean().getInputArguments())
+print(json.dumps({"total": total, "share": [a for a in args if "Archive" in a]}))
+"""
+
+
+def _session(tmp: Path, **env: str) -> dict:
+    """One local session in its own process, with ``tmp`` as its temporary directory."""
+    environ = {k: v for k, v in os.environ.items() if k != ARCHIVE_ENV}
+    environ.update({"TMPDIR": str(tmp), "PYTHONPATH": str(ROOT), **env})
+    done = subprocess.run([sys.executable, "-c", _SESSION], env=environ, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "cds" not in done.stdout.lower() and "shared archive" not in done.stderr.lower()
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_first_session_writes_the_archive_and_the_next_maps_it(tmp_path):
+    first = _session(tmp_path)
+    assert first["total"] == 499500
+    assert [a.split("=")[0] for a in first["share"]] == ["-XX:ArchiveClassesAtExit"]
+    archives = list(tmp_path.glob("sqe-spark-classes-*.jsa"))
+    assert len(archives) == 1 and archives[0].stat().st_size > 10_000_000
+    assert not list(tmp_path.glob("*.partial"))  # moved to its name once tried
+
+    second = _session(tmp_path)
+    assert second == {"total": 499500, "share": [f"-XX:SharedArchiveFile={archives[0]}"]}
+
+    # A damaged archive (truncated: it would crash a JVM that maps it) is not mapped but
+    # written again.
+    archives[0].chmod(0o644)
+    with open(archives[0], "r+b") as f:
+        f.truncate(5_000_000)
+    third = _session(tmp_path)
+    assert third["total"] == 499500
+    assert [a.split("=")[0] for a in third["share"]] == ["-XX:ArchiveClassesAtExit"]
+    fourth = _session(tmp_path)
+    assert fourth["share"] == [f"-XX:SharedArchiveFile={archives[0]}"]
+
+
+def test_the_archive_can_be_turned_off(tmp_path):
+    got = _session(tmp_path, **{ARCHIVE_ENV: "off"})
+    assert got == {"total": 499500, "share": []}
+    assert not list(tmp_path.glob("sqe-spark-classes-*"))
