@@ -6,7 +6,8 @@ they fail to import this package; :func:`build_session` sets
 user has set them (for a local master, through the launcher of
 :mod:`sqe.engine.worker_python`, which spares every Python process compiling pyspark),
 checks for Java 17+, and applies Spark conf from config files.  Local runs
-get a small, quiet default (2 shuffle partitions, UI off).
+get a small, quiet default (2 shuffle partitions, adaptive execution and UI off), and
+their JVM maps Spark's classes from an archive (:mod:`sqe.engine.class_archive`).
 """
 
 from __future__ import annotations
@@ -33,9 +34,13 @@ from sqe.errors import OptionError
 __all__ = ["build_session", "python_env", "quiet_failure_traces", "LOCAL_DEFAULTS", "REDACTION_DEFAULTS",
            "FAILURE_LOGGERS", "PYTHON_FAILURE_LOGGERS"]
 
-#: Spark conf for a local session when nothing else is given.
+#: Spark conf for a local session when nothing else is given.  Adaptive query execution is
+#: off: with 2 shuffle partitions it has nothing to coalesce, and it re-plans every shuffle as
+#: extra small jobs, 0.07 s of a micro-batch of replays only (0.42 s instead of 0.49 s a batch,
+#: bench/RESULTS.md).
 LOCAL_DEFAULTS: Mapping[str, str] = {
     "spark.sql.shuffle.partitions": "2",
+    "spark.sql.adaptive.enabled": "false",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
