@@ -11,7 +11,8 @@ first job take 3.1 s instead of 5.2 s on the project's 2-core machine (``bench/R
 * otherwise, and when no other process is writing it, ``-XX:ArchiveClassesAtExit=<temporary
   file>``: this JVM records the classes it loaded and writes them when it exits (some 150 MB;
   the run that writes it starts about 3 s slower and takes a few seconds to exit).
-  :func:`finish_archive`, called at interpreter exit, closes the JVM, waits for it, and moves
+  :func:`note_jvm` notes its class path once the session runs; :func:`finish_archive`, called
+  at interpreter exit, closes the JVM, waits for it, and moves
   the written file to the archive's name, so a JVM never maps a file still being written.
 
 The archive belongs to one ``java`` and one Spark installation: its name carries a hash of
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ARCHIVE_ENV", "archive_options", "archive_path", "finish_archive"]
+__all__ = ["ARCHIVE_ENV", "archive_options", "archive_path", "finish_archive", "note_jvm"]
 
 #: Set to ``off`` to start the JVM without an archive and never write one.
 ARCHIVE_ENV = "SQE_CLASS_ARCHIVE"
@@ -82,6 +83,7 @@ class _Writing:
     archive: Path
     partial: Path
     lock: Any
+    class_path: str | None = None  # the JVM's, noted once it runs (see :func:`note_jvm`)
 
 
 _writing: _Writing | None = None
@@ -117,6 +119,16 @@ def archive_options(environ: dict[str, str] | os._Environ[str] | None = None) ->
     return f"-XX:ArchiveClassesAtExit={partial} {_QUIET}"
 
 
+def note_jvm(session: Any) -> None:
+    """Note the class path of the JVM that writes the archive, while it runs (the session may
+    be stopped before the interpreter exits, and the archive is tried with this class path)."""
+    if _writing is None or _writing.class_path is not None:
+        return
+    jvm = getattr(session.sparkContext, "_jvm", None)
+    if jvm is not None:
+        _writing.class_path = str(jvm.java.lang.System.getProperty("java.class.path"))
+
+
 def finish_archive() -> None:
     """If this process's JVM is writing the archive: end the JVM (it writes the file as it
     exits), wait for it, and give the file the archive's name.  Run at interpreter exit."""
@@ -125,7 +137,8 @@ def finish_archive() -> None:
     if writing is None:
         return
     try:
-        class_path, exited = _end_jvm()
+        exited = _end_jvm()
+        class_path = writing.class_path
         if exited == 0 and class_path is not None and _usable(writing.partial, class_path):
             stat = writing.partial.stat()
             _seal(writing.archive).write_text(f"{stat.st_size} {stat.st_mtime_ns}\n")
@@ -166,25 +179,23 @@ def _usable(archive: Path, class_path: str) -> bool:
     return done.returncode == 0
 
 
-def _end_jvm() -> tuple[str | None, int | None]:
+def _end_jvm() -> int | None:
     """Stop the session's JVM the way PySpark's gateway ends it (its standard input closed),
-    wait until it has exited; its class path and exit code (``None``: unknown, or killed)."""
+    wait until it has exited; its exit code (``None``: unknown, or killed)."""
     from pyspark import SparkContext
 
     gateway = SparkContext._gateway
     proc = getattr(gateway, "proc", None) if gateway is not None else None
     if proc is None:
-        return None, None
+        return None
     context = SparkContext._active_spark_context
-    class_path = None
-    if context is not None and context._jvm is not None:
-        class_path = str(context._jvm.java.lang.System.getProperty("java.class.path"))
+    if context is not None:
         context.stop()
     if proc.stdin is not None:
         proc.stdin.close()
     try:
-        return class_path, proc.wait(_WRITE_TIMEOUT)
+        return proc.wait(_WRITE_TIMEOUT)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-        return class_path, None
+        return None

@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession
 
 from sqe.config.logs import LOG_LEVEL_ENV, log_level, spark_log_level
 from sqe.config.secrets import SPARK_REDACTION_REGEX
-from sqe.engine.class_archive import archive_options
+from sqe.engine.class_archive import archive_options, note_jvm
 from sqe.engine.prereq import require_java
 from sqe.engine.worker_python import local_worker_python
 from sqe.errors import OptionError
@@ -138,6 +138,7 @@ def build_session(
             raise
         raise OptionError(refused) from None
     session.sparkContext.setLogLevel(spark_log_level())
+    note_jvm(session)
     return session
 
 

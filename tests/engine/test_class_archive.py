@@ -21,22 +21,25 @@ total = spark.range(1000).selectExpr("sum(id)").first()[0]
 args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory
             .getRuntimeMXBean().getInputArguments())
 print(json.dumps({"total": total, "share": [a for a in args if "Archive" in a]}))
+if STOP:
+    spark.stop()  # a program that stops its session before it exits
 """
 
 
-def _session(tmp: Path, **env: str) -> dict:
-    """One local session in its own process, with ``tmp`` as its temporary directory."""
+def _session(tmp: Path, stop: bool = False, **env: str) -> dict:
+    """One local session in its own process, with ``tmp`` as its temporary directory (``stop``:
+    the program stops its session before it exits)."""
     environ = {k: v for k, v in os.environ.items() if k != ARCHIVE_ENV}
     environ.update({"TMPDIR": str(tmp), "PYTHONPATH": str(ROOT), **env})
-    done = subprocess.run([sys.executable, "-c", _SESSION], env=environ, capture_output=True,
-                          text=True, timeout=300, check=False)
+    done = subprocess.run([sys.executable, "-c", f"STOP = {stop}\n" + _SESSION], env=environ,
+                          capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "cds" not in done.stdout.lower() and "shared archive" not in done.stderr.lower()
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_the_first_session_writes_the_archive_and_the_next_maps_it(tmp_path):
-    first = _session(tmp_path)
+    first = _session(tmp_path, stop=True)
     assert first["total"] == 499500
     assert [a.split("=")[0] for a in first["share"]] == ["-XX:ArchiveClassesAtExit"]
     archives = list(tmp_path.glob("sqe-spark-classes-*.jsa"))
