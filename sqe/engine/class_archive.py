@@ -22,7 +22,8 @@ sharing required (``-Xshare:on``), and its size and time are sealed: a file that
 matches (truncated, replaced) is never mapped, since a damaged archive can crash the JVM, and
 is written again.  A JVM that cannot use it (another build of the JDK, another class path)
 runs without it: sharing stays ``auto``, and the JVM's CDS log lines are off, so nothing is
-printed.  ``SQE_CLASS_ARCHIVE=off`` never uses or writes one.
+printed.  A run that writes an archive deletes those of Spark installations that no longer
+exist (a removed virtualenv's).  ``SQE_CLASS_ARCHIVE=off`` never uses or writes one.
 It is never used on a cluster, or under ``spark-submit``, where SQE does not start the JVM.
 """
 
@@ -60,18 +61,24 @@ def _java() -> str:
     return str(Path(found).resolve()) if found else "java"
 
 
+def _spark_home() -> Path:
+    import pyspark
+
+    return Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent).resolve()
+
+
 def archive_path() -> Path:
     """Where this ``java`` and this pyspark installation's archive is (whether or not it
     exists)."""
     import pyspark
 
-    spark_home = os.environ.get("SPARK_HOME") or str(Path(pyspark.__file__).parent)
+    spark_home = _spark_home()
     java = _java()
     try:
         stamp = str(os.stat(java).st_mtime_ns)
     except OSError:
         stamp = ""
-    ident = "\0".join([java, stamp, str(Path(spark_home).resolve()), pyspark.__version__])
+    ident = "\0".join([java, stamp, str(spark_home), pyspark.__version__])
     digest = hashlib.blake2b(ident.encode(), digest_size=6).hexdigest()
     return Path(tempfile.gettempdir()) / f"sqe-spark-classes-{digest}.jsa"
 
@@ -112,6 +119,7 @@ def archive_options(environ: dict[str, str] | os._Environ[str] | None = None) ->
         return f"-XX:SharedArchiveFile={archive} {_QUIET}"
     for stale in archive.parent.glob(f"{archive.stem}.*.partial"):  # of writers that died
         stale.unlink(missing_ok=True)
+    _forget_removed(archive.parent)
     archive.unlink(missing_ok=True)  # damaged or replaced since it was kept
     partial = archive.with_name(f"{archive.stem}.{os.getpid()}.partial")
     _writing = _Writing(archive, partial, lock)
@@ -141,7 +149,8 @@ def finish_archive() -> None:
         class_path = writing.class_path
         if exited == 0 and class_path is not None and _usable(writing.partial, class_path):
             stat = writing.partial.stat()
-            _seal(writing.archive).write_text(f"{stat.st_size} {stat.st_mtime_ns}\n")
+            _seal(writing.archive).write_text(
+                f"{stat.st_size} {stat.st_mtime_ns} {_spark_home()}\n")
             writing.partial.replace(writing.archive)
     finally:
         writing.partial.unlink(missing_ok=True)
@@ -158,10 +167,23 @@ def _intact(archive: Path) -> bool:
     that maps it: it is not used, and is written again)."""
     try:
         stat = archive.stat()
-        size, mtime = _seal(archive).read_text().split()
+        size, mtime = _seal(archive).read_text().split(" ", 2)[:2]
+        return stat.st_size == int(size) and stat.st_mtime_ns == int(mtime)
     except (OSError, ValueError):
         return False
-    return stat.st_size == int(size) and stat.st_mtime_ns == int(mtime)
+
+
+def _forget_removed(directory: Path) -> None:
+    """Delete the archives of Spark installations that no longer exist (a removed virtualenv
+    leaves its archive, some 150 MB, behind); run by a writer, under its lock."""
+    for seal in directory.glob("sqe-spark-classes-*.sealed"):
+        try:
+            home = seal.read_text().split(" ", 2)[2].strip()
+        except (OSError, IndexError):
+            continue
+        if home and not Path(home).exists():
+            for path in (seal.with_suffix(".jsa"), seal.with_suffix(".lock"), seal):
+                path.unlink(missing_ok=True)
 
 
 def _usable(archive: Path, class_path: str) -> bool:

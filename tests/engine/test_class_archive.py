@@ -38,8 +38,23 @@ def _session(tmp: Path, stop: bool = False, **env: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _other_archive(tmp: Path, name: str, home: Path) -> list[Path]:
+    """The files of another installation's archive, sealed with its Spark home."""
+    files = [tmp / f"sqe-spark-classes-{name}{suffix}" for suffix in (".jsa", ".lock", ".sealed")]
+    files[0].write_bytes(b"x" * 10)
+    files[1].write_text("")
+    files[2].write_text(f"10 {files[0].stat().st_mtime_ns} {home}\n")
+    return files
+
+
 def test_the_first_session_writes_the_archive_and_the_next_maps_it(tmp_path):
+    removed = _other_archive(tmp_path, "000000000001", tmp_path / "a-removed-virtualenv")
+    kept = _other_archive(tmp_path, "000000000002", tmp_path)
     first = _session(tmp_path, stop=True)
+    # the writer deleted the archive of an installation that is gone, and only that one
+    assert not any(p.exists() for p in removed) and all(p.exists() for p in kept)
+    for path in kept:
+        path.unlink()
     assert first["total"] == 499500
     assert [a.split("=")[0] for a in first["share"]] == ["-XX:ArchiveClassesAtExit"]
     archives = list(tmp_path.glob("sqe-spark-classes-*.jsa"))
