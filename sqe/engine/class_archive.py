@@ -32,6 +32,7 @@ from __future__ import annotations
 import atexit
 import fcntl
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
@@ -41,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["ARCHIVE_ENV", "archive_options", "archive_path", "finish_archive", "note_jvm"]
+
+log = logging.getLogger("sqe")
 
 #: Set to ``off`` to start the JVM without an archive and never write one.
 ARCHIVE_ENV = "SQE_CLASS_ARCHIVE"
@@ -108,19 +111,24 @@ def archive_options(environ: dict[str, str] | os._Environ[str] | None = None) ->
         return f"-XX:SharedArchiveFile={archive} {_QUIET}"
     if _writing is not None:  # this process writes it with an earlier session's JVM
         return _QUIET
-    lock = open(archive.with_suffix(".lock"), "a+")  # held until the JVM exits
+    try:
+        lock = open(archive.with_suffix(".lock"), "a+")  # held until the JVM exits
+    except OSError as exc:  # another user's, or a read-only directory
+        log.debug("no class archive written: %s", exc)
+        return _QUIET
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:  # another run is writing it: this one goes without
+        if _intact(archive):  # written meanwhile
+            lock.close()
+            return f"-XX:SharedArchiveFile={archive} {_QUIET}"
+        for stale in archive.parent.glob(f"{archive.stem}.*.partial"):  # of writers that died
+            stale.unlink(missing_ok=True)
+        _forget_removed(archive.parent)
+        archive.unlink(missing_ok=True)  # damaged or replaced since it was kept
+    except OSError as exc:  # another run is writing it, or files this user cannot remove
+        log.debug("no class archive written: %s", exc)
         lock.close()
         return _QUIET
-    if _intact(archive):  # written meanwhile
-        lock.close()
-        return f"-XX:SharedArchiveFile={archive} {_QUIET}"
-    for stale in archive.parent.glob(f"{archive.stem}.*.partial"):  # of writers that died
-        stale.unlink(missing_ok=True)
-    _forget_removed(archive.parent)
-    archive.unlink(missing_ok=True)  # damaged or replaced since it was kept
     partial = archive.with_name(f"{archive.stem}.{os.getpid()}.partial")
     _writing = _Writing(archive, partial, lock)
     atexit.register(finish_archive)
