@@ -63,6 +63,7 @@ from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.faults import armed, fault_point
 from sqe.lang.expressions import Expression
+from sqe.wire.arrays import binaries, counts_batch, to_numpy
 from sqe.wire.chunk import Codec
 from sqe.wire.chunk_pack import encode_chunks
 from sqe.wire.columns import CARRIED, field_column
@@ -184,10 +185,10 @@ def _prepare(df: DataFrame, cfg: KafkaStateConfig) -> DataFrame:
 
 def _keys(batch: pa.RecordBatch, keytype: str) -> pa.Array:
     if keytype == "streammetadata":
-        cols = [batch.column(c).to_numpy(zero_copy_only=False) for c in CARRIED]
+        cols = [to_numpy(batch.column(c)) for c in CARRIED]
         return encode_keys(*cols)
     if keytype == "messagehash":
-        hashes = batch.column("_k").to_numpy(zero_copy_only=False).astype(">i8")
+        hashes = to_numpy(batch.column("_k")).astype(">i8")
         fixed = pa.Array.from_buffers(pa.binary(8), len(hashes),
                                       [None, pa.py_buffer(hashes.tobytes())])
         return fixed.cast(pa.binary())
@@ -210,12 +211,12 @@ def _records(batches: Iterator[pa.RecordBatch], cfg: KafkaStateConfig
     if table.num_rows == 0:
         return
     table = table.combine_chunks()
-    pid, part, off = (table.column(c).to_numpy() for c in CARRIED)
+    pid, part, off = (to_numpy(table.column(c)) for c in CARRIED)
     fv = (table.column("_fv").chunk(0) if "_fv" in table.column_names
           else pa.nulls(table.num_rows, pa.string()))
     chunks = encode_chunks(pid, part, off, fv, table.column("_v").chunk(0), cfg.chunk_messages,
                            cfg.chunk_bytes, cfg.filter_size, cfg.chunk_codec)
-    yield pa.array([c.key for c in chunks], pa.binary()), [c.data for c in chunks], None
+    yield binaries([c.key for c in chunks]), [c.data for c in chunks], None
 
 
 def _sliced(groups: Iterator[tuple[pa.Array, list, list | None]], size: int
@@ -310,7 +311,7 @@ def _produce(cfg: KafkaStateConfig, sender: Sender, batches: Iterator[pa.RecordB
         raise StateError(f"Kafka state {cfg.topic} on {cfg.brokers}: delivery failed "
                          f"({problem}); the batch fails and its retry is filtered downstream "
                          "as replays")
-    yield pa.RecordBatch.from_pydict({"written": [written]})
+    yield counts_batch(written=written)
 
 
 def write_kafka(df: DataFrame, cfg: KafkaStateConfig) -> int:

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import psycopg
 import pyarrow as pa
 import pyarrow.csv as pcsv
@@ -43,6 +44,7 @@ from sqe.config.secrets import redact_url
 from sqe.config.worker_task import begin_task
 from sqe.errors import StaleBatchError, StateError
 from sqe.faults import fault_point
+from sqe.wire.arrays import binaries, from_numpy
 from sqe.wire.columns import field_column
 from state.commits import Commit
 from state.postgres_batches import (
@@ -133,8 +135,9 @@ def _csv_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         if batch.num_rows:
             pcsv.write_csv(batch, out, options)
             rows += batch.num_rows
-    yield pa.RecordBatch.from_pydict({"csv": [out.getvalue()], "rows": [rows]},
-                                     schema=pa.schema([("csv", pa.binary()), ("rows", pa.int64())]))
+    yield pa.RecordBatch.from_arrays(
+        [binaries([out.getvalue()]), from_numpy(np.array([rows], dtype=np.int64))],
+        names=["csv", "rows"])
 
 
 def _ident(name: str) -> Any:

@@ -42,6 +42,7 @@ from redis.cluster import RedisCluster
 from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
+from sqe.wire.arrays import counts_batch
 from sqe.wire.columns import field_column
 from state.hwm import Stage
 from state.redis_aggregates import AggregateSink
@@ -197,7 +198,7 @@ def _writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_secon
                              "fails and is written again when it is retried") from None
         finally:
             client.close()
-        yield pa.RecordBatch.from_pydict({"written": [written]})
+        yield counts_batch(written=written)
 
     return write
 
@@ -232,7 +233,7 @@ def _stage_task(name: str, store: RedisEndpoint, stage_key: str) -> Any:
                              "again when it is retried") from None
         finally:
             client.close()
-        yield pa.RecordBatch.from_pydict({"written": [staged]})
+        yield counts_batch(written=staged)
 
     return write
 

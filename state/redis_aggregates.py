@@ -43,6 +43,7 @@ from pyspark.sql import types as T
 from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
+from sqe.wire.arrays import counts_batch, strings
 from sqe.wire.columns import field_column
 from state.aggregate_layout import MERGE_SCRIPT, StateMode, encoded, stored_parts
 from state.commits import Commit
@@ -198,7 +199,7 @@ def _read_task(endpoint: RedisEndpoint, name: str) -> Any:
                 for k, f in zip(keys, fields, strict=True):
                     pipe.get(k) if f == "" else pipe.hget(k, f)
                 raw = [None if v is None else v.decode("utf-8") for v in pipe.execute()]
-                yield batch.append_column("stored", pa.array(raw, pa.string()))
+                yield batch.append_column("stored", strings(raw))
         except redis.RedisError as exc:
             raise StateError(f"Redis state {name}: {endpoint.describe_error(exc)}; the batch "
                              "fails and is merged again when it is retried") from None
@@ -235,7 +236,7 @@ def _merge_task(endpoint: RedisEndpoint, name: str, mode: str, batch_id: int,
                              "fails and its retry merges with the same batch id") from None
         finally:
             client.close()
-        yield pa.RecordBatch.from_pydict({"applied": [applied], "skipped": [skipped]})
+        yield counts_batch(applied=applied, skipped=skipped)
 
     return merge
 

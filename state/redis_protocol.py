@@ -32,12 +32,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sqe.wire.arrays import scalar
+
 __all__ = ["MAX_COMMAND_BYTES", "HsetCommand", "hset_commands", "pair_bulks", "resp_command",
            "send_hsets"]
 
 #: The most bytes one HSET command carries (Redis buffers a whole command before it runs it;
 #: its own cap on a client's query buffer is 1 GB).
 MAX_COMMAND_BYTES = 8 * 1024 * 1024
+#: The RESP pieces between a pair's bulk strings, as Arrow scalars.
+_BULK = {text: scalar(text.encode(), pa.binary()) for text in ("$", "\r\n", "\r\n$", "")}
 
 
 def resp_command(*args: bytes | str | int) -> bytes:
@@ -67,8 +71,8 @@ def pair_bulks(fields: pa.Array, values: pa.Array) -> pa.Array:
     f = _binary(fields)
     if f.null_count:
         raise ValueError(f"{f.null_count} of {len(f)} hash fields are NULL")
-    v = pc.fill_null(_binary(values), b"")
-    s = {text: pa.scalar(text.encode(), pa.binary()) for text in ("$", "\r\n", "\r\n$", "")}
+    v = pc.fill_null(_binary(values), _BULK[""])
+    s = _BULK
     return pc.binary_join_element_wise(s["$"], _lengths(f), s["\r\n"], f, s["\r\n$"],
                                        _lengths(v), s["\r\n"], v, s["\r\n"], s[""])
 

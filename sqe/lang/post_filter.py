@@ -1,8 +1,8 @@
 """SQE expressions as Arrow compute expressions: the source's exact post-filter.
 
 ``jw.sqe.spout.kafka.postFilter`` runs inside the source's ``read()``, on
-Arrow record batches, before rows reach Spark; so it is compiled to a
-``pyarrow.compute.Expression`` rather than a Spark Column.  It sees the
+Arrow record batches, before rows reach Spark; so it is compiled to steps of Arrow
+compute functions (:class:`Node`) rather than a Spark Column.  It sees the
 source's record columns (``_filter_value``, ``_value``, ``_key``,
 ``_partition``, ``_offset``, ``_pid``, ...), not the fields of the value,
 which are deserialized later, in Spark.
@@ -20,7 +20,9 @@ Example::
     >>> from sqe.lang.expressions import parse_expression
     >>> e = compile_filter(parse_expression({"In": ["_filter_value", {"C": "eu"}]}),
     ...                    ["_filter_value"])
-    >>> pa.table({"_filter_value": ["eu", "us", None]}).filter(e).num_rows
+    >>> e.mask(pa.record_batch({"_filter_value": ["eu", "us", None]})).tolist()
+    [True, False, False]
+    >>> pa.table({"_filter_value": ["eu", "us", None]}).filter(e.expression()).num_rows
     1
 """
 
@@ -28,24 +30,96 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import reduce
-from typing import Any, TypeAlias
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sqe.errors import TopologyError
 from sqe.lang.expressions import Constant, Expression, Field, Function, Sql
 from sqe.lang.functions import whole_match
+from sqe.wire.arrays import inferred, scalar, to_numpy
 from sqe.wire.columns import ARROW_SCHEMA
 
-__all__ = ["FILTER_FUNCTIONS", "compile_filter"]
+__all__ = ["FILTER_FUNCTIONS", "Node", "compile_filter"]
 
-#: A ``pyarrow.compute.Expression`` (pyarrow carries no type information for mypy).
-Node: TypeAlias = Any
+_COMPARISONS = {"__eq__": "equal", "__ne__": "not_equal", "__gt__": "greater",
+                "__ge__": "greater_equal", "__lt__": "less", "__le__": "less_equal"}
 
 
-def _call(name: str, *args: Node, options: pc.FunctionOptions | None = None) -> Node:
-    return pc.Expression._call(name, list(args), options)
+class Node:
+    """One step of a compiled post-filter: a record column, a constant, or an Arrow compute
+    function of steps, with the operators of ``pyarrow.compute.Expression``.
+
+    :meth:`mask` runs it on a record batch at once, function by function; :meth:`expression`
+    is the same as an Arrow ``Expression`` (for ``Table.filter``).  The source uses
+    :meth:`mask`: filtering by an expression runs Acero, whose import loads pandas into
+    every Spark Python worker.
+    """
+
+    __slots__ = ("name", "args", "value", "options")
+    __hash__ = None  # type: ignore[assignment]  # == builds a step, as on an Expression
+
+    def __init__(self, name: str, args: Sequence[Node] = (), value: Any = None,
+                 options: tuple[type[pc.FunctionOptions], tuple] | None = None) -> None:
+        # options as (class, arguments): FunctionOptions cannot be pickled, a config can
+        self.name, self.args, self.value, self.options = name, tuple(args), value, options
+
+    def __and__(self, other: Node) -> Node:
+        return _call("and_kleene", self, other)
+
+    def __or__(self, other: Node) -> Node:
+        return _call("or_kleene", self, other)
+
+    def __invert__(self) -> Node:
+        return _call("invert", self)
+
+    def is_null(self) -> Node:
+        return _call("is_null", self)
+
+    def isin(self, values: pa.Array) -> Node:
+        return _call("is_in", self, options=(pc.SetLookupOptions, (values,)))
+
+    def expression(self) -> pc.Expression:
+        """This step as a ``pyarrow.compute.Expression``."""
+        if self.name == "field":
+            return pc.field(self.value)
+        if self.name == "constant":
+            return pc.scalar(self.value)
+        return pc.Expression._call(self.name, [a.expression() for a in self.args], self._options())
+
+    def evaluate(self, batch: pa.RecordBatch) -> pa.Array | pa.Scalar:
+        """This step's values over ``batch``: an array, or a scalar when no column is read."""
+        if self.name == "field":
+            return batch.column(self.value)
+        if self.name == "constant":
+            return self.value
+        return pc.call_function(self.name, [a.evaluate(batch) for a in self.args], self._options())
+
+    def _options(self) -> pc.FunctionOptions | None:
+        return None if self.options is None else self.options[0](*self.options[1])
+
+    def mask(self, batch: pa.RecordBatch) -> np.ndarray:
+        """The rows of ``batch`` this filter keeps (NULL drops, as ``where`` does)."""
+        out = self.evaluate(batch)
+        if isinstance(out, pa.Scalar):
+            return np.full(batch.num_rows, out.is_valid and bool(out.as_py()), dtype=bool)
+        return to_numpy(pc.fill_null(out, _FALSE))
+
+
+def _comparison(function: str) -> Callable[[Node, Node], Node]:
+    return lambda a, b: _call(function, a, b)
+
+
+for _method, _function in _COMPARISONS.items():
+    setattr(Node, _method, _comparison(_function))
+_FALSE = scalar(False)
+
+
+def _call(name: str, *args: Node, options: tuple[type[pc.FunctionOptions], tuple] | None = None
+          ) -> Node:
+    return Node(name, args, options=options)
 
 
 def _null_safe_equal(a: Node, b: Node) -> Node:
@@ -115,14 +189,14 @@ def _constants(args: Sequence[Expression], where: str, what: str
 
 
 def compile_filter(expr: Expression, columns: Sequence[str], where: str = "postFilter") -> Node:
-    """The Arrow expression of ``expr`` over ``columns``; anything else is a TopologyError."""
+    """The Arrow steps of ``expr`` over ``columns``; anything else is a TopologyError."""
     if isinstance(expr, Field):
         if expr.name not in columns:
             raise TopologyError(f"{where}: a post-filter sees the source's record columns "
                                 f"({', '.join(columns)}), not {expr.name!r}")
-        return pc.field(expr.name)
+        return Node("field", value=expr.name)
     if isinstance(expr, Constant):
-        return pc.scalar(expr.value)
+        return Node("constant", value=scalar(expr.value))
     if isinstance(expr, Sql):
         raise TopologyError(f"{where}: a post-filter runs inside the source, before Spark, so it "
                             "cannot be a Spark SQL string; write it with the functions "
@@ -139,11 +213,11 @@ def compile_filter(expr: Expression, columns: Sequence[str], where: str = "postF
             kept = [v for a, v in zip(expr.args[1:], values, strict=True)
                     if v is not None and _may_equal(kind, _kind(a))]
             value = arg(0)  # checked even when no value is kept
-            return value.isin(pa.array(kept)) if kept else pc.scalar(False)
+            return value.isin(inferred(kept)) if kept else Node("constant", value=_FALSE)
         if expr.name == "rlike":
             (pattern,) = _constants(expr.args, here, "the pattern must be a constant")
             return _call("match_substring_regex", arg(0),
-                         options=pc.MatchSubstringOptions(whole_match(str(pattern))))
+                         options=(pc.MatchSubstringOptions, (whole_match(str(pattern)),)))
         if expr.name == "=" and not _may_equal(*map(_kind, expr.args)):
             a, b = arg(0), arg(1)
             return a.is_null() & b.is_null()  # SQE: Integer.equals(String) is false

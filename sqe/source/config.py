@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
 from sqe.config.kafka_client import consumer_conf, new_consumer
@@ -42,7 +41,7 @@ from sqe.config.registry import REGISTRY
 from sqe.config.settings import Settings
 from sqe.config.views import StreamSettings
 from sqe.errors import OptionError, SourceError, TopologyError
-from sqe.lang.post_filter import compile_filter
+from sqe.lang.post_filter import Node, compile_filter
 from sqe.wire.columns import RECORD_COLUMNS
 
 __all__ = ["OPTION_PREFIX", "RangePartition", "SourceConfig", "parse_offsets"]
@@ -95,7 +94,7 @@ class SourceConfig:
             if policy == "deadletter" and not self.stream.dead_letter_topic:
                 raise SourceError(f"sqe-kafka {self.topic}: {name} deadletter needs the "
                                   "option deadLetterTopic")
-        _ = self.post_filter_expression  # a bad post-filter fails here, not on an executor
+        _ = self.post_filter  # a bad post-filter fails here, not on an executor
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> SourceConfig:
@@ -127,8 +126,8 @@ class SourceConfig:
         return out
 
     @cached_property
-    def post_filter_expression(self) -> pc.Expression | None:
-        """The post-filter compiled to an Arrow expression, or ``None``."""
+    def post_filter(self) -> Node | None:
+        """The post-filter compiled to Arrow compute steps, or ``None``."""
         expr = self.stream.post_filter
         if expr is None:
             return None

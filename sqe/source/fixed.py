@@ -29,6 +29,7 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from sqe.errors import SourceError
+from sqe.wire.arrays import binaries, from_numpy, repeated
 from sqe.wire.columns import ARROW_SCHEMA, SCHEMA
 
 __all__ = ["FIXED_SOURCE_NAME", "FixedSource", "fixed_options"]
@@ -75,10 +76,10 @@ class _FixedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: _Rows) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         n = partition.end - partition.start
         columns = {
-            "_value": pa.array(self.values[partition.start:partition.end], pa.binary()),
-            "_topic": pa.array([self.name] * n, pa.string()),
-            "_partition": pa.array(np.zeros(n, dtype=np.int32)),
-            "_offset": pa.array(np.arange(partition.start, partition.end, dtype=np.int64)),
+            "_value": binaries(self.values[partition.start:partition.end]),
+            "_topic": repeated(self.name, n),
+            "_partition": from_numpy(np.zeros(n, dtype=np.int32)),
+            "_offset": from_numpy(np.arange(partition.start, partition.end, dtype=np.int64)),
         }
         arrays = [columns.get(f.name, pa.nulls(n, f.type)) for f in ARROW_SCHEMA]
         yield pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)

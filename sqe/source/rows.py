@@ -35,6 +35,7 @@ from sqe.source.config import RangePartition, SourceConfig
 from sqe.source.dead_letters import DeadLetters
 from sqe.source.marks import TaskMarks
 from sqe.source.replay import beyond_bound, filter_replays_decoded, judgeable
+from sqe.wire.arrays import binaries, booleans, from_numpy, repeated, strings, to_numpy
 from sqe.wire.bloom import probe_headers
 from sqe.wire.chunk import MAGIC, ChunkError, KeyMismatch, checked_body
 from sqe.wire.chunk_arrow import decode_chunks, read_headers
@@ -45,6 +46,7 @@ from sqe.wire.keys import decode_keys, encode_keys
 __all__ = ["Records", "to_rows"]
 
 Hwm = dict[tuple[int, int], int]
+_FALSE = booleans(np.zeros(1, dtype=bool))[0]
 
 
 @dataclass
@@ -70,8 +72,8 @@ def _merge(a: Hwm, b: Hwm) -> Hwm:
 
 def _batch(part: RangePartition, n: int, columns: dict[str, Any]) -> pa.RecordBatch:
     """A batch of ``n`` record rows; columns not given are NULL."""
-    base = {"_topic": pa.array([part.topic] * n, pa.string()),
-            "_partition": pa.array(np.full(n, part.partition, dtype=np.int32))}
+    base = {"_topic": repeated(part.topic, n),
+            "_partition": from_numpy(np.full(n, part.partition, dtype=np.int32))}
     arrays = [columns.get(f.name, base.get(f.name)) for f in ARROW_SCHEMA]
     arrays = [pa.nulls(n, f.type) if a is None else a for a, f in zip(arrays, ARROW_SCHEMA,
                                                                       strict=True)]
@@ -79,32 +81,27 @@ def _batch(part: RangePartition, n: int, columns: dict[str, Any]) -> pa.RecordBa
 
 
 def _stamps(stamps: list[int] | np.ndarray) -> pa.Array:
-    return pa.array(np.asarray(stamps, dtype=np.int64) * 1000, pa.timestamp("us", tz="UTC"))
+    return from_numpy(np.asarray(stamps, dtype=np.int64) * 1000, pa.timestamp("us", tz="UTC"))
 
 
 def _metadata(pid: np.ndarray, spart: np.ndarray, soff: np.ndarray, valid: np.ndarray
               ) -> dict[str, pa.Array]:
-    return {"_pid": pa.array(pid, mask=~valid), "_source_partition": pa.array(spart, mask=~valid),
-            "_source_offset": pa.array(soff, mask=~valid)}
+    return {"_pid": from_numpy(pid, valid=valid), "_source_partition": from_numpy(spart, valid=valid),
+            "_source_offset": from_numpy(soff, valid=valid)}
 
 
 def _post_mask(batch: pa.RecordBatch, cfg: SourceConfig) -> np.ndarray:
     """Messages that pass the post-filter (all of them when the stream does not filter)."""
     n = batch.num_rows
-    if cfg.post_filter_expression is not None:
-        # Arrow filters by an expression (NULL drops); the row numbers that survive give the mask.
-        kept = batch.append_column("_row", pa.array(np.arange(n))).filter(
-            cfg.post_filter_expression).column("_row").to_numpy()
-        out = np.zeros(n, dtype=bool)
-        out[kept] = True
-        return out
+    if cfg.post_filter is not None:
+        return cfg.post_filter.mask(batch)
     if not cfg.stream.filter_values:
         return np.ones(n, dtype=bool)
     fv = batch.column("_filter_value")
-    hit = pc.fill_null(pc.is_in(fv, pa.array(cfg.stream.filter_values, pa.string())), False)
+    hit = pc.fill_null(pc.is_in(fv, strings(cfg.stream.filter_values)), _FALSE)
     if cfg.stream.match_unfiltered:
         hit = pc.or_(hit, fv.is_null())
-    return hit.to_numpy(zero_copy_only=False)
+    return to_numpy(hit)
 
 
 def to_rows(cfg: SourceConfig, part: RangePartition, rec: Records, marks: TaskMarks | None,
@@ -124,8 +121,8 @@ def to_rows(cfg: SourceConfig, part: RangePartition, rec: Records, marks: TaskMa
 
 def _plain_rows(cfg: SourceConfig, part: RangePartition, rec: Records, marks: TaskMarks | None,
                 tally: Tally, dead: DeadLetters | None) -> pa.RecordBatch:
-    key_arr = pa.array(rec.keys, pa.binary())
-    value_arr = pa.array(rec.values, pa.binary())
+    key_arr = binaries(rec.keys)
+    value_arr = binaries(rec.values)
     _refuse_chunks(part, rec, value_arr)
     pid, spart, soff, valid = decode_keys(key_arr)
     judged = judgeable(spart, soff, valid)
@@ -133,7 +130,7 @@ def _plain_rows(cfg: SourceConfig, part: RangePartition, rec: Records, marks: Ta
         marks.meet(pid, spart, valid)
     n = len(rec)
     columns = {"_key": key_arr, "_value": value_arr,
-               "_offset": pa.array(np.asarray(rec.offsets, dtype=np.int64)),
+               "_offset": from_numpy(np.asarray(rec.offsets, dtype=np.int64)),
                "_timestamp": _stamps(rec.stamps), **_metadata(pid, spart, soff, judged)}
     if rec.filter_values is not None:
         columns["_filter_value"] = _header_values(part, rec)
@@ -152,11 +149,11 @@ def _plain_rows(cfg: SourceConfig, part: RangePartition, rec: Records, marks: Ta
         passed = _post_mask(batch, cfg)
         tally.messages_filtered += int((keep & ~passed).sum())
         keep &= passed
-    return batch if keep.all() else batch.filter(pa.array(keep))
+    return batch if keep.all() else batch.filter(booleans(keep))
 
 
 def _header_values(part: RangePartition, rec: Records) -> pa.Array:
-    raw = pa.array(rec.filter_values, pa.binary())
+    raw = binaries(rec.filter_values or [])
     try:
         return raw.cast(pa.string())
     except pa.ArrowInvalid:
@@ -173,8 +170,8 @@ def _header_values(part: RangePartition, rec: Records) -> pa.Array:
 
 def _refuse_chunks(part: RangePartition, rec: Records, values: pa.Array) -> None:
     """A stream that does not read chunks must not pass chunks on as opaque values."""
-    looks = pc.fill_null(pc.starts_with(values, MAGIC.decode("ascii")), False)
-    for i in np.flatnonzero(looks.to_numpy(zero_copy_only=False)).tolist():
+    looks = pc.fill_null(pc.starts_with(values, MAGIC.decode("ascii")), _FALSE)
+    for i in np.flatnonzero(to_numpy(looks)).tolist():
         try:
             checked_body(rec.values[i] or b"", rec.keys[i])
         except ChunkError:
@@ -228,7 +225,7 @@ def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, marks: Ta
     values = [v if v is not None else b"" for v in rec.values]
     sizes = np.fromiter(map(len, values), dtype=np.int64, count=n)
     heads = read_headers(values, rec.keys)  # the CRC is checked before any skip decision
-    pid, spart, last, valid = decode_keys(pa.array(rec.keys, pa.binary()))
+    pid, spart, last, valid = decode_keys(binaries(rec.keys))
     judged = judgeable(spart, last, valid)
     if marks is not None:
         marks.meet(pid, spart, valid)
@@ -278,7 +275,7 @@ def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, marks: Ta
     rejected = np.fromiter([*corrupt, *forged], dtype=np.int64, count=len(corrupt) + len(forged))
     ok = ~np.isin(record, rejected)
     record, soff = record[ok], dec.offset[ok]
-    fv, value = dec.filter_value.filter(pa.array(ok)), dec.value.filter(pa.array(ok))
+    fv, value = dec.filter_value.filter(booleans(ok)), dec.value.filter(booleans(ok))
     m = len(record)
     tally.messages_decoded += m
     # which decoded chunk each message is in (0, 1, ...), and where each chunk starts
@@ -290,11 +287,11 @@ def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, marks: Ta
     keys = encode_keys(m_pid, m_spart, soff)
     m_judged = judgeable(m_spart, soff, m_valid)
     batch = _batch(part, m, {
-        "_key": pc.if_else(pa.array(m_valid), keys, pa.nulls(m, pa.binary())),
-        "_value": value, "_offset": pa.array(offsets[record]),
+        "_key": pc.if_else(booleans(m_valid), keys, pa.nulls(m, pa.binary())),
+        "_value": value, "_offset": from_numpy(offsets[record]),
         "_timestamp": _stamps(np.asarray(rec.stamps, dtype=np.int64)[record]),
         **_metadata(m_pid, m_spart, soff, m_judged),
-        "_index": pa.array(index.astype(np.int32)), "_filter_value": fv,
+        "_index": from_numpy(index.astype(np.int32)), "_filter_value": fv,
     })
     keep = np.ones(m, dtype=bool)
     if marks is not None:
@@ -312,7 +309,7 @@ def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, marks: Ta
             tally.chunks_false_positive += int((hits == 0).sum())
         tally.messages_filtered += int((keep & ~passed).sum())
         keep &= passed
-    return batch if keep.all() else batch.filter(pa.array(keep))
+    return batch if keep.all() else batch.filter(booleans(keep))
 
 
 def _reason(exc: ChunkError) -> str:

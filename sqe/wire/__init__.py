@@ -7,8 +7,10 @@ the chunk codec (:mod:`~sqe.wire.chunk`, scalar; vectorised:
 Bloom filter (:mod:`~sqe.wire.bloom`), the record headers SQE writes
 (:mod:`~sqe.wire.headers`), and the columns every layer agrees on: the source
 schema, the tally of counters and the carried StreamMetadata
-(:mod:`~sqe.wire.columns`).  Byte-exact with the original Java SQE where SQE had
-the format; vectorised code stands beside its scalar reference.
+(:mod:`~sqe.wire.columns`), and Arrow arrays built and read without pandas, for
+the code that runs in Spark's Python workers (:mod:`~sqe.wire.arrays`).  Byte-exact
+with the original Java SQE where SQE had the format; vectorised code stands beside
+its scalar reference.
 
 May import: :mod:`sqe.errors`, NumPy, pyarrow, crc32c and PySpark's column types;
 nothing else of the project.

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from sqe.wire.arrays import booleans
 from sqe.wire.chunk import (
     _CODECS,
     _HAS_FILTER,
@@ -139,7 +140,7 @@ def _ranges(buf: np.ndarray, data: pa.Buffer, starts: np.ndarray, lengths: np.nd
     views[inline, 4:16] = head[inline]
     views[~inline, 4:8] = head[~inline, :4]
     words[~inline, 3] = starts[~inline]
-    bitmap = pa.array(valid).buffers()[1] if n else None
+    bitmap = booleans(valid).buffers()[1] if n else None
     arr = pa.Array.from_buffers(view_type, n, [bitmap, pa.py_buffer(views.tobytes()), data],
                                 null_count=int((~valid).sum()))
     return arr.cast(plain_type)

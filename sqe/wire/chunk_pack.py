@@ -18,9 +18,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sqe.wire.arrays import scalar, to_numpy
 from sqe.wire.bloom import BloomFilter, value_bits
 from sqe.wire.chunk import _CODECS, _MIN_MESSAGE_BYTES, _NO_FILTER_VALUE, Codec, frame_chunk
 from sqe.wire.keys import encode_keys
+
+_EMPTY = scalar(b"", pa.binary())
+_NO_LENGTH = scalar(-1, pa.int32())
+_ZERO = scalar(0, pa.int32())
 
 __all__ = ["EncodedChunk", "encode_chunks"]
 
@@ -81,10 +86,10 @@ def encode_chunks(pid: np.ndarray, partition: np.ndarray, offset: np.ndarray,
     partition = np.asarray(partition, dtype=np.int64)
     offset = np.asarray(offset, dtype=np.int64)
     fv = pc.cast(filter_value, pa.binary())
-    fv_len = pc.fill_null(pc.binary_length(fv), -1).to_numpy(zero_copy_only=False)
+    fv_len = to_numpy(pc.fill_null(pc.binary_length(fv), _NO_LENGTH))
     if (fv_len >= _NO_FILTER_VALUE).any():
         raise ValueError(f"a filter value is longer than {_NO_FILTER_VALUE - 1} bytes")
-    v_len = pc.fill_null(pc.binary_length(value), -1).to_numpy(zero_copy_only=False)
+    v_len = to_numpy(pc.fill_null(pc.binary_length(value), _NO_LENGTH))
     sizes = _MIN_MESSAGE_BYTES + np.maximum(fv_len, 0) + np.maximum(v_len, 0)
     ranges = _boundaries(partition, offset, sizes, max_messages, max_bytes)
     starts = np.array([r[0] for r in ranges], dtype=np.int64)
@@ -99,12 +104,12 @@ def encode_chunks(pid: np.ndarray, partition: np.ndarray, offset: np.ndarray,
     fixed = pa.binary(6)
     parts = [
         pa.FixedSizeBinaryArray.from_buffers(fixed, n, [None, pa.py_buffer(head.tobytes())]),
-        pc.fill_null(fv, b""),
+        pc.fill_null(fv, _EMPTY),
         pa.FixedSizeBinaryArray.from_buffers(pa.binary(4), n, [None, pa.py_buffer(mid.tobytes())]),
-        pc.fill_null(pc.cast(value, pa.binary()), b""),
+        pc.fill_null(pc.cast(value, pa.binary()), _EMPTY),
     ]
     joined = pc.binary_join_element_wise(*[pc.cast(p, pa.binary()) for p in parts],
-                                         pa.scalar(b"", pa.binary()))
+                                         _EMPTY)
     msg_offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32)[joined.offset:
                                                                       joined.offset + n + 1]
     data = joined.buffers()[2]
@@ -126,8 +131,8 @@ def _blooms(fv: pa.Array, chunk_of: np.ndarray, chunks: int, size: int) -> np.nd
     BloomFilter(size)  # validates the size
     matrix = np.zeros((chunks, size), dtype=np.uint8)
     encoded = fv.dictionary_encode()
-    indices = encoded.indices.to_numpy(zero_copy_only=False)
-    valid = ~np.asarray(encoded.is_null().to_numpy(zero_copy_only=False))
+    indices = to_numpy(encoded.indices.fill_null(_ZERO))
+    valid = ~to_numpy(encoded.is_null())
     words = [bytes(v).decode("utf-8") for v in encoded.dictionary.to_pylist()]
     bits = np.array([value_bits(w, size) for w in words], dtype=np.int64).reshape(-1, 2)
     np.bitwise_or.at(matrix[:, 0], chunk_of[~valid], 1)  # bit 0: a message without a value

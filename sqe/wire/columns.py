@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -40,6 +41,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from sqe.wire.arrays import from_numpy, repeated
 from sqe.wire.keys import CHUNK_INDEX_BITS
 
 __all__ = ["ARROW_SCHEMA", "CARRIED", "RECORD_COLUMNS", "SCHEMA", "TALLY", "Tally",
@@ -77,10 +79,13 @@ class Tally:
 
     def row(self, topic: str, partition: int) -> pa.RecordBatch:
         """The one-row batch that carries these counts to Spark (``_offset`` NULL)."""
-        out: dict[str, list[Any]] = {name: [None] for name in ARROW_SCHEMA.names}
-        out.update(_topic=[topic], _partition=[partition])
-        out.update({f"_{f.name}": [getattr(self, f.name)] for f in fields(self)})
-        return pa.RecordBatch.from_pydict(out, schema=ARROW_SCHEMA)
+        out: dict[str, pa.Array] = {
+            "_topic": repeated(topic, 1),
+            "_partition": from_numpy(np.array([partition], dtype=np.int32)),
+            **{f"_{f.name}": from_numpy(np.array([getattr(self, f.name)], dtype=np.int64))
+               for f in fields(self)}}
+        return pa.RecordBatch.from_arrays(
+            [out.get(f.name, pa.nulls(1, f.type)) for f in ARROW_SCHEMA], schema=ARROW_SCHEMA)
 
 
 #: The counter columns, one per :class:`Tally` field.

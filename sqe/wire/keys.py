@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from sqe.wire.arrays import to_numpy
 from sqe.wire.murmur import PID_SEED, murmur64a
 
 __all__ = [
@@ -134,7 +135,7 @@ def decode_keys(
         return pid, partition, offset, np.zeros(0, dtype=bool)
     buffers = arr.buffers()
     if buffers[0] is not None and arr.null_count:
-        present = arr.is_valid().to_numpy(zero_copy_only=False)
+        present = to_numpy(arr.is_valid())
     else:
         present = np.ones(n, dtype=bool)
     if pa.types.is_fixed_size_binary(arr.type):

@@ -298,5 +298,8 @@ def test_the_post_filter_keeps_what_the_spark_compiler_keeps(spark):
     kept = frame.select("_index", *[F.coalesce(compile_expression(e, "t", ctx), F.lit(False))
                                     .alias(f"f{k}") for k, e in enumerate(exprs)]).collect()
     for k, (raw, expr) in enumerate(zip(POST_FILTERS, exprs, strict=True)):
-        arrow = table.filter(compile_filter(expr, RECORD_COLUMNS)).column("_index").to_pylist()
+        steps = compile_filter(expr, RECORD_COLUMNS)
+        arrow = table.filter(steps.expression()).column("_index").to_pylist()
         assert arrow == [r["_index"] for r in kept if r[f"f{k}"]], raw
+        masked = table.filter(pa.array(steps.mask(table.to_batches()[0]))).column("_index")
+        assert masked.to_pylist() == arrow, raw

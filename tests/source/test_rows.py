@@ -280,7 +280,7 @@ def test_the_config_with_a_compiled_post_filter_survives_pickling():
     import pickle
 
     cfg = _cfg(postFilter=json.dumps({"In": ["_filter_value", {"C": "a"}]}))
-    _ = cfg.post_filter_expression
+    _ = cfg.post_filter
     back = pickle.loads(pickle.dumps(cfg))
     rec = _chunked([["a", "b"]])
     assert to_rows(back, _part(), rec, None, None)[0].num_rows == 1
