@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import reduce
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -43,10 +43,6 @@ from sqe.wire.arrays import inferred, scalar, to_numpy
 from sqe.wire.columns import ARROW_SCHEMA
 
 __all__ = ["FILTER_FUNCTIONS", "Node", "compile_filter"]
-
-_COMPARISONS = {"__eq__": "equal", "__ne__": "not_equal", "__gt__": "greater",
-                "__ge__": "greater_equal", "__lt__": "less", "__le__": "less_equal"}
-
 
 class Node:
     """One step of a compiled post-filter: a record column, a constant, or an Arrow compute
@@ -74,6 +70,24 @@ class Node:
 
     def __invert__(self) -> Node:
         return _call("invert", self)
+
+    def __eq__(self, other: object) -> Node:  # type: ignore[override]
+        return _call("equal", self, cast(Node, other))
+
+    def __ne__(self, other: object) -> Node:  # type: ignore[override]
+        return _call("not_equal", self, cast(Node, other))
+
+    def __gt__(self, other: Node) -> Node:
+        return _call("greater", self, other)
+
+    def __ge__(self, other: Node) -> Node:
+        return _call("greater_equal", self, other)
+
+    def __lt__(self, other: Node) -> Node:
+        return _call("less", self, other)
+
+    def __le__(self, other: Node) -> Node:
+        return _call("less_equal", self, other)
 
     def is_null(self) -> Node:
         return _call("is_null", self)
@@ -108,12 +122,6 @@ class Node:
         return to_numpy(pc.fill_null(out, _FALSE))
 
 
-def _comparison(function: str) -> Callable[[Node, Node], Node]:
-    return lambda a, b: _call(function, a, b)
-
-
-for _method, _function in _COMPARISONS.items():
-    setattr(Node, _method, _comparison(_function))
 _FALSE = scalar(False)
 
 

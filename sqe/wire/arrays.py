@@ -21,6 +21,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -65,7 +66,7 @@ def binaries(values: Sequence[bytes | None], type: pa.DataType | None = None) ->
     type = type or pa.binary()
     n = len(values)
     try:
-        lengths = np.fromiter(map(len, values), dtype=np.int64, count=n)
+        lengths = np.fromiter(map(len, cast(Sequence[bytes], values)), dtype=np.int64, count=n)
         valid = None
         data = b"".join(values)  # type: ignore[arg-type]
     except TypeError:  # a None among them
