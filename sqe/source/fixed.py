@@ -30,7 +30,7 @@ from pyspark.sql.types import StructType
 
 from sqe.errors import SourceError
 from sqe.wire.arrays import binaries, from_numpy, repeated
-from sqe.wire.columns import ARROW_SCHEMA, SCHEMA
+from sqe.wire.columns import SCHEMA, record_batch
 
 __all__ = ["FIXED_SOURCE_NAME", "FixedSource", "fixed_options"]
 
@@ -81,8 +81,7 @@ class _FixedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             "_partition": from_numpy(np.zeros(n, dtype=np.int32)),
             "_offset": from_numpy(np.arange(partition.start, partition.end, dtype=np.int64)),
         }
-        arrays = [columns.get(f.name, pa.nulls(n, f.type)) for f in ARROW_SCHEMA]
-        yield pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+        yield record_batch(n, columns)
 
 
 class FixedSource(DataSource):

@@ -35,18 +35,18 @@ from sqe.source.config import RangePartition, SourceConfig
 from sqe.source.dead_letters import DeadLetters
 from sqe.source.marks import TaskMarks
 from sqe.source.replay import beyond_bound, filter_replays_decoded, judgeable
-from sqe.wire.arrays import binaries, booleans, from_numpy, repeated, strings, to_numpy
+from sqe.wire.arrays import binaries, booleans, from_numpy, repeated, scalar, strings, to_numpy
 from sqe.wire.bloom import probe_headers
 from sqe.wire.chunk import MAGIC, ChunkError, KeyMismatch, checked_body
 from sqe.wire.chunk_arrow import decode_chunks, read_headers
-from sqe.wire.columns import ARROW_SCHEMA, Tally
+from sqe.wire.columns import Tally, record_batch
 from sqe.wire.headers import FILTER_HEADER
 from sqe.wire.keys import decode_keys, encode_keys
 
 __all__ = ["Records", "to_rows"]
 
 Hwm = dict[tuple[int, int], int]
-_FALSE = booleans(np.zeros(1, dtype=bool))[0]
+_FALSE = scalar(False)
 
 
 @dataclass
@@ -72,12 +72,9 @@ def _merge(a: Hwm, b: Hwm) -> Hwm:
 
 def _batch(part: RangePartition, n: int, columns: dict[str, Any]) -> pa.RecordBatch:
     """A batch of ``n`` record rows; columns not given are NULL."""
-    base = {"_topic": repeated(part.topic, n),
-            "_partition": from_numpy(np.full(n, part.partition, dtype=np.int32))}
-    arrays = [columns.get(f.name, base.get(f.name)) for f in ARROW_SCHEMA]
-    arrays = [pa.nulls(n, f.type) if a is None else a for a, f in zip(arrays, ARROW_SCHEMA,
-                                                                      strict=True)]
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+    return record_batch(n, {"_topic": repeated(part.topic, n),
+                            "_partition": from_numpy(np.full(n, part.partition, dtype=np.int32)),
+                            **columns})
 
 
 def _stamps(stamps: list[int] | np.ndarray) -> pa.Array:

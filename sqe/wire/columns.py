@@ -24,6 +24,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -45,7 +46,7 @@ from sqe.wire.arrays import from_numpy, repeated
 from sqe.wire.keys import CHUNK_INDEX_BITS
 
 __all__ = ["ARROW_SCHEMA", "CARRIED", "RECORD_COLUMNS", "SCHEMA", "TALLY", "Tally",
-           "carried_offset", "data_rows", "field_column"]
+           "carried_offset", "data_rows", "field_column", "record_batch"]
 
 
 @dataclass
@@ -79,13 +80,11 @@ class Tally:
 
     def row(self, topic: str, partition: int) -> pa.RecordBatch:
         """The one-row batch that carries these counts to Spark (``_offset`` NULL)."""
-        out: dict[str, pa.Array] = {
+        return record_batch(1, {
             "_topic": repeated(topic, 1),
             "_partition": from_numpy(np.array([partition], dtype=np.int32)),
             **{f"_{f.name}": from_numpy(np.array([getattr(self, f.name)], dtype=np.int64))
-               for f in fields(self)}}
-        return pa.RecordBatch.from_arrays(
-            [out.get(f.name, pa.nulls(1, f.type)) for f in ARROW_SCHEMA], schema=ARROW_SCHEMA)
+               for f in fields(self)}})
 
 
 #: The counter columns, one per :class:`Tally` field.
@@ -106,6 +105,14 @@ _ALL = [*_RECORD, *[(name, LongType(), pa.int64()) for name in TALLY]]
 #: Columns of every source; the Arrow schema below matches it exactly.
 SCHEMA = StructType([StructField(name, spark) for name, spark, _ in _ALL])
 ARROW_SCHEMA = pa.schema([(name, arrow) for name, _, arrow in _ALL])
+
+def record_batch(n: int, columns: Mapping[str, pa.Array | None]) -> pa.RecordBatch:
+    """A batch of ``n`` rows of :data:`ARROW_SCHEMA`; columns not given (or None) are NULL."""
+    arrays = [columns.get(f.name) for f in ARROW_SCHEMA]
+    return pa.RecordBatch.from_arrays(
+        [pa.nulls(n, f.type) if a is None else a for a, f in zip(arrays, ARROW_SCHEMA, strict=True)],
+        schema=ARROW_SCHEMA)
+
 
 #: Columns every record carries from the source to the states: (pid, partition, offset).
 CARRIED = ("_sqe_pid", "_sqe_partition", "_sqe_offset")
