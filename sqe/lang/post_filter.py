@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import reduce
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -46,7 +46,7 @@ __all__ = ["FILTER_FUNCTIONS", "Node", "compile_filter"]
 
 class Node:
     """One step of a compiled post-filter: a record column, a constant, or an Arrow compute
-    function of steps, with the operators of ``pyarrow.compute.Expression``.
+    function of steps.
 
     :meth:`mask` runs it on a record batch at once, function by function; :meth:`expression`
     is the same as an Arrow ``Expression`` (for ``Table.filter``).  The source uses
@@ -55,45 +55,11 @@ class Node:
     """
 
     __slots__ = ("name", "args", "value", "options")
-    __hash__ = None  # type: ignore[assignment]  # == builds a step, as on an Expression
 
     def __init__(self, name: str, args: Sequence[Node] = (), value: Any = None,
                  options: tuple[type[pc.FunctionOptions], tuple] | None = None) -> None:
         # options as (class, arguments): FunctionOptions cannot be pickled, a config can
         self.name, self.args, self.value, self.options = name, tuple(args), value, options
-
-    def __and__(self, other: Node) -> Node:
-        return _call("and_kleene", self, other)
-
-    def __or__(self, other: Node) -> Node:
-        return _call("or_kleene", self, other)
-
-    def __invert__(self) -> Node:
-        return _call("invert", self)
-
-    def __eq__(self, other: object) -> Node:  # type: ignore[override]
-        return _call("equal", self, cast(Node, other))
-
-    def __ne__(self, other: object) -> Node:  # type: ignore[override]
-        return _call("not_equal", self, cast(Node, other))
-
-    def __gt__(self, other: Node) -> Node:
-        return _call("greater", self, other)
-
-    def __ge__(self, other: Node) -> Node:
-        return _call("greater_equal", self, other)
-
-    def __lt__(self, other: Node) -> Node:
-        return _call("less", self, other)
-
-    def __le__(self, other: Node) -> Node:
-        return _call("less_equal", self, other)
-
-    def is_null(self) -> Node:
-        return _call("is_null", self)
-
-    def isin(self, values: pa.Array) -> Node:
-        return _call("is_in", self, options=(pc.SetLookupOptions, (values,)))
 
     def expression(self) -> pc.Expression:
         """This step as a ``pyarrow.compute.Expression``."""
@@ -131,9 +97,9 @@ def _call(name: str, *args: Node, options: tuple[type[pc.FunctionOptions], tuple
 
 
 def _null_safe_equal(a: Node, b: Node) -> Node:
-    both_null = a.is_null() & b.is_null()
-    one_null = a.is_null() | b.is_null()
-    return _call("if_else", one_null, both_null, a == b)
+    a_null, b_null = _call("is_null", a), _call("is_null", b)
+    return _call("if_else", _call("or_kleene", a_null, b_null), _call("and_kleene", a_null, b_null),
+                 _call("equal", a, b))
 
 
 #: The kind of each record column, as SQE's ``equals`` tells values apart.
@@ -162,22 +128,27 @@ def _may_equal(a: str | None, b: str | None) -> bool:
     return a is None or b is None or a == b or "null" in (a, b)
 
 
-def _xor(*args: Node) -> Node:
-    return reduce(lambda a, b: _call("xor", a, b), args)
+def _folded(function: str) -> Callable[..., Node]:
+    """``function`` of two arguments applied left to right over any number of them."""
+    return lambda *args: reduce(lambda a, b: _call(function, a, b), args)
+
+
+def _called(function: str) -> Callable[..., Node]:
+    return lambda *args: _call(function, *args)
 
 
 _BUILDERS: dict[str, Callable[..., Node]] = {
-    "and": lambda *a: reduce(lambda x, y: x & y, a),
-    "or": lambda *a: reduce(lambda x, y: x | y, a),
-    "xor": _xor,
-    "not": lambda a: ~a,
+    "and": _folded("and_kleene"),
+    "or": _folded("or_kleene"),
+    "xor": _folded("xor"),
+    "not": _called("invert"),
     "=": _null_safe_equal,
-    "!=": lambda a, b: a != b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    "if": lambda c, a, b: _call("if_else", c, a, b),
+    "!=": _called("not_equal"),
+    ">": _called("greater"),
+    ">=": _called("greater_equal"),
+    "<": _called("less"),
+    "<=": _called("less_equal"),
+    "if": _called("if_else"),
 }
 
 #: Functions a post-filter may call.
@@ -221,14 +192,17 @@ def compile_filter(expr: Expression, columns: Sequence[str], where: str = "postF
             kept = [v for a, v in zip(expr.args[1:], values, strict=True)
                     if v is not None and _may_equal(kind, _kind(a))]
             value = arg(0)  # checked even when no value is kept
-            return value.isin(inferred(kept)) if kept else Node("constant", value=_FALSE)
+            if not kept:
+                return Node("constant", value=_FALSE)
+            return _call("is_in", value, options=(pc.SetLookupOptions, (inferred(kept),)))
         if expr.name == "rlike":
             (pattern,) = _constants(expr.args, here, "the pattern must be a constant")
             return _call("match_substring_regex", arg(0),
                          options=(pc.MatchSubstringOptions, (whole_match(str(pattern)),)))
         if expr.name == "=" and not _may_equal(*map(_kind, expr.args)):
             a, b = arg(0), arg(1)
-            return a.is_null() & b.is_null()  # SQE: Integer.equals(String) is false
+            # SQE: Integer.equals(String) is false
+            return _call("and_kleene", _call("is_null", a), _call("is_null", b))
         build = _BUILDERS.get(expr.name)
         if build is None:
             raise TopologyError(f"{where}: function {expr.name} cannot run in a post-filter; "
