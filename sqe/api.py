@@ -116,7 +116,7 @@ def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
         runtime: float | None = None, resume_from_store: bool = False,
         spark: SparkSession | None = None, verbose: bool = False,
         stop: threading.Event | None = None, rerun: Rerun | None = None,
-        watchers: Sequence[RunWatcher] = ()) -> RunResult:
+        watchers: Sequence[RunWatcher] = (), adopt_layout: bool = False) -> RunResult:
     """Run a topology on Spark, as ``sqe run``; returns when it is done.
 
     ``once`` processes everything available now and returns; ``runtime`` stops after
@@ -129,7 +129,10 @@ def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
     is raised as one sentence either way.  ``rerun`` formats how a refusal names the
     way to run again (default: as a call of this function).  ``watchers``
     (:class:`~sqe.engine.watch.RunWatcher`) are told each batch and each stream's backlog,
-    e.g. :class:`~sqe.engine.metrics.PrometheusWatcher`.
+    e.g. :class:`~sqe.engine.metrics.PrometheusWatcher`.  ``adopt_layout``: the Kafka states
+    place records over their topics' partitions as they are now, with their partitioners, key
+    types and chunking as the topology says (after the topics' readers caught up: a changed
+    layout is refused without it, and a topic that gained partitions keeps the count it had).
     """
     if once and runtime is not None:
         raise ValueError("once and runtime exclude each other")
@@ -150,7 +153,7 @@ def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
     mode: Mode = "once" if once else ("runtime" if runtime is not None else "forever")
     hint = rerun or _call_hint(topo, [c.path for c in configs], conf, name, where, once, runtime)
     reports = run_topology(plan, spark, topo.name, where, mode, runtime, resume=resume_from_store,
-                           rerun=hint, stop=stop, watchers=watchers)
+                           rerun=hint, stop=stop, watchers=watchers, adopt_layout=adopt_layout)
     return RunResult(topo.name, where, reports)
 
 

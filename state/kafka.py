@@ -34,15 +34,20 @@ the same chunks); a chunk's key is the StreamMetadata of its last message and
 its Bloom filter holds the filter values of its messages.
 
 ``jw.sqe.state.kafka.partitionClass`` picks the partition
-(vectorised over a whole Arrow batch); without it the producer's
-``murmur2_random`` partitioner places keys as Kafka's Java client does.
+(vectorised over a whole Arrow batch) among the first
+:attr:`KafkaStateConfig.partitions` of the topic: the count of its layout
+(:mod:`state.kafka_layout`), kept when the topic gains partitions so that a
+reader behind on the old ones loses nothing, and said once per run; without it
+the producer's ``murmur2_random`` partitioner places keys as Kafka's Java client
+does.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -56,6 +61,7 @@ from sqe.config.kafka_client import (
     FLUSH_TIMEOUT,
     RefusedRecord,
     Sender,
+    new_producer,
     producer_conf,
     topic_partitions,
 )
@@ -69,9 +75,12 @@ from sqe.wire.chunk_pack import encode_chunks
 from sqe.wire.columns import CARRIED, field_column
 from sqe.wire.headers import FILTER_HEADER
 from sqe.wire.keys import encode_keys
+from state.kafka_layout import KafkaLayout, canonical_partitioner, grown_topic
 from state.sink import Sink, SinkTarget
 
 __all__ = ["FILTER_VALUE_COLUMN", "KafkaSink", "KafkaStateConfig", "write_kafka"]
+
+log = logging.getLogger("sqe")
 
 #: The column that holds each message's filter value when the state has a ``filterValue``.
 FILTER_VALUE_COLUMN = "_sqe_filter_value"
@@ -92,6 +101,9 @@ class KafkaStateConfig:
     chunk_bytes: int = 1 << 20
     chunk_codec: Codec = "none"
     filter_size: int = 16
+    #: The partition count the partitioner spreads over (the layout's); None: the topic's
+    #: count as each task finds it.
+    partitions: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "keytype", self.keytype.lower())
@@ -123,6 +135,29 @@ class KafkaSink(Sink):
     def __init__(self, target: SinkTarget) -> None:
         super().__init__(target)
         self.config = KafkaStateConfig.of(target)
+        self._told = 0  # the partition count last said to be more than the layout's
+
+    def layout(self, partitions: int | None) -> KafkaLayout:
+        """This state's layout with ``partitions`` as its count (dropped without a
+        partitioner: then the producer places records over whatever the topic has)."""
+        c = self.config
+        return KafkaLayout(partitions if c.partitioner else None,
+                           canonical_partitioner(c.partitioner), c.keytype, c.chunking)
+
+    def topic_partitions(self) -> int:
+        """How many partitions the topic has now (asked on the driver)."""
+        c = self.config
+        producer = new_producer(producer_conf(c.brokers, dict(c.extra)), f"Kafka state {c.topic}")
+        try:
+            return len(topic_partitions(producer, c.topic, c.brokers, StateError, "Kafka state"))
+        finally:
+            producer.flush(0)
+
+    def route_over(self, partitions: int | None, told: int | None = None) -> None:
+        """Place records over the first ``partitions`` of the topic from now on (``told``: the
+        topic's partition count the run has said already)."""
+        self.config = replace(self.config, partitions=partitions)
+        self._told = told or 0
 
     @classmethod
     def problems(cls, target: SinkTarget) -> list[str]:
@@ -148,7 +183,12 @@ class KafkaSink(Sink):
         return {FILTER_VALUE_COLUMN: (fv, "jw.sqe.state.kafka.filterValue")}
 
     def write(self, frame: DataFrame) -> int:
-        return write_kafka(frame, self.config)
+        written, now = _send(frame, self.config)
+        layout = self.config.partitions
+        if layout is not None and now > layout and now != self._told:
+            self._told = now
+            log.warning(f"warning: {grown_topic(self.config.topic, layout, now)}")
+        return written
 
     def write_empty(self, frame: DataFrame) -> int:
         return 0  # no record to send
@@ -274,8 +314,15 @@ def _drop(conf: Mapping[str, Any]) -> None:
 def _produce(cfg: KafkaStateConfig, sender: Sender, batches: Iterator[pa.RecordBatch]
              ) -> Iterator[pa.RecordBatch]:
     """One task: produce its rows, flush, yield the count written."""
-    n_partitions = len(topic_partitions(sender.producer, cfg.topic, cfg.brokers, StateError,
-                                        "Kafka state"))
+    now = len(topic_partitions(sender.producer, cfg.topic, cfg.brokers, StateError,
+                               "Kafka state"))
+    n_partitions = cfg.partitions or now
+    if n_partitions > now:
+        raise StateError(f"Kafka state {cfg.topic} on {cfg.brokers}: the topic has {now} "
+                         f"partitions, fewer than the {n_partitions} this stream places records "
+                         "over, so it was deleted and created again; its readers' offsets and "
+                         "high-water marks no longer match it: start the topologies that read "
+                         "it over, and this one once with --adopt-layout")
     partitioner = resolve(cfg.partitioner) if cfg.partitioner else None
     written = 0
     groups = _records(batches, cfg)
@@ -311,12 +358,19 @@ def _produce(cfg: KafkaStateConfig, sender: Sender, batches: Iterator[pa.RecordB
         raise StateError(f"Kafka state {cfg.topic} on {cfg.brokers}: delivery failed "
                          f"({problem}); the batch fails and its retry is filtered downstream "
                          "as replays")
-    yield counts_batch(written=written)
+    yield counts_batch(written=written, partitions=now)
+
+
+def _send(df: DataFrame, cfg: KafkaStateConfig) -> tuple[int, int]:
+    """Write ``df`` to Kafka from the executors: the number of records written, and the most
+    partitions a task found the topic to have (0 when no task ran)."""
+    prepared = _prepare(df, cfg)
+    row = (prepared.mapInArrow(_producer_task(cfg), "written long, partitions long")
+           .agg(F.sum("written"), F.max("partitions")).first())
+    return (int(row[0] or 0), int(row[1] or 0)) if row is not None else (0, 0)
 
 
 def write_kafka(df: DataFrame, cfg: KafkaStateConfig) -> int:
     """Write ``df`` to Kafka from the executors; returns the number of records written."""
-    prepared = _prepare(df, cfg)
-    row = prepared.mapInArrow(_producer_task(cfg), "written long").agg(F.sum("written")).first()
-    return int(row[0] or 0) if row is not None else 0
+    return _send(df, cfg)[0]
 

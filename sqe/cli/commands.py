@@ -90,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         result = api.run(topology, config=configs, conf=conf, checkpoint=args.checkpoint,
                          once=args.once, runtime=args.runtime, spark=spark,
                          resume_from_store=args.resume_from_store, stop=stop,
+                         adopt_layout=args.adopt_layout,
                          rerun=_rerun_command(args), watchers=watchers)
     except RunStopped as exc:
         print(f"sqe: {topology.name} {exc}", file=sys.stderr)

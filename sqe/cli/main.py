@@ -69,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--resume-from-store", action="store_true",
                    help="on an empty checkpoint: start where the stores' last commits end "
                    "(their offsets), as the lost checkpoint would have")
+    r.add_argument("--adopt-layout", action="store_true",
+                   help="Kafka states place records over their topics' partitions as they are "
+                   "now, with the partitioner, key type and chunking the topology says; use it "
+                   "once, after every topology that reads those topics has caught up "
+                   "(docs/operations.md, 'Adding partitions')")
     r.add_argument("--log-level", choices=list(LEVELS), default="quiet",
                    help="how much librdkafka and Spark say (default quiet: SQE's own lines and "
                    "Spark's errors; repeated lines are collapsed)")

@@ -84,7 +84,7 @@ class CheckpointFiles:
         if self._local is not None:
             try:
                 return (self._local / name).read_text(encoding="utf-8")
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):
                 return None
         path = self._path(name)
         if not self._fs.exists(path):

@@ -133,9 +133,14 @@ class StreamStores:
         finally:
             store.client.close()
 
+    def hwm_commit(self) -> Commit | None:
+        """What the HWM store holds of the consumer's last committed batch (None: nothing, or
+        no HWM store)."""
+        return self._hwm(lambda store: store.last_commit())
+
     def committed(self) -> list[Commit]:
         """What the stores hold of the consumer's last committed batch."""
-        commits = [self._hwm(lambda store: store.last_commit())]
+        commits = [self.hwm_commit()]
         commits += [sink.committed(self.consumer) for sink in self.sinks]
         return [c for c in commits if c is not None]
 

@@ -35,6 +35,7 @@ from sqe.config.plan import TopologyPlan
 from sqe.config.redis_endpoint import persistence_warning
 from sqe.engine.batch import BatchProcessor
 from sqe.engine.batch_report import BatchReport, partition_offsets
+from sqe.engine.changes import review, write_records
 from sqe.engine.checkpoint import CheckpointFiles, StreamCheckpoint, local_checkpoint
 from sqe.engine.lock import CheckpointLock
 from sqe.engine.pipeline import StreamPipeline, build_pipelines
@@ -146,9 +147,8 @@ class _Stream:
     base: int
 
 
-def _prepare(spark: SparkSession, p: StreamPipeline, root: str, resume: bool, rerun: Rerun
+def _prepare(p: StreamPipeline, checkpoint: StreamCheckpoint, resume: bool, rerun: Rerun
              ) -> _Stream:
-    checkpoint = StreamCheckpoint(spark, f"{root}/{p.stream.streamName}")
     start = plan_start(p.consumer, checkpoint, p.stores.committed(), resume, rerun)
     if start.base != checkpoint.base():
         checkpoint.set_base(start.base)
@@ -195,13 +195,17 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
                  on_start: Callable[[list[StreamingQuery]], None] | None = None,
                  resume: bool = False, rerun: Rerun | None = None,
                  stop: threading.Event | None = None,
-                 watchers: Sequence[RunWatcher] = ()) -> list[BatchReport]:
+                 watchers: Sequence[RunWatcher] = (), adopt_layout: bool = False
+                 ) -> list[BatchReport]:
     """Run every stream of ``plan`` until done (``once``), ``runtime`` seconds, or forever.
 
     The run holds its checkpoint (:mod:`sqe.engine.lock`) and starts each stream where its
     checkpoint and stores agree (:mod:`sqe.engine.recovery`; ``resume``: from the offsets
     the stores recorded, on an empty checkpoint; ``rerun`` formats the commands a refusal
-    names).  Returns the batch reports; a failed query raises :class:`RunError` after
+    names).  A topology changed since its checkpoint last ran is held against what ran
+    (:mod:`sqe.engine.changes`; ``adopt_layout``: its Kafka states take their topics' partition
+    counts and their new partitioners, key types and chunking, once their readers caught up).
+    Returns the batch reports; a failed query raises :class:`RunError` after
     stopping the others; ``stop`` set ends the run after the batch being written, with
     :class:`RunStopped` saying where each stream stopped.  ``watchers`` are told the run's
     streams, each batch and each ``sqe-kafka`` stream's backlog (:mod:`sqe.engine.watch`).
@@ -215,7 +219,7 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
     lock.acquire()
     try:
         return _run(plan, spark, name, root, mode, runtime, on_start, resume,
-                    rerun or _default_rerun(plan), stop, watchers)
+                    rerun or _default_rerun(plan), stop, watchers, adopt_layout)
     finally:
         lock.release()
 
@@ -223,11 +227,20 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
 def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mode,
          runtime: float | None, on_start: Callable[[list[StreamingQuery]], None] | None,
          resume: bool, rerun: Rerun, stop: threading.Event | None,
-         watchers: Sequence[RunWatcher]) -> list[BatchReport]:
+         watchers: Sequence[RunWatcher], adopt_layout: bool) -> list[BatchReport]:
     pipelines = build_pipelines(plan, name)
     for warning in persistence_warnings(pipelines):
         log.warning(f"warning: {warning}")
-    streams = [_prepare(spark, p, root, resume, rerun) for p in pipelines]
+    files = CheckpointFiles(spark, root)
+    checkpoints = {p.stream.streamName: StreamCheckpoint(spark, f"{root}/{p.stream.streamName}")
+                   for p in pipelines}
+    found = review(files, pipelines, checkpoints, adopt_layout, lambda p: p.stores.hwm_commit())
+    for warning in found.warnings:
+        log.warning(f"warning: {warning}")
+    for note in found.notes:
+        log.info(note)
+    streams = [_prepare(p, checkpoints[p.stream.streamName], resume, rerun) for p in pipelines]
+    write_records(files, pipelines, found)
     hub = Watchers(watchers, {s.pipeline.stream.streamName: s.pipeline.source for s in streams
                               if s.pipeline.source is not None})
     reports: list[BatchReport] = []

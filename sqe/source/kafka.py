@@ -52,11 +52,12 @@ from sqe.errors import SourceError
 from sqe.source.config import RangePartition, SourceConfig, parse_offsets
 from sqe.source.dead_letters import DeadLetters
 from sqe.source.marks import TaskMarks
+from sqe.source.offsets import limit_offsets, moved_partitions, offsets_json
 from sqe.source.rows import Records, to_rows
 from sqe.wire.columns import SCHEMA, Tally
 from sqe.wire.headers import FILTER_HEADER
 
-__all__ = ["SOURCE_NAME", "KafkaSource", "KafkaStreamReader", "limit_offsets", "read_range"]
+__all__ = ["SOURCE_NAME", "KafkaSource", "KafkaStreamReader", "read_range"]
 
 SOURCE_NAME = "sqe-kafka"
 
@@ -65,33 +66,6 @@ SOURCE_NAME = "sqe-kafka"
 #: peaked at 180 MB, and read no slower (bench/RESULTS.md).
 _ROWS_PER_ARROW_BATCH = 20_000
 _CONSUME_TIMEOUT = 0.5
-
-
-def _offsets_json(offsets: Mapping[int, int]) -> dict[str, int]:
-    return {str(p): int(o) for p, o in sorted(offsets.items())}
-
-
-def limit_offsets(start: Mapping[int, int], latest: Mapping[int, int],
-                  max_records: int | None) -> dict[int, int]:
-    """End offsets that read at most ``max_records`` records in all, shared by backlog.
-
-    Each partition gets a share of the limit proportional to its backlog
-    (floored), and what flooring leaves goes to the largest backlogs, so the
-    total is exactly ``min(max_records, total backlog)``.
-    """
-    backlog = {p: max(0, latest[p] - start.get(p, latest[p])) for p in latest}
-    total = sum(backlog.values())
-    if max_records is None or total <= max_records:
-        return dict(latest)
-    share = {p: backlog[p] * max_records // total for p in backlog}
-    left = max_records - sum(share.values())
-    for p in sorted(backlog, key=lambda p: (-(backlog[p] - share[p]), p)):
-        if left == 0:
-            break
-        if share[p] < backlog[p]:
-            share[p] += 1
-            left -= 1
-    return {p: start.get(p, latest[p]) + share[p] for p in latest}
 
 
 class _BrokersAway(Exception):
@@ -181,7 +155,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         """Where a query without a checkpoint starts: earliest, latest or the given JSON."""
-        return _offsets_json(self.starting(self._watermarks()))
+        return offsets_json(self.starting(self._watermarks()))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """``maxRecordsPerBatch`` as Spark's row limit, else everything available."""
@@ -197,15 +171,19 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The end of the next micro-batch: high watermarks, capped by the limit and target."""
         begin = {int(p): int(o) for p, o in start.items()}
         marks = self._watermarks()
+        moved = moved_partitions(self.config.topic, begin, marks)
+        if moved:
+            raise SourceError(moved)
         latest = {p: hi for p, (_, hi) in marks.items()}
         if self._target is not None:
             latest = {p: min(hi, self._target.get(p, begin.get(p, marks[p][0])))
                       for p, hi in latest.items()}
-        # A partition new since the last batch starts at its earliest offset.
+        # A partition new since the last batch (the topic gained partitions) starts at its
+        # earliest offset, as with Spark's own Kafka source.
         first = {p: begin.get(p, marks[p][0]) for p in latest}
         latest = {p: max(latest[p], first[p]) for p in latest}
         rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        return _offsets_json(limit_offsets(first, latest, rows))
+        return offsets_json(limit_offsets(first, latest, rows))
 
     def partitions(self, start: dict, end: dict) -> list[RangePartition]:
         """One input partition per Kafka partition with records in ``[start, end)``."""

@@ -13,8 +13,9 @@ from sqe.cli.local_services import free_port
 from sqe.config.kafka_client import CLIENT_DEFAULTS
 from sqe.errors import SourceError
 from sqe.source.config import RangePartition, SourceConfig
-from sqe.source.kafka import KafkaSource, KafkaStreamReader, limit_offsets, read_range
+from sqe.source.kafka import KafkaSource, KafkaStreamReader, read_range
 from sqe.source.native import decode_key_columns
+from sqe.source.offsets import limit_offsets
 from sqe.source.replay import (
     beyond_bound,
     beyond_bound_frame,

@@ -1,0 +1,74 @@
+"""Where the ``sqe-kafka`` source's micro-batches begin and end, partition by partition.
+
+Offsets are JSON ``{"<partition>": <next offset>}`` (:func:`offsets_json`).  A batch
+reads at most ``maxRecordsPerBatch`` records, shared by backlog (:func:`limit_offsets`).
+A partition the topic gained since the last batch starts at its earliest offset; a
+partition that is gone, or one that now ends before the offset the stream stands at, means
+the topic was deleted and created again or its records removed: :func:`moved_partitions`
+says so in one sentence, so the stream stops instead of waiting for offsets that will
+never come or skipping records.
+
+Example::
+
+    >>> limit_offsets({0: 0, 1: 0}, {0: 300, 1: 100}, 100)
+    {0: 75, 1: 25}
+    >>> moved_partitions("events", {0: 10}, {0: (0, 25)}) is None
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = ["limit_offsets", "moved_partitions", "offsets_json"]
+
+
+def offsets_json(offsets: Mapping[int, int]) -> dict[str, int]:
+    """Offsets as Spark keeps them: ``{"<partition>": <next offset>}``, by partition."""
+    return {str(p): int(o) for p, o in sorted(offsets.items())}
+
+
+def limit_offsets(start: Mapping[int, int], latest: Mapping[int, int],
+                  max_records: int | None) -> dict[int, int]:
+    """End offsets that read at most ``max_records`` records in all, shared by backlog.
+
+    Each partition gets a share of the limit proportional to its backlog
+    (floored), and what flooring leaves goes to the largest backlogs, so the
+    total is exactly ``min(max_records, total backlog)``.
+    """
+    backlog = {p: max(0, latest[p] - start.get(p, latest[p])) for p in latest}
+    total = sum(backlog.values())
+    if max_records is None or total <= max_records:
+        return dict(latest)
+    share = {p: backlog[p] * max_records // total for p in backlog}
+    left = max_records - sum(share.values())
+    for p in sorted(backlog, key=lambda p: (-(backlog[p] - share[p]), p)):
+        if left == 0:
+            break
+        if share[p] < backlog[p]:
+            share[p] += 1
+            left -= 1
+    return {p: start.get(p, latest[p]) + share[p] for p in latest}
+
+
+def moved_partitions(topic: str, begin: Mapping[int, int],
+                     marks: Mapping[int, tuple[int, int]]) -> str | None:
+    """Why the partitions of ``topic`` (``marks``: low and high watermark each) cannot continue
+    from ``begin``, where the stream stands (a partition gone, or one that ends before that
+    offset: the topic was deleted and created again, or its log cut), or None when they can."""
+    gone = sorted(set(begin) - set(marks))
+    behind = sorted(p for p, o in begin.items() if p in marks and 0 <= marks[p][1] < o)
+    if not gone and not behind:
+        return None
+    if gone:
+        what = (f"partition{'s' if len(gone) > 1 else ''} {', '.join(map(str, gone))}, which "
+                f"this stream has read, {'are' if len(gone) > 1 else 'is'} gone (the topic has "
+                f"{len(marks)} partition{'s' if len(marks) != 1 else ''} now)")
+    else:
+        p = behind[0]
+        what = (f"partition {p} ends at offset {marks[p][1]}, before offset {begin[p]} where "
+                "this stream's checkpoint stands")
+    return (f"Kafka source {topic}: {what}, so the topic was deleted and created again or its "
+            "records were removed, and the checkpoint's offsets no longer name its records; "
+            "to read the topic as it is now from its start, run `sqe reset` for this "
+            "topology's stream and start it on a new, empty checkpoint")
