@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -23,7 +24,7 @@ from sqe.config.plan import plan_topology
 from sqe.engine.batch_report import BatchReport
 from sqe.engine.changes import TopologyChanged
 from sqe.engine.runner import run_topology
-from sqe.errors import RunError
+from sqe.errors import RunError, RunStopped
 from sqe.lang.topology import load_topology
 from tests.support import ROOT
 from tests.support.kafka_io import produce, read_topic
@@ -187,3 +188,59 @@ def test_a_destination_topic_created_again_with_fewer_partitions_is_refused(
     with pytest.raises(TopologyChanged, match="has 2 partitions, fewer than the 4"):
         chain.run("enrich")
     assert read_topic(kafka_bootstrap, chain.enriched) == []  # refused before writing
+
+
+def _wait(what: str, condition, timeout: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def test_partitions_added_to_both_topics_while_the_chain_runs_lose_nothing(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, caplog):
+    """Both topologies run as endless streams while `events` goes from 4 to 6 partitions and
+    `enriched` from 2 to 4, with load behind by several batches: enrich picks up the new
+    source partitions from their start, keeps `enriched`'s layout and says so, and every
+    event reaches load's output once."""
+    chain = _chain(spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path)
+    chain.produce(0, 1200)
+    stops = {name: threading.Event() for name in ("enrich", "load")}
+    failures: dict[str, BaseException] = {}
+
+    def endless(name: str, **options) -> None:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(chain.commands[name], sort_keys=False))
+        plan = plan_topology(load_topology(path), conf={**chain.conf(), **options})
+        try:
+            run_topology(plan, spark, name, tmp_path / "ck" / name, "forever", stop=stops[name])
+        except RunStopped:
+            pass
+        except BaseException as exc:  # handed to the test's thread
+            failures[name] = exc
+
+    threads = [threading.Thread(target=endless, args=("enrich",), daemon=True),
+               threading.Thread(target=endless, args=("load",), daemon=True,
+                                kwargs={"jw.sqe.spout.kafka.maxRecordsPerBatch": 100})]
+    with caplog.at_level(logging.INFO, logger="sqe"):
+        for t in threads:
+            t.start()
+        try:
+            _wait("enrich's first 1200 events", lambda: sum(chain.by_partition().values()) >= 1200
+                  or bool(failures))
+            behind = len(chain.loaded())
+            add_partitions(kafka_bootstrap, chain.enriched, 4)
+            add_partitions(kafka_bootstrap, chain.events, 6)
+            chain.produce(1200, 1200, partitions=6)
+            _wait("load's output of 2400 events", lambda: len(chain.loaded()) >= 2400
+                  or bool(failures))
+        finally:
+            for name in ("enrich", "load"):
+                stops[name].set()
+            for t in threads:
+                t.join(120)
+    assert not failures, failures
+    assert behind < 1200  # load was behind when the partitions were added
+    _assert_each_once(chain, 2400)
+    assert set(chain.by_partition()) == {0, 1}
+    assert any("has 4 partitions now" in r.getMessage() for r in caplog.records)
