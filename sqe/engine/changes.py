@@ -210,8 +210,8 @@ def _same_stream(p: StreamPipeline, old: StreamRecord, out: Review,
             f"{old.hwm_store}, and the one at {now.hwm_store} holds nothing of consumer "
             f"{now.consumer}: without its marks, replays of records it read before would pass; "
             f"point jw.sqe.spout.kafka.filterReplays.redis.url back at {old.hwm_store}, or "
-            f"copy the keys sqe:{{{now.consumer}}}:* there, or accept the risk with `sqe "
-            "reset` for this consumer")
+            f"copy the keys sqe:{{{now.consumer}}}:* there, or start it over on purpose with "
+            "`sqe reset` for this consumer and a new, empty checkpoint")
     for state in now.states:
         if state not in old.states:
             out.notes.append(f"stream {name}: the {state.split(' ', 1)[0]} state "

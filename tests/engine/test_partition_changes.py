@@ -1,106 +1,28 @@
 """Topics that gain partitions, or lose them, under a chain: real broker, Redis and Spark.
 
-The chain is the shipped enrich.yaml -> `enriched` -> load.yaml, whose audit query writes
-each loaded event's id to a topic of its own (a record per message, chunked or not).  Each
-test checks that topic: every event exactly once."""
+The chain is the shipped enrich.yaml -> `enriched` -> load.yaml (tests/support/chain.py);
+each test checks load's output: every event exactly once."""
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import threading
 import time
-from collections import Counter
-from pathlib import Path
 
 import pytest
 import yaml
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from sqe.cli.sample_events import sample_events
 from sqe.config.plan import plan_topology
-from sqe.engine.batch_report import BatchReport
 from sqe.engine.changes import TopologyChanged
 from sqe.engine.runner import run_topology
 from sqe.errors import RunError, RunStopped
 from sqe.lang.topology import load_topology
-from tests.support import ROOT
-from tests.support.kafka_io import produce, read_topic
+from tests.support.chain import add_partitions, assert_each_once, new_chain
+from tests.support.kafka_io import read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
-
-SOURCE_PARTITIONS = 4
-
-
-def add_partitions(kafka: str, topic: str, count: int) -> None:
-    """``kafka-topics --alter --partitions count``."""
-    admin = AdminClient({"bootstrap.servers": kafka})
-    admin.create_partitions([NewPartitions(topic, count)])[topic].result(30)
-
-
-class Chain:
-    """The shipped topologies on fresh topics, run in this process on the suite's session."""
-
-    def __init__(self, spark, kafka: str, redis_url: str, tmp: Path, events: str,
-                 enriched: str, loaded: str, chunking: bool = False) -> None:
-        self.spark, self.kafka, self.redis_url, self.tmp = spark, kafka, redis_url, tmp
-        self.events, self.enriched, self.loaded_topic = events, enriched, loaded
-        enrich = yaml.safe_load((ROOT / "topologies/enrich.yaml").read_text())
-        enrich[0]["CreateStream"]["objectName"] = events
-        enrich[1]["Query"]["insertInto"]["objectName"] = enriched
-        load = yaml.safe_load((ROOT / "topologies/load.yaml").read_text())
-        load[0]["CreateStream"]["objectName"] = enriched
-        load[2]["Query"]["insertInto"] = {
-            "objectName": loaded, "stateName": "KAFKA", "fields": ["event_id"],
-            "options": {"jw.sqe.state.kafka.keytype": "messagehash"}}
-        load[2]["Query"]["select"] = {"expressions": ["event_id"]}
-        if chunking:
-            enrich[1]["Query"]["insertInto"]["options"].update({
-                "jw.sqe.state.kafka.chunking": True, "jw.sqe.state.kafka.chunk.maxMessages": 50})
-            load[0]["CreateStream"]["options"]["jw.sqe.spout.kafka.chunks"] = True
-        self.commands = {"enrich": enrich, "load": load}
-
-    def conf(self) -> dict:
-        host, port, db = re.match(r"redis://([^:/]+):(\d+)/(\d+)", self.redis_url).groups()
-        return {"jw.sqe.spout.kafka.brokers": self.kafka,
-                "jw.sqe.state.kafka.brokers": self.kafka,
-                "jw.sqe.spout.kafka.filterReplays.redis.url": self.redis_url,
-                "jw.sqe.state.redis.host": host, "jw.sqe.state.redis.port": int(port),
-                "jw.sqe.state.redis.database": int(db)}
-
-    def run(self, name: str, adopt: bool = False, **options) -> list[BatchReport]:
-        path = self.tmp / f"{name}.yaml"
-        path.write_text(yaml.safe_dump(self.commands[name], sort_keys=False))
-        plan = plan_topology(load_topology(path), conf={**self.conf(), **options})
-        return run_topology(plan, self.spark, name, self.tmp / "ck" / name, "once",
-                            adopt_layout=adopt)
-
-    def produce(self, first: int, count: int, partitions: int = SOURCE_PARTITIONS) -> None:
-        """Events ``first`` .. ``first + count - 1``, spread evenly over ``partitions``."""
-        produce(self.kafka, self.events, [(None, json.dumps(e).encode(), i % partitions)
-                                          for i, e in enumerate(sample_events(count, 1, first))])
-
-    def loaded(self) -> Counter:
-        return Counter(r.value.decode() for r in read_topic(self.kafka, self.loaded_topic))
-
-    def by_partition(self) -> Counter:
-        return Counter(r.partition for r in read_topic(self.kafka, self.enriched))
-
-
-def _chain(spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, chunking=False) -> Chain:
-    return Chain(spark, kafka_bootstrap, redis_url, tmp_path,
-                 kafka_topic(SOURCE_PARTITIONS, "events"), kafka_topic(2, "enriched"),
-                 kafka_topic(1, "loaded"), chunking)
-
-
-def _assert_each_once(chain: Chain, events: int) -> None:
-    loaded = chain.loaded()
-    missing = sorted(set(f"e{i}" for i in range(events)) - set(loaded))
-    doubled = [e for e, n in loaded.items() if n > 1]
-    assert not missing and not doubled and len(loaded) == events, (
-        f"{len(missing)} events lost (first {missing[:5]}), {len(doubled)} doubled")
 
 
 @pytest.mark.parametrize("chunking", [False, True], ids=["records", "chunks"])
@@ -111,7 +33,7 @@ def test_a_topic_that_gains_partitions_loses_nothing_for_a_reader_behind_it(
     Placing source partitions 2 and 3 by ``% 4`` after the change would put their newer
     records in partitions 2 and 3, read before their older ones in 0 and 1, which the marks
     would then drop as replays."""
-    chain = _chain(spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, chunking)
+    chain = new_chain(spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, chunking)
     chain.produce(0, 1200)
     chain.run("enrich")
     add_partitions(kafka_bootstrap, chain.enriched, 4)
@@ -125,19 +47,19 @@ def test_a_topic_that_gains_partitions_loses_nothing_for_a_reader_behind_it(
     small = {"jw.sqe.spout.kafka.maxRecordsPerBatch": 6 if chunking else 300}  # chunks: of 50
     reports = chain.run("load", **small)
     assert len(reports) >= 4
-    _assert_each_once(chain, 2400)
+    assert_each_once(chain, 2400)
 
     # Once load has caught up, enrich adopts the 4 partitions; load loses nothing after it.
     chain.produce(2400, 1200)
     chain.run("enrich", adopt=True)
     assert set(chain.by_partition()) == {0, 1, 2, 3}
     chain.run("load", **small)
-    _assert_each_once(chain, 3600)
+    assert_each_once(chain, 3600)
 
 
 def test_a_source_topic_that_gains_partitions_is_read_from_their_start_by_once(
         spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
-    chain = _chain(spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path)
+    chain = new_chain(spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path)
     chain.produce(0, 400)
     chain.run("enrich")
     add_partitions(kafka_bootstrap, chain.events, 6)
@@ -147,7 +69,7 @@ def test_a_source_topic_that_gains_partitions_is_read_from_their_start_by_once(
     assert sorted(r.partition for r in read_topic(kafka_bootstrap, chain.events)
                   if r.partition >= 4)  # the new partitions hold records
     chain.run("load")
-    _assert_each_once(chain, 1000)
+    assert_each_once(chain, 1000)
 
 
 def _recreate(kafka: str, topic: str, partitions: int) -> None:
@@ -165,7 +87,7 @@ def _recreate(kafka: str, topic: str, partitions: int) -> None:
 @pytest.mark.parametrize("partitions", [2, 4], ids=["fewer", "same-count"])
 def test_a_source_topic_deleted_and_created_again_is_one_sentence(
         spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, partitions):
-    chain = _chain(spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path)
+    chain = new_chain(spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path)
     chain.produce(0, 400)
     chain.run("enrich")
     _recreate(kafka_bootstrap, chain.events, partitions)
@@ -179,7 +101,7 @@ def test_a_source_topic_deleted_and_created_again_is_one_sentence(
 
 def test_a_destination_topic_created_again_with_fewer_partitions_is_refused(
         spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
-    chain = _chain(spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path)
+    chain = new_chain(spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path)
     add_partitions(kafka_bootstrap, chain.enriched, 4)
     chain.produce(0, 200)
     chain.run("enrich")
@@ -203,7 +125,7 @@ def test_partitions_added_to_both_topics_while_the_chain_runs_lose_nothing(
     `enriched` from 2 to 4, with load behind by several batches: enrich picks up the new
     source partitions from their start, keeps `enriched`'s layout and says so, and every
     event reaches load's output once."""
-    chain = _chain(spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path)
+    chain = new_chain(spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path)
     chain.produce(0, 1200)
     stops = {name: threading.Event() for name in ("enrich", "load")}
     failures: dict[str, BaseException] = {}
@@ -241,6 +163,6 @@ def test_partitions_added_to_both_topics_while_the_chain_runs_lose_nothing(
                 t.join(120)
     assert not failures, failures
     assert behind < 1200  # load was behind when the partitions were added
-    _assert_each_once(chain, 2400)
+    assert_each_once(chain, 2400)
     assert set(chain.by_partition()) == {0, 1}
     assert any("has 4 partitions now" in r.getMessage() for r in caplog.records)
