@@ -191,3 +191,38 @@ def test_changes_that_are_refused_before_anything_is_written(
     reports = chain.run("load")
     assert_each_once(chain, waves.expected)
     assert sum(r.unparseable_keys for r in reports) == 200
+
+
+def test_a_stream_added_starts_at_its_starting_offsets_and_one_removed_is_said(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, caplog):
+    chain = new_chain(spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path)
+    waves = Waves(chain)
+    load = chain.commands["load"]
+    first = waves.produce(200)
+    waves.run_both()
+
+    # a stream added: load also keeps a hash of every raw event, from the topic's start
+    raw = [{"CreateStream": {"streamName": "Raw", "objectName": chain.events,
+                             "spoutName": "KAFKA", "deserializer": "json",
+                             "options": {"jw.sqe.spout.kafka.startingOffsets": "earliest"}}},
+           {"Query": {"insertInto": {
+               "objectName": "raw_log", "stateName": "REDIS",
+               "fields": ["log", "event_id", "user"],
+               "options": {"jw.sqe.state.redis.datatype": "HASH",
+                           "jw.sqe.state.redis.keyname.fields": ["log"],
+                           "jw.sqe.state.redis.fieldname.fields": ["event_id"]}},
+               "select": {"expressions": [{"sql": "'raw_log'"}, "event_id", "user"]},
+               "from": {"objectName": "Raw"}}}]
+    load += raw
+    second = waves.produce(200)
+    waves.run_both()
+    assert set(_hash(redis_url, "raw_log")) == first | second
+
+    # the stream removed again: the other goes on, and the run says the folder stays
+    del load[-2:]
+    with caplog.at_level(logging.INFO, logger="sqe"):
+        waves.produce(200)
+        waves.run_both()
+    assert any("stream Raw is no longer in the topology" in r.getMessage()
+               for r in caplog.records)
+    assert len(_hash(redis_url, "raw_log")) == 400
