@@ -28,7 +28,7 @@ rotated each repetition), each one's output checked, medians of ``--repeat`` per
    against ``raw-read`` (one confluent-kafka consumer over the same range), both over the events
    topic.  Check: both count every record.
 4. **Kafka state write vs a bare idempotent producer**: ``chain_parts.py state-write``
-   (``state.kafka.write_kafka`` under Spark, as ``bench/kafka_write.py`` runs it) against
+   (``sqe.state.kafka.sink.write_kafka`` under Spark, as ``bench/kafka_write.py`` runs it) against
    ``idempotent-write`` (one ``enable.idempotence=true`` producer), the same ``--events``
    records of ``kafka_write.make_records``.  Check: each topic holds every record.
 5. **Fixed costs and memory** of ``sqe run``:

@@ -9,7 +9,7 @@
   trigger, ``maxRecordsPerBatch`` = ``--batch-records``), whose ``foreachBatch`` counts the rows.
 * ``raw-read``: one confluent-kafka consumer that assigns every partition from its first offset
   and reads the same range, touching each record's key, value and offset.
-* ``state-write``: the Kafka state (``state.kafka.write_kafka``, keytype StreamMetadata,
+* ``state-write``: the Kafka state (``sqe.state.kafka.sink.write_kafka``, keytype StreamMetadata,
   ``SourcePartitionPartitioner``) run by Spark on a cached DataFrame of the records, as
   ``bench/kafka_write.py`` measures it (its :class:`Writers`, writer ``state``).
 * ``idempotent-write``: the same records from one bare confluent-kafka producer with
@@ -117,7 +117,7 @@ def idempotent_write(brokers: str, records: int, partitions: int) -> dict[str, A
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient
 
-    from partitioners import SourcePartitionPartitioner
+    from sqe.partitioners import SourcePartitionPartitioner
 
     data = kafka_write.make_records(records)
     keys = data.keys()

@@ -41,7 +41,7 @@ import pyarrow as pa
 from sqe.source.config import RangePartition, SourceConfig
 from sqe.source.kafka import read_range
 from sqe.source.rows import Records, to_rows
-from sqe.wire.chunk_pack import encode_chunks
+from sqe.wire.chunk.pack import encode_chunks
 from sqe.wire.columns import Tally
 
 REGIONS = [f"region-{i}" for i in range(50)]

@@ -10,9 +10,9 @@ size N a consumer is filled with N marks (as N upstream (pid, partition) pairs
 leave them); then, for each topic size P, ``--repeat`` batches of every
 consumer, interleaved (one batch of each size in turn, so the machine's noise
 falls on all sizes alike), each reading what a batch over a P-partition topic
-reads -- the commit record before it starts (:meth:`~state.hwm.HwmStore.admit`)
+reads -- the commit record before it starts (:meth:`~sqe.ledger.hwm.HwmStore.admit`)
 and, per task, the marks of the pairs its records name
-(:meth:`~state.hwm.HwmStore.marks`, one round trip per task that meets a pair;
+(:meth:`~sqe.ledger.hwm.HwmStore.marks`, one round trip per task that meets a pair;
 the ``--touched`` pairs map to task ``source partition % P``, as SQE's
 partitioner writes them) -- and committing ``--touched`` new marks.  The pairs
 are ``active`` (the same ones every batch, as a running consumer's upstream
@@ -52,7 +52,7 @@ from pathlib import Path
 from local_redis import flushed_redis
 from state_scale import aggregate_batch, lookup_cost, postgres_batch, script_usec
 
-from state.hwm import HwmStore
+from sqe.ledger.hwm import HwmStore
 
 _FILL_CHUNK = 20_000  # marks per filling commit (one Lua call each)
 RUN_PARTITIONS = 4

@@ -26,7 +26,7 @@ the same aggregation: rows and largest source offset per (pid, partition)):
 * (a) ``plain``: the ``sqe-kafka`` source, no filtering;
 * (b) ``pushdown``: the same source with ``filterReplays``: the HWMs are read
   from Redis when Spark plans each batch, replays are dropped in ``read()``,
-  and the batch commits its new HWMs to Redis (``state.hwm.HwmStore.commit``,
+  and the batch commits its new HWMs to Redis (``sqe.ledger.hwm.HwmStore.commit``,
   as ``sqe run`` does), so replays that straddle a batch boundary are dropped
   by the marks stored in Redis;
 * (c) ``dataframe``: (a) plus :func:`sqe.source.replay.filter_replays_frame` in
@@ -243,7 +243,7 @@ class Consumers:
         return self.spark.readStream.format(KafkaSource.name()).options(**options).load()
 
     def _store(self, consumer: str) -> Any:
-        from state.hwm import HwmStore
+        from sqe.ledger.hwm import HwmStore
 
         store = HwmStore.from_url(self.redis_url, consumer, 172800)
         store.reset()
@@ -491,7 +491,7 @@ def measure(args: argparse.Namespace, brokers: str, redis_url: str, work: Path,
         result["statestore_disk_bytes"] = last_dd.state_dir_bytes
         client = redis.Redis.from_url(redis_url)
         try:
-            from state.hwm import HwmStore
+            from sqe.ledger.hwm import HwmStore
 
             store = HwmStore(client, f"bench.pushdown.{args.repeat - 1}", 172800)
             result["hwm_entries"] = len(store.load().hwm)

@@ -23,9 +23,9 @@ import redis
 
 from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.engine.session import build_session
-from state.hwm import HwmStore, Stage
-from state.postgres import PostgresStateConfig, write_postgres
-from state.redis import RedisStateConfig, stage_redis, write_redis
+from sqe.ledger.hwm import HwmStore, Stage
+from sqe.state.postgres.sink import PostgresStateConfig, write_postgres
+from sqe.state.redis.sink import RedisStateConfig, stage_redis, write_redis
 
 
 def _median_rate(rows: int, step: Callable[[int], None]) -> float:

@@ -8,17 +8,26 @@ from typing import Protocol, cast, runtime_checkable
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["Partitioner", "resolve", "ALIASES", "check_num_partitions"]
+__all__ = ["Partitioner", "resolve", "ALIASES", "canonical_name", "check_num_partitions"]
 
-#: Names from the original SQE / Kafka Java world, mapped to this package.
+#: Names from the original SQE / Kafka Java world, and this package's names before it was
+#: installed inside ``sqe`` (``partitioners.X``), mapped to their dotted paths.
 ALIASES = {
     "com.jwplayer.sqe.language.state.kafka.SourcePartitionPartitioner":
-        "partitioners.SourcePartitionPartitioner",
+        "sqe.partitioners.SourcePartitionPartitioner",
     "org.apache.kafka.clients.producer.internals.DefaultPartitioner":
-        "partitioners.Murmur2Partitioner",
-    "SourcePartitionPartitioner": "partitioners.SourcePartitionPartitioner",
-    "Murmur2Partitioner": "partitioners.Murmur2Partitioner",
+        "sqe.partitioners.Murmur2Partitioner",
+    "SourcePartitionPartitioner": "sqe.partitioners.SourcePartitionPartitioner",
+    "Murmur2Partitioner": "sqe.partitioners.Murmur2Partitioner",
 }
+
+
+def canonical_name(name: str) -> str:
+    """The dotted path a partitioner name stands for: an alias's, this package's modules by
+    their old top-level name (``partitioners.X`` is ``sqe.partitioners.X``), else the name."""
+    name = name.strip()
+    name = ALIASES.get(name, name)
+    return f"sqe.{name}" if name.startswith("partitioners.") else name
 
 
 @runtime_checkable
@@ -49,7 +58,7 @@ def resolve(name: str) -> Partitioner:
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"partitioner name must be a non-empty string, got {name!r}")
-    path = ALIASES.get(name.strip(), name.strip())
+    path = canonical_name(name)
     module_name, _, attr = path.rpartition(".")
     if not module_name or not all(part.isidentifier() for part in path.split(".")):
         known = ", ".join(sorted(ALIASES))

@@ -40,7 +40,7 @@ from sqe.engine.watch import RunWatcher
 from sqe.errors import OptionError
 from sqe.lang.topology import Topology
 from sqe.lang.topology import load_topology as _load
-from state.registry import SINKS
+from sqe.state.registry import SINKS
 
 __all__ = ["RunResult", "load_topology", "run", "validate"]
 

@@ -6,7 +6,8 @@ topic/partition/offset).  The CLI prints the message as one sentence and
 never a stack trace.  Errors about bad values also derive from
 :class:`ValueError`, so code that validates inputs can catch them as such
 (the CLI exits 2); failures at run time derive from :class:`RuntimeError`
-(the CLI exits 1).
+(the CLI exits 1).  Every error class of the package is defined here, so one import
+reaches them all (the modules that raise them re-export them where they were).
 """
 
 from __future__ import annotations
@@ -21,6 +22,19 @@ __all__ = [
     "StaleBatchError",
     "RunError",
     "RunStopped",
+    "CheckpointMismatch",
+    "TopologyChanged",
+    "BadRecordError",
+    "ProgressError",
+    "ReportError",
+    "ChunkError",
+    "TruncatedChunk",
+    "BadMagic",
+    "UnknownVersion",
+    "CrcMismatch",
+    "BadCount",
+    "BadLength",
+    "KeyMismatch",
 ]
 
 
@@ -84,3 +98,55 @@ class RunError(SqeError, RuntimeError):
 
 class RunStopped(SqeError, RuntimeError):
     """A run stopped on request (Ctrl-C, SIGTERM); the message says where each stream stopped."""
+
+
+class CheckpointMismatch(RunError):
+    """A checkpoint that does not belong to the commits the stores hold; nothing was read."""
+
+
+class TopologyChanged(RunError):
+    """A change to the topology that the checkpoint or the stores cannot follow; nothing read."""
+
+
+class BadRecordError(SqeError):
+    """A record a step cannot take, under ``badRecordPolicy: fail`` (one sentence)."""
+
+
+class ProgressError(SqeError, ValueError):
+    """A progress file that is missing, empty or holds a line that is not a batch entry."""
+
+
+class ReportError(SqeError, ValueError):
+    """A report that cannot be written where it was asked to go."""
+
+
+class ChunkError(SqeError, ValueError):
+    """A chunk that cannot be decoded; the message says what is wrong with it."""
+
+
+class TruncatedChunk(ChunkError):
+    """The bytes end before the header or a message does."""
+
+
+class BadMagic(ChunkError):
+    """The record does not start with ``SQEC``: it is not a chunk."""
+
+
+class UnknownVersion(ChunkError):
+    """A chunk version (or codec, or flag) this reader does not know."""
+
+
+class CrcMismatch(ChunkError):
+    """The CRC32C does not match: the chunk was corrupted."""
+
+
+class BadCount(ChunkError):
+    """The message count cannot be true for the bytes present."""
+
+
+class BadLength(ChunkError):
+    """A length field points outside the chunk or is impossible."""
+
+
+class KeyMismatch(ChunkError):
+    """The record's key does not name the chunk's last message (a broken writer)."""

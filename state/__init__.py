@@ -1,13 +1,16 @@
-"""States: where topologies write, and the high-water-mark store.
+"""States: where topologies write (installed as ``sqe.state``).
 
-One module per state, each a :class:`~state.sink.Sink` (:mod:`state.sink` holds
-the protocol every state implements, :mod:`state.registry` the states by
-``stateName``): the Kafka state (keyed, partitioned, chunked writes), the Redis
-state and aggregates merged into Redis, the Postgres state, the console.
-:mod:`state.hwm` is the Redis store of high-water marks and committed batch ids
-that the sinks commit with (its Lua in :mod:`state.hwm_lua`).
+:mod:`~sqe.state.sink` holds the protocol every state implements and
+:mod:`~sqe.state.registry` the states by ``stateName``; each backend is one
+sub-package: :mod:`~sqe.state.kafka` (keyed, partitioned, chunked writes and the layout
+they keep), :mod:`~sqe.state.redis` (rows, aggregates merged into Redis, the commands a
+stage is written with) and :mod:`~sqe.state.postgres` (rows and the batch table, in one
+transaction); :mod:`~sqe.state.console` prints.  A state commits with the consumer's
+ledger (:mod:`sqe.ledger`: the high-water marks and the batch id), which the states sit
+above.
 
 May import: :mod:`sqe.errors`, :mod:`sqe.faults`, :mod:`sqe.wire`, :mod:`sqe.config`,
-:mod:`sqe.lang.expressions` (the expression model of a state's options) and
-:mod:`partitioners`; never the query compiler, the sources or the runner.
+:mod:`sqe.lang.expressions` (the expression model of a state's options),
+:mod:`sqe.ledger` and :mod:`sqe.partitioners`; never the query compiler, the sources or the
+runner.
 """

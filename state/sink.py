@@ -21,11 +21,11 @@ and, once every query of the batch has written::
     sink.close()                   # always, also after a failure
 
 so rows, high-water marks and the batch id are committed together where the
-state allows it (see :mod:`state.hwm`), and a batch Spark re-runs writes nothing
+state allows it (see :mod:`sqe.ledger.hwm`), and a batch Spark re-runs writes nothing
 twice.  :meth:`Sink.problems` checks a target's options before Spark starts.
 
 A new state is one module with a :class:`Sink` subclass and one line in
-:mod:`state.registry`.
+:mod:`sqe.state.registry`.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from pyspark.sql import Column, DataFrame
 
 from sqe.config.views import StateSettings
 from sqe.lang.expressions import Expression
-from state.commits import Commit
-from state.hwm import HwmStore, Stage
+from sqe.ledger.commits import Commit
+from sqe.ledger.hwm import HwmStore, Stage
 
 __all__ = ["Batch", "Sink", "SinkTarget"]
 
@@ -158,7 +158,7 @@ class Sink(ABC):
         self._batch = None
 
     def committed(self, consumer: str) -> Commit | None:
-        """This state's record of ``consumer``'s last committed batch (:mod:`state.commits`);
+        """This state's record of ``consumer``'s last committed batch (:mod:`sqe.ledger.commits`);
         None for states that keep none (their writes are idempotent or replay-filtered)."""
         return None
 

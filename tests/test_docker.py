@@ -276,7 +276,7 @@ def dockerignore_problems() -> list[str]:
     """Files the image needs must not be excluded from the build context."""
     patterns = [p.strip().rstrip("/") for p in (ROOT / ".dockerignore").read_text().splitlines()
                 if p.strip() and not p.startswith("#")]
-    needed = ["pyproject.toml", "README.md", "sqe/cli/submit.py", "state/hwm.py",
+    needed = ["pyproject.toml", "README.md", "sqe/cli/submit.py", "sqe/ledger/hwm.py",
               "partitioners/__init__.py", "topologies/enrich.yaml", CONF]
     return [f".dockerignore excludes {f}" for f in needed
             if any(fnmatch.fnmatch(f, p) or f.startswith(p + "/") or fnmatch.fnmatch(f, p + "/*")

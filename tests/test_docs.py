@@ -229,8 +229,8 @@ def test_docs_sqe_keys_examples_print_what_is_shown(capsys):
 
 
 def test_wire_format_chunk_example_is_what_the_codec_writes():
-    from sqe.wire.bloom import value_bits
-    from sqe.wire.chunk import Message, decode_chunk, encode_chunk
+    from sqe.wire.chunk.bloom import value_bits
+    from sqe.wire.chunk.codec import Message, decode_chunk, encode_chunk
     from sqe.wire.keys import StreamMetadata
 
     text = (DOCS / "wire-format.md").read_text()

@@ -10,7 +10,9 @@ import pytest
 
 from tests.support import ROOT
 
-PACKAGES = ("sqe", "state", "partitioners")
+#: The one import name the package installs, and the repository folders that are its
+#: sub-packages (sqe/state and sqe/partitioners link to them).
+PACKAGES = {"sqe": "sqe", "state": "sqe.state", "partitioners": "sqe.partitioners"}
 
 #: Layer -> the layers it may import (besides itself), bottom up.  A module's layer is the
 #: longest prefix of its dotted name found here.
@@ -18,18 +20,19 @@ ALLOWED: dict[str, set[str]] = {
     "sqe.errors": set(),
     "sqe.faults": set(),
     "sqe.wire": {"sqe.errors"},
-    "partitioners": {"sqe.errors", "sqe.wire"},
+    "sqe.partitioners": {"sqe.errors", "sqe.wire"},
     "sqe.lang": {"sqe.errors", "sqe.wire"},
-    "sqe.config": {"sqe.errors", "sqe.wire", "sqe.lang", "partitioners"},
-    "state": {"sqe.errors", "sqe.faults", "sqe.wire", "sqe.lang.expressions", "sqe.config",
-              "partitioners"},
-    "sqe.source": {"sqe.errors", "sqe.wire", "sqe.lang", "sqe.config", "state.hwm"},
-    "sqe.engine": {"sqe.errors", "sqe.faults", "sqe.wire", "sqe.lang", "sqe.config", "state",
-                   "sqe.source"},
-    "sqe.api": {"sqe.errors", "sqe.wire", "sqe.lang", "sqe.config", "state", "sqe.source",
-                "sqe.engine"},
+    "sqe.config": {"sqe.errors", "sqe.wire", "sqe.lang", "sqe.partitioners"},
+    "sqe.ledger": {"sqe.errors", "sqe.config"},
+    "sqe.state": {"sqe.errors", "sqe.faults", "sqe.wire", "sqe.lang.expressions", "sqe.config",
+                  "sqe.ledger", "sqe.partitioners"},
+    "sqe.source": {"sqe.errors", "sqe.wire", "sqe.lang", "sqe.config", "sqe.ledger"},
+    "sqe.engine": {"sqe.errors", "sqe.faults", "sqe.wire", "sqe.lang", "sqe.config",
+                   "sqe.ledger", "sqe.state", "sqe.source"},
+    "sqe.api": {"sqe.errors", "sqe.wire", "sqe.lang", "sqe.config", "sqe.ledger", "sqe.state",
+                "sqe.source", "sqe.engine"},
     "sqe.cli": {"sqe", "sqe.errors", "sqe.faults", "sqe.wire", "sqe.lang", "sqe.config",
-                "state", "sqe.source", "sqe.engine", "sqe.api"},
+                "sqe.ledger", "sqe.state", "sqe.source", "sqe.engine", "sqe.api"},
     "sqe": {"sqe.api", "sqe.config", "sqe.errors", "sqe.lang", "sqe.wire"},  # the face
 }
 
@@ -43,10 +46,10 @@ MAX_LINES = 400
 
 def _modules() -> list[tuple[str, Path]]:
     out = []
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    for folder, package in PACKAGES.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):  # not through sqe/'s links
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            name = ".".join([package, *(parts[:-1] if parts[-1] == "__init__" else parts)])
             out.append((name, path))
     return out
 
@@ -74,6 +77,19 @@ def _imports(tree: ast.Module) -> list[tuple[str, bool]]:
 
     visit(tree, False)
     return [(m, nested) for m, nested in found if m.split(".")[0] in PACKAGES]
+
+
+def test_the_package_installs_one_import_name():
+    for folder, package in PACKAGES.items():
+        if folder != package:
+            link = ROOT / package.replace(".", "/")
+            assert link.is_symlink() and link.resolve() == (ROOT / folder).resolve(), (
+                f"{link.relative_to(ROOT)} must link to {folder}/")
+    for _, path in MODULES:
+        assert not any(m.split(".")[0] in ("state", "partitioners") for m, _ in
+                       _imports(ast.parse(path.read_text()))), (
+            f"{path.relative_to(ROOT)} imports a top-level state/partitioners module: "
+            "they install as sqe.state and sqe.partitioners")
 
 
 MODULES = _modules()
@@ -107,3 +123,20 @@ def test_every_package_says_what_it_may_import():
         if path.name == "__init__.py" and name != "sqe":
             doc = ast.get_docstring(ast.parse(path.read_text())) or ""
             assert "May import" in doc, f"{path.relative_to(ROOT)} does not say what it may import"
+
+
+def test_every_error_class_is_defined_in_sqe_errors():
+    import importlib
+    import inspect
+
+    from sqe import errors
+
+    outside = []
+    for name, _ in MODULES:
+        module = importlib.import_module(name)
+        for cls_name, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, errors.SqeError) and cls.__module__ != "sqe.errors":
+                outside.append(f"{cls.__module__}.{cls_name}")
+    assert not outside, f"error classes outside sqe.errors: {sorted(set(outside))}"
+    assert set(errors.__all__) == {n for n, c in vars(errors).items()
+                                   if inspect.isclass(c) and issubclass(c, Exception)}

@@ -35,8 +35,8 @@ from sqe.engine.recovery import Rerun
 from sqe.engine.session import build_session, quiet_failure_traces
 from sqe.engine.watch import RunWatcher
 from sqe.errors import RunError, RunStopped, SourceError, SqeError, StateError
+from sqe.ledger.hwm import HwmStore
 from sqe.wire.keys import StreamMetadata, pid_for
-from state.hwm import HwmStore
 
 __all__ = ["demo", "hwm", "keys", "options", "report", "run", "sample_events", "validate"]
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqe.engine.batch_report import BatchReport
 from sqe.engine.progress import PROGRESS_FILE, Progress, ProgressEntry, read_progress
-from sqe.errors import PrerequisiteError, SqeError
+from sqe.errors import PrerequisiteError, ReportError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -37,9 +37,6 @@ __all__ = ["FEW_BATCHES", "NO_MATPLOTLIB", "ReportError", "StreamSummary", "figu
 NO_MATPLOTLIB = ("sqe report --plot needs matplotlib, which is not installed; install it with "
                  "pip install 'sqe-spark[plot]'")
 
-
-class ReportError(SqeError, ValueError):
-    """A report that cannot be written where it was asked to go."""
 
 
 def progress_file_of(path: str | os.PathLike[str]) -> Path:

@@ -20,7 +20,7 @@ import sys
 from sqe import api
 from sqe.config.settings import load_config, parse_conf_pairs
 from sqe.engine.pipeline import StreamStores, stream_stores
-from state.commits import Commit
+from sqe.ledger.commits import Commit
 
 __all__ = ["reset"]
 

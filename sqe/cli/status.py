@@ -44,9 +44,9 @@ from sqe.engine.pipeline import StreamStores, stream_source, stream_stores
 from sqe.engine.progress import ProgressError, progress_path, read_progress
 from sqe.errors import SqeError
 from sqe.lang.topology import CreateStream
+from sqe.ledger.commits import Commit
 from sqe.source.lag import LagReader, PartitionLag, total_backlog
-from state.commits import Commit
-from state.sink import Sink
+from sqe.state.sink import Sink
 
 __all__ = ["RunStatus", "StreamStatus", "gather", "status"]
 

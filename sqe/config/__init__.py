@@ -15,5 +15,5 @@ its streams and the queries' field references checked against them
 (:mod:`~sqe.config.fields`).
 
 May import: :mod:`sqe.errors`, :mod:`sqe.wire`, :mod:`sqe.lang` (the command model
-and expressions), :mod:`partitioners`, and the client libraries.
+and expressions), :mod:`sqe.partitioners`, and the client libraries.
 """

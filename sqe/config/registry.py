@@ -17,13 +17,13 @@ import difflib
 import re
 from dataclasses import replace
 
-from partitioners import resolve
 from sqe.config.options import PREFIX, Option, Scope
 from sqe.config.redis_endpoint import check_url
 from sqe.config.secrets import is_secret_key
 from sqe.errors import OptionError
 from sqe.lang.documents import SyntaxProblem, load_json
 from sqe.lang.spark_types import type_problem
+from sqe.partitioners import resolve
 
 __all__ = ["CLIENT_PROPERTIES", "CONSUMER_PREFIX", "JAVA_PROPERTIES", "OWNED_PROPERTIES",
            "PREFIX", "PRODUCER_PREFIX", "REGISTRY", "RETIRED", "client_property_option",

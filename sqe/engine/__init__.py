@@ -6,9 +6,9 @@ queries and their sinks), the ``foreachBatch`` body of one micro-batch
 streaming queries' life (:mod:`~sqe.engine.runner`), what a batch did and where
 it is kept (:mod:`~sqe.engine.batch_report`, :mod:`~sqe.engine.progress`), and the
 SparkSession (:mod:`~sqe.engine.session`, :mod:`~sqe.engine.prereq`).  States are
-written only through the sink protocol of :mod:`state.sink`.
+written only through the sink protocol of :mod:`sqe.state.sink`.
 
 May import: every layer below it (:mod:`sqe.wire`, :mod:`sqe.lang`,
-:mod:`sqe.config`, :mod:`state`, :mod:`sqe.source`); never :mod:`sqe.api` or
+:mod:`sqe.config`, :mod:`sqe.state`, :mod:`sqe.source`); never :mod:`sqe.api` or
 :mod:`sqe.cli`.
 """

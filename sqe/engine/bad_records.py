@@ -5,7 +5,7 @@ A step cannot take a record when
 * its value does not decode (a JSON stream's value that is not a JSON object);
 * a query cannot compute it: Spark's ANSI errors (a cast of a malformed value, a
   division by zero, an overflow);
-* a state cannot hold what the query makes of it (:meth:`state.sink.Sink.rejects`,
+* a state cannot hold what the query makes of it (:meth:`sqe.state.sink.Sink.rejects`,
   e.g. the NUL character in Postgres text).
 
 Finding them costs nothing while a batch has none.  A value that does not decode
@@ -38,7 +38,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sqe.config.views import StreamSettings
-from sqe.errors import SqeError
+from sqe.errors import BadRecordError
 from sqe.source.dead_letters import DeadLetters
 from sqe.wire.columns import carried_offset
 from sqe.wire.keys import CHUNK_INDEX_BITS
@@ -49,9 +49,6 @@ __all__ = ["MAX_BAD_RECORDS", "BadRecord", "BadRecordError", "StepFailure", "app
 #: The most bad records one batch may dead-letter; more is a broken upstream, not bad luck.
 MAX_BAD_RECORDS = 1000
 
-
-class BadRecordError(SqeError):
-    """A record a step cannot take, under ``badRecordPolicy: fail`` (one sentence)."""
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ Per micro-batch ``K`` of a stream (consumer ``<topology>.<stream>``):
    it) and is skipped; ``K < C``, or ``K == C`` with other offsets, is another
    writer ahead and fails loudly.  ``K`` counts from the checkpoint's base
    (:mod:`sqe.engine.checkpoint`), and every store records it with the offsets the
-   batch ends at and the checkpoint (:mod:`state.commits`).  A batch refused as
+   batch ends at and the checkpoint (:mod:`sqe.ledger.commits`).  A batch refused as
    stale, here or by a store later, deletes what its Redis states staged;
 2. drop replays (done in the source's ``read()``; for Spark's own connector by
    :func:`~sqe.source.replay.filter_replays_frame` here);
@@ -17,7 +17,7 @@ Per micro-batch ``K`` of a stream (consumer ``<topology>.<stream>``):
    partition and offset), deserialize (a JSON stream without declared fields: on the
    first batch with JSON records, a field the queries read that no record holds stops
    the run before anything is written, naming the closest key), run the queries in
-   file order and write each query's state through its sink (:mod:`state.sink`:
+   file order and write each query's state through its sink (:mod:`sqe.state.sink`:
    open, holds, write);
 5. commit: every sink's part, then the new HWMs with batch id ``K`` (and the rows
    the sinks staged) in one atomic step; close the sinks.
@@ -59,12 +59,12 @@ from sqe.errors import SourceError, StaleBatchError, StateError
 from sqe.faults import fault_point
 from sqe.lang.compiler import analysis_error, compile_expression, compile_query
 from sqe.lang.spark_functions import CompileContext
+from sqe.ledger.hwm import HwmStore
 from sqe.source.deserializers import Deserialized, deserialize
 from sqe.source.marks import frame_marks
 from sqe.source.replay import beyond_bound_frame, filter_replays_frame
+from sqe.state.sink import Batch, Sink
 from sqe.wire.columns import CARRIED, TALLY, Tally, carried_offset, data_rows
-from state.hwm import HwmStore
-from state.sink import Batch, Sink
 
 __all__ = ["BatchProcessor"]
 

@@ -9,7 +9,7 @@ Hadoop FileSystem:
 * ``<streamName>/sqe-batch-base``: the id the stores count this checkpoint's
   batch 0 as (absent: 0).  A checkpoint that resumed from the stores' commits, or
   that started after ``sqe reset``, continues their numbering, so no batch id a
-  state has seen comes again (:mod:`state.commits`).
+  state has seen comes again (:mod:`sqe.ledger.commits`).
 * ``sqe-run.lock`` at the root: which process runs on it (:mod:`sqe.engine.lock`).
 """
 

@@ -7,7 +7,7 @@ stream), the pid stamped on what it writes (MurmurHash64A of topology + stream +
 ``<cluster id>/<topic>``, unless ``jw.sqe.pid`` sets it), the consumer name of
 its high-water marks (``<topology>.<stream>``), and every query that reads from
 it -- directly, or through intermediate streams without a ``stateName`` -- in
-file order, each with the :class:`~state.sink.Sink` of its state.
+file order, each with the :class:`~sqe.state.sink.Sink` of its state.
 :func:`check_fields` holds a JSON stream's first batch against the fields its queries read.
 """
 
@@ -28,13 +28,13 @@ from sqe.errors import SourceError, TopologyError
 from sqe.lang.compiler import aggregates_of
 from sqe.lang.references import query_fields, query_references
 from sqe.lang.topology import CreateStream, Query
+from sqe.ledger.commits import Commit
+from sqe.ledger.hwm import HwmStore
 from sqe.source.config import SourceConfig
 from sqe.source.fixed import fixed_options
+from sqe.state.registry import SINKS, sink_for, sink_problems
+from sqe.state.sink import Sink, SinkTarget
 from sqe.wire.keys import kafka_secondary_id, pid_for
-from state.commits import Commit
-from state.hwm import HwmStore
-from state.registry import SINKS, sink_for, sink_problems
-from state.sink import Sink, SinkTarget
 
 __all__ = ["QueryStep", "StreamPipeline", "StreamStores", "build_pipelines", "check_fields",
            "sink_target", "state_problems", "stream_source", "stream_stores"]

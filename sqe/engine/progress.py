@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from sqe.engine.batch_report import BatchReport
-from sqe.errors import SqeError
+from sqe.errors import ProgressError
 
 log = logging.getLogger("sqe")
 
@@ -41,9 +41,6 @@ PROGRESS_FILE = "sqe-progress.jsonl"
 #: The format version written in each line (``"format": 1``).
 FORMAT = 1
 
-
-class ProgressError(SqeError, ValueError):
-    """A progress file that is missing, empty or holds a line that is not a batch entry."""
 
 
 def progress_path(checkpoint: str | os.PathLike[str]) -> Path | None:

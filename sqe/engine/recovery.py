@@ -2,11 +2,11 @@
 
 Before a stream reads anything, :func:`plan_start` compares the stream's
 checkpoint with the commit records of every store it commits to (the HWM store,
-Postgres batch tables, Redis aggregates: :mod:`state.commits`):
+Postgres batch tables, Redis aggregates: :mod:`sqe.ledger.commits`):
 
 * no commits, or the checkpoint at (or one batch behind) the last commit: the
   run goes on from the checkpoint; a batch the stores hold already is skipped
-  (:meth:`state.hwm.HwmStore.admit`), and only when it ends at the same offsets;
+  (:meth:`sqe.ledger.hwm.HwmStore.admit`), and only when it ends at the same offsets;
 * an empty checkpoint after ``sqe reset``: the run reads from
   ``startingOffsets``, its batch ids after the stored ones;
 * an empty checkpoint with ``resume`` (``--resume-from-store``): the run reads
@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqe.engine.checkpoint import StreamCheckpoint
-from sqe.errors import RunError
-from state.commits import Commit
+from sqe.errors import CheckpointMismatch
+from sqe.ledger.commits import Commit
 
 __all__ = ["CheckpointMismatch", "Rerun", "StreamStart", "partition_offsets", "plan_start"]
 
@@ -34,9 +34,6 @@ __all__ = ["CheckpointMismatch", "Rerun", "StreamStart", "partition_offsets", "p
 #: flag ``reset`` asks for the ``sqe reset`` command of the same topology instead.
 Rerun = Callable[[dict[str, str | None]], str]
 
-
-class CheckpointMismatch(RunError):
-    """A checkpoint that does not belong to the commits the stores hold; nothing was read."""
 
 
 @dataclass(frozen=True)

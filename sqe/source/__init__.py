@@ -11,5 +11,5 @@ pairs it meets (:mod:`~sqe.source.marks`), the replay filter itself
 deserializers that turn values into fields (:mod:`~sqe.source.deserializers`).
 
 May import: :mod:`sqe.errors`, :mod:`sqe.wire`, :mod:`sqe.lang` (the post-filter),
-:mod:`sqe.config`, and :mod:`state.hwm` (the marks a batch is filtered by).
+:mod:`sqe.config`, and :mod:`sqe.ledger.hwm` (the marks a batch is filtered by).
 """

@@ -5,7 +5,7 @@ A task reads one Kafka partition's offset range.  Its records name a handful of
 that map to this destination partition -- however many marks the consumer's
 store holds.  :class:`TaskMarks` asks the store for the marks of the pairs a
 fetched slice names that it has not asked for yet (one round trip,
-:meth:`state.hwm.HwmStore.marks`), so a task costs what it touches: usually one
+:meth:`sqe.ledger.hwm.HwmStore.marks`), so a task costs what it touches: usually one
 round trip, a second only when a later slice of a large range names new pairs.
 
 ``start`` holds the marks as the batch began (the ``maxAdvance`` guard measures
@@ -35,9 +35,9 @@ import redis
 from pyspark.sql import functions as F
 
 from sqe.errors import SourceError
+from sqe.ledger.hwm import HwmStore
 from sqe.source.config import SourceConfig
 from sqe.source.replay import pair_groups
-from state.hwm import HwmStore
 
 __all__ = ["Pair", "TaskMarks", "frame_marks", "read_marks"]
 

@@ -5,10 +5,10 @@ Per fetched slice of one partition (:class:`Records`), :func:`to_rows`
 * for a plain topic: decodes each key's StreamMetadata, drops replays at or
   below the HWM, and (when the stream filters) keeps the messages whose filter
   value -- the record header ``sqe-filter-value`` -- passes the post-filter;
-* for a chunked topic (``chunks``, :mod:`sqe.wire.chunk`), from the headers alone:
+* for a chunked topic (``chunks``, :mod:`sqe.wire.chunk.codec`), from the headers alone:
   drops whole chunks whose key (the StreamMetadata of their last message) is at
   or below the HWM, and chunks whose Bloom filter has none of ``filterValues``;
-  then decodes the rest at once (:func:`sqe.wire.chunk_arrow.decode_chunks`), drops
+  then decodes the rest at once (:func:`sqe.wire.chunk.arrow.decode_chunks`), drops
   the replays of straddling chunks message by message, and post-filters
   exactly.  A chunk that cannot be decoded fails the batch naming its
   topic/partition/offset, or goes to the dead-letter topic
@@ -36,9 +36,9 @@ from sqe.source.dead_letters import DeadLetters
 from sqe.source.marks import TaskMarks
 from sqe.source.replay import beyond_bound, filter_replays_decoded, judgeable
 from sqe.wire.arrays import binaries, booleans, from_numpy, repeated, scalar, strings, to_numpy
-from sqe.wire.bloom import probe_headers
-from sqe.wire.chunk import MAGIC, ChunkError, KeyMismatch, checked_body
-from sqe.wire.chunk_arrow import decode_chunks, read_headers
+from sqe.wire.chunk.arrow import decode_chunks, read_headers
+from sqe.wire.chunk.bloom import probe_headers
+from sqe.wire.chunk.codec import MAGIC, ChunkError, KeyMismatch, checked_body
 from sqe.wire.columns import Tally, record_batch
 from sqe.wire.headers import FILTER_HEADER
 from sqe.wire.keys import decode_keys, encode_keys

@@ -2,9 +2,9 @@
 
 Owns the 20-byte StreamMetadata key and the PID (:mod:`~sqe.wire.keys`),
 MurmurHash64A one value at a time and over Arrow columns (:mod:`~sqe.wire.murmur`),
-the chunk codec (:mod:`~sqe.wire.chunk`, scalar; vectorised:
-:mod:`~sqe.wire.chunk_arrow` reads, :mod:`~sqe.wire.chunk_pack` writes) and its
-Bloom filter (:mod:`~sqe.wire.bloom`), the record headers SQE writes
+the chunk codec (:mod:`~sqe.wire.chunk.codec`, scalar; vectorised:
+:mod:`~sqe.wire.chunk.arrow` reads, :mod:`~sqe.wire.chunk.pack` writes) and its
+Bloom filter (:mod:`~sqe.wire.chunk.bloom`), the record headers SQE writes
 (:mod:`~sqe.wire.headers`), and the columns every layer agrees on: the source
 schema, the tally of counters and the carried StreamMetadata
 (:mod:`~sqe.wire.columns`), and Arrow arrays built and read without pandas, for

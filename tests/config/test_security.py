@@ -23,8 +23,8 @@ from sqe.config.secrets import expand_env, is_secret_key, mask_value, redact_url
 from sqe.config.settings import Settings, load_config
 from sqe.errors import OptionError, TopologyError
 from sqe.lang.topology import load_topology
+from sqe.ledger.hwm import HwmStore
 from sqe.wire.keys import StreamMetadata
-from state.hwm import HwmStore
 from tests.support.kafka_io import produce, read_topic
 from tests.support.secured_redis import make_tls_files, start_cluster, start_redis, start_sentinel
 

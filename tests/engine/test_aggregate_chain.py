@@ -16,8 +16,8 @@ import yaml
 from sqe.config.plan import plan_topology
 from sqe.engine.runner import run_topology
 from sqe.lang.topology import load_topology
+from sqe.ledger.hwm import HwmStore
 from sqe.wire.keys import StreamMetadata
-from state.hwm import HwmStore
 from tests.support.kafka_io import produce, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]

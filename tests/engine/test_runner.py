@@ -196,7 +196,7 @@ def test_spark_submit_runs_the_same_entry_point(kafka_bootstrap, kafka_topic, re
 def test_a_store_ahead_of_the_checkpoint_stops_the_run_before_it_reads(
         spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
     from sqe.engine.recovery import CheckpointMismatch
-    from state.hwm import HwmStore
+    from sqe.ledger.hwm import HwmStore
 
     source, dest = kafka_topic(1, "in"), kafka_topic(1, "out")
     path = _topology(tmp_path, source, dest, "identity")
@@ -241,7 +241,7 @@ def test_a_runtime_that_ends_inside_a_batch_lets_that_batch_finish(
     commit past the deadline, then let go), and the run ends after it."""
     import threading
 
-    from state.hwm import HwmStore
+    from sqe.ledger.hwm import HwmStore
 
     source, dest = kafka_topic(1, "in"), kafka_topic(1, "out")
     path = _topology(tmp_path, source, dest, "identity")

@@ -19,7 +19,7 @@ from sqe.source.config import RangePartition, SourceConfig
 from sqe.source.dead_letters import DeadLetters
 from sqe.source.marks import TaskMarks
 from sqe.source.rows import Records, to_rows
-from sqe.wire.chunk import Message, encode_chunk
+from sqe.wire.chunk.codec import Message, encode_chunk
 from sqe.wire.headers import DEAD_LETTER_REASON, DEAD_LETTER_SOURCE
 from sqe.wire.keys import StreamMetadata
 

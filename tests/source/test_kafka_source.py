@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from sqe.cli.local_services import free_port
 from sqe.config.kafka_client import CLIENT_DEFAULTS
 from sqe.errors import SourceError
+from sqe.ledger.hwm import HwmStore
 from sqe.source.config import RangePartition, SourceConfig
 from sqe.source.kafka import KafkaSource, KafkaStreamReader, read_range
 from sqe.source.native import decode_key_columns
@@ -24,7 +25,6 @@ from sqe.source.replay import (
 )
 from sqe.wire.columns import data_rows
 from sqe.wire.keys import StreamMetadata, decode_keys
-from state.hwm import HwmStore
 from tests.support.kafka_io import produce
 
 # -- planning (pure) -------------------------------------------------------------------------

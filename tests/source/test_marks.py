@@ -10,9 +10,9 @@ import pytest
 import sqe.source.marks
 from sqe.cli.local_services import free_port
 from sqe.errors import SourceError
+from sqe.ledger.hwm import HwmStore
 from sqe.source.config import SourceConfig
 from sqe.source.marks import TaskMarks
-from state.hwm import HwmStore
 
 
 def _cfg(url: str) -> SourceConfig:

@@ -19,8 +19,9 @@ from sqe.errors import SourceError
 from sqe.source.config import RangePartition, SourceConfig
 from sqe.source.marks import TaskMarks
 from sqe.source.rows import Records, to_rows
-from sqe.wire.bloom import BloomFilter
-from sqe.wire.chunk import (
+from sqe.wire.chunk.arrow import read_headers
+from sqe.wire.chunk.bloom import BloomFilter
+from sqe.wire.chunk.codec import (
     VERSION,
     VERSIONS,
     ChunkError,
@@ -31,7 +32,6 @@ from sqe.wire.chunk import (
     encode_chunk,
     read_header,
 )
-from sqe.wire.chunk_arrow import read_headers
 from sqe.wire.keys import StreamMetadata
 
 PID = 77

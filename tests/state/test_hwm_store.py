@@ -7,7 +7,7 @@ import time
 import pytest
 import redis
 
-from state.hwm import HwmStore, StaleBatchError
+from sqe.ledger.hwm import HwmStore, StaleBatchError
 
 
 @pytest.fixture
@@ -183,7 +183,7 @@ def _stage(store, batch: int, index: int, rows: dict[bytes, bytes], checkpoint: 
 
 
 def test_staged_rows_land_with_the_commit_and_only_then(store, redis_url):
-    from state.hwm import Stage
+    from sqe.ledger.hwm import Stage
 
     hash_key = _stage(store, 0, 0, {b"2:EUe1": b"100", b"2:EUe2": b"",
                                     "5:δx:ye3".encode(): b"\xff\x00"})
@@ -200,7 +200,7 @@ def test_staged_rows_land_with_the_commit_and_only_then(store, redis_url):
 
 
 def test_a_refused_or_repeated_commit_applies_no_staged_row(store, redis_url):
-    from state.hwm import Stage
+    from sqe.ledger.hwm import Stage
 
     store.commit(5, {(1, 0): 10})
     client = redis.Redis.from_url(redis_url)
@@ -225,7 +225,7 @@ def test_same_database_compares_server_and_index(store, redis_url):
 def test_a_writer_refused_at_commit_leaves_no_stage_and_names_the_other(store, redis_url):
     """Two writers of one consumer on separate checkpoints, each with its own connection: the one
     behind is refused by the commit script, which deletes its stages in the same step."""
-    from state.hwm import Stage
+    from sqe.ledger.hwm import Stage
 
     ahead = HwmStore.from_url(redis_url, "load/Enriched", ttl_seconds=3600)
     ahead.commit(5, {(1, 0): 10}, offsets='{"0": 10}', checkpoint="/ck/a")

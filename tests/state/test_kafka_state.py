@@ -1,4 +1,4 @@
-"""The Kafka state (state/kafka.py) against a real Kafka-protocol broker and real Spark.
+"""The Kafka state (state/kafka/sink.py) against a real Kafka-protocol broker and real Spark.
 
 Covers the three key types (StreamMetadata, message hash, field), the value
 encodings, SourcePartitionPartitioner placement and per-partition order, the
@@ -16,11 +16,11 @@ import pytest
 from pyspark.errors import PythonException
 from pyspark.sql import functions as F
 
-from partitioners import Murmur2Partitioner
 from sqe.errors import StateError
+from sqe.partitioners import Murmur2Partitioner
+from sqe.state.kafka.sink import FILTER_VALUE_COLUMN, KafkaStateConfig, write_kafka
 from sqe.wire.headers import FILTER_HEADER
 from sqe.wire.keys import StreamMetadata
-from state.kafka import FILTER_VALUE_COLUMN, KafkaStateConfig, write_kafka
 from tests.support.kafka_io import read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -360,8 +360,8 @@ def test_a_value_the_broker_refuses_fails_with_delivery_failed(spark, kafka_boot
 
 def test_chunks_pack_each_source_partition_with_its_last_key_and_bloom(spark, kafka_bootstrap,
                                                                        kafka_topic):
-    from sqe.wire.bloom import BloomFilter
-    from sqe.wire.chunk import decode_chunk, read_header
+    from sqe.wire.chunk.bloom import BloomFilter
+    from sqe.wire.chunk.codec import decode_chunk, read_header
 
     topic = kafka_topic(2)
     rows = [(PID, p, o, f"m{p}-{o}", ["eu", "us", None][o % 3]) for p in (0, 1, 2)

@@ -12,8 +12,8 @@ from pyspark.sql import types as T
 from sqe.config.settings import Settings
 from sqe.config.views import StateSettings
 from sqe.errors import StaleBatchError, StateError
-from state.postgres import PostgresSink, PostgresStateConfig, pg_type, write_postgres
-from state.sink import SinkTarget
+from sqe.state.postgres.sink import PostgresSink, PostgresStateConfig, pg_type, write_postgres
+from sqe.state.sink import SinkTarget
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
@@ -122,7 +122,7 @@ def test_unreachable_server_is_a_clear_error(spark):
 
 
 def test_the_batch_table_records_the_commit_and_a_reset_keeps_the_batch_id(spark, postgres_dsn):
-    from state.sink import Batch
+    from sqe.state.sink import Batch
 
     df = spark.createDataFrame([(1,)], "id long")
     write_postgres(df, PostgresStateConfig("a", postgres_dsn, ("id",)), "keep.In", 3)

@@ -7,7 +7,7 @@ import psycopg
 import pytest
 
 from sqe.errors import StaleBatchError
-from state.postgres import PostgresStateConfig, write_postgres
+from sqe.state.postgres.sink import PostgresStateConfig, write_postgres
 from tests.support.race import race
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]

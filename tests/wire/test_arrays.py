@@ -138,12 +138,12 @@ from sqe.lang.expressions import parse_expression
 from sqe.source.config import RangePartition, SourceConfig
 from sqe.source.marks import TaskMarks
 from sqe.source.rows import Records, to_rows
-from sqe.wire.chunk_pack import encode_chunks
+from sqe.wire.chunk.pack import encode_chunks
 from sqe.wire.arrays import binaries, from_numpy, strings
 from sqe.wire.keys import encode_keys
-from state.kafka import KafkaStateConfig, _records
-from state.postgres import _csv_task
-from state.redis_protocol import hset_commands
+from sqe.state.kafka.sink import KafkaStateConfig, _records
+from sqe.state.postgres.sink import _csv_task
+from sqe.state.redis.protocol import hset_commands
 assert "pandas" not in sys.modules, "imported with the modules"
 
 n = 300

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqe.wire.bloom import BloomFilter, probe_headers, value_bits
+from sqe.wire.chunk.bloom import BloomFilter, probe_headers, value_bits
 
 
 @pytest.mark.parametrize("size", [0, 15, 256, 1000, -1, True, 16.0])

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqe.wire.bloom import BloomFilter
-from sqe.wire.chunk import (
+from sqe.wire.chunk.bloom import BloomFilter
+from sqe.wire.chunk.codec import (
     HEADER_BYTES,
     MAX_BODY_BYTES,
     BadCount,

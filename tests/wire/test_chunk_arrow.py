@@ -7,8 +7,8 @@ import struct
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqe.wire.chunk import ChunkError, Message, _crc, decode_chunk, encode_chunk
-from sqe.wire.chunk_arrow import decode_chunks
+from sqe.wire.chunk.arrow import decode_chunks
+from sqe.wire.chunk.codec import ChunkError, Message, _crc, decode_chunk, encode_chunk
 from sqe.wire.keys import StreamMetadata
 
 message_lists = st.lists(
@@ -81,7 +81,7 @@ def test_encode_chunks_equals_encode_chunk_and_round_trips(raw, max_messages, ma
     import numpy as np
     import pyarrow as pa
 
-    from sqe.wire.chunk_pack import encode_chunks
+    from sqe.wire.chunk.pack import encode_chunks
 
     partition = np.array([p for p, _, _, _ in raw], dtype=np.int64)
     offset = np.cumsum([step for _, step, _, _ in raw]).astype(np.int64) + 7

@@ -4,11 +4,11 @@
 target)``: the last ``batch_id`` committed to the target with its rows, the
 source offsets the batch ended at (``end_offsets``), the ``checkpoint`` that
 committed it, and ``reset`` (set by ``sqe reset``), the record of
-:mod:`state.commits`.  A table made by an earlier version, without the last
+:mod:`sqe.ledger.commits`.  A table made by an earlier version, without the last
 three columns, gets them when it is next locked.  The row is locked ``FOR
 UPDATE`` by the transaction that writes the batch, so two writers of one
 consumer cannot interleave.  The table is created (or brought up to date) under its
-creation lock (:mod:`state.postgres_ddl`), so writers that start at once do not race.
+creation lock (:mod:`sqe.state.postgres.ddl`), so writers that start at once do not race.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from psycopg import sql
 
 from sqe.config.secrets import redact_url
 from sqe.errors import StateError
-from state.commits import Commit
-from state.postgres_ddl import creation_lock
+from sqe.ledger.commits import Commit
+from sqe.state.postgres.ddl import creation_lock
 
 __all__ = ["BATCH_TABLE", "batch_committed", "error_text", "lock_batch", "qualified",
            "record_batch", "reset_batch"]
@@ -65,7 +65,7 @@ def _up_to_date(cur: Any, schema: str | None) -> bool:
 def _ensure_table(cur: Any, schema: str | None) -> None:
     """Create the batch table, or add the columns an earlier version lacked, when needed.
 
-    Under the table's creation lock (:mod:`state.postgres_ddl`), so writers that start at
+    Under the table's creation lock (:mod:`sqe.state.postgres.ddl`), so writers that start at
     once do not race, and committed at once, so the batch that follows neither holds the
     lock nor the table's ``ALTER`` lock while it writes.  The first statements of ``cur``'s
     transaction.

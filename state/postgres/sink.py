@@ -4,10 +4,10 @@ The table is ``insertInto.objectName`` (``table`` or ``schema.table``).  When
 it is missing it is created with one column per ``fields`` entry, typed from
 the Spark column (:func:`pg_type`); when it exists it must have those
 columns, and rows are appended to them.  Writers that create it at once do not race:
-the creation takes the table's creation lock (:mod:`state.postgres_ddl`).
+the creation takes the table's creation lock (:mod:`sqe.state.postgres.ddl`).
 
 One micro-batch ``K`` of consumer ``C`` is one SQL transaction, as the sink
-protocol (:mod:`state.sink`) runs it:
+protocol (:mod:`sqe.state.sink`) runs it:
 
 1. ``open``: lock the row ``(C, table)`` of the batch table (``sqe_batches`` in
    the target's schema, created when missing); a stored id above ``K`` is a stale
@@ -44,10 +44,8 @@ from sqe.config.secrets import redact_url
 from sqe.config.worker_task import begin_task
 from sqe.errors import StaleBatchError, StateError
 from sqe.faults import fault_point
-from sqe.wire.arrays import binaries, from_numpy
-from sqe.wire.columns import field_column
-from state.commits import Commit
-from state.postgres_batches import (
+from sqe.ledger.commits import Commit
+from sqe.state.postgres.batches import (
     batch_committed,
     error_text,
     lock_batch,
@@ -55,8 +53,10 @@ from state.postgres_batches import (
     record_batch,
     reset_batch,
 )
-from state.postgres_ddl import creation_lock
-from state.sink import Batch, Sink, SinkTarget
+from sqe.state.postgres.ddl import creation_lock
+from sqe.state.sink import Batch, Sink, SinkTarget
+from sqe.wire.arrays import binaries, from_numpy
+from sqe.wire.columns import field_column
 
 __all__ = ["PostgresSink", "PostgresStateConfig", "PostgresWrite", "pg_type", "write_postgres"]
 
@@ -154,7 +154,7 @@ def _columns(cur: Any, cfg: PostgresStateConfig) -> set[str]:
 
 def _ensure_table(cur: Any, cfg: PostgresStateConfig, df: DataFrame) -> None:
     """Create the table when it is missing (under its creation lock, held until the batch
-    commits: :mod:`state.postgres_ddl`), and check it has the fields' columns."""
+    commits: :mod:`sqe.state.postgres.ddl`), and check it has the fields' columns."""
     existing = _columns(cur, cfg)
     if not existing:
         creation_lock(cur, *cfg.schema_and_table)

@@ -6,7 +6,7 @@ partition or a step back in offset), every message is encoded by Arrow in one
 step, each chunk's body is a slice of that buffer, and the Bloom filters of all
 chunks are set with one NumPy scatter.  Each chunk comes with its Kafka key, the
 StreamMetadata of its last message, which its CRC covers.
-:func:`sqe.wire.chunk.encode_chunk` is the scalar reference; a test holds the two
+:func:`sqe.wire.chunk.codec.encode_chunk` is the scalar reference; a test holds the two
 equal.
 """
 
@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sqe.wire.arrays import scalar, to_numpy
-from sqe.wire.bloom import BloomFilter, value_bits
-from sqe.wire.chunk import _CODECS, _MIN_MESSAGE_BYTES, _NO_FILTER_VALUE, Codec, frame_chunk
+from sqe.wire.chunk.bloom import BloomFilter, value_bits
+from sqe.wire.chunk.codec import _CODECS, _MIN_MESSAGE_BYTES, _NO_FILTER_VALUE, Codec, frame_chunk
 from sqe.wire.keys import encode_keys
 
 _EMPTY = scalar(b"", pa.binary())

@@ -11,7 +11,7 @@ and aggregate**, laid out as SQE does (``d`` is ``jw.sqe.state.redis.delimiter``
 ``keyname.fields`` defaults to the plain fields that are not ``fieldname.fields``;
 a plain field in neither is an error (its groups would share an entry).
 
-Stored values follow ``stateType`` in SQE's JSON (:mod:`state.aggregate_layout`):
+Stored values follow ``stateType`` in SQE's JSON (:mod:`sqe.state.redis.aggregate_layout`):
 ``TRANSACTIONAL`` does not apply a merge for the batch id already stored (a
 re-run batch changes nothing); ``OPAQUE`` starts a merge for the stored batch id
 again from the value before it, so a re-run batch with other contents replaces
@@ -43,12 +43,12 @@ from pyspark.sql import types as T
 from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
+from sqe.ledger.commits import Commit
+from sqe.state.redis.aggregate_layout import MERGE_SCRIPT, StateMode, encoded, stored_parts
+from sqe.state.redis.layout import RedisLayout, joined
+from sqe.state.sink import Sink, SinkTarget
 from sqe.wire.arrays import counts_batch, strings
 from sqe.wire.columns import field_column
-from state.aggregate_layout import MERGE_SCRIPT, StateMode, encoded, stored_parts
-from state.commits import Commit
-from state.redis_layout import RedisLayout, joined
-from state.sink import Sink, SinkTarget
 
 __all__ = ["AggregateSink", "AggregateStateConfig", "write_aggregates"]
 
@@ -122,7 +122,7 @@ class AggregateSink(Sink):
         return 0  # no group to merge; commit records the batch
 
     def _record(self, consumer: str) -> str:
-        """The key of this state's commit record of ``consumer`` (:mod:`state.commits`)."""
+        """The key of this state's commit record of ``consumer`` (:mod:`sqe.ledger.commits`)."""
         tag = consumer.replace("{", "(").replace("}", ")")
         return f"sqe:{{{tag}}}:state:{self.config.name}"
 

@@ -15,7 +15,8 @@ topic's layout after its readers caught up (``sqe run --adopt-layout``).
 
 Example::
 
-    >>> old = KafkaLayout(2, "partitioners.SourcePartitionPartitioner", "streammetadata", False)
+    >>> old = KafkaLayout(2, "sqe.partitioners.SourcePartitionPartitioner", "streammetadata",
+    ...                   False)
     >>> KafkaLayout.from_json(old.to_json()) == old
     True
     >>> old.changes(KafkaLayout(2, old.partitioner, "messagehash", True))
@@ -27,16 +28,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from partitioners.base import ALIASES
+from sqe.partitioners.base import canonical_name
 
 __all__ = ["KafkaLayout", "canonical_partitioner", "grown_topic"]
 
 
 def canonical_partitioner(name: str | None) -> str | None:
     """A partitioner's dotted path, its original SQE and Java aliases mapped to it."""
-    if name is None:
-        return None
-    return ALIASES.get(name.strip(), name.strip())
+    return canonical_name(name) if name is not None else None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The Redis state: a query's rows written as Redis strings or hashes.
 
-An aggregating query's Redis state merges instead (:mod:`state.redis_aggregates`);
+An aggregating query's Redis state merges instead (:mod:`sqe.state.redis.aggregates`);
 :meth:`RedisSink.create` picks that variant.
 
 SQE's options ``jw.sqe.state.redis.*`` decide the command per row:
@@ -19,10 +19,10 @@ server and database as the consumer's HWM store, the rows are *staged*
 (:func:`stage_redis`, :class:`RedisSink`): the executors write them into one hash of the HWM
 store, ``sqe:{<consumer>}:stage:<batch>:<writer>:<n>``, field ``<key bytes>:<key><hash
 field>``, and the HWM commit script applies every staged row, the new HWMs
-and the batch id in one atomic step (:meth:`state.hwm.HwmStore.commit`).  A
+and the batch id in one atomic step (:meth:`sqe.ledger.hwm.HwmStore.commit`).  A
 crash before that step leaves only a stage, which expires after a day and
 is rewritten by the retry on the same checkpoint; a writer refused as stale
-deletes its stages (:meth:`state.hwm.HwmStore.drop_stages`).  A state on
+deletes its stages (:meth:`sqe.ledger.hwm.HwmStore.drop_stages`).  A state on
 another server is written directly before the commit; ``SET`` and ``HSET`` of
 the same data are idempotent, so a re-run batch leaves the same state there too.
 """
@@ -42,13 +42,13 @@ from redis.cluster import RedisCluster
 from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
+from sqe.ledger.hwm import Stage
+from sqe.state.redis.aggregates import AggregateSink
+from sqe.state.redis.layout import RedisLayout, joined
+from sqe.state.redis.protocol import send_hsets
+from sqe.state.sink import Batch, Sink, SinkTarget
 from sqe.wire.arrays import counts_batch
 from sqe.wire.columns import field_column
-from state.hwm import Stage
-from state.redis_aggregates import AggregateSink
-from state.redis_layout import RedisLayout, joined
-from state.redis_protocol import send_hsets
-from state.sink import Batch, Sink, SinkTarget
 
 __all__ = ["RedisSink", "RedisStateConfig", "STAGE_TTL_SECONDS", "stage_redis", "write_redis"]
 
@@ -205,7 +205,7 @@ def _writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_secon
 
 def _stage_task(name: str, store: RedisEndpoint, stage_key: str) -> Any:
     """The function each Spark task runs to stage rows: every ``_rf``/``_rv`` pair into the one
-    hash ``stage_key``, as a few long HSETs built by Arrow (:mod:`state.redis_protocol`), each
+    hash ``stage_key``, as a few long HSETs built by Arrow (:mod:`sqe.state.redis.protocol`), each
     followed by the stage's EXPIRE."""
     key = stage_key.encode()
 

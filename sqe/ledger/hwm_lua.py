@@ -1,9 +1,9 @@
-"""The Lua scripts of the HWM store (:mod:`state.hwm`): its commit and its three reads.
+"""The Lua scripts of the HWM store (:mod:`sqe.ledger.hwm`): its commit and its three reads.
 
 Each runs atomically on the Redis server over one consumer's keys, passed in
 the same order every time -- ``KEYS``: hwm, ts (the old layout's update times),
 batch, commit, age (the time index), then the commit's stage keys.  The layout
-and the protocol are described in :mod:`state.hwm`; this module holds only the
+and the protocol are described in :mod:`sqe.ledger.hwm`; this module holds only the
 server-side code, so the Python around it reads in one sitting.
 """
 

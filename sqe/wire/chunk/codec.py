@@ -11,7 +11,7 @@ Layout (big-endian)::
     [12, 20)  base offset i64
     [20, 24)  CRC32C (Castagnoli) of bytes [0, 20), then bytes [24, end), then (version 2)
               the record's Kafka key (the 20-byte StreamMetadata; nothing when it has none)
-    [24, 24 + bloom size)  the Bloom filter (:mod:`sqe.wire.bloom`)
+    [24, 24 + bloom size)  the Bloom filter (:mod:`sqe.wire.chunk.bloom`)
     body:     per message: relative offset u32 | filter value: u16 length (0xFFFF = none)
               + UTF-8 | value: i32 length (-1 = NULL) + bytes
               compressed (codec != 0): u32 length of the plain body, then the codec's frame
@@ -42,8 +42,17 @@ from typing import Literal
 import crc32c
 import pyarrow as pa
 
-from sqe.errors import SqeError
-from sqe.wire.bloom import MAX_SIZE, MIN_SIZE, BloomFilter
+from sqe.errors import (
+    BadCount,
+    BadLength,
+    BadMagic,
+    ChunkError,
+    CrcMismatch,
+    KeyMismatch,
+    TruncatedChunk,
+    UnknownVersion,
+)
+from sqe.wire.chunk.bloom import MAX_SIZE, MIN_SIZE, BloomFilter
 
 __all__ = [
     "MAGIC", "VERSION", "HEADER_BYTES", "MAX_BODY_BYTES", "Codec", "ChunkHeader", "Message",
@@ -69,36 +78,12 @@ _CODECS: tuple[Codec, ...] = ("none", "zstd", "lz4")
 _HAS_FILTER = 0x08
 
 
-class ChunkError(SqeError, ValueError):
-    """A chunk that cannot be decoded; the message says what is wrong with it."""
 
 
-class TruncatedChunk(ChunkError):
-    """The bytes end before the header or a message does."""
 
 
-class BadMagic(ChunkError):
-    """The record does not start with ``SQEC``: it is not a chunk."""
 
 
-class UnknownVersion(ChunkError):
-    """A chunk version (or codec, or flag) this reader does not know."""
-
-
-class CrcMismatch(ChunkError):
-    """The CRC32C does not match: the chunk was corrupted."""
-
-
-class BadCount(ChunkError):
-    """The message count cannot be true for the bytes present."""
-
-
-class BadLength(ChunkError):
-    """A length field points outside the chunk or is impossible."""
-
-
-class KeyMismatch(ChunkError):
-    """The record's key does not name the chunk's last message (a broken writer)."""
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ Filter values and chunks: ``filterValue`` computes each message's filter value
 column :data:`FILTER_VALUE_COLUMN`).  Without chunking it travels in the record
 header ``sqe-filter-value``.  With
 ``chunking`` (keytype StreamMetadata), each task packs all its rows at once
-into chunks (:func:`sqe.wire.chunk_pack.encode_chunks`: never across source
+into chunks (:func:`sqe.wire.chunk.pack.encode_chunks`: never across source
 partitions, deterministic for the same input range, so a retried batch writes
 the same chunks); a chunk's key is the StreamMetadata of its last message and
 its Bloom filter holds the filter values of its messages.
@@ -36,7 +36,7 @@ its Bloom filter holds the filter values of its messages.
 ``jw.sqe.state.kafka.partitionClass`` picks the partition
 (vectorised over a whole Arrow batch) among the first
 :attr:`KafkaStateConfig.partitions` of the topic: the count of its layout
-(:mod:`state.kafka_layout`), kept when the topic gains partitions so that a
+(:mod:`sqe.state.kafka.layout`), kept when the topic gains partitions so that a
 reader behind on the old ones loses nothing, and said once per run; without it
 the producer's ``murmur2_random`` partitioner places keys as Kafka's Java client
 does.
@@ -55,7 +55,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
-from partitioners import resolve
 from sqe.config.client_properties import property_problems
 from sqe.config.kafka_client import (
     FLUSH_TIMEOUT,
@@ -69,14 +68,15 @@ from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.faults import armed, fault_point
 from sqe.lang.expressions import Expression
+from sqe.partitioners import resolve
+from sqe.state.kafka.layout import KafkaLayout, canonical_partitioner, grown_topic
+from sqe.state.sink import Sink, SinkTarget
 from sqe.wire.arrays import binaries, counts_batch, to_numpy
-from sqe.wire.chunk import Codec
-from sqe.wire.chunk_pack import encode_chunks
+from sqe.wire.chunk.codec import Codec
+from sqe.wire.chunk.pack import encode_chunks
 from sqe.wire.columns import CARRIED, field_column
 from sqe.wire.headers import FILTER_HEADER
 from sqe.wire.keys import encode_keys
-from state.kafka_layout import KafkaLayout, canonical_partitioner, grown_topic
-from state.sink import Sink, SinkTarget
 
 __all__ = ["FILTER_VALUE_COLUMN", "KafkaSink", "KafkaStateConfig", "write_kafka"]
 

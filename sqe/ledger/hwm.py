@@ -12,9 +12,9 @@ tag so they live in one Redis Cluster slot and one Lua script may touch them:
 * ``sqe:{<consumer>}:batch`` the last committed batch id
 * ``sqe:{<consumer>}:commit`` hash: the source ``offsets`` that batch ended at, the
   ``checkpoint`` that committed it, and ``reset`` (1 after :meth:`HwmStore.reset`);
-  see :mod:`state.commits`
+  see :mod:`sqe.ledger.commits`
 * ``sqe:{<consumer>}:stage:<batch>:<writer>:<n>`` rows of a Redis state staged
-  for batch ``<batch>`` (see :mod:`state.redis`), until the commit applies them;
+  for batch ``<batch>`` (see :mod:`sqe.state.redis.sink`), until the commit applies them;
   ``<writer>`` is a hash of the checkpoint that stages them, so two runs of one
   consumer on separate checkpoints never share a stage, and a retry on the same
   checkpoint rewrites its own
@@ -51,8 +51,8 @@ import redis
 
 from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.errors import StaleBatchError
-from state.commits import Commit
-from state.hwm_lua import COMMIT, LAST, LOAD, MARKS
+from sqe.ledger.commits import Commit
+from sqe.ledger.hwm_lua import COMMIT, LAST, LOAD, MARKS
 
 __all__ = ["HwmStore", "HwmSnapshot", "Stage", "StaleBatchError"]
 

@@ -9,9 +9,9 @@ message at a time, but across chunks in parallel), then the filter values
 and values are gathered into Arrow arrays in one step each.
 
 A chunk that fails (bad header, CRC, a length out of bounds) is left out and
-reported in :attr:`DecodedChunks.bad` with its :class:`~sqe.wire.chunk.ChunkError`,
+reported in :attr:`DecodedChunks.bad` with its :class:`~sqe.wire.chunk.codec.ChunkError`,
 so the caller applies its corrupt-chunk policy to exactly that record.
-:func:`sqe.wire.chunk.decode_chunk` is the scalar reference; a test holds the two equal.
+:func:`sqe.wire.chunk.codec.decode_chunk` is the scalar reference; a test holds the two equal.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from sqe.wire.arrays import booleans
-from sqe.wire.chunk import (
+from sqe.wire.chunk.codec import (
     _CODECS,
     _HAS_FILTER,
     _MAX_OFFSET,
@@ -70,7 +70,7 @@ class ChunkHeaders:
 
 def read_headers(chunks: Sequence[bytes], keys: Sequence[bytes | None] | None = None
                  ) -> ChunkHeaders:
-    """:func:`sqe.wire.chunk.read_header` of every record at once, and the CRC of each (over
+    """:func:`sqe.wire.chunk.codec.read_header` of every record at once, and the CRC of each (over
     its record's key from version 2), so the Bloom and HWM stages never act on a corrupt
     header, filter or key.  The fixed 24 bytes are checked with NumPy; a record that fails
     is read again by the scalar reader, so the error is exactly the one it gives."""
