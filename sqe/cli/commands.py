@@ -18,7 +18,8 @@ from pathlib import Path
 
 import redis
 
-from sqe import api
+from sqe import __version__, api
+from sqe.cli import pack as packing
 from sqe.cli import report as summary
 from sqe.cli.demo import run_demo
 from sqe.cli.live import LiveProgress
@@ -208,6 +209,19 @@ def hwm(args: argparse.Namespace) -> int:
           f"{len(snapshot.hwm)} high-water mark(s)")
     for (pid, partition), offset in sorted(snapshot.hwm.items()):
         print(f"pid={pid} partition={partition} offset={offset}")
+    return 0
+
+
+def pack(args: argparse.Namespace) -> int:
+    """``sqe pack``: the executors' environment as one archive, and how to ship it."""
+    extras = [e.strip() for e in args.extras.split(",") if e.strip()]
+    print(f"sqe pack: packing a virtualenv with sqe-spark {__version__}"
+          + (f" [{','.join(extras)}]" if extras else "") + f" into {args.output} ...",
+          file=sys.stderr, flush=True)
+    out = packing.pack(args.output, extras, args.python)
+    size = out.stat().st_size / 1e6
+    print(f"{out} ({size:,.0f} MB): ship it with spark-submit --archives {out}#environment "
+          "and PYSPARK_PYTHON=./environment/bin/python (docs/deploy.md)")
     return 0
 
 

@@ -26,6 +26,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import redis
@@ -39,16 +40,14 @@ from sqe.faults import kill_group, start_with_fault, wait_for_fault
 
 __all__ = ["DemoReport", "run_demo", "shipped_file"]
 
-_ROOT = Path(__file__).resolve().parent.parent
-
-
 def shipped_file(relative: str) -> Path:
-    """A file shipped beside the package (``topologies/``, ``conf/``): here, or in a checkout."""
-    for base in (Path.cwd(), _ROOT):
-        if (base / relative).is_file():
-            return base / relative
-    raise RunError(f"{relative} not found in {Path.cwd()} or {_ROOT}; run sqe demo from a "
-                   "checkout of the project")
+    """A file the package ships (``topologies/enrich.yaml``, ``conf/local.yaml``: the
+    repository's, which the installed package carries as data)."""
+    path = Path(str(resources.files("sqe").joinpath(relative)))
+    if not path.is_file():
+        raise RunError(f"{relative} is missing from the installed sqe package at "
+                       f"{path.parent}; reinstall sqe-spark")
+    return path
 
 
 @dataclass(frozen=True)

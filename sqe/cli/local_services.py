@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 import redis
 from confluent_kafka.admin import AdminClient
 
+from sqe.config.extras import install_hint
 from sqe.config.kafka_client import CLIENT_DEFAULTS
 from sqe.errors import PrerequisiteError
 
@@ -99,8 +100,8 @@ def noida_binary() -> str:
     spec = importlib.util.find_spec("noida_db")
     if spec is None or not spec.submodule_search_locations:
         raise PrerequisiteError(
-            "no Kafka broker: set KAFKA_BOOTSTRAP_SERVERS, run a Docker engine, or "
-            "pip install noida-db (the local Kafka-protocol broker used by tests and the demo)"
+            "no Kafka broker: set KAFKA_BOOTSTRAP_SERVERS, run a Docker engine, or install "
+            f"the local Kafka-protocol broker the tests and the demo use: {install_hint('noida_db')}"
         )
     binary = Path(next(iter(spec.submodule_search_locations))) / "noida-db"
     if not os.access(binary, os.X_OK):

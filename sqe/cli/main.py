@@ -47,7 +47,8 @@ def _option_arguments(parser: argparse.ArgumentParser) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sqe", description="SQE on Spark: declarative streaming topologies on Spark.")
-    parser.add_argument("--version", action="version", version=f"sqe {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"sqe {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     v = sub.add_parser("validate", help="check topology files without starting Spark")
@@ -145,6 +146,16 @@ def _parser() -> argparse.ArgumentParser:
     dm.add_argument("--workdir", metavar="DIR", help="where services, checkpoints and logs go "
                     "(default: a new temporary directory)")
     dm.set_defaults(func=commands.demo)
+
+    pk = sub.add_parser("pack", help="pack a virtualenv with this SQE for a cluster's executors "
+                        "(spark-submit --archives FILE#environment)")
+    pk.add_argument("-o", "--output", default="sqe-env.tar.gz", metavar="FILE",
+                    help="the archive to write (default sqe-env.tar.gz)")
+    pk.add_argument("--extras", default="", metavar="NAMES",
+                    help="sqe-spark extras the executors need, comma-separated (e.g. postgres)")
+    pk.add_argument("--python", metavar="PATH", help="the interpreter of the environment "
+                    "(default: this one's); the executors must have it at the same path")
+    pk.set_defaults(func=commands.pack)
 
     rp = sub.add_parser("report", help="summarize the batches of sqe run from a checkpoint's "
                         "progress file, optionally as a plot")

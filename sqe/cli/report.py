@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sqe.config.extras import install_hint
 from sqe.engine.batch_report import BatchReport
 from sqe.engine.progress import PROGRESS_FILE, Progress, ProgressEntry, read_progress
 from sqe.errors import PrerequisiteError, ReportError
@@ -34,8 +35,7 @@ __all__ = ["FEW_BATCHES", "NO_MATPLOTLIB", "ReportError", "StreamSummary", "figu
            "progress_file_of", "summarize", "summary_json", "summary_table", "write_json"]
 
 #: What ``--plot`` says when matplotlib is not installed.
-NO_MATPLOTLIB = ("sqe report --plot needs matplotlib, which is not installed; install it with "
-                 "pip install 'sqe-spark[plot]'")
+NO_MATPLOTLIB = f"sqe report --plot needs matplotlib, which is not installed: {install_hint('matplotlib')}"
 
 
 

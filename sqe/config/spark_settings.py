@@ -4,8 +4,8 @@ does not.
 A config file's ``Spark:`` section goes to the SparkSession, and Spark ignores a key it does
 not know without a word, so a misspelt ``spark.sql.shuffle.partition`` would change nothing
 unseen.  A key is known when it is one of Spark 4.3's registered settings
-(:data:`~sqe.config.spark_core_settings.SPARK_CORE_SETTINGS`,
-:data:`~sqe.config.spark_sql_settings.SPARK_SQL_SETTINGS`), a key Spark reads by name
+(:func:`registered_spark_settings`, read from the package's ``data/spark-settings.txt``), a
+key Spark reads by name
 without registering it (:data:`UNREGISTERED_SPARK_SETTINGS`: ``spark.master``,
 ``spark.local.dir``, ...), or one of a family Spark passes on by prefix
 (:data:`SPARK_SETTING_FAMILIES`: ``spark.hadoop.*``, ``spark.executorEnv.*``,
@@ -21,12 +21,20 @@ without registering it (:data:`UNREGISTERED_SPARK_SETTINGS`: ``spark.master``,
 from __future__ import annotations
 
 import difflib
-
-from sqe.config.spark_core_settings import SPARK_CORE_SETTINGS
-from sqe.config.spark_sql_settings import SPARK_SQL_SETTINGS
+from functools import lru_cache
+from importlib import resources
 
 __all__ = ["SPARK_SETTING_FAMILIES", "UNREGISTERED_SPARK_SETTINGS", "closest_spark_setting",
-           "is_spark_setting", "unknown_spark_setting"]
+           "is_spark_setting", "registered_spark_settings", "unknown_spark_setting"]
+
+
+@lru_cache(maxsize=1)
+def registered_spark_settings() -> frozenset[str]:
+    """Every setting Spark 4.3 registers (``ConfigEntry.knownConfigs`` once the holders of
+    settings are loaded: internal ones and the old names Spark still reads included)."""
+    text = resources.files("sqe.config").joinpath("data/spark-settings.txt").read_text("utf-8")
+    return frozenset(line.strip() for line in text.splitlines()
+                     if line.strip() and not line.startswith("#"))
 
 #: Keys Spark reads by name without registering them as settings (SparkConf, SparkContext,
 #: the launcher, the network layer), so ``knownConfigs`` does not list them.
@@ -65,15 +73,19 @@ spark.kubernetes.executor.secretKeyRef. spark.kubernetes.driver.volumes.
 spark.kubernetes.executor.volumes. spark.kubernetes.authenticate. spark.jw.sqe.
 """.split())
 
-_KNOWN = SPARK_CORE_SETTINGS | SPARK_SQL_SETTINGS | UNREGISTERED_SPARK_SETTINGS
-_BY_LOWER = {key.lower(): key for key in _KNOWN}
-_SORTED = sorted(_KNOWN)
+
+
+@lru_cache(maxsize=1)
+def _known() -> tuple[frozenset[str], dict[str, str], list[str]]:
+    """The known keys, by their lower case, and sorted (read on first use)."""
+    known = registered_spark_settings() | UNREGISTERED_SPARK_SETTINGS
+    return known, {key.lower(): key for key in known}, sorted(known)
 
 
 def is_spark_setting(key: str) -> bool:
     """Whether Spark 4.3 reads ``key``: a registered or unregistered setting, or a key of one
     of :data:`SPARK_SETTING_FAMILIES`."""
-    if key in _KNOWN:
+    if key in _known()[0]:
         return True
     return any(key.startswith(prefix) and len(key) > len(prefix)
                for prefix in SPARK_SETTING_FAMILIES)
@@ -81,9 +93,10 @@ def is_spark_setting(key: str) -> bool:
 
 def closest_spark_setting(key: str) -> str | None:
     """The known Spark setting closest to ``key`` (another case first), or ``None``."""
-    if key.lower() in _BY_LOWER:
-        return _BY_LOWER[key.lower()]
-    match = difflib.get_close_matches(key, _SORTED, n=1, cutoff=0.8)
+    _, by_lower, ordered = _known()
+    if key.lower() in by_lower:
+        return by_lower[key.lower()]
+    match = difflib.get_close_matches(key, ordered, n=1, cutoff=0.8)
     return match[0] if match else None
 
 

@@ -40,15 +40,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    disable_created_metrics,
-    start_http_server,
-)
-
+from sqe.config.extras import require
 from sqe.engine.batch_report import BatchReport
 from sqe.engine.watch import RunWatcher, StreamView
 from sqe.errors import PrerequisiteError
@@ -93,8 +85,10 @@ class PrometheusWatcher(RunWatcher):
     def __init__(self, port: int, address: str = "0.0.0.0") -> None:
         self.port = port
         self.address = address
-        disable_created_metrics()  # no *_created series beside each counter: noise on a dashboard
-        self.registry = CollectorRegistry(auto_describe=True)
+        prom = self._prometheus = require("prometheus_client", "--metrics-port")
+        Counter, Gauge, Histogram = prom.Counter, prom.Gauge, prom.Histogram
+        prom.disable_created_metrics()  # no *_created series beside each counter: dashboard noise
+        self.registry = prom.CollectorRegistry(auto_describe=True)
         self.counters = {name: Counter(name.removesuffix("_total"), text, [*_BASE, *extra],
                                        registry=self.registry)
                          for name, (text, extra) in _COUNTERS.items()}
@@ -130,7 +124,8 @@ class PrometheusWatcher(RunWatcher):
         if self._server is not None:
             return
         try:
-            self._server, _ = start_http_server(self.port, self.address, self.registry)
+            self._server, _ = self._prometheus.start_http_server(self.port, self.address,
+                                                                 self.registry)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise PrerequisiteError(f"--metrics-port {self.port}: the port is in use on "

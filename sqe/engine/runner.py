@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import redis
 from py4j.protocol import Py4JError
@@ -39,6 +39,7 @@ from sqe.engine.changes import review, write_records
 from sqe.engine.checkpoint import CheckpointFiles, StreamCheckpoint, local_checkpoint
 from sqe.engine.lock import CheckpointLock
 from sqe.engine.pipeline import StreamPipeline, build_pipelines
+from sqe.engine.planner_python import bridge_planner_python
 from sqe.engine.progress import ProgressLog, progress_path
 from sqe.engine.recovery import Rerun, plan_start
 from sqe.engine.watch import RunWatcher, StreamView, Watchers
@@ -217,10 +218,16 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
     root = local_checkpoint(spark, str(checkpoint))
     lock = CheckpointLock(CheckpointFiles(spark, root))
     lock.acquire()
-    try:
+    undo = None
+    try:  # the driver's planner of SQE's source starts the executors' Python path too
+        jvm = cast(Any, spark._jvm)
+        undo = bridge_planner_python(spark.sparkContext.pythonExec,
+                                     jvm.java.lang.System.getProperty("user.dir"))
         return _run(plan, spark, name, root, mode, runtime, on_start, resume,
                     rerun or _default_rerun(plan), stop, watchers, adopt_layout)
     finally:
+        if undo is not None:
+            undo()
         lock.release()
 
 

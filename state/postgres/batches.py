@@ -13,23 +13,33 @@ creation lock (:mod:`sqe.state.postgres.ddl`), so writers that start at once do 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psycopg
-from psycopg import sql
-
+from sqe.config.extras import optional, require
 from sqe.config.secrets import redact_url
 from sqe.errors import StateError
 from sqe.ledger.commits import Commit
 from sqe.state.postgres.ddl import creation_lock
 
-__all__ = ["BATCH_TABLE", "batch_committed", "error_text", "lock_batch", "qualified",
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg import sql
+else:  # the postgres extra: connect() says when it is missing, PostgresSink.problems before
+    psycopg = optional("psycopg")
+    sql = optional("psycopg.sql")
+
+__all__ = ["BATCH_TABLE", "batch_committed", "connect", "error_text", "lock_batch", "qualified",
            "record_batch", "reset_batch"]
 
 BATCH_TABLE = "sqe_batches"
 
 _COLUMNS = "batch_id, end_offsets, checkpoint, reset"
 _ADDED = ("end_offsets", "checkpoint", "reset")  # the columns earlier versions lacked
+
+
+def connect(dsn: str) -> Any:
+    """A connection to ``dsn`` (psycopg, which the ``postgres`` extra installs)."""
+    return require("psycopg", "the Postgres state").connect(dsn, connect_timeout=10)
 
 
 def qualified(schema: str | None, name: str) -> Any:
@@ -117,7 +127,7 @@ def batch_committed(dsn: str, schema: str | None, consumer: str, target: str, wh
                     ) -> Commit | None:
     """What the batch table holds of ``(consumer, target)``, read without a lock."""
     try:
-        with psycopg.connect(dsn, connect_timeout=10) as conn, conn.cursor() as cur:
+        with connect(dsn) as conn, conn.cursor() as cur:
             if not _table_exists(cur, schema):
                 return None
             columns = _COLUMNS
@@ -139,7 +149,7 @@ def reset_batch(dsn: str, schema: str | None, consumer: str, target: str, where:
     """Mark ``(consumer, target)`` as reset: its offsets are forgotten, its batch id kept (the
     next batch must come after it).  Returns what was there before."""
     try:
-        with psycopg.connect(dsn, connect_timeout=10) as conn, conn.cursor() as cur:
+        with connect(dsn) as conn, conn.cursor() as cur:
             before = lock_batch(cur, schema, consumer, target, where)
             if before is not None:
                 cur.execute(sql.SQL("UPDATE {} SET end_offsets = NULL, reset = true "

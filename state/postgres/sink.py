@@ -29,17 +29,16 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import psycopg
 import pyarrow as pa
 import pyarrow.csv as pcsv
-from psycopg import sql
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sqe.config.extras import missing, optional
 from sqe.config.secrets import redact_url
 from sqe.config.worker_task import begin_task
 from sqe.errors import StaleBatchError, StateError
@@ -47,6 +46,7 @@ from sqe.faults import fault_point
 from sqe.ledger.commits import Commit
 from sqe.state.postgres.batches import (
     batch_committed,
+    connect,
     error_text,
     lock_batch,
     qualified,
@@ -57,6 +57,13 @@ from sqe.state.postgres.ddl import creation_lock
 from sqe.state.sink import Batch, Sink, SinkTarget
 from sqe.wire.arrays import binaries, from_numpy
 from sqe.wire.columns import field_column
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg import sql
+else:  # the postgres extra: PostgresSink.problems says when it is missing
+    psycopg = optional("psycopg")
+    sql = optional("psycopg.sql")
 
 __all__ = ["PostgresSink", "PostgresStateConfig", "PostgresWrite", "pg_type", "write_postgres"]
 
@@ -178,7 +185,7 @@ class _Transaction:
         self.where = f"Postgres state {cfg.table}"
         self.copied = False
         try:
-            self.conn = psycopg.connect(cfg.dsn, connect_timeout=10)
+            self.conn = connect(cfg.dsn)
         except psycopg.Error as exc:
             raise StateError(f"{self.where}: cannot connect ({error_text(exc)}); the batch "
                              "fails and is written when it is retried") from None
@@ -269,7 +276,8 @@ class PostgresSink(Sink):
                             "into a REDIS or KAFKA state, not POSTGRES")
         if not target.settings.postgres.dsn:
             problems.append(f"{target.where}: a POSTGRES state needs jw.sqe.state.postgres.dsn")
-        return problems
+        absent = missing("psycopg", f"{target.where}: a POSTGRES state")
+        return problems + ([absent] if absent else [])
 
     @property
     def _transaction(self) -> _Transaction:

@@ -8,9 +8,11 @@ import pytest
 
 from sqe.cli.main import main
 from sqe.config.settings import load_config
-from sqe.config.spark_core_settings import SPARK_CORE_SETTINGS
-from sqe.config.spark_settings import is_spark_setting, unknown_spark_setting
-from sqe.config.spark_sql_settings import SPARK_SQL_SETTINGS
+from sqe.config.spark_settings import (
+    is_spark_setting,
+    registered_spark_settings,
+    unknown_spark_setting,
+)
 from sqe.errors import OptionError
 from tests.support import ROOT
 
@@ -55,12 +57,12 @@ def _running_sparks_settings(spark) -> set[str]:
 @pytest.mark.spark
 def test_the_setting_names_are_the_running_sparks(spark):
     names = _running_sparks_settings(spark)
-    kept = SPARK_CORE_SETTINGS | SPARK_SQL_SETTINGS
-    assert names - kept == set(), ("new in this Spark: add them to sqe/config/spark_sql_settings.py "
-                                   "(spark.sql.*) or spark_core_settings.py")
-    assert kept - names == set(), "gone from this Spark: drop them from spark_*_settings.py"
-    assert all(n.startswith("spark.sql.") for n in SPARK_SQL_SETTINGS)
-    assert not any(n.startswith("spark.sql.") for n in SPARK_CORE_SETTINGS)
+    kept = registered_spark_settings()
+    assert names - kept == set(), "new in this Spark: add them to sqe/config/data/spark-settings.txt"
+    assert kept - names == set(), "gone from this Spark: drop them from spark-settings.txt"
+    data = (ROOT / "sqe/config/data/spark-settings.txt").read_text().splitlines()
+    listed = [line for line in data if line and not line.startswith("#")]
+    assert listed == sorted(set(listed)), "spark-settings.txt: one name per line, sorted"
 
 
 @pytest.mark.parametrize(
