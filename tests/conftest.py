@@ -139,3 +139,13 @@ def spark():
     session = build_session("sqe-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def installed_sqe(tmp_path_factory):
+    """SQE as a user installs it: the wheel of this checkout in a fresh virtualenv, with the
+    extras the demo and packing need (``local``, ``pack``) and no others."""
+    from tests.support.wheel import build_wheel, install_wheel
+
+    wheel = build_wheel(tmp_path_factory.mktemp("wheel"))
+    return install_wheel(wheel, tmp_path_factory.mktemp("venv") / "sqe", "local,pack")

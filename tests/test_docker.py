@@ -259,7 +259,8 @@ def image_problems(c: dict) -> list[str]:
     if "openjdk-17-jre" not in facts["text"]:
         problems.append("Dockerfile: no Java 17 JRE")
     source = re.search(r"^COPY\s+\.\s+(\S+)", facts["text"], re.M)
-    if not source or not re.search(rf"pip install {re.escape(source.group(1))}\s", facts["text"]):
+    if not source or not re.search(rf'pip install "?{re.escape(source.group(1))}(\[[^\]]*\])?"?\s',
+                                   facts["text"]):
         problems.append("Dockerfile: the repository is not pip-installed (COPY . DIR, pip install DIR)")
     if facts["submit"] is None:
         problems.append("Dockerfile: no link to the script `python -m sqe.cli.submit --path` names")

@@ -67,6 +67,7 @@ else:  # the postgres extra: PostgresSink.problems says when it is missing
 
 __all__ = ["PostgresSink", "PostgresStateConfig", "PostgresWrite", "pg_type", "write_postgres"]
 
+
 @dataclass(frozen=True)
 class PostgresStateConfig:
     """Where one query writes in Postgres."""

@@ -70,6 +70,7 @@ def test_sample_events_command_writes_events_enrich_can_read(kafka_bootstrap, ka
     assert all(set(e) == {"event_id", "user", "region", "amount"} for e in events)
 
 
+@pytest.mark.smoke
 def test_demo_crashes_enrich_and_load_keeps_each_event_once(tmp_path, capsys):
     assert main(["demo", "--events", "1200", "--workdir", str(tmp_path)]) == 0
     out = capsys.readouterr().out

@@ -120,6 +120,7 @@ def _assert_each_event_once(chain: Chain, expected: set[str]) -> None:
     assert view["stages"] == []
 
 
+@pytest.mark.smoke
 def test_sigkill_of_enrich_mid_batch_and_of_load_before_its_commit(
         kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
     events, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")

@@ -125,6 +125,15 @@ def _refused(chain: Chain, name: str, pattern: str, **kwargs) -> str:
     return text
 
 
+def _rename_stream(commands: list, name: str) -> None:
+    """Rename the (one) stream of ``commands`` to ``name``, and what its queries read."""
+    for command in commands:
+        if "CreateStream" in command:
+            command["CreateStream"]["streamName"] = name
+        else:
+            command["Query"]["from"]["objectName"] = name
+
+
 def test_changes_that_are_refused_before_anything_is_written(
         spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
     chain = new_chain(spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path)
@@ -135,18 +144,10 @@ def test_changes_that_are_refused_before_anything_is_written(
     waves.produce(200)  # what the refused runs would have read
 
     # a stream renamed
-    for command in load:
-        if "CreateStream" in command:
-            command["CreateStream"]["streamName"] = "Enriched2"
-        else:
-            command["Query"]["from"]["objectName"] = "Enriched2"
+    _rename_stream(load, "Enriched2")
     _refused(chain, "load", r"stream Enriched2 has no checkpoint yet, but stream Enriched, "
                             r".* rename it back to Enriched")
-    for command in load:
-        if "CreateStream" in command:
-            command["CreateStream"]["streamName"] = "Enriched"
-        else:
-            command["Query"]["from"]["objectName"] = "Enriched"
+    _rename_stream(load, "Enriched")
 
     # the topology renamed, on the same checkpoint
     _refused(chain, "load", r"run as consumer load\.Enriched, and this run is load2\.Enriched "
