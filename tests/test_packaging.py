@@ -8,6 +8,7 @@ import re
 import zipfile
 from email.parser import Parser
 
+import pyspark
 import pytest
 import yaml
 
@@ -81,7 +82,10 @@ def test_a_missing_extra_is_one_sentence_naming_it(installed_sqe, tmp_path):
 @pytest.mark.spark
 @pytest.mark.kafka
 @pytest.mark.redis
+@pytest.mark.smoke
 def test_sqe_demo_runs_from_an_empty_directory_with_only_the_wheel(installed_sqe, tmp_path):
+    """The demo as a user runs it: a crash of enrich mid-batch, and load keeping each event once
+    (the pyspark of the wheel's virtualenv is the one the tests run with)."""
     empty = tmp_path / "anywhere"
     empty.mkdir()
     done = installed_sqe.run("sqe", "demo", "--events", "1500", "--workdir", str(empty / "w"),
@@ -93,3 +97,10 @@ def test_sqe_demo_runs_from_an_empty_directory_with_only_the_wheel(installed_sqe
     dropped = int(re.search(r"replays dropped by load:\s+(\d+)", done.stdout).group(1))
     present = int(re.search(r"replays present in enriched:\s+(\d+)", done.stdout).group(1))
     assert dropped == present > 0
+    assert re.search(rf"records in enriched \(after the crash\):\s+{1500 + present}\n",
+                     done.stdout), done.stdout
+    assert "enrich: SIGKILLed mid-batch" in done.stdout
+    assert f"per-batch progress: sqe report {empty}/w/checkpoints/enrich" in done.stdout
+    version = installed_sqe.run("python", "-c", "import pyspark; print(pyspark.__version__)",
+                                cwd=empty)
+    assert version.stdout.strip() == pyspark.__version__

@@ -49,7 +49,8 @@ from sqe.source.kafka import KafkaSource
 from sqe.source.native import native_stream
 from sqe.wire.columns import TALLY
 
-__all__ = ["Mode", "describe_failure", "persistence_warnings", "run_topology"]
+__all__ = ["Mode", "describe_failure", "persistence_warnings", "python_not_started",
+           "run_topology"]
 
 log = logging.getLogger("sqe")
 
@@ -76,6 +77,29 @@ def _source_frame(spark: SparkSession, p: StreamPipeline) -> DataFrame:
 
 
 _PY_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.M)
+#: How the JVM says a Python worker's interpreter could not be started.
+_NO_PYTHON = re.compile(r'Cannot run program "([^"]+)"(?: \(in directory "([^"]+)"\))?: '
+                        r"error=\d+, ([^\n]+)")
+
+
+def python_not_started(text: str) -> str | None:
+    """The sentence for a Python worker whose interpreter Spark could not start, found in the
+    text of a failure, or None."""
+    found = _NO_PYTHON.search(text)
+    if found is None:
+        return None
+    path, where, why = found.groups()
+    if where:
+        place = f"in {where}"
+    elif re.search(r"Lost task [\d.]+ in stage|executor \d+\)", text):
+        place = "in the executors' working directories"
+    else:
+        place = "in the driver's working directory"
+    return (f"Spark could not start the Python worker {path} (looked for {place}: "
+            f"{why.strip()}); the executors run SQE's code in that Python: ship an environment "
+            "with SQE (sqe pack, then spark-submit --archives sqe-env.tar.gz#environment with "
+            "PYSPARK_PYTHON=./environment/bin/python), or set PYSPARK_PYTHON to an interpreter "
+            "with SQE that every executor has")
 
 
 def describe_failure(exc: BaseException, processors: list[BatchProcessor]) -> str:
@@ -83,6 +107,10 @@ def describe_failure(exc: BaseException, processors: list[BatchProcessor]) -> st
     for proc in processors:
         if isinstance(proc.failure, SqeError):
             return str(proc.failure)
+    for failure in [exc, *(p.failure for p in processors if p.failure is not None)]:
+        missing_python = python_not_started(str(failure))
+        if missing_python:
+            return missing_python
     text = str(exc)
     ours = [m for m in _PY_ERROR.finditer(text)
             if m.group(1) in ("SourceError", "StateError", "StaleBatchError", "TopologyError")]

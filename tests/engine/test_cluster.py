@@ -44,8 +44,10 @@ def _files(tmp, kafka: str, redis_url: str, events: str, enriched: str) -> None:
         "jw.sqe.state.redis.database": int(url[1])}}))
 
 
-def _submit(installed, cluster, tmp, topology: str, *extra: str) -> subprocess.Popen:
-    """``spark-submit`` of ``sqe run TOPOLOGY --once`` in client mode, as Spark's page says."""
+def _submit(installed, cluster, tmp, topology: str, *extra: str, archives: bool = True
+            ) -> subprocess.Popen:
+    """``spark-submit`` of ``sqe run TOPOLOGY --once`` in client mode, as Spark's page says
+    (without ``archives``: with no ``--archives``, which the page's recipe needs)."""
     submit = installed.run("python", "-m", "sqe.cli.submit", "--path", cwd=tmp).stdout.strip()
     env = clean_env(PYSPARK_DRIVER_PYTHON=str(installed.bin("python")),
                     PYSPARK_PYTHON="./environment/bin/python")
@@ -53,7 +55,7 @@ def _submit(installed, cluster, tmp, topology: str, *extra: str) -> subprocess.P
     log = open(tmp / f"{topology}.log", "w")
     return subprocess.Popen(
         [str(installed.bin("spark-submit")), "--master", cluster.url,
-         "--archives", f"{tmp / 'sqe-env.tar.gz'}#environment",
+         *(["--archives", f"{tmp / 'sqe-env.tar.gz'}#environment"] if archives else []),
          "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
          submit, f"{topology}.yaml", "--config", "cluster.yaml", "--once",
          "--checkpoint", str(tmp / "ck" / topology), "--progress", "lines", *extra],
@@ -87,6 +89,16 @@ def test_the_chain_on_a_standalone_cluster_with_sqe_shipped_as_an_archive_throug
     _files(tmp_path, kafka_bootstrap, redis_url, events, enriched)
     store = redis.Redis.from_url(redis_url, decode_responses=True)
     with standalone_cluster(tmp_path / "spark", workers=1) as cluster:
+        # the archive forgotten: the executors' Python is not there, which is one sentence
+        forgot = _submit(installed_sqe, cluster, tmp_path, "enrich", archives=False)
+        assert forgot.wait(300) == 1
+        said = (tmp_path / "enrich.log").read_text().strip().splitlines()[-1]
+        assert said.startswith("error: enrich.yaml: Spark could not start the Python worker "
+                               "./environment/bin/python (looked for in the executors' working "
+                               "directories: No such file or directory); "), said
+        assert "--archives sqe-env.tar.gz#environment" in said, said
+        assert read_topic(kafka_bootstrap, enriched) == []
+
         out = _finish(_submit(installed_sqe, cluster, tmp_path, "enrich"), tmp_path, "enrich")
         assert "enrich: 1 batch(es), 3000 records read" in out, out[-2000:]
         assert len(read_topic(kafka_bootstrap, enriched)) == EVENTS

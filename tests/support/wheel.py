@@ -9,6 +9,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyspark
+
 from tests.support import ROOT
 
 
@@ -49,10 +51,11 @@ class InstalledSqe:
 
 
 def install_wheel(wheel: Path, venv: Path, extras: str) -> InstalledSqe:
-    """A new virtualenv at ``venv`` with ``wheel[extras]`` installed by pip."""
+    """A new virtualenv at ``venv`` with ``wheel[extras]`` installed by pip, and the PySpark
+    the tests run with (so the oldest supported one is tested where CI runs it)."""
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                           f"{wheel}[{extras}]"], capture_output=True, text=True, timeout=900,
-                          env=user_env())
+                           f"{wheel}[{extras}]", f"pyspark=={pyspark.__version__}"],
+                          capture_output=True, text=True, timeout=900, env=user_env())
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     return InstalledSqe(wheel, venv)
