@@ -36,6 +36,7 @@ from sqe.engine.pipeline import state_problems
 from sqe.engine.recovery import Rerun
 from sqe.engine.runner import Mode, run_topology
 from sqe.engine.session import build_session, quiet_failure_traces
+from sqe.engine.spark_api import session_conf
 from sqe.engine.watch import RunWatcher
 from sqe.errors import OptionError
 from sqe.lang.topology import Topology
@@ -116,7 +117,8 @@ def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
         runtime: float | None = None, resume_from_store: bool = False,
         spark: SparkSession | None = None, verbose: bool = False,
         stop: threading.Event | None = None, rerun: Rerun | None = None,
-        watchers: Sequence[RunWatcher] = (), adopt_layout: bool = False) -> RunResult:
+        watchers: Sequence[RunWatcher] = (), adopt_layout: bool = False,
+        remote: str | None = None) -> RunResult:
     """Run a topology on Spark, as ``sqe run``; returns when it is done.
 
     ``once`` processes everything available now and returns; ``runtime`` stops after
@@ -133,6 +135,8 @@ def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
     place records over their topics' partitions as they are now, with their partitioners, key
     types and chunking as the topology says (after the topics' readers caught up: a changed
     layout is refused without it, and a topic that gained partitions keeps the count it had).
+    ``remote`` (``sc://host:port``; default ``SPARK_REMOTE`` or a config's ``spark.remote``)
+    runs on a Spark Connect server, from a process without a JVM.
     """
     if once and runtime is not None:
         raise ValueError("once and runtime exclude each other")
@@ -140,10 +144,11 @@ def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
     topo = _topology(topology, name)
     plan = validate(topo, config=configs, conf=conf)  # bad input fails before Spark starts
     if spark is None:
-        spark = build_session(f"sqe {topo.name}", plan.spark_conf, origins=plan.spark_origins)
+        spark = build_session(f"sqe {topo.name}", plan.spark_conf, origins=plan.spark_origins,
+                              remote=remote)
         if not verbose:
             quiet_failure_traces(spark)
-    from_spark = spark_conf_options(spark.sparkContext.getConf().getAll())
+    from_spark = spark_conf_options(session_conf(spark))
     if from_spark:
         plan = validate(topo, config=configs, conf=conf, spark_conf=from_spark)
     where = str(checkpoint if checkpoint is not None else Path("checkpoints") / topo.name)

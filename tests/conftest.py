@@ -149,3 +149,16 @@ def installed_sqe(tmp_path_factory):
 
     wheel = build_wheel(tmp_path_factory.mktemp("wheel"))
     return install_wheel(wheel, tmp_path_factory.mktemp("venv") / "sqe", "local,pack")
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory):
+    """A real Spark Connect server (pyspark's start-connect-server.sh, local[2]) for the
+    session; killed by its process group at the end."""
+    from tests.support.connect_server import start_connect_server
+
+    server = start_connect_server(tmp_path_factory.mktemp("connect"))
+    try:
+        yield server
+    finally:
+        server.kill()

@@ -83,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {topology.path}: {held}", file=sys.stderr)
         return 1
     watchers = _watchers(args)  # a metrics port in use: said before Spark starts
-    spark = build_session(f"sqe {topology.name}", plan.spark_conf, origins=plan.spark_origins)
+    spark = build_session(f"sqe {topology.name}", plan.spark_conf, origins=plan.spark_origins,
+                          remote=args.remote)
     if not args.verbose:
         quiet_failure_traces(spark)
     stop, signals = _stop_on_signals()  # after the SparkContext, which sets a SIGINT handler

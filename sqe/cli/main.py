@@ -70,6 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--resume-from-store", action="store_true",
                    help="on an empty checkpoint: start where the stores' last commits end "
                    "(their offsets), as the lost checkpoint would have")
+    r.add_argument("--remote", metavar="sc://HOST:PORT",
+                   help="run on a Spark Connect server (default: SPARK_REMOTE, or spark.remote "
+                   "in a config file's Spark: section; without one, a local session or the "
+                   "spark-submit one); needs pip install 'sqe-spark[connect]' and no Java")
     r.add_argument("--adopt-layout", action="store_true",
                    help="Kafka states place records over their topics' partitions as they are "
                    "now, with the partitioner, key type and chunking the topology says; use it "

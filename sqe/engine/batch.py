@@ -55,6 +55,7 @@ from sqe.engine.bad_records import (
 from sqe.engine.batch_report import BatchReport, partition_offsets
 from sqe.engine.checkpoint import StreamCheckpoint
 from sqe.engine.pipeline import QueryStep, StreamPipeline, check_fields
+from sqe.engine.spark_api import describe_jobs
 from sqe.errors import SourceError, StaleBatchError, StateError
 from sqe.faults import fault_point
 from sqe.lang.compiler import analysis_error, compile_expression, compile_query
@@ -160,8 +161,7 @@ class BatchProcessor:
 
     def _name_jobs(self, frame: DataFrame, what: str) -> None:
         """Name the Spark jobs started next (Spark's UI and event log show the name)."""
-        frame.sparkSession.sparkContext.setJobDescription(
-            f"sqe {self.p.consumer} batch {self._batch_id}: {what}")
+        describe_jobs(frame.sparkSession, f"sqe {self.p.consumer} batch {self._batch_id}: {what}")
 
     def _read(self, frame: DataFrame, store: HwmStore | None, report: BatchReport
               ) -> tuple[DataFrame, dict[tuple[int, int], int], int]:

@@ -23,6 +23,8 @@ from urllib.parse import urlsplit
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
+from sqe.engine.spark_api import default_file_system
+
 __all__ = ["CheckpointFiles", "StreamCheckpoint", "local_checkpoint", "not_a_directory"]
 
 _BASE = "sqe-batch-base"
@@ -33,7 +35,7 @@ def local_checkpoint(spark: SparkSession, location: str) -> str:
     made absolute here, since Spark's JVM may have another working directory than Python."""
     if "://" in location or os.path.isabs(location):
         return location.rstrip("/") or "/"
-    default = spark._jsc.hadoopConfiguration().get("fs.defaultFS") or "file:///"
+    default = default_file_system(spark)
     return os.path.abspath(location) if default.startswith("file:") else location
 
 
@@ -44,7 +46,7 @@ def _local_path(spark: SparkSession | None, location: str) -> Path | None:
     if "://" in location:
         return None
     if spark is not None:
-        default = spark._jsc.hadoopConfiguration().get("fs.defaultFS") or "file:///"
+        default = default_file_system(spark)
         if not default.startswith("file:"):
             return None
     return Path(location).absolute()

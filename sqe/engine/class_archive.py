@@ -140,7 +140,7 @@ def note_jvm(session: Any) -> None:
     be stopped before the interpreter exits, and the archive is tried with this class path)."""
     if _writing is None or _writing.class_path is not None:
         return
-    jvm = getattr(session.sparkContext, "_jvm", None)
+    jvm = getattr(getattr(session, "_sc", None), "_jvm", None)  # a classic session's
     if jvm is not None:
         _writing.class_path = str(jvm.java.lang.System.getProperty("java.class.path"))
 

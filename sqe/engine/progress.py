@@ -33,7 +33,7 @@ from sqe.errors import ProgressError
 log = logging.getLogger("sqe")
 
 __all__ = ["FORMAT", "PROGRESS_FILE", "Progress", "ProgressEntry", "ProgressError",
-           "ProgressLog", "progress_path", "read_progress"]
+           "ProgressLog", "parse_entry", "progress_path", "read_progress"]
 
 #: The file's name inside the checkpoint directory.
 PROGRESS_FILE = "sqe-progress.jsonl"
@@ -69,6 +69,14 @@ class ProgressLog:
         self._lock = threading.Lock()
         self._repaired = False
         self._failed = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a Spark Connect server runs foreachBatch, and so this log, in a process of its own
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def _cut_unfinished_line(self) -> None:
         """Drop what a crash left after the last newline, so the next line starts a line."""
@@ -126,7 +134,7 @@ class ProgressEntry:
     report: BatchReport
 
 
-def _parse(text: str) -> ProgressEntry:
+def parse_entry(text: str) -> ProgressEntry:
     """A line as an entry; raises ValueError saying what is wrong with it."""
     data = json.loads(text)
     if not isinstance(data, dict):
@@ -176,7 +184,7 @@ def read_progress(path: str | os.PathLike[str]) -> Progress:
         if not line.strip():
             continue
         try:
-            entries.append(_parse(line.decode("utf-8")))
+            entries.append(parse_entry(line.decode("utf-8")))
         except (ValueError, UnicodeDecodeError) as exc:
             if last_unfinished and number == len(lines):
                 truncated = True

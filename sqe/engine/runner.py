@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 import redis
 from py4j.protocol import Py4JError
@@ -41,7 +41,9 @@ from sqe.engine.lock import CheckpointLock
 from sqe.engine.pipeline import StreamPipeline, build_pipelines
 from sqe.engine.planner_python import bridge_planner_python
 from sqe.engine.progress import ProgressLog, progress_path
+from sqe.engine.progress_follow import ProgressFollower
 from sqe.engine.recovery import Rerun, plan_start
+from sqe.engine.spark_api import driver_directory, is_connect, python_exec
 from sqe.engine.watch import RunWatcher, StreamView, Watchers
 from sqe.errors import RunError, RunStopped, SqeError
 from sqe.source.fixed import FixedSource
@@ -212,10 +214,14 @@ def _stopped(streams: list[_Stream]) -> str:
     return "stopped: " + "; ".join(parts)
 
 
-def _wait_idle(processors: list[BatchProcessor], seconds: float) -> None:
-    """Let a batch that is being written finish, for up to ``seconds``."""
+def _wait_idle(processors: list[BatchProcessor], queries: list[StreamingQuery],
+               seconds: float) -> None:
+    """Let a batch that is being written finish, for up to ``seconds`` (over Spark Connect
+    the batches run on the server, and the queries' status says whether one does)."""
     deadline = time.monotonic() + seconds
-    while any(p.busy for p in processors) and time.monotonic() < deadline:
+    while time.monotonic() < deadline and (
+            any(p.busy for p in processors)
+            or any(q.isActive and q.status.get("isTriggerActive") for q in queries)):
         time.sleep(0.1)
 
 
@@ -248,9 +254,9 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
     lock.acquire()
     undo = None
     try:  # the driver's planner of SQE's source starts the executors' Python path too
-        jvm = cast(Any, spark._jvm)
-        undo = bridge_planner_python(spark.sparkContext.pythonExec,
-                                     jvm.java.lang.System.getProperty("user.dir"))
+        python, where = python_exec(spark), driver_directory(spark)
+        if python is not None and where is not None:
+            undo = bridge_planner_python(python, where)
         return _run(plan, spark, name, root, mode, runtime, on_start, resume,
                     rerun or _default_rerun(plan), stop, watchers, adopt_layout)
     finally:
@@ -283,17 +289,30 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
     queries: list[StreamingQuery] = []
     where = progress_path(root)
     progress = ProgressLog(where, name) if where is not None else None
+    follower = None
 
     def done(report: BatchReport) -> None:  # a stream's batch committed (or was skipped)
         reports.append(report)
-        if progress is not None:
+        if progress is not None and follower is None:
             progress.append(report)
         hub.batch_done(report)
+    if is_connect(spark):  # foreachBatch runs on the server: its reports come back by the file
+        if progress is None or where is None:
+            raise RunError(f"checkpoint {root}: over Spark Connect, the checkpoint must be a "
+                           "path that this machine and the server share (a local server, or "
+                           "a shared mount): the batches, which run on the server, report "
+                           "to the run through its progress file")
+        def reported(report: BatchReport) -> None:  # the line the server's batch logged there
+            log.info(report.line())
+            done(report)
+        follower = ProgressFollower(where, progress.run, reported)
+        follower.start()
     try:
         hub.started([_view(name, s) for s in streams])
         for s in streams:
             p = s.pipeline
-            proc = BatchProcessor(p, done, s.checkpoint, s.base)
+            proc = BatchProcessor(p, progress.append if follower and progress else done,
+                                  s.checkpoint, s.base)
             processors.append(proc)
             writer = (_source_frame(spark, p).writeStream
                       .queryName(f"{name}.{p.stream.streamName}")
@@ -307,7 +326,7 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
         while True:
             _raise_failure(queries)
             if stop is not None and stop.is_set():
-                _wait_idle(processors, 60.0)
+                _wait_idle(processors, queries, 60.0)
                 for q in queries:
                     q.stop()
                 raise RunStopped(_stopped(streams))
@@ -317,7 +336,7 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
             if deadline is not None and time.monotonic() >= deadline:
                 # the runtime is over: a batch being written finishes first, as on a stop
                 # (stopping a query inside a batch kills Spark's stream thread)
-                _wait_idle(processors, 60.0)
+                _wait_idle(processors, queries, 60.0)
                 break
             active[0].awaitTermination(1)  # raises if that query failed
         _raise_failure(queries)
@@ -331,5 +350,7 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
         for q in queries:
             if q.isActive:
                 q.stop()
+        if follower is not None:
+            follower.stop()
         hub.ended()
     return reports

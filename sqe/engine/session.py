@@ -27,11 +27,14 @@ from pyspark.sql import SparkSession
 from sqe.config.logs import LOG_LEVEL_ENV, log_level, spark_log_level
 from sqe.config.secrets import SPARK_REDACTION_REGEX
 from sqe.engine.class_archive import archive_options, note_jvm
+from sqe.engine.connect_session import connect_session
 from sqe.engine.prereq import require_java
+from sqe.engine.spark_api import is_connect
 from sqe.engine.worker_python import local_worker_python
 from sqe.errors import OptionError
 
-__all__ = ["build_session", "python_env", "quiet_failure_traces", "LOCAL_DEFAULTS", "REDACTION_DEFAULTS",
+__all__ = ["build_session", "python_env", "quiet_failure_traces", "remote_of", "LOCAL_DEFAULTS",
+           "REDACTION_DEFAULTS",
            "FAILURE_LOGGERS", "PYTHON_FAILURE_LOGGERS"]
 
 #: Spark conf for a local session when nothing else is given.  Adaptive query execution is
@@ -92,11 +95,18 @@ def python_env(local: bool, environ: Mapping[str, str]) -> dict[str, str]:
     return {name: python for name in names}
 
 
+def remote_of(remote: str | None, conf: Mapping[str, str] | None) -> str | None:
+    """The Spark Connect server a run asks for: ``remote`` (``--remote``), else
+    ``SPARK_REMOTE``, else a config file's ``spark.remote``; None: a classic session."""
+    return remote or os.environ.get("SPARK_REMOTE") or (conf or {}).get("spark.remote") or None
+
+
 def build_session(
     app_name: str = "sqe",
     conf: Mapping[str, str] | None = None,
     master: str | None = None,
     origins: Mapping[str, str] | None = None,
+    remote: str | None = None,
 ) -> SparkSession:
     """Get or create the SparkSession with the project's interpreter for Python workers.
 
@@ -106,7 +116,12 @@ def build_session(
     by default), from the start of a local JVM on.  A value Spark refuses (``abc`` for
     ``spark.sql.shuffle.partitions``) is an :class:`~sqe.errors.OptionError` naming the
     setting and where it came from (``origins``: key -> e.g. ``conf/local.yaml (Spark)``).
+    With a Spark Connect server (:func:`remote_of`: ``sc://host:port``), the session is a
+    Connect client's (:func:`~sqe.engine.connect_session.connect_session`): no JVM, no Java.
     """
+    server = remote_of(remote, conf)
+    if server is not None:
+        return connect_session(server, app_name, conf or {}, origins or {})
     require_java()
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
     local = not submitted and (master is None or master.startswith("local"))
@@ -185,8 +200,8 @@ def quiet_failure_traces(spark: SparkSession) -> None:
     ``sqe run`` reports every failure as one sentence (``describe_failure``);
     its ``--verbose`` keeps these traces for debugging.
     """
-    jvm = spark.sparkContext._jvm
-    if jvm is None:  # a Spark Connect session: no JVM loggers here
+    jvm = None if is_connect(spark) else spark.sparkContext._jvm
+    if jvm is None:  # a Spark Connect session: no JVM loggers in this process
         return
     configurator = jvm.org.apache.logging.log4j.core.config.Configurator
     off = jvm.org.apache.logging.log4j.Level.OFF

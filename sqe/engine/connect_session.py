@@ -1,0 +1,72 @@
+"""A Spark Connect client's session: the run's Spark lives in a server, this process has no JVM.
+
+``sqe run --remote sc://host:port`` (or ``SPARK_REMOTE``, or ``spark.remote`` in a config
+file's ``Spark:`` section) makes the session with :func:`connect_session`.  The client needs
+``pyspark[connect]``'s gRPC libraries (``pip install 'sqe-spark[connect]'``) and no Java.
+The server must be reachable, which is checked first: gRPC would otherwise retry for
+minutes before it says anything.  The config file's Spark settings are set on the
+session; one the server does not let a client change (a static setting such as
+``spark.executor.memory``: set it where the server starts) is a warning, not a failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from pyspark.sql import SparkSession
+
+from sqe.config.extras import require
+from sqe.errors import PrerequisiteError
+
+__all__ = ["DEFAULT_PORT", "connect_session", "server_address"]
+
+log = logging.getLogger("sqe")
+
+#: The port of a Spark Connect server whose URL names none.
+DEFAULT_PORT = 15002
+
+#: Settings that choose the session, not configure it.
+_CHOOSERS = ("spark.remote", "spark.master", "spark.api.mode")
+
+
+def server_address(remote: str) -> tuple[str, int]:
+    """The host and port of a Spark Connect URL (``sc://host[:port][/;params]``)."""
+    parts = urlsplit(remote)
+    if parts.scheme != "sc" or not parts.hostname:
+        raise PrerequisiteError(f"{remote}: a Spark Connect server is named sc://host:port "
+                                "(as pyspark --remote and SPARK_REMOTE take it)")
+    return parts.hostname, parts.port or DEFAULT_PORT
+
+
+def _reachable(remote: str, timeout: float = 10.0) -> None:
+    host, port = server_address(remote)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return
+    except OSError as exc:
+        raise PrerequisiteError(f"cannot reach the Spark Connect server at {remote} "
+                                f"({exc.strerror or exc}); is it running there?") from None
+
+
+def connect_session(remote: str, app_name: str, conf: Mapping[str, str],
+                    origins: Mapping[str, str]) -> Any:
+    """A Spark Connect session with server ``remote``, and ``conf`` set on it where the server
+    allows (``origins``: where each setting came from, for the warnings)."""
+    require("grpc", f"a Spark Connect session ({remote})")
+    _reachable(remote)
+    session = SparkSession.builder.remote(remote).getOrCreate()
+    for key, value in conf.items():
+        if key in _CHOOSERS:
+            continue
+        try:
+            session.conf.set(key, value)
+        except Exception as exc:  # the server's refusal, as one line
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            log.warning(f"warning: {origins.get(key, 'Spark conf')}: {key} is not set on the "
+                        f"Spark Connect session ({first}); set it where the server starts")
+    log.info(f"Spark Connect session with {remote} ({app_name})")
+    return session

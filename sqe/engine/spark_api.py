@@ -1,0 +1,63 @@
+"""What SQE asks of a SparkSession that a classic session and a Spark Connect one answer
+differently: the one place that tells them apart.
+
+A classic session runs Spark's JVM inside this process (``sparkContext``, ``_jvm``,
+``_jsc``); a Spark Connect session (``sc://host:port``: ``pyspark-client``, Databricks
+serverless and shared compute, Spark Declarative Pipelines) talks to a server over gRPC,
+and each of those attributes raises ``JVM_ATTRIBUTE_NOT_SUPPORTED``.  Everything that
+needs the JVM goes through here and has an answer, or nothing to do, over Connect:
+
+* :func:`is_connect`, :func:`session_conf` (Spark conf: ``getConf()`` or ``spark.conf``);
+* :func:`describe_jobs` (job descriptions in Spark's UI: classic only);
+* :func:`driver_directory` and :func:`python_exec` (the driver JVM's working directory and the
+  executors' interpreter path, for :mod:`sqe.engine.planner_python`: classic only, since a
+  Connect server starts its own Python);
+* :func:`default_file_system` (``fs.defaultFS``, for where a relative checkpoint is).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["default_file_system", "describe_jobs", "driver_directory", "is_connect",
+           "python_exec", "session_conf"]
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def session_conf(spark: Any) -> list[tuple[str, str]]:
+    """Every Spark conf entry the session has, as (key, value)."""
+    if is_connect(spark):
+        return [(str(k), str(v)) for k, v in spark.conf.getAll.items()]
+    return [(str(k), str(v)) for k, v in spark.sparkContext.getConf().getAll()]
+
+
+def describe_jobs(spark: Any, text: str) -> None:
+    """Name the Spark jobs started next (Spark's UI and event log show the name; over Connect,
+    jobs are named by the server, and this does nothing)."""
+    if not is_connect(spark):
+        spark.sparkContext.setJobDescription(text)
+
+
+def driver_directory(spark: Any) -> str | None:
+    """The working directory of the driver's JVM, or None over Connect (the server's)."""
+    if is_connect(spark):
+        return None
+    return str(spark._jvm.java.lang.System.getProperty("user.dir"))
+
+
+def python_exec(spark: Any) -> str | None:
+    """The interpreter path Spark starts Python workers with, or None over Connect."""
+    return None if is_connect(spark) else str(spark.sparkContext.pythonExec)
+
+
+def default_file_system(spark: Any) -> str:
+    """The session's ``fs.defaultFS`` (``file:///`` when none is set)."""
+    if is_connect(spark):
+        value = spark.conf.get("spark.hadoop.fs.defaultFS", None)
+    else:
+        value = spark._jsc.hadoopConfiguration().get("fs.defaultFS")
+    return str(value or "file:///")

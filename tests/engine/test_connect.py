@@ -1,0 +1,128 @@
+"""The chain over Spark Connect: `sqe run --remote sc://...` from a client process with no
+Java on its PATH, against a real Spark Connect server that the fixtures start, with the same
+exactly-once results as classic mode, through a client SIGKILLed mid-run and a server
+SIGKILLed mid-run and started again."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from sqe.cli.sample_events import produce_events
+from tests.engine.test_exactly_once import Chain, _assert_each_event_once
+from tests.support.connect_server import start_connect_server
+from tests.support.kafka_io import read_topic
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis, pytest.mark.postgres,
+              pytest.mark.connect]
+
+EVENTS = 2000
+
+
+def no_java_env() -> dict[str, str]:
+    """The environment of a client machine without Java: PATH holds only the virtualenv."""
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "SPARK_HOME")}
+    env["PATH"] = str(Path(sys.executable).parent)
+    return env
+
+
+class RemoteChain(Chain):
+    """The chain's `sqe run` processes, as Spark Connect clients of ``url``."""
+
+    def __init__(self, url: str, *args) -> None:
+        super().__init__(*args)
+        self.url = url
+
+    def command(self, name: str, checkpoint: str | None = None, *extra: str) -> list[str]:
+        return [*super().command(name, checkpoint, *extra), "--remote", self.url]
+
+    def run(self, name: str, *extra: str, checkpoint: str | None = None
+            ) -> subprocess.CompletedProcess:
+        return subprocess.run(self.command(name, checkpoint, *extra), capture_output=True,
+                              text=True, timeout=900, env=no_java_env())
+
+    def start(self, name: str, *extra: str) -> subprocess.Popen:
+        log = open(self.tmp / f"{name}.log", "w")
+        return subprocess.Popen(self.command(name, None, *extra), stdout=log,
+                                stderr=subprocess.STDOUT, env=no_java_env(),
+                                start_new_session=True)
+
+
+def _chain(connect_server, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path
+           ) -> tuple[RemoteChain, set[str]]:
+    events, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")
+    chain = RemoteChain(connect_server.url, tmp_path, kafka_bootstrap, events, enriched,
+                        redis_url, postgres_dsn)
+    produce_events(kafka_bootstrap, events, EVENTS, partitions=2)
+    return chain, {f"e{i}" for i in range(EVENTS)}
+
+
+def _wait_for_commit(store: redis.Redis, batch: int, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 300
+    while int(store.get("sqe:{load.Enriched}:batch") or -1) < batch:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, f"load committed no batch {batch} in 300 s"
+        time.sleep(0.2)
+
+
+def test_the_chain_over_spark_connect_from_a_client_without_java(
+        connect_server, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
+    chain, expected = _chain(connect_server, kafka_bootstrap, kafka_topic, redis_url,
+                             postgres_dsn, tmp_path)
+    assert shutil.which("java", path=no_java_env()["PATH"]) is None
+    done = chain.run("enrich")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"Spark Connect session with {connect_server.url}" in done.stderr
+    assert "Events batch 0: 2000 records read" in done.stderr  # the server's batch, reported
+    assert len(read_topic(kafka_bootstrap, chain.enriched)) == EVENTS
+    done = chain.run("load", "--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=700")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "load: 3 batch(es), 2000 records read" in done.stdout, done.stdout
+    _assert_each_event_once(chain, expected)
+
+
+def test_a_client_killed_mid_run_and_started_again_loses_and_doubles_nothing(
+        connect_server, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
+    chain, expected = _chain(connect_server, kafka_bootstrap, kafka_topic, redis_url,
+                             postgres_dsn, tmp_path)
+    assert chain.run("enrich").returncode == 0
+    store = redis.Redis.from_url(redis_url)
+    batch = ("--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=300")
+    first = chain.start("load", *batch)
+    _wait_for_commit(store, 1, first, tmp_path / "load.log")
+    os.killpg(first.pid, 9)  # the client; its query on the server lives on until replaced
+    first.wait(30)
+    done = chain.run("load", *batch)
+    assert done.returncode == 0, done.stderr[-3000:]
+    _assert_each_event_once(chain, expected)
+
+
+def test_a_server_killed_mid_run_is_one_sentence_and_the_rerun_is_exact(
+        kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
+    server = start_connect_server(tmp_path / "server")
+    try:
+        chain, expected = _chain(server, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn,
+                                 tmp_path)
+        assert chain.run("enrich").returncode == 0
+        store = redis.Redis.from_url(redis_url)
+        batch = ("--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=300")
+        load = chain.start("load", *batch)
+        _wait_for_commit(store, 1, load, tmp_path / "load.log")
+        server.kill()  # the server's JVM, its Python workers and its foreachBatch process
+        assert load.wait(300) == 1
+        said = (tmp_path / "load.log").read_text().strip().splitlines()[-1]
+        assert said.startswith("error: "), said
+        assert "Traceback" not in (tmp_path / "load.log").read_text()
+        server = start_connect_server(tmp_path / "server", port=server.port)
+        done = chain.run("load", *batch)
+        assert done.returncode == 0, done.stderr[-3000:]
+        _assert_each_event_once(chain, expected)
+    finally:
+        server.kill()
