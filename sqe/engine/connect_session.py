@@ -12,22 +12,29 @@ session; one the server does not let a client change (a static setting such as
 from __future__ import annotations
 
 import logging
+import re
 import socket
+import warnings
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
+from pyspark.sql.connect.client.retries import DefaultPolicy
 
 from sqe.config.extras import require
 from sqe.errors import PrerequisiteError
 
-__all__ = ["DEFAULT_PORT", "connect_session", "server_address"]
+__all__ = ["DEFAULT_PORT", "connect_session", "server_lost", "server_address"]
 
 log = logging.getLogger("sqe")
 
 #: The port of a Spark Connect server whose URL names none.
 DEFAULT_PORT = 15002
+
+#: Retries of a call to a server that does not answer: 50 ms, x4 each time, at most 10 s
+#: apart, about a minute in all.
+RETRIES = 10
 
 #: Settings that choose the session, not configure it.
 _CHOOSERS = ("spark.remote", "spark.master", "spark.api.mode")
@@ -52,6 +59,19 @@ def _reachable(remote: str, timeout: float = 10.0) -> None:
                                 f"({exc.strerror or exc}); is it running there?") from None
 
 
+def server_lost(exc: BaseException) -> str | None:
+    """The sentence for a Spark Connect server that stopped answering, when ``exc`` says so
+    (gRPC's UNAVAILABLE once the retries are spent), else None."""
+    text = str(exc)
+    if "StatusCode.UNAVAILABLE" not in text:
+        return None
+    details = re.search(r'details = "([^"]*)"', text)
+    why = details.group(1) if details else "unavailable"
+    return (f"the Spark Connect server stopped answering for about a minute ({why}), so the "
+            "run ended with it; what its batches committed stays committed, and the next run "
+            "continues from the checkpoint")
+
+
 def connect_session(remote: str, app_name: str, conf: Mapping[str, str],
                     origins: Mapping[str, str]) -> Any:
     """A Spark Connect session with server ``remote``, and ``conf`` set on it where the server
@@ -59,6 +79,10 @@ def connect_session(remote: str, app_name: str, conf: Mapping[str, str],
     require("grpc", f"a Spark Connect session ({remote})")
     _reachable(remote)
     session = SparkSession.builder.remote(remote).getOrCreate()
+    # a server that stops answering is a failure within a minute (by default gRPC calls are
+    # retried for ten), so a run never hangs on a dead server
+    session.client.set_retry_policies([DefaultPolicy(max_retries=RETRIES, max_backoff=10_000)])
+    warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")  # said as a sentence
     for key, value in conf.items():
         if key in _CHOOSERS:
             continue

@@ -37,6 +37,7 @@ from sqe.engine.batch import BatchProcessor
 from sqe.engine.batch_report import BatchReport, partition_offsets
 from sqe.engine.changes import review, write_records
 from sqe.engine.checkpoint import CheckpointFiles, StreamCheckpoint, local_checkpoint
+from sqe.engine.connect_session import server_lost
 from sqe.engine.lock import CheckpointLock
 from sqe.engine.pipeline import StreamPipeline, build_pipelines
 from sqe.engine.planner_python import bridge_planner_python
@@ -343,6 +344,10 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
     except SqeError:
         raise
     except Exception as exc:
+        lost = server_lost(exc)
+        if lost is not None:
+            queries.clear()  # they ended with the server
+            raise RunError(lost) from None
         if isinstance(exc, (PySparkException, Py4JError)):
             raise RunError(describe_failure(exc, processors)) from None
         raise
