@@ -15,7 +15,7 @@ import logging
 import re
 import socket
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,7 +25,8 @@ from pyspark.sql.connect.client.retries import DefaultPolicy
 from sqe.config.extras import require
 from sqe.errors import PrerequisiteError
 
-__all__ = ["DEFAULT_PORT", "connect_session", "server_lost", "server_address"]
+__all__ = ["DEFAULT_PORT", "check_server_python", "connect_session", "server_lost",
+           "server_address"]
 
 log = logging.getLogger("sqe")
 
@@ -57,6 +58,43 @@ def _reachable(remote: str, timeout: float = 10.0) -> None:
     except OSError as exc:
         raise PrerequisiteError(f"cannot reach the Spark Connect server at {remote} "
                                 f"({exc.strerror or exc}); is it running there?") from None
+
+
+def _sqe_version(batches: Iterator[Any]) -> Iterator[Any]:
+    """A Python worker's answer to :func:`check_server_python`: the sqe it imports."""
+    import pyarrow as pa
+
+    for _ in batches:
+        pass
+    try:
+        import sqe
+
+        found = str(sqe.__version__)
+    except ImportError as exc:
+        found = f"missing: {exc}"
+    yield pa.RecordBatch.from_arrays([pa.array([found])], names=["sqe"])
+
+
+def check_server_python(spark: Any, remote: str) -> None:
+    """Hold the server's Python workers (which run SQE's source, states and batches) to having
+    sqe, the version of this client: one sentence when they do not."""
+    from sqe import __version__
+
+    try:
+        found = str(spark.range(1).mapInArrow(_sqe_version, "sqe string").first()[0])
+    except Exception as exc:  # the worker could not unpickle the probe, which is sqe's
+        if "No module named 'sqe" not in str(exc):
+            raise
+        found = "missing: No module named 'sqe'"
+    if found.startswith("missing"):
+        raise PrerequisiteError(
+            f"the Spark Connect server at {remote} runs Python workers that cannot import sqe "
+            f"({found.removeprefix('missing: ')}): install sqe-spark {__version__} where the "
+            "server's and its executors' Python are (a cluster library, or the server started "
+            "with PYSPARK_PYTHON pointing at an environment that has it; docs/connect.md)")
+    if found != __version__:
+        log.warning(f"warning: the Spark Connect server at {remote} has sqe {found} and this "
+                    f"client sqe {__version__}: the batches run the server's")
 
 
 def server_lost(exc: BaseException) -> str | None:
@@ -92,5 +130,6 @@ def connect_session(remote: str, app_name: str, conf: Mapping[str, str],
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             log.warning(f"warning: {origins.get(key, 'Spark conf')}: {key} is not set on the "
                         f"Spark Connect session ({first}); set it where the server starts")
+    check_server_python(session, remote)
     log.info(f"Spark Connect session with {remote} ({app_name})")
     return session

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -15,8 +16,10 @@ from pathlib import Path
 import pytest
 import redis
 
+import sqe
 from sqe.cli.sample_events import produce_events
 from tests.engine.test_exactly_once import Chain, _assert_each_event_once
+from tests.support import ROOT
 from tests.support.connect_server import start_connect_server
 from tests.support.kafka_io import read_topic
 
@@ -126,3 +129,45 @@ def test_a_server_killed_mid_run_is_one_sentence_and_the_rerun_is_exact(
         _assert_each_event_once(chain, expected)
     finally:
         server.kill()
+
+
+def test_a_server_whose_python_lacks_sqe_is_one_sentence(tmp_path):
+    bare = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else shutil.which("python3")
+    assert bare and subprocess.run([bare, "-c", "import sqe"], cwd=tmp_path,
+                                   capture_output=True).returncode != 0
+    server = start_connect_server(tmp_path / "server", python=bare)
+    try:
+        done = subprocess.run([sys.executable, "-m", "sqe.cli.main", "run",
+                               str(ROOT / "topologies/hello.yaml"), "--once", "--checkpoint",
+                               str(tmp_path / "ck"), "--remote", server.url],
+                              capture_output=True, text=True, timeout=300, env=no_java_env())
+    finally:
+        server.kill()
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        f"error: the Spark Connect server at {server.url} runs Python workers that cannot "
+        f"import sqe (No module named 'sqe'): install sqe-spark {sqe.__version__} where the "
+        "server's and its executors' Python are (a cluster library, or the server started with "
+        "PYSPARK_PYTHON pointing at an environment that has it; docs/connect.md)"), done.stderr
+
+
+def test_sigterm_stops_the_query_on_the_server_too(
+        connect_server, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
+    chain, _ = _chain(connect_server, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn,
+                      tmp_path)
+    assert chain.run("enrich").returncode == 0
+    store = redis.Redis.from_url(redis_url)
+    endless = [a for a in chain.command("load") if a != "--once"]
+    log = tmp_path / "endless.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(endless, stdout=out, stderr=subprocess.STDOUT,
+                                env=no_java_env(), start_new_session=True)
+    _wait_for_commit(store, 0, proc, log)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(120) == 143, log.read_text()[-3000:]
+    assert "sqe: load stopped: Enriched after batch" in log.read_text()
+    committed = int(store.get("sqe:{load.Enriched}:batch"))
+    produce_events(kafka_bootstrap, chain.events, 50, partitions=2, start=EVENTS)
+    assert chain.run("enrich").returncode == 0  # 50 more records in enriched
+    time.sleep(8)  # an orphaned query on the server would read and commit them by now
+    assert int(store.get("sqe:{load.Enriched}:batch")) == committed

@@ -57,14 +57,15 @@ def _answers(port: int) -> bool:
         return False
 
 
-def start_connect_server(workdir: Path, port: int | None = None,
-                         timeout: float = 120.0) -> ConnectServer:
-    """Start a server on ``port`` (a free one by default) and wait until it takes clients."""
+def start_connect_server(workdir: Path, port: int | None = None, timeout: float = 120.0,
+                         python: str = sys.executable) -> ConnectServer:
+    """Start a server on ``port`` (a free one by default) whose Python workers run ``python``,
+    and wait until it takes clients."""
     port = port or free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / f"connect-{port}.log"
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE",)}
-    env.update(SPARK_HOME=str(SPARK_HOME), PYSPARK_PYTHON=sys.executable,
+    env.update(SPARK_HOME=str(SPARK_HOME), PYSPARK_PYTHON=python,
                SPARK_LOG_DIR=str(workdir), SPARK_PID_DIR=str(workdir),
                SPARK_NO_DAEMONIZE="1")
     with open(log, "wb") as out:
