@@ -251,6 +251,11 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
     if "spark.sql.session.timeZone" not in plan.spark_conf:
         spark.conf.set("spark.sql.session.timeZone", "UTC")  # SQE's dates are UTC
     root = local_checkpoint(spark, str(checkpoint))
+    if is_connect(spark) and progress_path(root) is None:
+        raise RunError(f"checkpoint {root}: over Spark Connect, the checkpoint must be a path "
+                       "that this machine and the server share (a local server, or a shared "
+                       "mount): the batches, which run on the server, report to the run "
+                       "through its progress file, and the run reads the checkpoint to start")
     lock = CheckpointLock(CheckpointFiles(spark, root))
     lock.acquire()
     undo = None
@@ -297,12 +302,8 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
         if progress is not None and follower is None:
             progress.append(report)
         hub.batch_done(report)
-    if is_connect(spark):  # foreachBatch runs on the server: its reports come back by the file
-        if progress is None or where is None:
-            raise RunError(f"checkpoint {root}: over Spark Connect, the checkpoint must be a "
-                           "path that this machine and the server share (a local server, or "
-                           "a shared mount): the batches, which run on the server, report "
-                           "to the run through its progress file")
+    if is_connect(spark) and progress is not None and where is not None:
+        # foreachBatch runs on the server: its reports come back through the progress file
         def reported(report: BatchReport) -> None:  # the line the server's batch logged there
             log.info(report.line())
             done(report)

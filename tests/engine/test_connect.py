@@ -171,3 +171,16 @@ def test_sigterm_stops_the_query_on_the_server_too(
     assert chain.run("enrich").returncode == 0  # 50 more records in enriched
     time.sleep(8)  # an orphaned query on the server would read and commit them by now
     assert int(store.get("sqe:{load.Enriched}:batch")) == committed
+
+
+def test_a_checkpoint_the_client_cannot_read_is_refused_in_one_sentence(connect_server, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "sqe.cli.main", "run",
+                           str(ROOT / "topologies/hello.yaml"), "--once", "--checkpoint",
+                           "s3a://bucket/sqe/hello", "--remote", connect_server.url],
+                          capture_output=True, text=True, timeout=300, env=no_java_env(),
+                          cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        f"error: {ROOT / 'topologies/hello.yaml'}: checkpoint s3a://bucket/sqe/hello: over "
+        "Spark Connect, the checkpoint must be a path that this machine and the server "
+        "share"), done.stderr
