@@ -30,7 +30,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.0"
+from sqe.version import __version__
 
 if TYPE_CHECKING:
     from sqe.api import RunResult, load_topology, run, validate

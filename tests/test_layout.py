@@ -18,6 +18,7 @@ PACKAGES = {"sqe": "sqe", "state": "sqe.state", "partitioners": "sqe.partitioner
 #: longest prefix of its dotted name found here.
 ALLOWED: dict[str, set[str]] = {
     "sqe.errors": set(),
+    "sqe.version": set(),
     "sqe.faults": set(),
     "sqe.wire": {"sqe.errors"},
     "sqe.partitioners": {"sqe.errors", "sqe.wire"},
@@ -27,13 +28,13 @@ ALLOWED: dict[str, set[str]] = {
     "sqe.state": {"sqe.errors", "sqe.faults", "sqe.wire", "sqe.lang.expressions", "sqe.config",
                   "sqe.ledger", "sqe.partitioners"},
     "sqe.source": {"sqe.errors", "sqe.wire", "sqe.lang", "sqe.config", "sqe.ledger"},
-    "sqe.engine": {"sqe.errors", "sqe.faults", "sqe.wire", "sqe.lang", "sqe.config",
+    "sqe.engine": {"sqe.errors", "sqe.version", "sqe.faults", "sqe.wire", "sqe.lang", "sqe.config",
                    "sqe.ledger", "sqe.state", "sqe.source"},
     "sqe.api": {"sqe.errors", "sqe.wire", "sqe.lang", "sqe.config", "sqe.ledger", "sqe.state",
                 "sqe.source", "sqe.engine"},
     "sqe.cli": {"sqe", "sqe.errors", "sqe.faults", "sqe.wire", "sqe.lang", "sqe.config",
                 "sqe.ledger", "sqe.state", "sqe.source", "sqe.engine", "sqe.api"},
-    "sqe": {"sqe.api", "sqe.config", "sqe.errors", "sqe.lang", "sqe.wire"},  # the face
+    "sqe": {"sqe.api", "sqe.config", "sqe.errors", "sqe.version", "sqe.lang", "sqe.wire"},  # the face
 }
 
 #: Imports inside a function that are there on purpose, with why.

@@ -20,10 +20,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
-from pyspark.sql.connect.client.retries import DefaultPolicy
 
 from sqe.config.extras import require
 from sqe.errors import PrerequisiteError
+from sqe.version import __version__
 
 __all__ = ["DEFAULT_PORT", "check_server_python", "connect_session", "server_lost",
            "server_address"]
@@ -66,32 +66,25 @@ def _sqe_version(batches: Iterator[Any]) -> Iterator[Any]:
 
     for _ in batches:
         pass
-    try:
-        import sqe
-
-        found = str(sqe.__version__)
-    except ImportError as exc:
-        found = f"missing: {exc}"
-    yield pa.RecordBatch.from_arrays([pa.array([found])], names=["sqe"])
+    # this function travels by reference: a worker that runs it has imported its own sqe
+    yield pa.RecordBatch.from_arrays([pa.array([__version__])], names=["sqe"])
 
 
 def check_server_python(spark: Any, remote: str) -> None:
     """Hold the server's Python workers (which run SQE's source, states and batches) to having
     sqe, the version of this client: one sentence when they do not."""
-    from sqe import __version__
-
     try:
         found = str(spark.range(1).mapInArrow(_sqe_version, "sqe string").first()[0])
     except Exception as exc:  # the worker could not unpickle the probe, which is sqe's
-        if "No module named 'sqe" not in str(exc):
+        missing = re.search(r"No module named '(sqe[\w.]*)'", str(exc))
+        if not missing:
             raise
-        found = "missing: No module named 'sqe'"
-    if found.startswith("missing"):
         raise PrerequisiteError(
             f"the Spark Connect server at {remote} runs Python workers that cannot import sqe "
-            f"({found.removeprefix('missing: ')}): install sqe-spark {__version__} where the "
+            f"(No module named '{missing.group(1)}'): install sqe-spark {__version__} where the "
             "server's and its executors' Python are (a cluster library, or the server started "
-            "with PYSPARK_PYTHON pointing at an environment that has it; docs/connect.md)")
+            "with PYSPARK_PYTHON pointing at an environment that has it; docs/connect.md)"
+        ) from None
     if found != __version__:
         log.warning(f"warning: the Spark Connect server at {remote} has sqe {found} and this "
                     f"client sqe {__version__}: the batches run the server's")
@@ -115,6 +108,8 @@ def connect_session(remote: str, app_name: str, conf: Mapping[str, str],
     """A Spark Connect session with server ``remote``, and ``conf`` set on it where the server
     allows (``origins``: where each setting came from, for the warnings)."""
     require("grpc", f"a Spark Connect session ({remote})")
+    from pyspark.sql.connect.client.retries import DefaultPolicy  # needs grpc, checked above
+
     _reachable(remote)
     session = SparkSession.builder.remote(remote).getOrCreate()
     # a server that stops answering is a failure within a minute (by default gRPC calls are

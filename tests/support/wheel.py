@@ -3,9 +3,11 @@ that shares nothing with the test's own (no editable install, no repository on i
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,9 +17,12 @@ from tests.support import ROOT
 
 
 def build_wheel(out: Path) -> Path:
-    """The wheel of this checkout, built as ``python -m build --wheel`` builds it."""
-    done = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out),
-                           str(ROOT)], capture_output=True, text=True, timeout=600)
+    """The wheel of this checkout, built as ``python -m build --wheel`` builds it (one build
+    at a time: each builds in the checkout's ``build/``, and test workers run side by side)."""
+    with open(Path(tempfile.gettempdir()) / "sqe-wheel-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out),
+                               str(ROOT)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (wheel,) = out.glob("sqe_spark-*.whl")
     return wheel
