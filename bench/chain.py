@@ -1,8 +1,9 @@
 """The whole chain and its parts, each a whole process, against plain programs doing the same.
 
     python bench/chain.py [--events 200000,1000000] [--repeat 2] [--empty-batches 30] [--idle-run]
-                          [--quix-python PATH] [--brokers HOST:PORT] [--redis redis://HOST:PORT/DB]
-                          [--json]
+                          [--quix-python PATH] [--no-connect | --remote sc://HOST:PORT]
+                          [--brokers HOST:PORT]
+                          [--redis redis://HOST:PORT/DB] [--json]
 
 One run, every contender a subprocess started from scratch, interleaved (A B A B, the order
 rotated each repetition), each one's output checked, medians of ``--repeat`` per size:
@@ -31,7 +32,13 @@ rotated each repetition), each one's output checked, medians of ``--repeat`` per
    (``sqe.state.kafka.sink.write_kafka`` under Spark, as ``bench/kafka_write.py`` runs it) against
    ``idempotent-write`` (one ``enable.idempotence=true`` producer), the same ``--events``
    records of ``kafka_write.make_records``.  Check: each topic holds every record.
-5. **Fixed costs and memory** of ``sqe run``:
+5. **Spark Connect vs classic**: the chain of 1 with ``sqe run --remote sc://...`` against a
+   Spark Connect server this run starts (pyspark's ``start-connect-server.sh``, ``local[2]``, its
+   Python workers this interpreter; or the one ``--remote`` names) against the classic chain
+   of 1 (the same runs).  Check: as
+   in 1.  The Connect hop per batch: the empty micro-batch run of 6 over Connect, its seconds
+   per batch minus the classic run's.  ``--no-connect`` leaves the row out.
+6. **Fixed costs and memory** of ``sqe run``:
    * *empty micro-batch*: ``sqe run --once`` of load.yaml, with
      ``maxRecordsPerBatch`` = one record per partition, over a topic holding the same key
      ``--empty-batches`` + 1 times per partition: the first batch passes one record per
@@ -49,7 +56,8 @@ rotated each repetition), each one's output checked, medians of ``--repeat`` per
 Ratios are SQE / other for throughput (the other's time over SQE's: higher is better); "work
 ratio" is the same over each contender's own clock of its work (batches, the consume loop),
 without process start-up.  Targets: chain >= 0.5x at 1,000,000 events (>= 0.25x from 200,000),
-enrich >= 1.0x quixstreams at 1,000,000, Spark read >= 0.8x, Kafka write >= 0.8x, empty
+enrich >= 1.0x quixstreams at 1,000,000, Spark read >= 0.8x, Kafka write >= 0.8x, Connect
+>= 0.8x of classic, empty
 micro-batch <= 0.3 s, Python worker <= 300 MB per 1,000,000 records in a batch (judged for
 batches of at least 1,000,000).  A missed target is reported, never a failure: the command exits
 1 only when an output check fails (or a contender fails), with one ``error: ...`` line each.
@@ -81,7 +89,9 @@ from typing import Any
 from kafka_write import BenchError, create_topic
 from local_redis import local_services
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' server starter
 from sqe.errors import SqeError
+from tests.support.connect_server import start_connect_server
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -89,12 +99,15 @@ PARTITIONS = 4
 MB = 1024 * 1024
 PAGE = os.sysconf("SC_PAGE_SIZE")
 CONTENDERS = {"chain": ("sqe", "plain"), "enrich": ("sqe", "quix"),
-              "read": ("spark-read", "raw-read"), "write": ("state-write", "idempotent-write")}
+              "read": ("spark-read", "raw-read"), "write": ("state-write", "idempotent-write"),
+              "connect": ("sqe-connect", "sqe")}
 LABELS = {"chain": "chain: enrich + load vs plain program",
           "enrich": "enrich vs quixstreams exactly-once",
           "read": "Spark read (sqe-kafka) vs raw consumer",
-          "write": "Kafka state write vs idempotent producer"}
-OTHER = {"chain": "plain", "enrich": "quix EOS", "read": "raw", "write": "idempotent"}
+          "write": "Kafka state write vs idempotent producer",
+          "connect": "chain over Spark Connect vs classic"}
+OTHER = {"chain": "plain", "enrich": "quix EOS", "read": "raw", "write": "idempotent",
+         "connect": "classic"}
 EMPTY_TARGET_S = 0.3
 WORKER_TARGET_MB = 300.0
 
@@ -105,7 +118,7 @@ def target(row: str, events: int) -> float | None:
         return 0.5 if events >= 1_000_000 else 0.25 if events >= 200_000 else None
     if row == "enrich":
         return 1.0 if events >= 1_000_000 else None
-    return 0.8
+    return 0.8  # read, write, connect
 
 
 # -- processes ---------------------------------------------------------------------------------
@@ -412,19 +425,27 @@ class SqeRun:
 class Services:
     """The broker, Redis and working directory every contender of one run uses."""
 
-    def __init__(self, brokers: str, redis_url: str, work: Path) -> None:
+    def __init__(self, brokers: str, redis_url: str, work: Path,
+                 connect: str | None = None) -> None:
         self.brokers, self.redis_url, self.work = brokers, redis_url, work
         self.logs = work / "logs"
+        self.connect = connect  # the Spark Connect server of the Connect row (its URL)
 
-    def sqe_run(self, topology: Path, name: str, checkpoint: Path, *mode: str) -> SqeRun:
+    def sqe_run(self, topology: Path, name: str, checkpoint: Path, *mode: str,
+                remote: bool = False) -> SqeRun:
+        """``sqe run`` in a process of its own (over the Connect server when ``remote``)."""
         from sqe.cli.local_services import service_conf
 
         before = len(read_progress(checkpoint))
+        if remote:
+            assert self.connect is not None
+            mode = (*mode, "--remote", self.connect)
         command = [sys.executable, "-m", "sqe.cli.main", "run", str(topology), *mode,
                    "--name", name, "--checkpoint", str(checkpoint),
                    "--config", str(ROOT / "conf" / "local.yaml"),
                    *service_conf(self.brokers, self.redis_url)]
-        proc = run_process(command, f"sqe run {topology.name} ({name})", self.logs)
+        over = " over Spark Connect" if remote else ""
+        proc = run_process(command, f"sqe run {topology.name} ({name}){over}", self.logs)
         return SqeRun(proc, read_progress(checkpoint)[before:])
 
     def script(self, script: str, *args: str, python: str | None = None) -> Proc:
@@ -464,18 +485,21 @@ def check_chain(s: Services, size: Size, enriched: str, enrich: str, load: str) 
         raise BenchError(f"{load}: " + "; ".join(problems))
 
 
-def sqe_chain(s: Services, size: Size, rep: int, idle_run: bool) -> tuple[Run, Run, dict[str, Any]]:
-    """enrich then load, each ``sqe run --once``; the chain's run, the enrich step's run, and
-    the fixed costs seen (time to first batch, the load step's peak RSS, an idle run)."""
+def sqe_chain(s: Services, size: Size, rep: int, idle_run: bool, remote: bool = False
+              ) -> tuple[Run, Run, dict[str, Any]]:
+    """enrich then load, each ``sqe run --once`` (over Spark Connect when ``remote``); the
+    chain's run, the enrich step's run, and the fixed costs seen (time to first batch, the
+    load step's peak RSS, an idle run)."""
     n = size.events
-    tag = f"{n}_{rep}_{uuid.uuid4().hex[:6]}"
+    tag = f"{n}_{rep}_{'connect_' if remote else ''}{uuid.uuid4().hex[:6]}"
     enriched = new_topic(s.brokers, "bench-chain-enriched")
     flush(s.redis_url)
     runs = {}
     for step, source, sink in (("enrich", size.topic, enriched), ("load", enriched, None)):
         runs[step] = s.sqe_run(topology_copy(step, source, sink, s.work), f"chain_{step}_{tag}",
-                               s.work / "checkpoints" / f"{step}_{tag}", "--once")
-    check_chain(s, size, enriched, "sqe run enrich.yaml", "sqe run load.yaml")
+                               s.work / "checkpoints" / f"{step}_{tag}", "--once", remote=remote)
+    over = " --remote" if remote else ""
+    check_chain(s, size, enriched, f"sqe run{over} enrich.yaml", f"sqe run{over} load.yaml")
     enrich, load = runs["enrich"], runs["load"]
     costs: dict[str, Any] = {
         "first_batch_s": [r.first_batch_s for r in (enrich, load) if r.first_batch_s is not None],
@@ -551,9 +575,10 @@ def writer(s: Services, size: Size, part: str) -> Run:
 # -- the empty micro-batch ---------------------------------------------------------------------
 
 
-def empty_batches(s: Services, batches: int) -> dict[str, Any]:
+def empty_batches(s: Services, batches: int, remote: bool = False) -> dict[str, Any]:
     """``sqe run --once`` of load.yaml over a topic of replays, one record per partition and
-    batch: every batch after the first reads records and writes no row."""
+    batch: every batch after the first reads records and writes no row (over Spark Connect
+    when ``remote``)."""
     from confluent_kafka import Producer
 
     from sqe.config.kafka_client import producer_conf
@@ -572,7 +597,7 @@ def empty_batches(s: Services, batches: int) -> dict[str, Any]:
     name = f"chain_quiet_{uuid.uuid4().hex[:6]}"
     run = s.sqe_run(topology_copy("load", topic, None, s.work), name,
                     s.work / "checkpoints" / name, "--once",
-                    "--conf", f"jw.sqe.spout.kafka.maxRecordsPerBatch={PARTITIONS}")
+                    "--conf", f"jw.sqe.spout.kafka.maxRecordsPerBatch={PARTITIONS}", remote=remote)
     with redis_client(s.redis_url) as client:
         logged = int(client.hlen("load_log"))
     later = [b for b in run.batches if b["batch_id"] >= 1]
@@ -617,8 +642,12 @@ def one(who: str, s: Services, size: Size, rep: int, idle_run: bool, quix_python
     if who == "sqe":
         chain, enrich, seen = sqe_chain(s, size, rep, idle_run)
         runs["chain"][n]["sqe"].append(chain)
+        runs["connect"][n]["sqe"].append(chain)
         runs["enrich"][n]["sqe"].append(enrich)
         costs[n].append(seen)
+    elif who == "sqe-connect":
+        chain, _, _ = sqe_chain(s, size, rep, False, remote=True)
+        runs["connect"][n]["sqe-connect"].append(chain)
     elif who == "plain":
         runs["chain"][n]["plain"].append(plain_chain(s, size))
     elif who == "quix":
@@ -658,9 +687,11 @@ def measure(args: argparse.Namespace, s: Services, say: Callable[[str], None]) -
         say(f"{n:,} sample events in {topic} ({PARTITIONS} partitions) in "
             f"{time.perf_counter() - t:.0f} s")
         for rep in range(args.repeat):
-            for group in (("sqe", "plain", "quix"), CONTENDERS["read"], CONTENDERS["write"]):
+            for group in (("sqe", "plain", "quix", "sqe-connect"), CONTENDERS["read"],
+                          CONTENDERS["write"]):
                 for who in rotate(group, rep):
-                    if who == "quix" and quix_python is None:
+                    if (who == "quix" and quix_python is None) or \
+                            (who == "sqe-connect" and s.connect is None):
                         continue
                     try:
                         one(who, s, size, rep, args.idle_run and (n, rep) == (args.events[0], 0), quix_python,
@@ -674,14 +705,16 @@ def measure(args: argparse.Namespace, s: Services, say: Callable[[str], None]) -
                     f"{row} {c} {r[-1].seconds:.1f} s" for row in CONTENDERS
                     for c, r in runs[row][n].items() if r and not (row == "enrich" and c == "sqe")))
         del size
-    empty: dict[str, Any] = {}
-    try:
-        empty = empty_batches(s, args.empty_batches)
-    except (BenchError, SqeError) as exc:
-        problems.append(f"empty micro-batches: {exc}")
-        say(f"error: empty micro-batches: {exc}")
-    if empty:
-        say(f"empty micro-batches: {empty['batches']}, {empty['cycle_s']:.2f} s apart")
+    empty: dict[str, dict[str, Any]] = {}
+    for how in ("classic", "connect") if s.connect else ("classic",):
+        try:
+            empty[how] = empty_batches(s, args.empty_batches, remote=how == "connect")
+        except (BenchError, SqeError) as exc:
+            problems.append(f"empty micro-batches ({how}): {exc}")
+            say(f"error: empty micro-batches ({how}): {exc}")
+            continue
+        say(f"empty micro-batches ({how}): {empty[how]['batches']}, "
+            f"{empty[how]['cycle_s']:.2f} s apart")
     result = summarize(args, runs, costs, empty, problems)
     result["quix"] = ({"python": quix_python, "version": quix_info, "skipped": None}
                       if quix_python else {"python": None, "version": None, "skipped": quix_info})
@@ -694,10 +727,12 @@ def _median(values: list[float]) -> float | None:
 
 
 def summarize(args: argparse.Namespace, runs: dict[str, dict[int, dict[str, list[Run]]]],
-              costs: dict[int, list[dict[str, Any]]], empty: dict[str, Any], problems: list[str]
-              ) -> dict[str, Any]:
+              costs: dict[int, list[dict[str, Any]]], empty: dict[str, dict[str, Any]],
+              problems: list[str]) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for row, contenders in CONTENDERS.items():
+        if row == "connect" and not args.connect:
+            continue
         for n in args.events:
             a, b = (runs[row][n][c] for c in contenders)
             sqe_s, other_s = _median([r.seconds for r in a]), _median([r.seconds for r in b])
@@ -717,10 +752,16 @@ def summarize(args: argparse.Namespace, runs: dict[str, dict[int, dict[str, list
                 entry["other_steps"] = [r.extra for r in b]
             entry["met"] = (entry["ratio"] >= want) if want and entry["ratio"] else None
             rows.append(entry)
-    if empty:
-        rows.append({"row": "empty_batch", "value": empty["cycle_s"], "unit": "s",
-                     "target": EMPTY_TARGET_S, "met": empty["cycle_s"] <= EMPTY_TARGET_S,
-                     **{f"empty_{k}": v for k, v in empty.items()}})
+    if "classic" in empty:
+        classic = empty["classic"]
+        rows.append({"row": "empty_batch", "value": classic["cycle_s"], "unit": "s",
+                     "target": EMPTY_TARGET_S, "met": classic["cycle_s"] <= EMPTY_TARGET_S,
+                     **{f"empty_{k}": v for k, v in classic.items()}})
+    if "connect" in empty:
+        over = empty["connect"]
+        hop = over["cycle_s"] - empty["classic"]["cycle_s"] if "classic" in empty else None
+        rows.append({"row": "connect_hop", "value": hop, "unit": "s", "target": None,
+                     "met": None, **{f"empty_{k}": v for k, v in over.items()}})
     all_costs = [c for n in args.events for c in costs[n]]
     first = [t for c in all_costs for t in c["first_batch_s"]]
     if first:
@@ -782,6 +823,11 @@ def table(r: dict[str, Any]) -> list[str]:
                           f"{e['value']:.2f} s per batch",
                           f"({e['empty_duration_s']:.2f} s in foreachBatch)", "", "",
                           f"<= {EMPTY_TARGET_S:g} s", _met(e["met"])))
+        elif row == "connect_hop":
+            hop = "-" if e["value"] is None else f"{e['value']:+.2f} s per batch"
+            cells.append(("Spark Connect hop (empty micro-batch over Connect - classic)", "",
+                          hop, f"({e['empty_cycle_s']:.2f} s per batch over Connect)", "", "",
+                          "-", "-"))
         elif row == "first_batch":
             cells.append(("time to the first batch (sqe run start)", "", f"{e['value']:.1f} s",
                           "", "", "", "-", "-"))
@@ -831,6 +877,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time sqe run --once of the first chain's load with nothing new")
     ap.add_argument("--quix-python", help="the Python that runs quix_enrich.py (default: this "
                                           "one); the row is skipped when it has no quixstreams")
+    ap.add_argument("--no-connect", dest="connect", action="store_false",
+                    help="leave out the chain over Spark Connect (and its server)")
+    ap.add_argument("--remote", metavar="sc://HOST:PORT",
+                    help="the Spark Connect server of the Connect row (its Python workers must "
+                         "import this tree's sqe); default: start one")
     ap.add_argument("--brokers", help="a Kafka broker; default: start the local pip broker")
     ap.add_argument("--redis", help="a Redis URL with a database to flush; default: start "
                                     "redis-server")
@@ -838,12 +889,20 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.repeat < 1 or args.empty_batches < 2:
         ap.error("--repeat must be at least 1 and --empty-batches at least 2")
+    if args.remote and not args.connect:
+        ap.error("--remote names the server of the Connect row, which --no-connect leaves out")
     say = lambda text: print(text, flush=True)  # noqa: E731
     with ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sqe-bench-chain-")))
         try:
             brokers, redis_url = local_services(stack, work, args.brokers, args.redis)
-            result = measure(args, Services(brokers, redis_url, work), say)
+            connect = args.remote if args.connect else None
+            if args.connect and not connect:
+                server = start_connect_server(work / "connect")
+                stack.callback(server.kill)
+                connect = server.url
+                say(f"Spark Connect server at {connect}")
+            result = measure(args, Services(brokers, redis_url, work, connect), say)
         except (BenchError, SqeError, ConnectionError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

@@ -128,14 +128,17 @@ def test_hwm_scale_bench_commits_and_reads_every_size_and_checks_whole_runs(redi
 @pytest.mark.spark
 @pytest.mark.kafka
 @pytest.mark.redis
-def test_chain_bench_runs_every_row_and_checks_every_output(kafka_bootstrap, redis_url):
+@pytest.mark.connect
+def test_chain_bench_runs_every_row_and_checks_every_output(kafka_bootstrap, redis_url,
+                                                             connect_server):
     # Tiny sizes: every number is start-up; the point is that every contender runs as a process,
     # its output checks, and every row is reported (quixstreams' may be skipped, saying why).
     r = run_bench("chain.py", "--events", "2000", "--repeat", "1", "--empty-batches", "3",
-                  "--brokers", kafka_bootstrap, "--redis", redis_url, timeout=900)
+                  "--brokers", kafka_bootstrap, "--redis", redis_url,
+                  "--remote", connect_server.url, timeout=900)
     assert r["checks_passed"] and r["problems"] == []
     rows = {(e["row"], e.get("events")): e for e in r["rows"]}
-    for row in ("chain", "enrich", "read", "write"):
+    for row in ("chain", "enrich", "read", "write", "connect"):
         e = rows[(row, 2000)]
         assert e["sqe_s"] > 0 and len(e["sqe_runs"]) == 1
         if row == "enrich" and r["quix"]["skipped"]:
@@ -146,4 +149,7 @@ def test_chain_bench_runs_every_row_and_checks_every_output(kafka_bootstrap, red
     assert rows[("empty_batch", None)]["empty_batches"] == 3
     assert 0 < rows[("empty_batch", None)]["value"]
     assert 0 < rows[("first_batch", None)]["value"]
+    hop = rows[("connect_hop", None)]
+    assert hop["empty_batches"] == 3 and hop["empty_cycle_s"] > 0 and hop["value"] is not None
+    assert rows[("connect", 2000)]["other_runs"] == rows[("chain", 2000)]["sqe_runs"]
     assert rows[("driver_rss", 2000)]["value"] > 0 and rows[("worker_rss", 2000)]["value"] > 0

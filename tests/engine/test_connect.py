@@ -5,6 +5,7 @@ SIGKILLed mid-run and started again."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -89,6 +90,22 @@ def test_the_chain_over_spark_connect_from_a_client_without_java(
     assert done.returncode == 0, done.stderr[-3000:]
     assert "load: 3 batch(es), 2000 records read" in done.stdout, done.stdout
     _assert_each_event_once(chain, expected)
+    # the operator's commands from the same client: no Spark session, no Java
+    run_args = Chain.command(chain, "load")[4:]  # the topology file and the run's options
+    run_args.remove("--once")
+    status = subprocess.run([sys.executable, "-m", "sqe.cli.main", "status", *run_args,
+                             "--json"], capture_output=True, text=True, timeout=300,
+                            env=no_java_env())
+    assert status.returncode == 0, status.stderr[-3000:]
+    (stream,) = json.loads(status.stdout)["streams"]
+    assert stream["backlog"] == 0 and stream["problems"] == []
+    assert [b["batch_id"] for b in stream["last_batches"]] == [0, 1, 2]
+    report = subprocess.run([sys.executable, "-m", "sqe.cli.main", "report", "--json",
+                             str(tmp_path / "load")], capture_output=True, text=True,
+                            timeout=300, env=no_java_env())
+    assert report.returncode == 0, report.stderr[-3000:]
+    (summary,) = json.loads(report.stdout)["streams"]
+    assert (summary["batches"], summary["records_read"]) == (3, EVENTS), summary
 
 
 def test_a_client_killed_mid_run_and_started_again_loses_and_doubles_nothing(
