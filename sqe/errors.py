@@ -66,6 +66,11 @@ class StateError(SqeError, RuntimeError):
     """Writing a state failed: the message names the state and what was refused."""
 
 
+class ReplicaLagError(StateError):
+    """A commit that the Redis primary holds but too few of its replicas acknowledged in time:
+    a failover could lose it, so the batch does not count as done."""
+
+
 class StaleBatchError(SqeError, RuntimeError):
     """A batch id lower than the committed one, or the same id ending at other source offsets:
     another writer of the consumer is ahead, and the message names it."""

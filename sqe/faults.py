@@ -6,7 +6,8 @@ fault point fixes that: when the environment names it, the code that reaches
 it writes a marker file and then waits, forever, to be killed.
 
     SQE_FAULT=kafka-state-sent@200   # a Kafka state task, after 200 of its records reached Kafka
-    SQE_FAULT=before-commit          # a batch whose states are written, before its HWM commit
+    SQE_FAULT=before-commit@K        # a batch (id >= K) whose states are written, before its
+                                     # HWM commit
     SQE_FAULT=postgres-before-commit@K  # a Postgres state of batch >= K: rows sent, no COMMIT yet
     SQE_FAULT_MARKER=/tmp/marker     # written (point, pid) when the point is reached
 

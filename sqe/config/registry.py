@@ -173,6 +173,14 @@ _DECLARED = [
            "redis+cluster://host:port[,host:port].", scope="stream", check=_check_redis_url),
     *_redis_security("jw.sqe.spout.kafka.filterReplays.redis", "the high-water mark store",
                      "stream"),
+    Option("jw.sqe.spout.kafka.filterReplays.redis.replicas", "int", -1,
+           "Replicas of the high-water mark store that must hold each batch's commit (Redis "
+           "WAIT) before it counts as done, so a failover to a replica cannot lose it; -1: 1 "
+           "behind Sentinel (redis+sentinel://), else 0.", scope="stream", minimum=-1),
+    Option("jw.sqe.spout.kafka.filterReplays.redis.replicaTimeout", "int", 10,
+           "Seconds a commit waits for those replicas; a commit they do not acknowledge in "
+           "time stops the run, and the next run finishes the batch.", scope="stream",
+           minimum=1),
     # -- chunks: Bloom-filtered reading (sqe.wire.chunk) ----------------------------------
     Option("jw.sqe.spout.kafka.chunks", "bool", False,
            "The topic holds SQE chunks (written with jw.sqe.state.kafka.chunking): each record "

@@ -106,6 +106,8 @@ class StreamSettings(_View):
     max_advance = OptionKey[int]("jw.sqe.spout.kafka.filterReplays.maxAdvance")
     hwm_url = OptionKey[str](f"{_HWM}.url")
     hwm_login = _login_keys(_HWM)
+    hwm_wait = OptionKey[int](f"{_HWM}.replicas")
+    hwm_replica_timeout = OptionKey[int](f"{_HWM}.replicaTimeout")
     chunks = OptionKey[bool]("jw.sqe.spout.kafka.chunks")
     filter_values = OptionKey("jw.sqe.spout.kafka.filterValues", _tuple)
     match_unfiltered = OptionKey[bool]("jw.sqe.spout.kafka.matchUnfiltered")
@@ -128,6 +130,13 @@ class StreamSettings(_View):
     def hwm_store(self) -> RedisEndpoint:
         """The Redis of the high-water marks; a ``ValueError`` when it cannot work as given."""
         return self._redis(self.hwm_url, self.hwm_login)
+
+    @property
+    def hwm_replicas(self) -> int:
+        """The replicas each HWM commit waits for (``replicas`` -1: 1 behind Sentinel)."""
+        if self.hwm_wait >= 0:
+            return self.hwm_wait
+        return 1 if self.hwm_store.kind == "sentinel" else 0
 
     @property
     def consumer_properties(self) -> dict[str, str]:

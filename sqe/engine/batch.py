@@ -113,7 +113,8 @@ class BatchProcessor:
         s = self.p.settings
         if not self.p.filtering:
             return None
-        return HwmStore.from_url(s.hwm_store, self.p.consumer, s.hwm_ttl)
+        return HwmStore.from_url(s.hwm_store, self.p.consumer, s.hwm_ttl, s.hwm_replicas,
+                                 s.hwm_replica_timeout)
 
     def _process(self, rows: DataFrame, spark_batch: int) -> None:
         batch_id = self._batch_id = self.base + spark_batch  # as the stores count it
@@ -230,7 +231,7 @@ class BatchProcessor:
                 updates = {(g[0], g[1]): g[2] for g in without(data_rows(frame), excluded)
                            .where(F.col("_pid").isNotNull()).groupBy("_pid", "_source_partition")
                            .agg(F.max("_source_offset")).collect() if g[2] is not None}
-            fault_point("before-commit")
+            fault_point("before-commit", batch.batch_id)
             if attempt.store is not None:
                 try:
                     attempt.store.commit(attempt.batch_id, updates, attempt.stages,

@@ -18,6 +18,7 @@ tag so they live in one Redis Cluster slot and one Lua script may touch them:
   ``<writer>`` is a hash of the checkpoint that stages them, so two runs of one
   consumer on separate checkpoints never share a stage, and a retry on the same
   checkpoint rewrites its own
+* ``sqe:{<consumer>}:ack`` the batch id last written after a commit, for ``WAIT``
 
 :meth:`HwmStore.commit` runs one Lua script that, atomically, refuses a batch
 id lower than the stored one, or equal to it with other source offsets
@@ -27,7 +28,9 @@ to it (Spark re-ran a committed batch), and otherwise sets each HWM to the max o
 stamps the update time, drops at most 1,000 entries older than the TTL (found
 by the time index, so a commit costs what it touches, not what is stored) and
 records the batch id with its commit record; with staged Redis state rows it applies them in the same script,
-so the rows, the HWMs and the batch id land together or not at all.
+so the rows, the HWMs and the batch id land together or not at all.  Behind a primary with
+replicas, a commit counts once ``replicas`` of them hold it (:meth:`HwmStore.replicated`,
+``WAIT``), so a failover cannot take back a batch that Spark's checkpoint counts as done.
 A batch reads only what it touches: :meth:`HwmStore.admit` reads the commit
 record alone, and each source task reads the marks of the (pid, partition)
 pairs its records name with :meth:`HwmStore.marks` (one script call; a mark
@@ -45,12 +48,12 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import redis
 
 from sqe.config.redis_endpoint import RedisEndpoint
-from sqe.errors import StaleBatchError
+from sqe.errors import ReplicaLagError, StaleBatchError
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm_lua import COMMIT, LAST, LOAD, MARKS
 
@@ -113,7 +116,8 @@ class HwmStore:
     """High-water marks and the committed batch id of one consumer, in Redis."""
 
     def __init__(self, client: redis.Redis, consumer: str, ttl_seconds: int,
-                 endpoint: RedisEndpoint | None = None) -> None:
+                 endpoint: RedisEndpoint | None = None, replicas: int = 0,
+                 replica_timeout: float = 10.0) -> None:
         if ttl_seconds < 1:
             raise ValueError(f"HWM ttl must be at least 1 second, got {ttl_seconds}")
         tag = _tag(consumer)
@@ -125,15 +129,20 @@ class HwmStore:
         self.keys = [f"sqe:{{{tag}}}:hwm", f"sqe:{{{tag}}}:ts", f"sqe:{{{tag}}}:batch",
                      f"sqe:{{{tag}}}:commit", f"sqe:{{{tag}}}:age"]
         self._stage_prefix = f"sqe:{{{tag}}}:stage:"
+        self._ack = f"sqe:{{{tag}}}:ack"  # written after a commit, for WAIT (see replicated)
+        self.replicas, self.replica_timeout = replicas, replica_timeout
         self._commit = client.register_script(COMMIT)
         self._load = client.register_script(LOAD)
         self._last = client.register_script(LAST)
 
     @classmethod
-    def from_url(cls, url: str | RedisEndpoint, consumer: str, ttl_seconds: int) -> HwmStore:
-        """A store on the Redis at ``url`` (a URL, or an endpoint with credentials and TLS)."""
+    def from_url(cls, url: str | RedisEndpoint, consumer: str, ttl_seconds: int,
+                 replicas: int = 0, replica_timeout: float = 10.0) -> HwmStore:
+        """A store on the Redis at ``url`` (a URL, or an endpoint with credentials and TLS),
+        whose commits count once ``replicas`` replicas have them (:meth:`replicated`)."""
         endpoint = url if isinstance(url, RedisEndpoint) else RedisEndpoint(url)
-        return cls(endpoint.connect(), consumer, ttl_seconds, endpoint)
+        return cls(endpoint.connect(), consumer, ttl_seconds, endpoint, replicas,
+                   replica_timeout)
 
     def load(self) -> HwmSnapshot:
         """The committed batch id and every HWM updated within the TTL, read atomically.
@@ -217,17 +226,46 @@ class HwmStore:
             args += [f"{int(pid)}:{int(part)}", str(int(offset))]
         keys = [*self.keys, *(stage.key for stage in stages)]
         try:
-            return bool(self._commit(keys=keys, args=args))
+            done = bool(self._commit(keys=keys, args=args))
         except redis.ResponseError as exc:
             refused = _REFUSED.search(str(exc))
             if refused is None:
                 raise
-        found = json.loads(refused.group(2))
-        committed = Commit(self.describe(), int(found["batch"]), found["offsets"] or None,
-                           found["checkpoint"] or None)
-        if refused.group(1) == "SQE_OTHER" and committed.same_batch(batch_id, offsets):
-            return False  # the same offsets, spaced otherwise: Spark re-ran the batch
-        raise self._stale(batch_id, committed, offsets)
+            found = json.loads(refused.group(2))
+            committed = Commit(self.describe(), int(found["batch"]), found["offsets"] or None,
+                               found["checkpoint"] or None)
+            if refused.group(1) != "SQE_OTHER" or not committed.same_batch(batch_id, offsets):
+                raise self._stale(batch_id, committed, offsets) from None
+            done = False  # the same offsets, spaced otherwise: Spark re-ran the batch
+        self.replicated(batch_id)
+        return done
+
+    def replicated(self, batch_id: int) -> None:
+        """Return once :attr:`replicas` replicas hold what the primary holds of this consumer
+        (its commit of ``batch_id`` included): Redis replicates asynchronously, and a replica
+        promoted without a commit that Spark's checkpoint counts as done would lose the batch.
+
+        A write after the commit, then ``WAIT`` on the same connection: a replica that
+        acknowledges the write has everything the primary wrote before it.  Raises
+        :class:`ReplicaLagError` when fewer acknowledge within :attr:`replica_timeout`.
+        """
+        if self.replicas <= 0:
+            return
+        client: Any = self.client
+        if hasattr(client, "get_node_from_key"):  # a Cluster: the node that holds the keys
+            client = client.get_redis_connection(client.get_node_from_key(self._ack))
+        pipe = client.pipeline(transaction=False)
+        pipe.set(self._ack, int(batch_id), ex=self.ttl_seconds)
+        pipe.execute_command("WAIT", self.replicas, int(self.replica_timeout * 1000))
+        acked = int(pipe.execute()[1])
+        if acked < self.replicas:
+            raise ReplicaLagError(
+                f"{self.describe()}: batch {batch_id} of {self.consumer} is committed on the "
+                f"primary, but {acked} of the {self.replicas} replica(s) that must hold it "
+                f"acknowledged it within {self.replica_timeout:g} s, so it does not count as "
+                "done (a failover now could lose it); the run stops, and its next run "
+                "finishes the batch without writing it twice once the replicas catch up "
+                "(INFO replication on the primary shows them)")
 
     def admit(self, batch_id: int, offsets: str | None = None) -> bool:
         """Whether batch ``batch_id`` is still to be processed (``False``: it is committed).
@@ -240,6 +278,7 @@ class HwmStore:
         commit = self.last_commit()
         if commit is not None:
             if commit.same_batch(batch_id, offsets):
+                self.replicated(batch_id)  # the run that committed it may have stopped waiting
                 return False
             if batch_id <= commit.batch_id:
                 raise self._stale(batch_id, commit, offsets)
@@ -297,7 +336,7 @@ class HwmStore:
         pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self._stage_prefix) + "*"
         stages = list(self.client.scan_iter(match=pattern))
         marks = int(self.client.hlen(self.keys[0]))
-        self.client.delete(self.keys[0], self.keys[1], self.keys[4], *stages)
+        self.client.delete(self.keys[0], self.keys[1], self.keys[4], self._ack, *stages)
         if self.client.exists(self.keys[2]):
             self.client.hset(self.keys[3], mapping={"offsets": "", "reset": "1"})
         return marks + len(stages)

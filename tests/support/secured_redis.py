@@ -119,13 +119,18 @@ def start_cluster(directory: Path, nodes: int = 3) -> tuple[list[LocalService], 
     return services, ports
 
 
-def start_sentinel(directory: Path, master_port: int, service: str) -> tuple[LocalService, int]:
-    """A Sentinel watching the master on ``master_port`` under the name ``service``."""
+def start_sentinel(directory: Path, master_port: int, service: str,
+                   down_after_ms: int | None = None) -> tuple[LocalService, int]:
+    """A Sentinel watching the master on ``master_port`` under the name ``service`` (which
+    it takes for down after ``down_after_ms``, Sentinel's default 30 s when None)."""
     port = free_port()
     directory.mkdir(parents=True, exist_ok=True)
     conf = directory / "sentinel.conf"
+    fast = (f"sentinel down-after-milliseconds {service} {down_after_ms}\n"
+            f"sentinel failover-timeout {service} {max(down_after_ms * 4, 2000)}\n"
+            if down_after_ms else "")
     conf.write_text(f"port {port}\nbind 127.0.0.1\ndir {directory}\n"
-                    f"sentinel monitor {service} 127.0.0.1 {master_port} 1\n")
+                    f"sentinel monitor {service} 127.0.0.1 {master_port} 1\n{fast}")
     sentinel = _spawn("sentinel", [redis_binary(), str(conf), "--sentinel"], directory)
     sentinel.address = f"127.0.0.1:{port}"
     client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1)
