@@ -375,8 +375,14 @@ def private_postgres():
 @pytest.mark.kafka
 @pytest.mark.redis
 @pytest.mark.postgres
+@pytest.mark.parametrize("mode,restart", [("immediate", False), ("fast", True)],
+                         ids=["crashed", "restarted-fast"])
 def test_postgres_stopped_inside_the_commit_fails_the_batch_and_the_rerun_loads_once(
-        spark, kafka_bootstrap, kafka_topic, redis_url, private_postgres, tmp_path):
+        spark, kafka_bootstrap, kafka_topic, redis_url, private_postgres, tmp_path, mode,
+        restart):
+    """The server crashes (immediate: no checkpoint, open transactions lost), or restarts
+    (fast: sessions terminated, then started again at once), between the batch's rows and
+    its COMMIT."""
     pg = private_postgres
     enriched = kafka_topic(2, "enriched")
     path = _write(tmp_path / "load.yaml", load_commands(enriched, postgres=True))
@@ -388,7 +394,9 @@ def test_postgres_stopped_inside_the_commit_fails_the_batch_and_the_rerun_loads_
     proc = start_with_fault(command, "postgres-before-commit@1", marker, log, "resume")
     try:
         wait_for_fault(proc, marker, log)  # batch 1: its rows and id sent, COMMIT not yet
-        pg.stop("immediate")  # a crash of the server: the open transaction is lost
+        pg.stop(mode)  # the open transaction is lost either way
+        if restart:
+            pg.start()
         marker.unlink()
         assert proc.wait(300) == 1
     finally:
@@ -399,7 +407,8 @@ def test_postgres_stopped_inside_the_commit_fails_the_batch_and_the_rerun_loads_
     assert error.endswith("; nothing of batch 1 was committed"), error
     assert "Traceback" not in log.read_text()
 
-    pg.start()
+    if not restart:
+        pg.start()
     assert len(_postgres(pg.dsn, "SELECT 1 FROM loaded_events")) == 150  # batch 0 only
     assert _postgres(pg.dsn, "SELECT consumer, target, batch_id, rows FROM sqe_batches") == [
         (CONSUMER, "loaded_events", 0, 150)]
