@@ -73,6 +73,7 @@ class Settings(Mapping[str, Any]):
                 continue
             option = lookup(key, origin)
             value = expand_env(raw, f"{origin}: {key}")
+            merged.pop(key, None)  # the keys stay in the order their values were set
             merged[key] = (coerce(option, value, origin), origin)
         return Settings(MappingProxyType(merged), MappingProxyType(foreign))
 
@@ -97,6 +98,16 @@ class Settings(Mapping[str, Any]):
             return self._values[key][1]
         REGISTRY[key]
         return "default"
+
+    def overridden(self, key: str, by: str) -> bool:
+        """Whether ``key``'s value was given at a lower precedence than ``by``'s (an earlier
+        layer: a config file under ``--conf``); never when both came from one place."""
+        if key not in self._values or by not in self._values:
+            return False
+        if self.origin(key) == self.origin(by):
+            return False
+        order = list(self._values)
+        return order.index(key) < order.index(by)
 
     def properties(self, prefix: str) -> dict[str, str]:
         """The client properties given as ``<prefix><property>`` keys, by property name."""

@@ -200,11 +200,14 @@ class RedisStateSettings(_View):
         return self._redis(url, self.login)
 
     def server_keys_given_beside_url(self) -> list[str]:
-        """``host``, ``port``, ``database``, ``tls`` keys set explicitly (with their origin)."""
+        """``host``, ``port``, ``database``, ``tls`` keys set explicitly (with their origin), and
+        not below the URL (a config file's host under a ``--conf`` URL is overridden)."""
+        url = RedisStateSettings.url.key
         return [f"{key.key} ({self.origin(key)})"
                 for key in (RedisStateSettings.host, RedisStateSettings.port,
                             RedisStateSettings.database, RedisStateSettings.tls)
-                if self.origin(key) != "default"]
+                if self.origin(key) != "default"
+                and not self.settings.overridden(key.key, url)]
 
 
 @dataclass(frozen=True)

@@ -63,3 +63,20 @@ def test_an_endpoint_that_cannot_work_is_a_value_error_only_when_asked_for():
     assert state.kafka.brokers == ("localhost:9092",)  # other views are unaffected
     with pytest.raises(ValueError, match="TLS files are given but the URL does not use TLS"):
         _ = state.redis.endpoint
+
+
+def test_a_redis_state_url_above_a_config_files_host_overrides_it():
+    """conf/local.yaml names host and port; a --conf URL over it wins without a clash, while
+    a host given beside the URL (or above it) is still said to be ignored."""
+    url, host, port = ("jw.sqe.state.redis.url", "jw.sqe.state.redis.host",
+                       "jw.sqe.state.redis.port")
+    file = Settings.defaults().overlay({host: "localhost", port: 6379}, "conf/local.yaml (SQE)")
+    over = file.overlay({url: "redis+sentinel://127.0.0.1:26379/m/0"}, "--conf")
+    assert RedisStateSettings(over).server_keys_given_beside_url() == []
+    assert pickle.loads(pickle.dumps(over)).overridden(host, url)  # the order travels too
+    beside = file.overlay({url: "redis://h:1/0", port: 6380}, "--conf")
+    assert RedisStateSettings(beside).server_keys_given_beside_url() == [
+        f"{port} (--conf)"]
+    above = Settings.defaults().overlay({url: "redis://h:1/0"}, "conf/local.yaml (SQE)") \
+        .overlay({host: "other"}, "--conf")
+    assert RedisStateSettings(above).server_keys_given_beside_url() == [f"{host} (--conf)"]

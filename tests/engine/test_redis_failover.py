@@ -27,19 +27,16 @@ class SentinelChain(Chain):
         command = super().command(name, checkpoint, *extra)
         if name != "load":
             return command
-        # conf/local.yaml and service_conf name the primary itself (host and port): left out
-        spark_only = self.tmp / "spark.yaml"
-        spark_only.write_text("Spark:\n  spark.sql.shuffle.partitions: 2\n"
-                              "  spark.ui.enabled: false\n")
+        # service_conf's --conf pairs name the primary itself: left out (conf/local.yaml's
+        # host and port stay, below the --conf URL that overrides them)
         ours = ("jw.sqe.state.redis.", "jw.sqe.spout.kafka.filterReplays.redis.")
         kept: list[str] = []
         for arg in command:
-            if (arg.startswith(ours) and kept[-1] == "--conf") or \
-                    (arg.endswith("local.yaml") and kept[-1] == "--config"):
+            if arg.startswith(ours) and kept[-1] == "--conf":
                 kept.pop()
             else:
                 kept.append(arg)
-        return [*kept, "--config", str(spark_only),
+        return [*kept,
                 "--conf", f"jw.sqe.spout.kafka.filterReplays.redis.url={self.url}",
                 "--conf", f"jw.sqe.state.redis.url={self.url}",
                 "--conf", "jw.sqe.spout.kafka.filterReplays.redis.replicaTimeout=2",
