@@ -19,6 +19,7 @@ __all__ = [
     "PrerequisiteError",
     "SourceError",
     "StateError",
+    "ReplicaLagError",
     "StaleBatchError",
     "RunError",
     "RunStopped",
