@@ -8,7 +8,6 @@ SQE installed; the clients connect to ``sc://127.0.0.1:<port>``.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -19,34 +18,18 @@ from pathlib import Path
 import pyspark
 
 from sqe.cli.local_services import free_port
+from tests.support.spark_cluster import Process
 
 SPARK_HOME = Path(pyspark.__file__).parent
 
 
 @dataclass
-class ConnectServer:
-    """A running server: its URL, process (group) and log."""
+class ConnectServer(Process):
+    """A running server: its URL and port besides its process (group) and log."""
 
     url: str
     port: int
-    popen: subprocess.Popen
-    log: Path
     workdir: Path
-
-    def tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def kill(self) -> None:
-        """SIGKILL the server's JVM and everything it started."""
-        if self.popen.poll() is None:
-            try:
-                os.killpg(self.popen.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.popen.wait(30)
 
 
 def _answers(port: int) -> bool:
@@ -77,7 +60,7 @@ def start_connect_server(workdir: Path, port: int | None = None, timeout: float 
              "--conf", "spark.sql.session.timeZone=UTC"],
             cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True)
-    server = ConnectServer(f"sc://127.0.0.1:{port}", port, popen, log, workdir)
+    server = ConnectServer("connect", popen, log, f"sc://127.0.0.1:{port}", port, workdir)
     deadline = time.monotonic() + timeout
     while not _answers(port):
         if popen.poll() is not None:
