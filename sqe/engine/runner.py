@@ -37,7 +37,7 @@ from sqe.engine.batch import BatchProcessor
 from sqe.engine.batch_report import BatchReport, partition_offsets
 from sqe.engine.changes import review, write_records
 from sqe.engine.checkpoint import CheckpointFiles, StreamCheckpoint, local_checkpoint
-from sqe.engine.connect_session import server_lost
+from sqe.engine.connect_session import abandon, server_lost, start_query
 from sqe.engine.lock import CheckpointLock
 from sqe.engine.pipeline import StreamPipeline, build_pipelines
 from sqe.engine.planner_python import bridge_planner_python
@@ -321,7 +321,8 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
                       .option("checkpointLocation", s.checkpoint.location)
                       .foreachBatch(proc))
             writer = writer.trigger(availableNow=True) if mode == "once" else writer
-            queries.append(writer.start())
+            queries.append(start_query(writer, f"{name}.{p.stream.streamName}")
+                           if is_connect(spark) else writer.start())
         if on_start is not None:
             on_start(queries)
         deadline = time.monotonic() + runtime if (mode == "runtime" and runtime) else None
@@ -348,6 +349,7 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
         lost = server_lost(exc)
         if lost is not None:
             queries.clear()  # they ended with the server
+            abandon(spark)
             raise RunError(lost) from None
         if isinstance(exc, (PySparkException, Py4JError)):
             raise RunError(describe_failure(exc, processors)) from None

@@ -1,7 +1,7 @@
 """The chain over Spark Connect: `sqe run --remote sc://...` from a client process with no
 Java on its PATH, against a real Spark Connect server that the fixtures start, with the same
-exactly-once results as classic mode, through a client SIGKILLed mid-run and a server
-SIGKILLed mid-run and started again."""
+exactly-once results as classic mode, through a server SIGKILLed mid-run and started again,
+then a client SIGKILLed mid-run."""
 
 from __future__ import annotations
 
@@ -108,23 +108,7 @@ def test_the_chain_over_spark_connect_from_a_client_without_java(
     assert (summary["batches"], summary["records_read"]) == (3, EVENTS), summary
 
 
-def test_a_client_killed_mid_run_and_started_again_loses_and_doubles_nothing(
-        connect_server, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
-    chain, expected = _chain(connect_server, kafka_bootstrap, kafka_topic, redis_url,
-                             postgres_dsn, tmp_path)
-    assert chain.run("enrich").returncode == 0
-    store = redis.Redis.from_url(redis_url)
-    batch = ("--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=300")
-    first = chain.start("load", *batch)
-    _wait_for_commit(store, 1, first, tmp_path / "load.log")
-    os.killpg(first.pid, 9)  # the client; its query on the server lives on until replaced
-    first.wait(30)
-    done = chain.run("load", *batch)
-    assert done.returncode == 0, done.stderr[-3000:]
-    _assert_each_event_once(chain, expected)
-
-
-def test_a_server_killed_mid_run_is_one_sentence_and_the_rerun_is_exact(
+def test_the_server_and_then_a_client_killed_mid_run_lose_and_double_nothing(
         kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
     server = start_connect_server(tmp_path / "server")
     try:
@@ -133,14 +117,23 @@ def test_a_server_killed_mid_run_is_one_sentence_and_the_rerun_is_exact(
         assert chain.run("enrich").returncode == 0
         store = redis.Redis.from_url(redis_url)
         batch = ("--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=300")
+        log = tmp_path / "load.log"
+        # 1. the server's JVM, its Python workers and its foreachBatch process die mid-run
         load = chain.start("load", *batch)
-        _wait_for_commit(store, 1, load, tmp_path / "load.log")
-        server.kill()  # the server's JVM, its Python workers and its foreachBatch process
+        _wait_for_commit(store, 1, load, log)
+        server.kill()
         assert load.wait(300) == 1
-        said = (tmp_path / "load.log").read_text().strip().splitlines()[-1]
+        said = log.read_text().strip().splitlines()[-1]
         assert said.startswith("error: "), said
-        assert "Traceback" not in (tmp_path / "load.log").read_text()
+        assert "the Spark Connect server stopped answering" in said, said
+        assert "Traceback" not in log.read_text()
+        # 2. the server is back; the next client is SIGKILLed mid-run: its query on the server
+        # lives on until the next run replaces it
         server = start_connect_server(tmp_path / "server", port=server.port)
+        load = chain.start("load", *batch)
+        _wait_for_commit(store, 3, load, log)
+        os.killpg(load.pid, 9)
+        load.wait(30)
         done = chain.run("load", *batch)
         assert done.returncode == 0, done.stderr[-3000:]
         _assert_each_event_once(chain, expected)
@@ -166,6 +159,32 @@ def test_a_server_whose_python_lacks_sqe_is_one_sentence(tmp_path):
         f"import sqe (No module named 'sqe'): install sqe-spark {sqe.__version__} where the "
         "server's and its executors' Python are (a cluster library, or the server started with "
         "PYSPARK_PYTHON pointing at an environment that has it; docs/connect.md)"), done.stderr
+
+
+def test_a_foreachbatch_python_slower_than_spark_waits_is_started_again(tmp_path):
+    # the server's Python takes longer than Spark's fixed 10 s to connect back the first time
+    # a query's foreachBatch process starts (as on a busy server), and at once after that
+    slow = tmp_path / "slow-python"
+    slow.write_text(f"""#!/bin/sh
+case "$*" in *foreach_batch*)
+  if [ ! -e {tmp_path}/slowed ]; then touch {tmp_path}/slowed; sleep 12; fi;;
+esac
+exec {sys.executable} "$@"
+""")
+    slow.chmod(0o755)
+    server = start_connect_server(tmp_path / "server", python=str(slow))
+    try:
+        done = subprocess.run([sys.executable, "-m", "sqe.cli.main", "run",
+                               str(ROOT / "topologies/hello.yaml"), "--once", "--checkpoint",
+                               str(tmp_path / "ck"), "--remote", server.url],
+                              capture_output=True, text=True, timeout=300, env=no_java_env())
+    finally:
+        server.kill()
+    assert (tmp_path / "slowed").exists()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert ("warning: hello.Greetings: the server's Python process for foreachBatch did not "
+            "connect back within Spark's 10 s (a busy server); starting the query again (2 of "
+            "3)") in done.stderr, done.stderr
 
 
 def test_sigterm_stops_the_query_on_the_server_too(
