@@ -29,6 +29,23 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         pytest.exit(str(exc), returncode=1)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests marked ``slow`` first, shared out evenly between the two halves of the order.
+
+    xdist's ``worksteal`` gives each of two workers one half of the order, and a worker that
+    runs out steals the end of the other's queue: with the slow tests at the start of each
+    half, both workers start on them at once and the quick ones even the end out, instead of
+    a worker finishing alone with a slow test that happened to come last."""
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    quick = [item for item in items if not item.get_closest_marker("slow")]
+    first_half = len(items) // 2
+    halves: tuple[list[pytest.Item], list[pytest.Item]] = ([], [])
+    for i, item in enumerate(slow):
+        halves[i % 2].append(item)
+    cut = max(0, first_half - len(halves[0]))
+    items[:] = [*halves[0], *quick[:cut], *halves[1], *quick[cut:]]
+
+
 def _announce(config: pytest.Config, text: str) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
@@ -142,13 +159,14 @@ def spark():
 
 
 @pytest.fixture(scope="session")
-def installed_sqe(tmp_path_factory):
+def installed_sqe(tmp_path_factory, worker_id):
     """SQE as a user installs it: the wheel of this checkout in a fresh virtualenv, with the
-    extras the demo and packing need (``local``, ``pack``) and no others."""
-    from tests.support.wheel import build_wheel, install_wheel
+    extras the demo and packing need (``local``, ``pack``) and no others; one for all the test
+    workers of the run (the tests only read it)."""
+    from tests.support.wheel import shared_install
 
-    wheel = build_wheel(tmp_path_factory.mktemp("wheel"))
-    return install_wheel(wheel, tmp_path_factory.mktemp("venv") / "sqe", "local,pack")
+    base = tmp_path_factory.getbasetemp()
+    return shared_install(base if worker_id == "master" else base.parent, "local,pack")
 
 
 @pytest.fixture(scope="session")

@@ -32,6 +32,7 @@ def run_bench(script: str, *args: str, timeout: float = 600, check: bool = True)
     return json.loads(last)
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.kafka
 @pytest.mark.redis
@@ -105,6 +106,7 @@ def test_the_chain_benchmarks_point_the_shipped_topologies_at_their_topics(monke
     assert [c["Query"]["insertInto"]["objectName"] for c in enrich if "Query" in c] == ["mid"]
 
 
+@pytest.mark.slow
 @pytest.mark.redis
 def test_hwm_scale_bench_commits_and_reads_every_size_and_checks_whole_runs(redis_url,
                                                                              kafka_bootstrap):
@@ -125,6 +127,7 @@ def test_hwm_scale_bench_commits_and_reads_every_size_and_checks_whole_runs(redi
     assert [s["size"] for s in probe] == [1000, 20000] and set(probe[1]) == {"size", "HGET", "ZADD"}
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.kafka
 @pytest.mark.redis

@@ -79,6 +79,7 @@ def test_a_missing_extra_is_one_sentence_naming_it(installed_sqe, tmp_path):
         "'sqe-spark[metrics]'"), done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.kafka
 @pytest.mark.redis

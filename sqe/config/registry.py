@@ -81,15 +81,11 @@ def _check_bloom_size(size: int) -> str | None:
     return None if 16 <= size <= 255 else "expected 16..255 bytes"
 
 
-def _check_redis_url(url: str) -> str | None:
-    return check_url(url)
-
-
 def _check_state_redis_url(url: str) -> str | None:
     if url.lower().split("://", 1)[0].endswith("+cluster"):
         return ("the Redis state writes keys of every slot from one script, so it needs one "
                 "server (redis://, rediss://, unix:// or a Sentinel URL), not a Cluster")
-    return _check_redis_url(url)
+    return check_url(url)
 
 
 def _policy(name: str, text: str) -> Option:
@@ -117,6 +113,19 @@ def _redis_security(prefix: str, what: str, scope: Scope) -> list[Option]:
                f"Private key file of the client certificate for {what}.", scope=scope),
     ]
 
+
+
+def _replicas(prefix: str, what: str, scope: Scope) -> list[Option]:
+    return [
+        Option(f"{prefix}.replicas", "int", -1,
+               f"Replicas of {what} that must hold each batch's writes (Redis WAIT) before the "
+               "batch counts as done, so a failover to a replica cannot lose them; -1: 1 "
+               "behind Sentinel (redis+sentinel://), else 0.", scope=scope, minimum=-1),
+        Option(f"{prefix}.replicaTimeout", "int", 10,
+               "Seconds a batch waits for those replicas; a batch they do not acknowledge in "
+               "time stops the run, and its next run finishes it without writing it twice.",
+               scope=scope, minimum=1),
+    ]
 
 
 _DECLARED = [
@@ -170,17 +179,10 @@ _DECLARED = [
     Option("jw.sqe.spout.kafka.filterReplays.redis.url", "str", "redis://localhost:6379/0",
            "Redis URL of the high-water mark store: redis://, rediss:// (TLS), unix://, "
            "redis+sentinel://host:port[,host:port]/<service>[/db] or "
-           "redis+cluster://host:port[,host:port].", scope="stream", check=_check_redis_url),
+           "redis+cluster://host:port[,host:port].", scope="stream", check=check_url),
     *_redis_security("jw.sqe.spout.kafka.filterReplays.redis", "the high-water mark store",
                      "stream"),
-    Option("jw.sqe.spout.kafka.filterReplays.redis.replicas", "int", -1,
-           "Replicas of the high-water mark store that must hold each batch's commit (Redis "
-           "WAIT) before it counts as done, so a failover to a replica cannot lose it; -1: 1 "
-           "behind Sentinel (redis+sentinel://), else 0.", scope="stream", minimum=-1),
-    Option("jw.sqe.spout.kafka.filterReplays.redis.replicaTimeout", "int", 10,
-           "Seconds a commit waits for those replicas; a commit they do not acknowledge in "
-           "time stops the run, and the next run finishes the batch.", scope="stream",
-           minimum=1),
+    *_replicas("jw.sqe.spout.kafka.filterReplays.redis", "the high-water mark store", "stream"),
     # -- chunks: Bloom-filtered reading (sqe.wire.chunk) ----------------------------------
     Option("jw.sqe.spout.kafka.chunks", "bool", False,
            "The topic holds SQE chunks (written with jw.sqe.state.kafka.chunking): each record "
@@ -274,6 +276,8 @@ _DECLARED = [
            "Separator between joined key and field values.", scope="state"),
     Option("jw.sqe.state.redis.expireintervalsec", "int", 0,
            "Seconds until written keys expire; 0 never expires.", scope="state", minimum=0),
+    *_replicas("jw.sqe.state.redis", "the Redis state's server (rows it stages in the "
+               "high-water mark store's database count with that store's replicas)", "state"),
     # -- Postgres state ---------------------------------------------------------------
     Option("jw.sqe.state.postgres.dsn", "str", None,
            "Postgres connection string of the Postgres state (libpq URI or key=value), e.g. "

@@ -65,6 +65,14 @@ def _tuple(value: list[str] | None) -> tuple[str, ...]:
     return tuple(value or ())
 
 
+def _replicas_for(option: int, endpoint: RedisEndpoint) -> int:
+    """The replicas a Redis store's commits wait for: the ``replicas`` option, or with -1
+    (its default) 1 behind Sentinel and 0 elsewhere."""
+    if option >= 0:
+        return option
+    return 1 if endpoint.kind == "sentinel" else 0
+
+
 def _login_keys(prefix: str) -> tuple[OptionKey[str | None], ...]:
     """The keys of one Redis connection's ACL user, password and TLS files, in
     :class:`~sqe.config.redis_endpoint.RedisEndpoint`'s order."""
@@ -134,9 +142,7 @@ class StreamSettings(_View):
     @property
     def hwm_replicas(self) -> int:
         """The replicas each HWM commit waits for (``replicas`` -1: 1 behind Sentinel)."""
-        if self.hwm_wait >= 0:
-            return self.hwm_wait
-        return 1 if self.hwm_store.kind == "sentinel" else 0
+        return _replicas_for(self.hwm_wait, self.hwm_store)
 
     @property
     def consumer_properties(self) -> dict[str, str]:
@@ -190,6 +196,13 @@ class RedisStateSettings(_View):
     hash_fields = OptionKey(f"{_STATE_REDIS}.fieldname.fields", _tuple)
     delimiter = OptionKey[str](f"{_STATE_REDIS}.delimiter")
     expire_seconds = OptionKey[int](f"{_STATE_REDIS}.expireintervalsec")
+    wait = OptionKey[int](f"{_STATE_REDIS}.replicas")
+    replica_timeout = OptionKey[int](f"{_STATE_REDIS}.replicaTimeout")
+
+    @property
+    def replicas(self) -> int:
+        """The replicas each batch's writes wait for (``replicas`` -1: 1 behind Sentinel)."""
+        return _replicas_for(self.wait, self.endpoint)
 
     @property
     def endpoint(self) -> RedisEndpoint:

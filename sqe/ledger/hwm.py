@@ -48,14 +48,15 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import redis
 
 from sqe.config.redis_endpoint import RedisEndpoint
-from sqe.errors import ReplicaLagError, StaleBatchError
+from sqe.errors import StaleBatchError
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm_lua import COMMIT, LAST, LOAD, MARKS
+from sqe.ledger.replicas import wait_for_replicas
 
 __all__ = ["HwmStore", "HwmSnapshot", "Stage", "StaleBatchError"]
 
@@ -249,23 +250,9 @@ class HwmStore:
         acknowledges the write has everything the primary wrote before it.  Raises
         :class:`ReplicaLagError` when fewer acknowledge within :attr:`replica_timeout`.
         """
-        if self.replicas <= 0:
-            return
-        client: Any = self.client
-        if hasattr(client, "get_node_from_key"):  # a Cluster: the node that holds the keys
-            client = client.get_redis_connection(client.get_node_from_key(self._ack))
-        pipe = client.pipeline(transaction=False)
-        pipe.set(self._ack, int(batch_id), ex=self.ttl_seconds)
-        pipe.execute_command("WAIT", self.replicas, int(self.replica_timeout * 1000))
-        acked = int(pipe.execute()[1])
-        if acked < self.replicas:
-            raise ReplicaLagError(
-                f"{self.describe()}: batch {batch_id} of {self.consumer} is committed on the "
-                f"primary, but {acked} of the {self.replicas} replica(s) that must hold it "
-                f"acknowledged it within {self.replica_timeout:g} s, so it does not count as "
-                "done (a failover now could lose it); the run stops, and its next run "
-                "finishes the batch without writing it twice once the replicas catch up "
-                "(INFO replication on the primary shows them)")
+        wait_for_replicas(self.client, self._ack, batch_id, self.replicas, self.replica_timeout,
+                          self.ttl_seconds, f"{self.describe()}: batch {batch_id} of "
+                          f"{self.consumer}")
 
     def admit(self, batch_id: int, offsets: str | None = None) -> bool:
         """Whether batch ``batch_id`` is still to be processed (``False``: it is committed).

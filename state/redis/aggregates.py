@@ -45,7 +45,7 @@ from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.ledger.commits import Commit
 from sqe.state.redis.aggregate_layout import MERGE_SCRIPT, StateMode, encoded, stored_parts
-from sqe.state.redis.layout import RedisLayout, joined
+from sqe.state.redis.layout import RedisLayout, joined, record_key, replicated
 from sqe.state.sink import Sink, SinkTarget
 from sqe.wire.arrays import counts_batch, strings
 from sqe.wire.columns import field_column
@@ -123,8 +123,7 @@ class AggregateSink(Sink):
 
     def _record(self, consumer: str) -> str:
         """The key of this state's commit record of ``consumer`` (:mod:`sqe.ledger.commits`)."""
-        tag = consumer.replace("{", "(").replace("}", ")")
-        return f"sqe:{{{tag}}}:state:{self.config.name}"
+        return record_key(consumer, self.config.name)
 
     def _redis(self, action: str, consumer: str) -> Commit | None:
         client = self.config.endpoint.connect()
@@ -149,8 +148,12 @@ class AggregateSink(Sink):
                       raw.get("reset") == "1")
 
     def commit(self) -> None:
-        """Record the batch (its merges carry its id already: a re-run merges nothing twice)."""
+        """Record the batch (its merges carry its id already: a re-run merges nothing twice),
+        and wait for the server's replicas to hold it."""
         self._redis("commit", self.batch.consumer)
+        s = self.target.settings.redis
+        replicated(self.config, s.replicas, s.replica_timeout, self.batch.consumer,
+                   self.batch.batch_id)
 
     def committed(self, consumer: str) -> Commit | None:
         return self._redis("read", consumer)

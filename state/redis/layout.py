@@ -4,7 +4,8 @@ Both Redis states, plain (:mod:`sqe.state.redis.sink`) and aggregating
 (:mod:`sqe.state.redis.aggregates`), join the values of ``keyname.fields`` (and,
 for ``datatype: HASH``, of ``fieldname.fields``) with the delimiter, and may
 expire what they write; :class:`RedisLayout` holds that, :func:`joined` builds
-the joined column with Spark built-ins.
+the joined column with Spark built-ins.  Behind a primary with replicas, a batch's
+writes count once the replicas hold them (:func:`replicated`, Redis ``WAIT``).
 """
 
 from __future__ import annotations
@@ -12,13 +13,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import redis
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from sqe.config.redis_endpoint import RedisEndpoint
+from sqe.errors import StateError
+from sqe.ledger.replicas import wait_for_replicas
 from sqe.wire.columns import field_column
 
-__all__ = ["RedisLayout", "joined"]
+__all__ = ["RedisLayout", "joined", "record_key", "replicated"]
+
+#: How long the key written for WAIT lives (it is written again by every batch).
+_ACK_TTL_SECONDS = 86_400
 
 
 @dataclass(frozen=True)
@@ -43,3 +50,30 @@ def joined(parts: Sequence[str | Column], delimiter: str) -> Column:
     """The parts joined by ``delimiter``: a field name as its value's string, a Column as it is."""
     return F.concat_ws(delimiter, *[field_column(p).cast("string") if isinstance(p, str) else p
                                     for p in parts])
+
+
+def record_key(consumer: str, state: str) -> str:
+    """The key of what Redis state ``state`` records of ``consumer``'s batches (its commit
+    record; with ``:ack``, the key written for WAIT), in the consumer's hash tag."""
+    tag = consumer.replace("{", "(").replace("}", ")")
+    return f"sqe:{{{tag}}}:state:{state}"
+
+
+def replicated(layout: RedisLayout, replicas: int, timeout_s: int, consumer: str,
+               batch_id: int) -> None:
+    """Return once ``replicas`` replicas of the state's server hold what its primary holds,
+    this batch's writes from every task included (:mod:`sqe.ledger.replicas`); a
+    :class:`~sqe.errors.ReplicaLagError` when they do not within ``timeout_s``."""
+    if replicas <= 0:
+        return
+    client = layout.endpoint.connect()
+    try:
+        wait_for_replicas(client, f"{record_key(consumer, layout.name)}:ack", batch_id,
+                          replicas, timeout_s, _ACK_TTL_SECONDS,
+                          f"Redis state {layout.name} at {layout.url}: batch {batch_id} of "
+                          f"{consumer}")
+    except redis.RedisError as exc:
+        raise StateError(f"Redis state {layout.name}: {layout.endpoint.describe_error(exc)}; "
+                         "the batch fails and is written when it is retried") from None
+    finally:
+        client.close()

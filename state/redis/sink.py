@@ -44,7 +44,7 @@ from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.ledger.hwm import Stage
 from sqe.state.redis.aggregates import AggregateSink
-from sqe.state.redis.layout import RedisLayout, joined
+from sqe.state.redis.layout import RedisLayout, joined, replicated
 from sqe.state.redis.protocol import send_hsets
 from sqe.state.sink import Batch, Sink, SinkTarget
 from sqe.wire.arrays import counts_batch
@@ -149,8 +149,14 @@ class RedisSink(Sink):
         return 0  # nothing to write or stage; commit stages nothing new
 
     def commit(self) -> None:
+        """Hand the staged rows to the HWM commit, or wait for the replicas of the server the
+        rows were written to directly."""
         if self._stage is not None:
             self.batch.stages.append(self._stage)
+            return
+        s = self.target.settings.redis
+        replicated(self.config, s.replicas, s.replica_timeout, self.batch.consumer,
+                   self.batch.batch_id)
 
 
 def _value(df: DataFrame, fields: tuple[str, ...]) -> Column:

@@ -217,6 +217,7 @@ def _on_ports(lines: list[str], kafka: int, rds: int) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_the_readme_lines_run_as_written_from_a_fresh_directory(operator_dir):
     """The README's block from a fresh directory (its first line, the install, is the venv these

@@ -357,6 +357,7 @@ def _records(n: int) -> list[tuple[bytes, bytes, int]]:
             for p in range(2) for i in range(n)]
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.kafka
 @pytest.mark.redis

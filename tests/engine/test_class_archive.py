@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sqe.engine.class_archive import ARCHIVE_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +49,7 @@ def _other_archive(tmp: Path, name: str, home: Path) -> list[Path]:
     return files
 
 
+@pytest.mark.slow
 def test_the_first_session_writes_the_archive_and_the_next_maps_it(tmp_path):
     removed = _other_archive(tmp_path, "000000000001", tmp_path / "a-removed-virtualenv")
     kept = _other_archive(tmp_path, "000000000002", tmp_path)

@@ -76,6 +76,7 @@ def _wait_for_commit(store: redis.Redis, batch: int, proc: subprocess.Popen, log
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_the_chain_over_spark_connect_from_a_client_without_java(
         connect_server, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
     chain, expected = _chain(connect_server, kafka_bootstrap, kafka_topic, redis_url,
@@ -108,6 +109,7 @@ def test_the_chain_over_spark_connect_from_a_client_without_java(
     assert (summary["batches"], summary["records_read"]) == (3, EVENTS), summary
 
 
+@pytest.mark.slow
 def test_the_server_and_then_a_client_killed_mid_run_lose_and_double_nothing(
         kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
     server = start_connect_server(tmp_path / "server")
@@ -187,6 +189,7 @@ exec {sys.executable} "$@"
             "3)") in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_query_on_the_server_too(
         connect_server, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
     chain, _ = _chain(connect_server, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn,

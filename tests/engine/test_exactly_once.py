@@ -120,6 +120,7 @@ def _assert_each_event_once(chain: Chain, expected: set[str]) -> None:
     assert view["stages"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.smoke
 def test_sigkill_of_enrich_mid_batch_and_of_load_before_its_commit(
         kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
@@ -176,6 +177,7 @@ def _enriched_records(kafka: str, topic: str, count: int, pid: int = 4242) -> No
     produce(kafka, topic, rows + rows[:10])
 
 
+@pytest.mark.slow
 def test_a_stale_writer_is_refused_and_changes_nothing(kafka_bootstrap, kafka_topic, redis_url,
                                                       postgres_dsn, tmp_path):
     enriched = kafka_topic(2, "enriched")
@@ -210,6 +212,7 @@ def _waiting_for_a_batch(dsn: str) -> bool:
     return bool(row and row[0])
 
 
+@pytest.mark.slow
 def test_a_writer_refused_by_postgres_deletes_its_stages_and_names_the_other(
         kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
     """Two `sqe run` of load on separate checkpoints, both in batch 0: the first stops with its
@@ -250,6 +253,7 @@ def test_a_writer_refused_by_postgres_deletes_its_stages_and_names_the_other(
     _assert_each_event_once(chain, {f"e{i}" for i in range(400)})  # and no stage is left
 
 
+@pytest.mark.slow
 def test_redis_down_at_commit_fails_the_batch_and_the_retry_commits_once(
         kafka_bootstrap, kafka_topic, postgres_dsn, tmp_path):
     redis_dir = tmp_path / "redis"

@@ -222,6 +222,7 @@ class _KafkaChain:
         return Counter(StreamMetadata.from_bytes(r.key) for r in read_topic(self.kafka, "enriched"))
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.kafka
 @pytest.mark.redis
@@ -250,6 +251,7 @@ def test_kafka_broker_back_within_read_timeout_the_query_survives_exactly(redis_
         _assert_loaded_once(redis_url, _events(range(400)))
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.kafka
 @pytest.mark.redis
@@ -377,6 +379,7 @@ def private_postgres():
 @pytest.mark.postgres
 @pytest.mark.parametrize("mode,restart", [("immediate", False), ("fast", True)],
                          ids=["crashed", "restarted-fast"])
+@pytest.mark.slow
 def test_postgres_stopped_inside_the_commit_fails_the_batch_and_the_rerun_loads_once(
         spark, kafka_bootstrap, kafka_topic, redis_url, private_postgres, tmp_path, mode,
         restart):

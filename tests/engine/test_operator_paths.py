@@ -125,6 +125,7 @@ def cli(kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path) -> Cli:
     return cli
 
 
+@pytest.mark.slow
 def test_a_new_checkpoint_stops_the_run_and_each_printed_way_out_is_exact(cli):
     _events(cli.kafka, cli.topic, 0, 30)
     first = cli.sqe_run("--checkpoint", "ck1")
@@ -158,6 +159,7 @@ def test_a_new_checkpoint_stops_the_run_and_each_printed_way_out_is_exact(cli):
     _once_each(cli.stores(), 75)
 
 
+@pytest.mark.slow
 def test_reset_asks_first_resets_every_store_and_never_reuses_a_batch_id(cli):
     _events(cli.kafka, cli.topic, 0, 20)
     assert cli.sqe_run("--checkpoint", "ck1").returncode == 0
@@ -183,6 +185,7 @@ def _wait_for(predicate, what: str, proc: subprocess.Popen, seconds: float = 180
         time.sleep(0.3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_one_run_per_checkpoint_and_a_signal_stops_it_cleanly(cli, sig, code):
     _events(cli.kafka, cli.topic, 0, 40)

@@ -43,6 +43,7 @@ class SentinelChain(Chain):
                 "--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=500"]
 
 
+@pytest.mark.slow
 def test_a_failover_to_a_replica_that_was_behind_loses_and_doubles_nothing(
         kafka_bootstrap, kafka_topic, postgres_dsn, tmp_path):
     replicated = ReplicatedRedis(tmp_path / "redis")

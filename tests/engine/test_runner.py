@@ -140,6 +140,7 @@ def _sqe(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           timeout=600, env={**os.environ, **(env or {})})
 
 
+@pytest.mark.slow
 def test_cli_run_exit_codes(kafka_bootstrap, kafka_topic, redis_url, tmp_path):
     source, dest = kafka_topic(1, "in"), kafka_topic(1, "out")
     path = _topology(tmp_path, source, dest, "identity")

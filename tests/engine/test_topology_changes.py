@@ -50,6 +50,7 @@ def _hash(url: str, key: str) -> dict[str, str]:
         client.close()
 
 
+@pytest.mark.slow
 def test_changes_that_continue_exactly_once(spark, kafka_bootstrap, kafka_topic, redis_url,
                                             tmp_path, caplog):
     chain = new_chain(spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path)

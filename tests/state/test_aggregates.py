@@ -156,6 +156,7 @@ def test_layouts_that_would_mix_groups_are_refused(redis_url, settings, message)
     assert any(re.search(f"^t.yaml: command 2 \\(Query\\): .*{message}", p) for p in problems)
 
 
+@pytest.mark.slow
 def test_killed_between_the_merge_and_the_spark_commit_totals_stay_exact(redis_url, tmp_path):
     command = [sys.executable, "-m", "sqe.cli.main", "run", str(COMPLEX), "--once", "--name",
                "TestTopo", "--checkpoint", str(tmp_path / "ck"),

@@ -64,3 +64,17 @@ def install_wheel(wheel: Path, venv: Path, extras: str) -> InstalledSqe:
                           capture_output=True, text=True, timeout=900, env=user_env())
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     return InstalledSqe(wheel, venv)
+
+
+def shared_install(root: Path, extras: str) -> InstalledSqe:
+    """The wheel installed with ``extras`` under ``root``, built and installed by the first
+    caller and reused by the others (test workers that share ``root``, one at a time)."""
+    home = root / f"installed-sqe-{extras.replace(',', '-')}"
+    with open(root / f"{home.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ready = home / "wheel-path"
+        if not ready.exists():
+            wheel = build_wheel(home / "wheel")
+            install_wheel(wheel, home / "venv", extras)
+            ready.write_text(str(wheel))
+    return InstalledSqe(Path(ready.read_text()), home / "venv")

@@ -1,0 +1,46 @@
+"""Waiting for a Redis primary's replicas to hold a batch's writes before the batch counts.
+
+Redis replicates asynchronously: a write the primary acknowledged may be missing on
+the replica that a failover promotes.  :func:`wait_for_replicas` writes one small key
+on a connection to the primary after the batch's writes, then sends ``WAIT`` on that
+same connection: Redis replicates in order, so a replica that acknowledges this write
+holds everything the primary took before it, the batch's writes from every task
+included.  Fewer acknowledgements than asked within the timeout is a
+:class:`~sqe.errors.ReplicaLagError`: the batch does not count, Spark runs it again,
+and the stores' batch-id records make the second run write nothing twice.
+
+>>> wait_for_replicas(client, "sqe:{load.Events}:ack", 7, replicas=1, timeout_s=10,
+...                   ttl_s=86400, what="HWM store at redis://h:6379/0: batch 7 of load.Events")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqe.errors import ReplicaLagError
+
+__all__ = ["wait_for_replicas"]
+
+
+def wait_for_replicas(client: Any, ack_key: str, batch_id: int, replicas: int,
+                      timeout_s: float, ttl_s: int | None, what: str) -> None:
+    """Return once ``replicas`` replicas hold what the primary of ``client`` holds (``ack_key``
+    set to ``batch_id`` last, expiring after ``ttl_s`` seconds), else raise
+    :class:`ReplicaLagError` after ``timeout_s``; ``what`` opens its sentence (the store and
+    the batch).  With ``replicas`` 0 it returns at once.  For a Redis Cluster client the wait
+    is on the node that holds ``ack_key``."""
+    if replicas <= 0:
+        return
+    if hasattr(client, "get_node_from_key"):  # a Cluster: the node that holds the key
+        client = client.get_redis_connection(client.get_node_from_key(ack_key))
+    pipe = client.pipeline(transaction=False)
+    pipe.set(ack_key, int(batch_id), ex=ttl_s or None)
+    pipe.execute_command("WAIT", replicas, int(timeout_s * 1000))
+    acked = int(pipe.execute()[1])
+    if acked < replicas:
+        raise ReplicaLagError(
+            f"{what} is committed on the primary, but {acked} of the {replicas} replica(s) "
+            f"that must hold it acknowledged it within {timeout_s:g} s, so it does not count as "
+            "done (a failover now could lose it); the run stops, and its next run finishes the "
+            "batch without writing it twice once the replicas catch up (INFO replication on "
+            "the primary shows them)")
