@@ -23,6 +23,7 @@ import logging
 import os
 import threading
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from sqe.errors import ProgressError
 log = logging.getLogger("sqe")
 
 __all__ = ["FORMAT", "PROGRESS_FILE", "Progress", "ProgressEntry", "ProgressError",
-           "ProgressLog", "parse_entry", "progress_path", "read_progress"]
+           "ProgressLog", "last_report", "parse_entry", "progress_path", "read_progress"]
 
 #: The file's name inside the checkpoint directory.
 PROGRESS_FILE = "sqe-progress.jsonl"
@@ -195,3 +196,42 @@ def read_progress(path: str | os.PathLike[str]) -> Progress:
     if not entries:
         raise ProgressError(f"{p}: the progress file holds no batch yet")
     return Progress(p, entries, truncated)
+
+
+def _lines_backwards(path: Path, block: int = 65536) -> Iterator[bytes]:
+    """The file's lines, last first (the piece after the last newline first of all: empty
+    when the file ends with one), reading ``block`` bytes at a time from the end."""
+    with path.open("rb") as f:
+        end = f.seek(0, os.SEEK_END)
+        rest = b""
+        while end > 0:
+            start = max(0, end - block)
+            f.seek(start)
+            lines = (f.read(end - start) + rest).split(b"\n")
+            rest = lines[0]  # may start before this block: joined with the next one read
+            yield from reversed(lines[1:])
+            end = start
+        yield rest
+
+
+def last_report(path: Path, wanted: Callable[[BatchReport], bool]) -> BatchReport | None:
+    """The last batch report of the progress file at ``path`` that is ``wanted``, read from
+    the end (a file of days of batches is not read whole); None when there is none or no
+    file.  A line that is not an entry raises :class:`ProgressError`; an unfinished last line
+    (a crash while writing it) is passed over."""
+    try:
+        for number, line in enumerate(_lines_backwards(path)):
+            if number == 0 or not line.strip():
+                continue  # the unfinished piece after the last newline, if any
+            try:
+                report = parse_entry(line.decode("utf-8")).report
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise ProgressError(f"{path}: a line near its end is not a batch entry of sqe "
+                                    f"run: {exc}") from None
+            if wanted(report):
+                return report
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ProgressError(f"{path}: cannot read the progress file: {exc.strerror}") from None
+    return None

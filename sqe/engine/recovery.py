@@ -15,6 +15,11 @@ Postgres batch tables, Redis aggregates: :mod:`sqe.ledger.commits`):
 * otherwise -- an empty or older checkpoint for a consumer whose stores hold
   commits -- :class:`CheckpointMismatch`, one paragraph naming both ways out,
   before anything is read.
+
+A store *behind* the checkpoint is only noticed where the checkpoint's progress
+file says what was committed there: :func:`lost_commits` is the warning for an
+HWM store that holds fewer batches than the progress file shows it committed (a
+failover to a replica that was behind, or a restart that lost acknowledged writes).
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from sqe.engine.checkpoint import StreamCheckpoint
 from sqe.errors import CheckpointMismatch
 from sqe.ledger.commits import Commit
 
-__all__ = ["CheckpointMismatch", "Rerun", "StreamStart", "partition_offsets", "plan_start"]
+__all__ = ["CheckpointMismatch", "Rerun", "StreamStart", "lost_commits", "partition_offsets",
+           "plan_start"]
 
 #: Formats the command (or call) that runs the topology again with some flags changed: a
 #: map of flag (``--checkpoint``, ``--resume-from-store``) to value (None: a bare flag); the
@@ -138,3 +144,20 @@ def _paragraph(consumer: str, checkpoint: StreamCheckpoint, commits: Sequence[Co
             f"committed batch {last.batch_id}{ended} to {_stores(commits)}{made}; a run from "
             "this checkpoint would read again what those stores hold, or skip what they lack, "
             f"so it stops before reading anything. Either {', or '.join(ways)}.")
+
+
+def lost_commits(consumer: str, store: str, held: Commit | None, recorded: int | None,
+                 progress: str) -> str | None:
+    """The warning for the HWM store (``store``, for the message) of ``consumer`` when it
+    holds an older last batch (``held``; None: none) than the last batch the progress file
+    ``progress`` recorded as committed there (``recorded``), else None."""
+    if recorded is None or (held is not None and held.batch_id >= recorded):
+        return None
+    has = f"holds batch {held.batch_id} as its last" if held is not None else "holds no batch"
+    lost = f"after batch {held.batch_id}" if held is not None else "up to it"
+    return (f"warning: {consumer}: {store} {has}, but the checkpoint's progress file "
+            f"({progress}) shows batch {recorded} committed there: the store lost the commits "
+            f"{lost} (a failover to a replica that was behind, or a restart that lost "
+            "acknowledged writes), so the marks of those batches are gone, replays of their "
+            "records would pass the filter, and Redis rows staged with them are gone; the run "
+            "goes on from the checkpoint (docs/exactly-once.md, Preconditions)")

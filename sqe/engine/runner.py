@@ -41,12 +41,13 @@ from sqe.engine.connect_session import abandon, server_lost, start_query
 from sqe.engine.lock import CheckpointLock
 from sqe.engine.pipeline import StreamPipeline, build_pipelines
 from sqe.engine.planner_python import bridge_planner_python
-from sqe.engine.progress import ProgressLog, progress_path
+from sqe.engine.progress import ProgressLog, last_report, progress_path
 from sqe.engine.progress_follow import ProgressFollower
-from sqe.engine.recovery import Rerun, plan_start
+from sqe.engine.recovery import Rerun, lost_commits, plan_start
 from sqe.engine.spark_api import driver_directory, is_connect, python_exec
 from sqe.engine.watch import RunWatcher, StreamView, Watchers
-from sqe.errors import RunError, RunStopped, SqeError
+from sqe.errors import ProgressError, RunError, RunStopped, SqeError
+from sqe.ledger.commits import Commit
 from sqe.source.fixed import FixedSource
 from sqe.source.kafka import KafkaSource
 from sqe.source.native import native_stream
@@ -181,7 +182,10 @@ class _Stream:
 
 def _prepare(p: StreamPipeline, checkpoint: StreamCheckpoint, resume: bool, rerun: Rerun
              ) -> _Stream:
-    start = plan_start(p.consumer, checkpoint, p.stores.committed(), resume, rerun)
+    commits = p.stores.committed()
+    start = plan_start(p.consumer, checkpoint, commits, resume, rerun)
+    if p.filtering:
+        _check_hwm_store(p, checkpoint, commits)
     if start.base != checkpoint.base():
         checkpoint.set_base(start.base)
     if start.offsets is not None:
@@ -189,6 +193,27 @@ def _prepare(p: StreamPipeline, checkpoint: StreamCheckpoint, resume: bool, reru
                  f"reads from offsets {start.offsets}")
         p = p.starting_at(start.offsets)
     return _Stream(p, checkpoint, start.base)
+
+
+def _check_hwm_store(p: StreamPipeline, checkpoint: StreamCheckpoint,
+                     commits: list[Commit]) -> None:
+    """Say so when the HWM store holds fewer batches than the progress file shows it
+    committed (:func:`~sqe.engine.recovery.lost_commits`)."""
+    root = checkpoint.location.rsplit("/", 1)[0]
+    where = progress_path(root)
+    if where is None:
+        return
+    store = f"the HWM store at {p.settings.hwm_store.display}"
+    try:
+        last = last_report(where, lambda r: r.stream == p.stream.streamName and r.filtering)
+    except ProgressError as exc:
+        log.warning(f"warning: {p.consumer}: cannot check {store} against the progress file: "
+                    f"{exc}")
+        return
+    held = next((c for c in commits if c.store.startswith("HWM store")), None)
+    lost = lost_commits(p.consumer, store, held, last.batch_id if last else None, str(where))
+    if lost is not None:
+        log.warning(lost)
 
 
 def _view(topology: str, s: _Stream) -> StreamView:

@@ -1,0 +1,91 @@
+"""An HWM store that lost commits the checkpoint counts as done is said at the next start: a real
+``redis-server`` restarted from an older snapshot (a restart that lost acknowledged writes),
+and the progress file of the checkpoint as the witness of what was committed there."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+
+import pytest
+import redis
+import yaml
+
+from sqe.config.plan import plan_topology
+from sqe.engine.batch_report import BatchReport
+from sqe.engine.progress import PROGRESS_FILE, ProgressLog, last_report
+from sqe.engine.runner import run_topology
+from sqe.lang.topology import load_topology
+from sqe.wire.keys import StreamMetadata
+from tests.support.kafka_io import produce
+from tests.support.secured_redis import start_redis
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
+
+_VOLATILE = ["--save", "", "--appendonly", "no"]
+
+
+def _events(kafka: str, topic: str, start: int, count: int) -> None:
+    produce(kafka, topic, [(StreamMetadata(4242, 0, i).to_bytes(),
+                            json.dumps({"event_id": f"e{i}", "region": "EU"}).encode(), 0)
+                           for i in range(start, start + count)])
+
+
+def test_an_hwm_store_restarted_without_its_last_commits_is_said_at_the_next_start(
+        spark, kafka_bootstrap, kafka_topic, tmp_path, caplog):
+    server, port = start_redis(tmp_path / "redis", _VOLATILE, {})
+    topic = kafka_topic(1, "enriched")
+    url = f"redis://127.0.0.1:{port}/0"
+    path = tmp_path / "behind.yaml"
+    path.write_text(yaml.safe_dump([
+        {"CreateStream": {"streamName": "In", "objectName": topic, "spoutName": "KAFKA",
+                          "deserializer": "json",
+                          "options": {"jw.sqe.spout.kafka.filterReplays": True,
+                                      "jw.sqe.spout.kafka.startingOffsets": "earliest"}}},
+        {"Query": {"insertInto": {"objectName": "log", "stateName": "CONSOLE",
+                                  "fields": ["event_id"]},
+                   "select": {"expressions": ["event_id"]}, "from": {"objectName": "In"}}}]))
+    plan = plan_topology(load_topology(path), conf={
+        "jw.sqe.spout.kafka.brokers": kafka_bootstrap,
+        "jw.sqe.spout.kafka.filterReplays.redis.url": url})
+    said = "the store lost the commits"
+    try:
+        _events(kafka_bootstrap, topic, 0, 4)
+        run_topology(plan, spark, "behind", tmp_path / "ck", "once")
+        redis.Redis(port=port).save()  # a snapshot after batch 0
+        _events(kafka_bootstrap, topic, 4, 4)
+        with caplog.at_level(logging.WARNING, logger="sqe"):
+            run_topology(plan, spark, "behind", tmp_path / "ck", "once")  # batch 1
+        assert said not in caplog.text  # the store holds what the progress file shows
+        # the server dies and comes back from the snapshot: batch 1's commit is gone
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait(10)
+        server, _ = start_redis(tmp_path / "redis", _VOLATILE, {}, port=port)
+        assert int(redis.Redis(port=port).get("sqe:{behind.In}:batch")) == 0
+        _events(kafka_bootstrap, topic, 8, 2)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="sqe"):
+            reports = run_topology(plan, spark, "behind", tmp_path / "ck", "once")
+    finally:
+        server.stop()
+    progress = tmp_path / "ck" / PROGRESS_FILE
+    assert (f"warning: behind.In: the HWM store at {url} holds batch 0 as its last, but the "
+            f"checkpoint's progress file ({progress}) shows batch 1 committed there: the store "
+            "lost the commits after batch 0 (a failover to a replica that was behind, or a "
+            "restart that lost acknowledged writes)") in caplog.text, caplog.text
+    assert [r.batch_id for r in reports] == [2]  # the run goes on from the checkpoint
+
+
+def test_the_last_report_is_read_from_the_end_past_an_unfinished_line(tmp_path):
+    path = tmp_path / PROGRESS_FILE
+    log = ProgressLog(path, "t")
+    for b, (stream, filtering) in enumerate([("A", True), ("B", True), ("A", False)] * 1000):
+        log.append(BatchReport(stream, b, filtering=filtering))
+    with path.open("a") as f:
+        f.write('{"format": 1, "run"')  # a crash mid-line
+    assert path.stat().st_size > 3 * 65536  # read back in more than one block
+    found = last_report(path, lambda r: r.stream == "A" and r.filtering)
+    assert found is not None and found.batch_id == 3 * 999
+    assert last_report(path, lambda r: r.stream == "C") is None
+    assert last_report(tmp_path / "none.jsonl", lambda r: True) is None
