@@ -21,7 +21,7 @@ import sqe
 from sqe.cli.sample_events import produce_events
 from tests.engine.test_exactly_once import Chain, _assert_each_event_once
 from tests.support import ROOT
-from tests.support.connect_server import start_connect_server
+from tests.support.connect_server import ConnectServer, start_connect_server
 from tests.support.kafka_io import read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis, pytest.mark.postgres,
@@ -143,18 +143,25 @@ def test_the_server_and_then_a_client_killed_mid_run_lose_and_double_nothing(
         server.kill()
 
 
+def _hello_on_a_server(tmp_path: Path, python: str
+                       ) -> tuple[ConnectServer, subprocess.CompletedProcess]:
+    """``sqe run topologies/hello.yaml --once`` against a server of its own whose Python
+    workers run ``python``; the server is stopped after the run."""
+    server = start_connect_server(tmp_path / "server", python=python)
+    try:
+        return server, subprocess.run(
+            [sys.executable, "-m", "sqe.cli.main", "run", str(ROOT / "topologies/hello.yaml"),
+             "--once", "--checkpoint", str(tmp_path / "ck"), "--remote", server.url],
+            capture_output=True, text=True, timeout=300, env=no_java_env())
+    finally:
+        server.kill()
+
+
 def test_a_server_whose_python_lacks_sqe_is_one_sentence(tmp_path):
     bare = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else shutil.which("python3")
     assert bare and subprocess.run([bare, "-c", "import sqe"], cwd=tmp_path,
                                    capture_output=True).returncode != 0
-    server = start_connect_server(tmp_path / "server", python=bare)
-    try:
-        done = subprocess.run([sys.executable, "-m", "sqe.cli.main", "run",
-                               str(ROOT / "topologies/hello.yaml"), "--once", "--checkpoint",
-                               str(tmp_path / "ck"), "--remote", server.url],
-                              capture_output=True, text=True, timeout=300, env=no_java_env())
-    finally:
-        server.kill()
+    server, done = _hello_on_a_server(tmp_path, bare)
     assert done.returncode == 1
     assert done.stderr.strip() == (
         f"error: the Spark Connect server at {server.url} runs Python workers that cannot "
@@ -174,14 +181,7 @@ esac
 exec {sys.executable} "$@"
 """)
     slow.chmod(0o755)
-    server = start_connect_server(tmp_path / "server", python=str(slow))
-    try:
-        done = subprocess.run([sys.executable, "-m", "sqe.cli.main", "run",
-                               str(ROOT / "topologies/hello.yaml"), "--once", "--checkpoint",
-                               str(tmp_path / "ck"), "--remote", server.url],
-                              capture_output=True, text=True, timeout=300, env=no_java_env())
-    finally:
-        server.kill()
+    _, done = _hello_on_a_server(tmp_path, str(slow))
     assert (tmp_path / "slowed").exists()
     assert done.returncode == 0, done.stderr[-3000:]
     assert ("warning: hello.Greetings: the server's Python process for foreachBatch did not "

@@ -9,20 +9,10 @@ import pytest
 from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.errors import ReplicaLagError
 from sqe.ledger.hwm import HwmStore
-from tests.support.replicated_redis import ReplicatedRedis
 
 pytestmark = pytest.mark.redis
 
 OFFSETS = ['{"0": 10}', '{"0": 20}']
-
-
-@pytest.fixture
-def replicated(tmp_path):
-    redis_set = ReplicatedRedis(tmp_path / "redis")
-    try:
-        yield redis_set
-    finally:
-        redis_set.stop()
 
 
 def _store(url: str, replicas: int = 1) -> HwmStore:

@@ -17,18 +17,8 @@ from sqe.errors import ReplicaLagError
 from sqe.state.redis.aggregates import AggregateSink
 from sqe.state.redis.sink import RedisSink
 from sqe.state.sink import Batch, SinkTarget
-from tests.support.replicated_redis import ReplicatedRedis
 
 pytestmark = [pytest.mark.redis, pytest.mark.spark]
-
-
-@pytest.fixture
-def replicated(tmp_path):
-    redis_set = ReplicatedRedis(tmp_path / "redis")
-    try:
-        yield redis_set
-    finally:
-        redis_set.stop()
 
 
 def _target(url: str, aggregates: dict[str, str], **options) -> SinkTarget:
