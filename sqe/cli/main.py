@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 from sqe import __version__
 from sqe.cli import commands, reset, services, status
+from sqe.cli.suggest import SuggestingParser, parse_or_suggest
 from sqe.config.logs import LEVELS
 from sqe.errors import SqeError
 
@@ -45,7 +46,7 @@ def _option_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = SuggestingParser(
         prog="sqe", description="SQE on Spark: declarative streaming topologies on Spark.")
     parser.add_argument("-V", "--version", action="version", version=f"sqe {__version__}",
                         help="print the version and exit")
@@ -205,7 +206,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``sqe`` console script; returns the exit code."""
-    args = _parser().parse_args(argv)
+    args = parse_or_suggest(_parser(), argv)
     try:
         return args.func(args)
     except BrokenPipeError:  # e.g. `sqe options | head`: the reader left, not an error

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sqe.cli.main import main
 from sqe.config.registry import CLIENT_PROPERTIES, REGISTRY
 from tests.support import ROOT
 
@@ -112,3 +113,25 @@ def test_run_on_a_checkpoint_that_is_a_file_is_refused_before_spark(tmp_path):
     assert (out.returncode, out.stderr) == (2, (
         f"error: topologies/hello.yaml: checkpoint {tmp_path / 'afile'} cannot be a directory: "
         f"{tmp_path / 'afile'} is a file\n"))
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["rn"], "sqe: error: argument COMMAND: invalid choice: 'rn' (did you mean 'run'? choose "
+             "from 'validate', 'run', "),
+    (["hwm", "shwo"], "sqe hwm: error: argument ACTION: invalid choice: 'shwo' (did you mean "
+                      "'show'? choose from 'show', 'reset')"),
+    (["run", "t.yaml", "--checkpiont", "ck"], "sqe run: error: unrecognized arguments: "
+                                              "--checkpiont ck (did you mean --checkpoint?)"),
+    (["run", "t.yaml", "--onec", "--chekpoint=ck"],
+     "sqe run: error: unrecognized arguments: --onec --chekpoint=ck (did you mean --once for "
+     "--onec, --checkpoint for --chekpoint=ck?)"),
+    (["hwm", "show", "load.Enriched", "--redsi", "redis://h:6379/0"],
+     "sqe hwm show: error: unrecognized arguments: --redsi redis://h:6379/0 (did you mean "
+     "--redis?)"),
+    (["run", "t.yaml", "--zzz"], "sqe run: error: unrecognized arguments: --zzz\n"),
+])
+def test_a_mistyped_command_or_flag_names_the_closest_one(argv, said, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert said in capsys.readouterr().err
