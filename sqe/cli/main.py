@@ -35,12 +35,17 @@ from sqe.errors import SqeError
 __all__ = ["main"]
 
 
-def _option_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments that resolve a topology's options: --config, --conf, --name."""
+def _conf_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments that set options: --config files and --conf pairs."""
     parser.add_argument("--config", action="append", default=[], metavar="FILE",
                         help="YAML config with SQE: options and Spark: conf (repeatable)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a jw.sqe.* option that wins over the files (repeatable)")
+
+
+def _option_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments that resolve a topology's options: --config, --conf, --name."""
+    _conf_arguments(parser)
     parser.add_argument("--name", help="topology name used in PIDs and HWM keys "
                         "(default: the file's stem)")
 
@@ -139,7 +144,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="entries older than this are not shown (default: jw.sqe.spout.kafka."
                        "filterReplays.metadata.ttl of --config/--conf, else 172800)")
     gone = hsub.add_parser("reset", help="replaced by sqe reset TOPOLOGY")
-    gone.add_argument("rest", nargs=argparse.REMAINDER)
+    gone.add_argument("rest", nargs=argparse.REMAINDER, metavar="...",
+                      help="anything: the command says what replaced it")
     h.set_defaults(func=commands.hwm)
 
     services.add_parser(sub)  # sqe services [start|status|stop]
@@ -172,9 +178,11 @@ def _parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=commands.report)
 
     se = sub.add_parser("sample-events", help="write sample JSON events for enrich.yaml to Kafka")
-    se.add_argument("--brokers", default="localhost:9092")
-    se.add_argument("--topic", default="events")
-    se.add_argument("--count", type=int, default=1000)
+    se.add_argument("--brokers", default="localhost:9092", metavar="HOST:PORT[,...]",
+                    help="Kafka bootstrap servers (default: localhost:9092)")
+    se.add_argument("--topic", default="events", help="the topic to write (default: events)")
+    se.add_argument("--count", type=int, default=1000, metavar="N",
+                    help="how many events (default: 1000)")
     se.add_argument("--start", type=int, default=0, help="first event number (ids e<start>...)")
     se.set_defaults(func=commands.sample_events)
 
@@ -183,21 +191,21 @@ def _parser() -> argparse.ArgumentParser:
     o.add_argument("--markdown", action="store_true", help="print a Markdown table")
     o.add_argument("--show", action="store_true", help="print the options set by --config and "
                    "--conf, with their values and where each comes from")
-    o.add_argument("--config", action="append", default=[], metavar="FILE")
-    o.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
+    _conf_arguments(o)
     o.set_defaults(func=commands.options)
 
     k = sub.add_parser("keys", help="encode and decode 20-byte StreamMetadata keys")
     ksub = k.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
     d = ksub.add_parser("decode", help="hex key(s) to pid, partition, offset")
-    d.add_argument("hex", nargs="+", metavar="HEX")
+    d.add_argument("hex", nargs="+", metavar="HEX", help="a 20-byte key as 40 hex digits "
+                   "(repeatable)")
     e = ksub.add_parser("encode", help="pid, partition, offset to a hex key")
-    e.add_argument("pid", type=int)
-    e.add_argument("partition", type=int)
-    e.add_argument("offset", type=int)
+    e.add_argument("pid", type=int, help="the writer's PID (sqe keys pid)")
+    e.add_argument("partition", type=int, help="the source partition")
+    e.add_argument("offset", type=int, help="the source offset")
     p = ksub.add_parser("pid", help="the PID of topology + stream + secondary id")
-    p.add_argument("topology")
-    p.add_argument("stream")
+    p.add_argument("topology", help="the topology's name (its file's stem, or --name)")
+    p.add_argument("stream", help="the stream's streamName")
     p.add_argument("secondary_id", metavar="SECONDARY_ID",
                    help="for a Kafka stream: '<cluster id>/<topic>'")
     k.set_defaults(func=commands.keys)

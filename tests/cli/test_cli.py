@@ -135,3 +135,21 @@ def test_a_mistyped_command_or_flag_names_the_closest_one(argv, said, capsys):
         main(argv)
     assert exit_.value.code == 2
     assert said in capsys.readouterr().err
+
+
+def test_every_argument_of_every_command_has_help_text():
+    import argparse
+
+    from sqe.cli.main import _parser
+
+    def bare(parser: argparse.ArgumentParser, path: str) -> list[str]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found += bare(sub, f"{path} {name}")
+            elif not action.help:
+                found.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+        return found
+
+    assert bare(_parser(), "sqe") == []
