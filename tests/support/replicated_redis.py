@@ -19,6 +19,10 @@ from sqe.cli.local_services import LocalService
 from tests.support.secured_redis import start_redis, start_sentinel
 
 SERVICE = "sqe-primary"
+#: When the Sentinel takes a silent primary for down.  Not less: on a busy machine a replica
+#: just promoted (and just resumed from SIGSTOP) can take over a second to answer, and the
+#: Sentinel then fails over a second time, to the old primary before it has resynced.
+DOWN_AFTER_MS = 5000
 _PERSISTENT = ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
 
 
@@ -32,7 +36,8 @@ class ReplicatedRedis:
             directory / "replica", [*_PERSISTENT, "--replicaof", "127.0.0.1",
                                     str(self.primary_port)], {})
         self.sentinel, self.sentinel_port = start_sentinel(directory / "sentinel",
-                                                           self.primary_port, SERVICE, 1000)
+                                                           self.primary_port, SERVICE,
+                                                           DOWN_AFTER_MS)
         self.url = f"redis+sentinel://127.0.0.1:{self.sentinel_port}/{SERVICE}/0"
         self.processes: list[LocalService] = [self.primary, self.replica, self.sentinel]
         self.wait_in_sync()
