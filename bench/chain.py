@@ -855,6 +855,17 @@ def table(r: dict[str, Any]) -> list[str]:
     return lines
 
 
+def finish(lines: list[str], result: dict[str, Any], as_json: dict[str, Any] | None) -> int:
+    """Print a benchmark's report ``lines``, its problems as errors and, given ``as_json``,
+    that object as one JSON line last; the exit code (1 with problems)."""
+    print("\n".join(lines))
+    for problem in result["problems"]:
+        print(f"error: {problem}", file=sys.stderr)
+    if as_json is not None:
+        print(json.dumps(as_json))
+    return 1 if result["problems"] else 0
+
+
 def parse_sizes(text: str) -> list[int]:
     try:
         sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
@@ -906,12 +917,7 @@ def main(argv: list[str] | None = None) -> int:
         except (BenchError, SqeError, ConnectionError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-    print("\n".join(table(result)))
-    for problem in result["problems"]:
-        print(f"error: {problem}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(result))
-    return 1 if result["problems"] else 0
+    return finish(table(result), result, result if args.json else None)
 
 
 if __name__ == "__main__":
