@@ -9,7 +9,8 @@ The public Python API (:mod:`sqe.api`), with the arguments of the ``sqe`` comman
     result = sqe.run(topology, config=["conf/local.yaml"], once=True)
     print(result.records_read, result.replays_dropped, result.rows_written)
 
-and the StreamMetadata key codec and error classes.  The package is layered; each
+the types their signatures name, the StreamMetadata key codec and the error classes
+(``docs/api.md`` documents each).  The package is layered; each
 sub-package's docstring says what it owns and what it may import:
 
 * :mod:`sqe.wire` -- formats: StreamMetadata keys and PIDs, MurmurHash64A, chunks,
@@ -32,39 +33,86 @@ from typing import TYPE_CHECKING, Any
 
 from sqe.version import __version__
 
+#: Public name -> the module that defines it, in the order docs/api.md documents them.
+_EXPORTS = {
+    # load, validate, run
+    "load_topology": "sqe.api", "validate": "sqe.api", "run": "sqe.api",
+    "RunResult": "sqe.api",
+    # what they take and give
+    "Topology": "sqe.lang.topology", "SetCommand": "sqe.lang.topology",
+    "CreateStream": "sqe.lang.topology", "Query": "sqe.lang.topology",
+    "InsertInto": "sqe.lang.topology", "Select": "sqe.lang.topology",
+    "From": "sqe.lang.topology", "ConfigFile": "sqe.config.settings",
+    "TopologyPlan": "sqe.config.plan", "Settings": "sqe.config.settings",
+    "StreamSettings": "sqe.config.views", "StateSettings": "sqe.config.views",
+    "KafkaStateSettings": "sqe.config.views", "RedisStateSettings": "sqe.config.views",
+    "PostgresStateSettings": "sqe.config.views", "RedisEndpoint": "sqe.config.redis_endpoint",
+    "BatchReport": "sqe.engine.batch_report", "Tally": "sqe.wire.columns",
+    # watching a run
+    "RunWatcher": "sqe.engine.watch", "StreamView": "sqe.engine.watch",
+    "PartitionLag": "sqe.source.lag", "PrometheusWatcher": "sqe.engine.metrics",
+    "Rerun": "sqe.engine.recovery",
+    # keys
+    "StreamMetadata": "sqe.wire.keys", "decode_keys": "sqe.wire.keys",
+    "encode_keys": "sqe.wire.keys", "pid_for": "sqe.wire.keys",
+    # errors
+    **{name: "sqe.errors" for name in (
+        "SqeError", "OptionError", "TopologyError", "PrerequisiteError", "SourceError",
+        "StateError", "ReplicaLagError", "StaleBatchError", "RunError", "RunStopped",
+        "CheckpointMismatch", "TopologyChanged", "BadRecordError", "ProgressError",
+        "ReportError", "ChunkError")},
+}
+
+__all__ = [
+    "__version__", "load_topology", "validate", "run", "RunResult", "Topology", "SetCommand",
+    "CreateStream", "Query", "InsertInto", "Select", "From", "ConfigFile", "TopologyPlan",
+    "Settings", "StreamSettings", "StateSettings", "KafkaStateSettings", "RedisStateSettings",
+    "PostgresStateSettings", "RedisEndpoint", "BatchReport", "Tally", "RunWatcher",
+    "StreamView", "PartitionLag", "PrometheusWatcher", "Rerun", "StreamMetadata", "decode_keys",
+    "encode_keys", "pid_for", "SqeError", "OptionError", "TopologyError", "PrerequisiteError",
+    "SourceError", "StateError", "ReplicaLagError", "StaleBatchError", "RunError", "RunStopped",
+    "CheckpointMismatch", "TopologyChanged", "BadRecordError", "ProgressError", "ReportError",
+    "ChunkError",
+]
+
 if TYPE_CHECKING:
     from sqe.api import RunResult, load_topology, run, validate
     from sqe.config.plan import TopologyPlan
+    from sqe.config.redis_endpoint import RedisEndpoint
+    from sqe.config.settings import ConfigFile, Settings
+    from sqe.config.views import (
+        KafkaStateSettings,
+        PostgresStateSettings,
+        RedisStateSettings,
+        StateSettings,
+        StreamSettings,
+    )
+    from sqe.engine.batch_report import BatchReport
+    from sqe.engine.metrics import PrometheusWatcher
+    from sqe.engine.recovery import Rerun
+    from sqe.engine.watch import RunWatcher, StreamView
     from sqe.errors import (
+        BadRecordError,
+        CheckpointMismatch,
+        ChunkError,
         OptionError,
         PrerequisiteError,
+        ProgressError,
+        ReplicaLagError,
+        ReportError,
         RunError,
+        RunStopped,
         SourceError,
         SqeError,
         StaleBatchError,
         StateError,
+        TopologyChanged,
         TopologyError,
     )
-    from sqe.lang.topology import Topology
+    from sqe.lang.topology import CreateStream, From, InsertInto, Query, Select, SetCommand, Topology
+    from sqe.source.lag import PartitionLag
+    from sqe.wire.columns import Tally
     from sqe.wire.keys import StreamMetadata, decode_keys, encode_keys, pid_for
-
-#: Public name -> the module that defines it.
-_EXPORTS = {
-    "load_topology": "sqe.api", "validate": "sqe.api", "run": "sqe.api",
-    "RunResult": "sqe.api", "TopologyPlan": "sqe.config.plan", "Topology": "sqe.lang.topology",
-    "StreamMetadata": "sqe.wire.keys", "decode_keys": "sqe.wire.keys",
-    "encode_keys": "sqe.wire.keys", "pid_for": "sqe.wire.keys",
-    **{name: "sqe.errors" for name in ("SqeError", "OptionError", "TopologyError",
-                                       "PrerequisiteError", "SourceError", "StateError",
-                                       "StaleBatchError", "RunError")},
-}
-
-__all__ = [
-    "__version__", "load_topology", "validate", "run", "RunResult", "TopologyPlan", "Topology",
-    "StreamMetadata", "decode_keys", "encode_keys", "pid_for", "SqeError", "OptionError",
-    "TopologyError", "PrerequisiteError", "SourceError", "StateError", "StaleBatchError",
-    "RunError",
-]
 
 
 def __getattr__(name: str) -> Any:

@@ -52,8 +52,18 @@ ConfigArg = str | Path | ConfigFile
 def load_topology(path: str | Path, name: str | None = None) -> Topology:
     """Load and check a topology file's commands (YAML, or JSON by its ``.json`` suffix).
 
-    ``name`` is the topology name in PIDs and consumer names (default: the file's stem).
     Its options are not resolved yet: :func:`validate` does that.
+
+    Args:
+        path: the topology file.
+        name: the topology name in PIDs and consumer names (default: the file's stem).
+
+    Returns:
+        The file's commands (``.streams``, ``.queries``), checked.
+
+    Raises:
+        TopologyError: the file cannot be read or parsed, or a command is malformed; every
+            problem at once, each located in the file.
     """
     return _load(path, name, state_names=tuple(SINKS))
 
@@ -73,10 +83,22 @@ def validate(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
              spark_conf: Mapping[str, Any] | None = None) -> TopologyPlan:
     """Check a topology with its options, as ``sqe validate``, without starting Spark.
 
-    ``config`` are config files (``SQE:`` options, ``Spark:`` conf), ``conf`` options
-    that win over them, ``spark_conf`` the ``jw.sqe.*`` options carried by Spark conf.
-    Returns the plan (every stream's and state's settings, and ``warnings``); every
-    problem is raised together in one :class:`~sqe.errors.TopologyError`.
+    Args:
+        topology: a topology file, or a :class:`Topology` from :func:`load_topology`.
+        config: config files (``--config``): their ``SQE:`` options and ``Spark:`` conf.
+        conf: options that win over the files (``--conf KEY=VALUE``).
+        name: the topology name in PIDs and consumer names (default: the file's stem).
+        spark_conf: the ``jw.sqe.*`` options carried by Spark conf (``spark.jw.sqe.*``),
+            which win over all the others.
+
+    Returns:
+        The plan: every stream's and state's settings (``plan.streams[name]``, typed) and
+        ``plan.warnings``.
+
+    Raises:
+        TopologyError: the topology, an option or a config file is wrong; every problem
+            together, each located.
+        OptionError: a config file cannot be read as one.
     """
     return plan_topology(_topology(topology, name), _configs(config), conf, spark_conf,
                          check=state_problems)
@@ -84,7 +106,13 @@ def validate(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
 
 @dataclass(frozen=True)
 class RunResult:
-    """What :func:`run` did: every batch's report, and where its checkpoint is."""
+    """What :func:`run` did: every batch's report, and where its checkpoint is.
+
+    Attributes:
+        topology: the topology name.
+        checkpoint: the checkpoint directory (one sub-directory per stream).
+        reports: one :class:`BatchReport` per micro-batch of every stream, in order.
+    """
 
     topology: str
     checkpoint: str
@@ -121,22 +149,47 @@ def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
         remote: str | None = None) -> RunResult:
     """Run a topology on Spark, as ``sqe run``; returns when it is done.
 
-    ``once`` processes everything available now and returns; ``runtime`` stops after
-    that many seconds; with neither it runs until stopped, or until ``stop`` is set
-    (then :class:`~sqe.errors.RunStopped` says where each stream stopped).
-    ``checkpoint`` defaults to ``checkpoints/<name>``; ``resume_from_store`` starts an
-    empty checkpoint where the stores' commits end.  Without ``spark``, a session is
-    made from the config files' ``Spark:`` conf (local unless under ``spark-submit``),
-    and Spark's stack traces of a failure are silenced unless ``verbose``: the failure
-    is raised as one sentence either way.  ``rerun`` formats how a refusal names the
-    way to run again (default: as a call of this function).  ``watchers``
-    (:class:`~sqe.engine.watch.RunWatcher`) are told each batch and each stream's backlog,
-    e.g. :class:`~sqe.engine.metrics.PrometheusWatcher`.  ``adopt_layout``: the Kafka states
-    place records over their topics' partitions as they are now, with their partitioners, key
-    types and chunking as the topology says (after the topics' readers caught up: a changed
-    layout is refused without it, and a topic that gained partitions keeps the count it had).
-    ``remote`` (``sc://host:port``; default ``SPARK_REMOTE`` or a config's ``spark.remote``)
-    runs on a Spark Connect server, from a process without a JVM.
+    Without ``once`` or ``runtime`` it runs until ``stop`` is set, or for ever.
+
+    Args:
+        topology: a topology file, or a :class:`Topology` from :func:`load_topology`.
+        config: config files (``--config``): their ``SQE:`` options and ``Spark:`` conf.
+        conf: options that win over the files (``--conf KEY=VALUE``).
+        name: the topology name in PIDs and consumer names (default: the file's stem).
+        checkpoint: the checkpoint directory (default ``checkpoints/<name>``).
+        once: process everything available now, then return.
+        runtime: stop after this many seconds.
+        resume_from_store: start an empty checkpoint where the stores' commits end.
+        spark: a session to run in (its ``spark.jw.sqe.*`` conf applies); without it one
+            is made from the config files' ``Spark:`` conf (local unless under
+            ``spark-submit``).
+        verbose: keep Spark's stack traces of a failure (it is raised as one sentence
+            either way).
+        stop: set it to stop the run between batches.
+        rerun: formats how a refusal names the way to run again (default: as a call of
+            this function); see :data:`Rerun`.
+        watchers: told each batch and each stream's backlog, e.g.
+            :class:`PrometheusWatcher`.
+        adopt_layout: Kafka states place records over their topics' partitions as they
+            are now, with the partitioners, key types and chunking the topology says (use
+            it once every reader of those topics caught up; a changed layout is refused
+            without it).
+        remote: a Spark Connect server, ``sc://host:port`` (default ``SPARK_REMOTE`` or a
+            config's ``spark.remote``), to run from a process without a JVM.
+
+    Returns:
+        Every batch's report and the checkpoint.
+
+    Raises:
+        TopologyError: the topology or its options are wrong (before Spark starts).
+        OptionError: an option or the checkpoint path cannot be used.
+        ValueError: ``once`` and ``runtime`` are both given.
+        RunStopped: ``stop`` was set, or the process got SIGINT/SIGTERM; the message says
+            where each stream stopped.
+        CheckpointMismatch: the checkpoint does not belong to the stores' commits.
+        TopologyChanged: a change to the topology the checkpoint cannot follow.
+        StaleBatchError: another writer of the consumer is ahead.
+        RunError: a streaming query failed; the message is the cause, as one sentence.
     """
     if once and runtime is not None:
         raise ValueError("once and runtime exclude each other")

@@ -1,5 +1,5 @@
-"""docker/compose.yaml, docker/Dockerfile, docker/conf.yaml and README's "Run on a Spark
-cluster", checked without a Docker engine: the structure of the stack, that every file it
+"""docker/compose.yaml, docker/Dockerfile, docker/conf.yaml and docs/deploy.md's "The
+Docker stack", checked without a Docker engine: the structure of the stack, that every file it
 names exists, that the hosts and ports it names agree, and that `sqe validate` accepts the
 topologies it runs with the config it runs them with.
 
@@ -25,9 +25,9 @@ from tests.support import ROOT
 DOCKER = ROOT / "docker"
 COMPOSE_FILE = DOCKER / "compose.yaml"
 CONF = "docker/conf.yaml"
-SECTION = "## Run on a Spark cluster"
+SECTION = "### Running the stack"  # docs/deploy.md
 
-#: The services of the stack (README "Run on a Spark cluster").
+#: The services of the stack (docs/deploy.md, "The Docker stack").
 REQUIRED = ("kafka", "redis", "postgres", "spark-master", "spark-worker", "sqe", "topics")
 
 #: spark-submit options that take a value (the rest of its options are flags).
@@ -159,8 +159,8 @@ def is_bind(source: str) -> bool:
 
 
 def readme_section() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert SECTION in text, f"README.md has no section {SECTION!r}"
+    text = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    assert SECTION in text, f"docs/deploy.md has no section {SECTION!r}"
     body = text.split(SECTION, 1)[1]
     return body.split("\n## ", 1)[0]
 
@@ -431,48 +431,48 @@ def readme_problems(c: dict) -> list[str]:
     problems = []
     commands = readme_commands()
     subs = {compose_invocation(a)["sub"] for a in commands}
-    problems += [f"README: no `docker compose {sub}` command" for sub in ("up", "run", "exec")
+    problems += [f"docs/deploy.md: no `docker compose {sub}` command" for sub in ("up", "run", "exec")
                  if sub not in subs]
     if not re.search(r"`docker compose -f docker/compose\.yaml[^`]*\bdown`", readme_section()):
-        problems.append("README: does not say how to stop the stack (docker compose ... down)")
+        problems.append("docs/deploy.md: does not say how to stop the stack (docker compose ... down)")
     submits = 0
     for args in commands:
         inv = compose_invocation(args)
         line = " ".join(args)
         if [(ROOT / f).resolve() for f in inv["files"]] != [COMPOSE_FILE]:
-            problems.append(f"README: {line!r} does not use -f docker/compose.yaml")
+            problems.append(f"docs/deploy.md: {line!r} does not use -f docker/compose.yaml")
         if inv["sub"] in ("run", "exec", "logs") and inv["service"] not in c["services"]:
-            problems.append(f"README: {line!r} names no service of the compose file")
+            problems.append(f"docs/deploy.md: {line!r} names no service of the compose file")
         for profile in inv["profiles"]:
             if not any(profile in (s.get("profiles") or []) for s in c["services"].values()):
-                problems.append(f"README: profile {profile} is not in the compose file")
+                problems.append(f"docs/deploy.md: profile {profile} is not in the compose file")
         cmd = inv["command"]
         if cmd[:1] == ["spark-submit"]:
             submits += 1
-            problems += submit_problems(c, f"README: spark-submit of {parse_submit(cmd)['topology']}",
+            problems += submit_problems(c, f"docs/deploy.md: spark-submit of {parse_submit(cmd)['topology']}",
                                         cmd)
             for package in parse_submit(cmd)["options"].get("--packages", []):
                 m = re.fullmatch(r"org\.apache\.spark:spark-sql-kafka-0-10_2\.13:(\S+)", package)
                 if not m or m.group(1) != pyspark.__version__:
-                    problems.append(f"README: --packages {package}, expected "
+                    problems.append(f"docs/deploy.md: --packages {package}, expected "
                                     f"spark-sql-kafka-0-10_2.13:{pyspark.__version__}")
         if "--brokers" in cmd and cmd[cmd.index("--brokers") + 1] != internal_kafka(c):
-            problems.append(f"README: {line!r} does not use Kafka at {internal_kafka(c)}")
+            problems.append(f"docs/deploy.md: {line!r} does not use Kafka at {internal_kafka(c)}")
         if "--redis" in cmd:
             host = re.match(r"redis://([^:/]+)", cmd[cmd.index("--redis") + 1])
             if not host or host.group(1) not in c["services"]:
-                problems.append(f"README: {line!r} does not use the redis service")
+                problems.append(f"docs/deploy.md: {line!r} does not use the redis service")
     if submits < 2:
-        problems.append("README: expected spark-submit lines for enrich.yaml and load.yaml")
+        problems.append("docs/deploy.md: expected spark-submit lines for enrich.yaml and load.yaml")
     for path in set(re.findall(r"\b((?:topologies|docker|conf)/[\w./-]+\.(?:yaml|json))\b",
                                readme_section())):
         if not (ROOT / path).is_file():
-            problems.append(f"README: {path} does not exist")
+            problems.append(f"docs/deploy.md: {path} does not exist")
     return problems
 
 
 def readme_validations() -> list[list[str]]:
-    """`sqe validate` arguments for every spark-submit of the README section."""
+    """`sqe validate` arguments for every spark-submit of the docs section."""
     out = []
     for args in readme_commands():
         cmd = compose_invocation(args)["command"]

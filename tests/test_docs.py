@@ -13,6 +13,8 @@ import pytest
 
 from sqe.cli.main import main
 from tests.support import ROOT
+from tools import docs_reference
+from tools.docs_reference import GENERATED
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -20,33 +22,33 @@ DOCS = ROOT / "docs"
 MARKDOWN = [README, *sorted(DOCS.glob("*.md"))]
 
 
-def test_readme_options_table_is_the_registry(capsys):
-    text = README.read_text()
-    found = re.search(r"<!-- options-table:start -->\n(.*?)<!-- options-table:end -->", text,
-                      re.S)
-    assert found, "README.md lost its options-table markers"
-    assert main(["options", "--markdown"]) == 0
-    generated = capsys.readouterr().out
-    documented = found.group(1)
-    missing = [line for line in generated.splitlines() if line not in documented.splitlines()]
-    stale = [line for line in documented.splitlines() if line not in generated.splitlines()]
-    assert not missing and not stale, (
-        "README.md's options table differs from `sqe options --markdown`; paste its output "
-        f"between the markers.\nmissing: {missing}\nstale: {stale}")
-    assert documented == generated  # same order too
-    # Every row has the header's four columns: a | inside a cell (an enum) is escaped.
-    for line in generated.splitlines():
+@pytest.mark.parametrize("page", sorted(GENERATED))
+def test_generated_docs_are_the_code(page):
+    """docs/options.md's table is the registry's and docs/cli.md's reference the parser's."""
+    documented, made = docs_reference.documented(page), docs_reference.generated(page)
+    missing = [line for line in made.splitlines() if line not in documented.splitlines()]
+    stale = [line for line in documented.splitlines() if line not in made.splitlines()]
+    assert documented == made, (
+        f"docs/{page} differs from the code; run `python tools/docs_reference.py`.\n"
+        f"missing: {missing}\nstale: {stale}")
+
+
+def test_options_table_rows_have_four_columns():
+    # A | inside a cell (an enum) is escaped.
+    for line in docs_reference.generated("options.md").splitlines():
         cells = re.split(r"(?<!\\)\|", line.strip())[1:-1]
         assert len(cells) == 4, f"options table row with {len(cells)} columns: {line}"
 
 
-def test_readme_names_only_existing_commands_and_files(capsys):
-    text = README.read_text()
-    root = README.parent
-    named = re.findall(r"`((?:topologies|conf|bench|docker|docs|tests|sqe|state|partitioners)/"
-                       r"[\w./-]+)`", text)
-    for path in sorted(set(named)):
-        assert (root / path).exists(), f"README.md names {path}, which does not exist"
+@pytest.mark.parametrize("page", MARKDOWN, ids=lambda p: str(p.relative_to(ROOT)))
+def test_pages_name_only_existing_files(page):
+    named = re.findall(r"`((?:topologies|conf|bench|docker|docs|tests|sqe|state|partitioners|tools)/"
+                       r"[\w./-]*[\w/])`", page.read_text())
+    missing = sorted(path for path in set(named) if "<" not in path and not (ROOT / path).exists())
+    assert not missing, f"{page.relative_to(ROOT)} names files that do not exist: {missing}"
+
+
+def test_pages_name_only_existing_commands():
     from sqe.cli.main import _parser
 
     known = set(_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
@@ -56,16 +58,15 @@ def test_readme_names_only_existing_commands_and_files(capsys):
                                f"{sorted(used - known)}")
 
 
-def _python_blocks(section: str) -> list[str]:
-    text = README.read_text()
-    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", body, re.S)
+def _python_blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
 
 
 @pytest.mark.spark
-def test_readme_python_blocks_run_as_written(spark, tmp_path, monkeypatch, capsys):
-    blocks = _python_blocks("Using SQE from Python")
-    assert len(blocks) == 2, "the section's Python examples moved"
+def test_python_blocks_of_the_readme_and_the_api_page_run_as_written(spark, tmp_path,
+                                                                     monkeypatch, capsys):
+    blocks = [*_python_blocks(README), *_python_blocks(DOCS / "api.md")]
+    assert len(blocks) == 3, "the Python examples of README.md or docs/api.md moved"
     for name in ("topologies", "conf"):
         (tmp_path / name).symlink_to(README.parent / name)
     monkeypatch.chdir(tmp_path)  # the blocks name files relative to the repository
@@ -73,7 +74,7 @@ def test_readme_python_blocks_run_as_written(spark, tmp_path, monkeypatch, capsy
     for block in blocks:
         exec(compile(block, "README.md", "exec"), namespace)
     out = capsys.readouterr().out.splitlines()
-    assert "3 2" in out
+    assert out.count("3 2") == 2
     assert any(line.startswith("Greetings batch 0: 3 records read") for line in out)
     assert ("--conf: unknown option jw.sqe.spout.kafka.filterReplay; did you mean "
             "jw.sqe.spout.kafka.filterReplays?") in out
@@ -186,21 +187,21 @@ def test_heading_anchors_are_githubs():
     assert _slug("The `sqe` command") == "the-sqe-command"
     assert _slug("What Spark's re-runs do") == "what-sparks-re-runs-do"
     assert _slug("Recovery: checkpoints and stores") == "recovery-checkpoints-and-stores"
-    assert {"options", "guarantees-and-their-preconditions", "layout"} <= _anchors(README)
+    assert {"preconditions", "forged-and-corrupt-keys"} <= _anchors(DOCS / "exactly-once.md")
     assert "writer-the-kafka-state-of-enrichyaml-chunked-with-the-region-as-filter-value" \
-        not in _anchors(README), "a comment inside a code block is not a heading"
+        not in _anchors(DOCS / "bloom-chunks.md"), "a comment inside a code block is no heading"
 
 
 def test_readme_links_every_docs_page():
     pages = sorted(p.name for p in DOCS.glob("*.md"))
-    assert {"README.md", "architecture.md", "bloom-chunks.md", "exactly-once.md",
+    assert {"index.md", "architecture.md", "bloom-chunks.md", "exactly-once.md",
             "wire-format.md"} <= set(pages), f"docs/ lost pages: {pages}"
     linked = {link.partition("#")[0] for link in _links(README)}
     missing = [name for name in pages if f"docs/{name}" not in linked]
     assert not missing, f"README.md does not link these docs/ pages: {missing}"
-    index = {link.partition("#")[0] for link in _links(DOCS / "README.md")}
-    unlisted = [name for name in pages if name != "README.md" and name not in index]
-    assert not unlisted, f"docs/README.md, the index, does not list: {unlisted}"
+    index = {link.partition("#")[0] for link in _links(DOCS / "index.md")}
+    unlisted = [name for name in pages if name != "index.md" and name not in index]
+    assert not unlisted, f"docs/index.md, the index, does not list: {unlisted}"
 
 
 def _console_examples(page: Path) -> list[tuple[str, list[str]]]:
@@ -262,3 +263,54 @@ def test_bloom_false_positive_table_is_the_formula():
         shown = [cell.strip() for cell in cells.strip(" |").split("|")]
         rates = [f"{100 * (1 - math.exp(-2 * int(n) / (8 * s - 1))) ** 2:.1f} %" for s in sizes]
         assert shown == rates, f"{n} values: {shown} != {rates}"
+
+
+def _readme_topology() -> str:
+    text = README.read_text()
+    section = text.split("## A topology of your own\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    return block
+
+
+def test_readme_topology_validates_and_its_mistake_reads_as_shown(tmp_path, monkeypatch,
+                                                                 capsys):
+    monkeypatch.chdir(tmp_path)
+    text = _readme_topology()
+    Path("big.yaml").write_text(text)
+    conf = str(ROOT / "conf" / "local.yaml")
+    assert main(["validate", "big.yaml", "--config", conf]) == 0
+    shown = re.search(r"^error: big\.yaml: .*$", README.read_text(), re.M)
+    assert shown, "README.md lost the validate message of its topology"
+    Path("big.yaml").write_text(text.replace("expressions: [region, event_id, amount]",
+                                             "expressions: [region, event_id, amout]"))
+    capsys.readouterr()
+    assert main(["validate", "big.yaml", "--config", conf]) == 2
+    assert capsys.readouterr().err.strip() == shown.group(0)
+
+
+@pytest.mark.spark
+def test_readme_topology_runs_as_written(spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    import json
+
+    import redis
+
+    import sqe
+    from sqe.cli.sample_events import produce_events, sample_events
+
+    topic = kafka_topic(2)
+    produce_events(kafka_bootstrap, topic, 200, partitions=2)
+    path = tmp_path / "big.yaml"
+    path.write_text(_readme_topology().replace("objectName: events ", f"objectName: {topic} "))
+    client = redis.Redis.from_url(redis_url)
+    host, port = client.connection_pool.connection_kwargs["host"], \
+        client.connection_pool.connection_kwargs["port"]
+    result = sqe.run(path, config=[ROOT / "conf" / "local.yaml"], once=True, spark=spark,
+                     checkpoint=tmp_path / "ck", conf={
+                         "jw.sqe.spout.kafka.brokers": kafka_bootstrap,
+                         "jw.sqe.state.redis.host": host, "jw.sqe.state.redis.port": port,
+                         "jw.sqe.state.redis.database":
+                             client.connection_pool.connection_kwargs.get("db", 0)})
+    big = [e for e in sample_events(200) if e["amount"] > 50]
+    assert result.records_read == 200 and result.rows_written == len(big)
+    eu = {k.decode(): json.loads(v) for k, v in client.hgetall("eu").items()}
+    assert eu == {e["event_id"]: e["amount"] for e in big if e["region"] == "eu"}

@@ -30,7 +30,7 @@ from sqe import __version__
 from sqe.cli import commands, reset, services, status
 from sqe.cli.suggest import SuggestingParser, parse_or_suggest
 from sqe.config.logs import LEVELS
-from sqe.errors import SqeError
+from sqe.errors import SqeError, TopologyError
 
 __all__ = ["main"]
 
@@ -221,7 +221,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = open(os.devnull, "w")
         return 0
     except SqeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        # Every problem of bad input is a line of its own, each an error (as sqe validate
+        # prints them); other errors are one sentence, perhaps with a log's tail after it.
+        lines = exc.messages if isinstance(exc, TopologyError) else [str(exc)]
+        print("\n".join(f"error: {line}" for line in lines), file=sys.stderr)
         # Errors of bad input are ValueErrors; the others failed at run time.
         return 1 if isinstance(exc, RuntimeError) else 2
 

@@ -236,7 +236,7 @@ _DECLARED = [
            scope="state", check=_check_partitioner),
     Option("jw.sqe.state.kafka.chunking", "bool", False,
            "Pack messages of one source partition into chunks with a Bloom filter of their "
-           "filter values in the header (README: Chunks and Bloom filters).", scope="state"),
+           "filter values in the header (docs/bloom-chunks.md).", scope="state"),
     Option("jw.sqe.state.kafka.chunk.maxMessages", "int", 1000,
            "Most messages in one chunk.", scope="state", minimum=1),
     Option("jw.sqe.state.kafka.chunk.maxBytes", "int", 1048576,
@@ -330,7 +330,7 @@ OWNED_PROPERTIES: dict[str, dict[str, str]] = {
         "bootstrap.servers": "set jw.sqe.state.kafka.brokers instead",
         "enable.idempotence": "the idempotent producer keeps each partition in order across "
                               "retries, which the downstream replay filter relies on "
-                              "(README: Guarantees and their preconditions)",
+                              "(docs/exactly-once.md, Forged and corrupt keys)",
         "acks": "the idempotent producer needs acks=all",
         "transactional.id": "SQE's chains are exactly-once without Kafka transactions; a "
                             "transactional producer would hold records back from readers "

@@ -1,6 +1,6 @@
 """SQE's functions as Spark Columns: one translation per function, Spark built-ins only.
 
-The table (also in the README):
+The table (also in docs/topologies.md):
 
 ============  ==================================================================
 SQE           Spark
@@ -39,7 +39,7 @@ CreateHllp    lg_k, so the register count, 2**11, and the error match SQE
 The types come from the input frame (:class:`CompileContext`); without one,
 fields are of unknown type and Spark's own coercion applies.  One difference
 stays: SQE's integer ``/`` is a long when exact and a double otherwise, a Spark
-column has one type, so it is always a double (the README's "Differences from
+column has one type, so it is always a double (docs/migrating.md's "Differences from
 SQE").
 
 Date patterns are Java's (``yyyy-MM-dd HH:mm``), which Spark's datetime

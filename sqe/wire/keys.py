@@ -92,7 +92,16 @@ class StreamMetadata:
 
 
 def pid_for(topology: str, stream: str, secondary_id: str) -> int:
-    """The PID of a stream: ``murmur64a(utf8(topology + stream + secondary_id))``."""
+    """The PID of a stream: ``murmur64a(utf8(topology + stream + secondary_id))``.
+
+    Args:
+        topology: the topology name (``--name``, default the file's stem).
+        stream: the stream's ``streamName``.
+        secondary_id: where the stream reads, ``"<cluster id>/<topic>"`` for Kafka.
+
+    Returns:
+        The signed 64-bit PID that the stream's output keys carry.
+    """
     return murmur64a((topology + stream + secondary_id).encode("utf-8"))
 
 
@@ -120,11 +129,21 @@ def _as_binary(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
 def decode_keys(
     keys: pa.Array | pa.ChunkedArray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Decode a column of keys into ``(pid int64[], partition int32[], offset int64[], valid bool[])``.
+    """Decode a column of 20-byte StreamMetadata keys at once.
 
-    ``valid`` is False for NULL keys and keys that are not exactly 20 bytes;
-    their pid, partition and offset are 0.  No per-row Python: the key bytes
-    are gathered straight from the Arrow data buffer with NumPy.
+    No per-row Python: the key bytes are gathered straight from the Arrow data
+    buffer with NumPy.
+
+    Args:
+        keys: a binary, large binary or fixed-size binary Arrow array (or chunked array).
+
+    Returns:
+        ``(pid int64[], partition int32[], offset int64[], valid bool[])``; ``valid`` is
+        False for NULL keys and keys that are not exactly 20 bytes, whose pid, partition
+        and offset are 0.
+
+    Raises:
+        TypeError: ``keys`` is not a binary Arrow array.
     """
     arr = _as_binary(keys)
     n = len(arr)
@@ -172,7 +191,20 @@ def _int_column(name: str, values: object, dtype: type, bounds: tuple[int, int])
 
 
 def encode_keys(pid: object, partition: object, offset: object) -> pa.BinaryArray:
-    """Encode equal-length integer columns into a ``BinaryArray`` of 20-byte keys."""
+    """Encode equal-length integer columns into 20-byte StreamMetadata keys.
+
+    Args:
+        pid: the PIDs, int64 values (anything ``numpy.asarray`` takes).
+        partition: the source partitions, int32 values.
+        offset: the source offsets, int64 values.
+
+    Returns:
+        A ``pyarrow.BinaryArray`` of the big-endian keys, one per row.
+
+    Raises:
+        ValueError: the columns differ in length, or a value does not fit its type.
+        TypeError: a column does not hold integers.
+    """
     p = _int_column("pid", pid, np.int64, _INT64)
     q = _int_column("partition", partition, np.int32, _INT32)
     o = _int_column("offset", offset, np.int64, _INT64)

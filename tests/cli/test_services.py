@@ -125,7 +125,7 @@ def test_spark_workers_run_this_interpreter_and_package(spark):
 
 # ---- sqe services, as real processes ----------------------------------------------------------
 
-BIN = Path(sys.executable).parent  # the venv the tests run in: its sqe, as the README's .venv/bin
+BIN = Path(sys.executable).parent  # the venv the tests run in: its sqe, as the docs' .venv/bin
 
 
 def _env(tmp: Path) -> dict[str, str]:
@@ -190,16 +190,15 @@ def _start(tmp: Path, data: str, cwd: Path | None = None) -> tuple[subprocess.Po
 
 
 def _readme_block() -> list[str]:
-    """The lines of the "Running topologies" sh block that runs ``sqe services &``."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Running topologies\n", 1)[1].split("\n## ", 1)[0]
-    blocks = [b for b in re.findall(r"```sh\n(.*?)```", section, re.S) if "sqe services &" in b]
-    assert len(blocks) == 1, "the README's sqe services block moved"
+    """The lines of the docs/running.md sh block that runs ``sqe services &``."""
+    text = (ROOT / "docs" / "running.md").read_text()
+    blocks = [b for b in re.findall(r"```sh\n(.*?)```", text, re.S) if "sqe services &" in b]
+    assert len(blocks) == 1, "docs/running.md's sqe services block moved"
     return blocks[0].splitlines()
 
 
 def _on_ports(lines: list[str], kafka: int, rds: int) -> list[str]:
-    """The README's lines with the only substitution they need here: the services on two free
+    """The docs' lines with the only substitution they need here: the services on two free
     ports instead of 9092 and 6379 (which other servers may hold on a CI machine)."""
     conf = " ".join(shlex.quote(a) for a in service_conf(f"127.0.0.1:{kafka}",
                                                          f"redis://127.0.0.1:{rds}/0"))
@@ -213,14 +212,14 @@ def _on_ports(lines: list[str], kafka: int, rds: int) -> list[str]:
             line = re.sub(pattern, lambda _m, r=replacement: r, line)
         out.append(line)
     for pattern, _ in rules:
-        assert any(re.search(pattern, line) for line in lines), f"README lost {pattern!r}"
+        assert any(re.search(pattern, line) for line in lines), f"docs/running.md lost {pattern!r}"
     return out
 
 
 @pytest.mark.slow
 @pytest.mark.spark
 def test_the_readme_lines_run_as_written_from_a_fresh_directory(operator_dir):
-    """The README's block from a fresh directory (its first line, the install, is the venv these
+    """The docs' block from a fresh directory (its first line, the install, is the venv these
     tests run in, linked as .venv; topologies/ and conf/ are linked from the checkout), with
     the services on free ports; the data directory is the default, under XDG_CACHE_HOME."""
     work = operator_dir / "clone"

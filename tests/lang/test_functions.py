@@ -169,11 +169,11 @@ def test_aggregates_into_kafka_are_partition_local_with_the_largest_offset(spark
     assert got == [(0, 11, "a", 3), (0, 12, "b", 4), (1, 5, "a", 3)]
 
 
-def test_the_readme_table_has_every_catalogue_function():
+def test_the_docs_table_has_every_catalogue_function():
 
     from sqe.lang.functions import FUNCTIONS
 
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "topologies.md").read_text()
     table = text[text.index("| SQE | Spark | notes |"):text.index("Date patterns are Java's")]
     cells = {c.strip("`[] ").lower() for row in table.splitlines() if row.startswith("|")
              for c in row.split("|")[1].replace("(", " ").replace(",", " ").split()}
