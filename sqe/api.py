@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import threading
 from collections.abc import Mapping, Sequence
@@ -39,7 +40,7 @@ from sqe.engine.session import build_session, quiet_failure_traces
 from sqe.engine.spark_api import session_conf
 from sqe.engine.watch import RunWatcher
 from sqe.errors import OptionError
-from sqe.lang.topology import Topology
+from sqe.lang.topology import Topology, read_topology
 from sqe.lang.topology import load_topology as _load
 from sqe.state.registry import SINKS
 
@@ -73,9 +74,11 @@ def _configs(config: Sequence[ConfigArg]) -> list[ConfigFile]:
 
 
 def _topology(topology: TopologyArg, name: str | None) -> Topology:
+    """The topology to plan: every problem of reading a file is kept for the plan to report
+    with the others (a :class:`Topology` given keeps its own)."""
     if isinstance(topology, Topology):
-        return topology if name is None else Topology(topology.path, name, topology.commands)
-    return load_topology(topology, name)
+        return topology if name is None else dataclasses.replace(topology, name=name)
+    return read_topology(topology, name, state_names=tuple(SINKS))
 
 
 def validate(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),

@@ -15,6 +15,7 @@ from __future__ import annotations
 __all__ = [
     "SqeError",
     "OptionError",
+    "RefusedOption",
     "TopologyError",
     "PrerequisiteError",
     "SourceError",
@@ -45,6 +46,17 @@ class SqeError(Exception):
 
 class OptionError(SqeError, ValueError):
     """A ``jw.sqe.*`` option is unknown, retired or has a value of the wrong type."""
+
+
+class RefusedOption(SqeError):
+    """An option whose value was refused (and reported) was read: what needs its value cannot be
+    checked, so a check of ``sqe validate`` that reads it is left out rather than run on a
+    default the user did not mean.  Not a :class:`ValueError`, so that the checks' own
+    ``except ValueError`` do not turn it into a message."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(f"{key}: its value was refused, so it has none")
 
 
 class TopologyError(SqeError, ValueError):

@@ -130,8 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         stale.append(page)
         if not args.check:
             path = DOCS / page
-            path.write_text(_block(marker).sub(lambda m, new=new: m.group(1) + new + m.group(3),
-                                               path.read_text()))
+            found = _block(marker).search(path.read_text())
+            assert found is not None  # documented() found the markers
+            text = path.read_text()
+            path.write_text(text[:found.start(2)] + new + text[found.end(2):])
     for page in stale:
         print(f"docs/{page}: {'differs from the code' if args.check else 'rewritten'}")
     return 1 if args.check and stale else 0

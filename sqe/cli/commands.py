@@ -36,7 +36,9 @@ from sqe.engine.recovery import Rerun
 from sqe.engine.session import build_session, quiet_failure_traces
 from sqe.engine.watch import RunWatcher
 from sqe.errors import RunError, RunStopped, SourceError, SqeError, StateError
+from sqe.lang.topology import read_topology
 from sqe.ledger.hwm import HwmStore
+from sqe.state.registry import SINKS
 from sqe.wire.keys import StreamMetadata, pid_for
 
 __all__ = ["demo", "hwm", "keys", "options", "report", "run", "sample_events", "validate"]
@@ -49,7 +51,10 @@ def validate(args: argparse.Namespace) -> int:
     failed = False
     for path in args.files:
         try:
-            plan = api.validate(path, config=configs, conf=conf, name=args.name)
+            # Read with every problem kept, so that the checks after loading run on the
+            # commands that loaded, and api.validate raises all of them together.
+            topology = read_topology(path, args.name, state_names=tuple(SINKS))
+            plan = api.validate(topology, config=configs, conf=conf)
         except SqeError as exc:
             failed = True
             print(f"error: {exc}".replace("\n", "\nerror: "), file=sys.stderr)
@@ -66,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     """``sqe run``: the topology on Spark; a failure is one sentence and exit 1."""
     configs = [load_config(c) for c in args.config]
     conf = parse_conf_pairs(args.conf)
-    topology = api.load_topology(args.topology, args.name)
+    topology = read_topology(args.topology, args.name, state_names=tuple(SINKS))
     plan = api.validate(topology, config=configs, conf=conf)  # bad input: exit 2, no Spark
     for warning in plan.warnings:
         print(f"warning: {warning}", file=sys.stderr)

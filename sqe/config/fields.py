@@ -24,7 +24,9 @@ import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 
+from sqe.config.settings import unless_refused
 from sqe.config.views import StateSettings, StreamSettings
 from sqe.lang.expressions import Sql, walk
 from sqe.lang.references import Reference, expression_references, query_references
@@ -120,22 +122,26 @@ def field_problems(topology: Topology, streams: Mapping[str, StreamSettings],
                    states: Mapping[int, StateSettings] | None = None) -> list[str]:
     """Every field a query reads that its stream lacks, one located sentence each (and every
     field a Kafka state's ``filterValue`` reads that the query's output lacks, with ``states``,
-    by command index); commands whose options did not resolve are not checked."""
+    by command index); what reads an option whose value was refused is not checked."""
     problems: list[str] = []
     known: dict[str, StreamFields | None] = {}
     for index, command in enumerate(topology.commands):
         where = f"{topology.path}: {topology.label(command)}"
         if isinstance(command, CreateStream):
             s = streams.get(command.streamName)
-            known[command.streamName] = stream_fields(command, s) if s is not None else None
-            problems += _declared_problem(command, s, where) if s is not None else []
+            known[command.streamName] = None  # unless known: fields of a refused option are not
+            if s is not None:
+                known[command.streamName] = unless_refused(partial(stream_fields, command, s),
+                                                           None)
+                problems += unless_refused(partial(_declared_problem, command, s, where), [])
         elif isinstance(command, Query):
             stream = known.get(command.from_.objectName)
             if stream is not None:
                 problems += [_unknown(where, ref, stream) for ref in query_references(command)
                              if not stream.has(ref.name)]
             if states is not None and index in states:
-                problems += _filter_value_problems(command, states[index], where)
+                problems += unless_refused(
+                    partial(_filter_value_problems, command, states[index], where), [])
             into = command.insertInto
             known[into.objectName] = StreamFields(
                 into.objectName, tuple(into.fields),

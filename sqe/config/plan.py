@@ -10,6 +10,14 @@ field a query reads is one its stream has (:mod:`sqe.config.fields`).  The resul
 a :class:`TopologyPlan`, holds one :class:`~sqe.config.views.StreamSettings`
 per stream and one :class:`~sqe.config.views.StateSettings` per query; what a
 state needs of its options is checked by the state itself (``sqe.state.registry``).
+
+Every problem is found in one call, each located, in file order (by command, then
+by check): the problems found loading the topology
+(:attr:`~sqe.lang.topology.Topology.problems`), every option refused (each key of
+a layer is checked on its own, and the others apply), then each check of what
+the options, fields and states say.  A check that needs an option whose value was
+refused is left out (it raises :class:`~sqe.errors.RefusedOption`): its value is
+unknown, and the refusal is reported already.
 """
 
 from __future__ import annotations
@@ -20,10 +28,11 @@ from typing import Any
 
 from sqe.config.client_properties import property_problems
 from sqe.config.fields import field_problems
-from sqe.config.settings import ConfigFile, Settings, spark_conf_options
+from sqe.config.settings import ConfigFile, Settings, spark_conf_options, unless_refused
 from sqe.config.views import OptionKey, StateSettings, StreamSettings
-from sqe.errors import OptionError, TopologyError
+from sqe.errors import TopologyError
 from sqe.lang.post_filter import compile_filter
+from sqe.lang.problems import in_file_order
 from sqe.lang.topology import CreateStream, Query, SetCommand, Topology
 from sqe.wire.columns import RECORD_COLUMNS
 
@@ -46,60 +55,88 @@ class TopologyPlan:
         return self.states[self.topology.commands.index(query)]
 
 
-def _stream_problems(stream: CreateStream, s: StreamSettings, where: str) -> list[str]:
-    problems = []
+def _brokers_problems(stream: CreateStream, s: StreamSettings, where: str) -> list[str]:
     if stream.spoutName == "KAFKA" and not s.brokers:
-        problems.append(f"{where}: a KAFKA stream needs jw.sqe.spout.kafka.brokers "
-                        "(in its options, a Set command, a --config file or --conf)")
-    for name, policy in (("corruptChunkPolicy", s.corrupt_policy),
-                         ("badRecordPolicy", s.bad_record_policy)):
-        if policy == "deadletter" and not s.dead_letter_topic:
+        return [f"{where}: a KAFKA stream needs jw.sqe.spout.kafka.brokers "
+                "(in its options, a Set command, a --config file or --conf)"]
+    return []
+
+
+def _policy_problems(stream: CreateStream, s: StreamSettings, where: str,
+                     name: str, policy: str) -> list[str]:
+    problems = []
+    if policy == "deadletter":
+        if not s.dead_letter_topic:
             problems.append(f"{where}: {name} deadletter needs "
                             "jw.sqe.spout.kafka.deadLetterTopic")
-        if policy == "deadletter" and stream.spoutName != "KAFKA":
+        if stream.spoutName != "KAFKA":
             problems.append(f"{where}: {name} deadletter sends the Kafka record as it was; "
                             f"a {stream.spoutName} stream has none (use fail)")
-    problems += _filter_problems(s, where)
-    if stream.spoutName == "KAFKA":
-        problems += property_problems(s.settings, "consumer", where)
-        if s.filter_replays:
-            try:
-                _ = s.hwm_store
-            except ValueError as exc:
-                problems.append(f"{where}: {exc}")
-    if stream.spoutName == "FIXED" and s.filter_replays:
-        problems.append(f"{where}: filterReplays reads the StreamMetadata keys of a Kafka topic; "
-                        "a FIXED stream has none")
-    if stream.spoutName == "FIXED":
-        fields, rows = s.fixed_fields, s.fixed_rows
-        if not fields:
-            problems.append(f"{where}: a FIXED stream needs jw.sqe.spout.fixed.fields")
-        elif rows is None:
-            problems.append(f"{where}: a FIXED stream needs jw.sqe.spout.fixed.values")
-        else:
-            for i, row in enumerate(rows):
-                if len(row) != len(fields):
-                    problems.append(f"{where} -> jw.sqe.spout.fixed.values -> row {i + 1}: "
-                                    f"{len(row)} value(s) for {len(fields)} field(s)")
     return problems
 
 
-def _filter_problems(s: StreamSettings, where: str) -> list[str]:
-    """Chunk and filter options of a stream that cannot work as given."""
-    problems = []
+def _replay_problems(stream: CreateStream, s: StreamSettings, where: str) -> list[str]:
+    if not s.filter_replays:
+        return []
+    if stream.spoutName == "FIXED":
+        return [f"{where}: filterReplays reads the StreamMetadata keys of a Kafka topic; "
+                "a FIXED stream has none"]
+    try:
+        _ = s.hwm_store
+    except ValueError as exc:
+        return [f"{where}: {exc}"]
+    return []
+
+
+def _fixed_problems(s: StreamSettings, where: str) -> list[str]:
+    fields, rows = s.fixed_fields, s.fixed_rows
+    if not fields:
+        return [f"{where}: a FIXED stream needs jw.sqe.spout.fixed.fields"]
+    if rows is None:
+        return [f"{where}: a FIXED stream needs jw.sqe.spout.fixed.values"]
+    return [f"{where} -> jw.sqe.spout.fixed.values -> row {i + 1}: "
+            f"{len(row)} value(s) for {len(fields)} field(s)"
+            for i, row in enumerate(rows) if len(row) != len(fields)]
+
+
+def _stream_problems(stream: CreateStream, s: StreamSettings, where: str) -> list[str]:
+    """What a stream's options say that cannot work, each check on its own (one that reads a
+    refused option is left out, the others run)."""
+    kafka, fixed = stream.spoutName == "KAFKA", stream.spoutName == "FIXED"
+    checks: list[Callable[[], list[str]]] = [
+        lambda: _brokers_problems(stream, s, where),
+        lambda: _policy_problems(stream, s, where, "corruptChunkPolicy", s.corrupt_policy),
+        lambda: _policy_problems(stream, s, where, "badRecordPolicy", s.bad_record_policy),
+        lambda: _native_problems(s, where),
+        lambda: _post_filter_problems(s, where),
+        lambda: property_problems(s.settings, "consumer", where) if kafka else [],
+        lambda: _replay_problems(stream, s, where) if kafka or fixed else [],
+        lambda: _fixed_problems(s, where) if fixed else [],
+    ]
+    none: list[str] = []
+    return [problem for check in checks for problem in unless_refused(check, none)]
+
+
+def _native_problems(s: StreamSettings, where: str) -> list[str]:
+    """Chunk and filter options of a stream that Spark's own Kafka connector cannot run."""
     given: list[tuple[OptionKey[Any], object]] = [
         (StreamSettings.chunks, s.chunks), (StreamSettings.filter_values, s.filter_values),
         (StreamSettings.post_filter, s.post_filter)]
     filters = [key.key for key, value in given if value]
     if filters and s.format == "native":
-        problems.append(f"{where}: {', '.join(filters)} run(s) in SQE's own Kafka source; "
-                        "jw.sqe.spout.kafka.format native cannot read chunks or filter values")
+        return [f"{where}: {', '.join(filters)} run(s) in SQE's own Kafka source; "
+                "jw.sqe.spout.kafka.format native cannot read chunks or filter values"]
+    return []
+
+
+def _post_filter_problems(s: StreamSettings, where: str) -> list[str]:
+    """A post-filter that does not compile over the record columns."""
     if s.post_filter is not None:
         try:
             compile_filter(s.post_filter, RECORD_COLUMNS, f"{where} -> jw.sqe.spout.kafka.postFilter")
         except TopologyError as exc:
-            problems.append(str(exc))
-    return problems
+            return [str(exc)]
+    return []
 
 
 def plan_topology(
@@ -109,58 +146,61 @@ def plan_topology(
     spark_conf: Mapping[str, Any] | None = None,
     check: Callable[[TopologyPlan], list[str]] | None = None,
 ) -> TopologyPlan:
-    """Resolve and check every command's options; all problems are raised together.
+    """Resolve and check every command's options; all problems are raised together, with
+    those found loading the topology, in file order.
 
     ``check`` adds problems found in the plan by a layer above this one (what each
-    state needs of its options); it sees the commands whose options resolved.
+    state needs of its options); a check of it that reads a refused option is to be
+    left out (:func:`~sqe.config.settings.unless_refused`).
     """
-    problems: list[str] = []
+    problems: list[str] = list(topology.problems)
     base = Settings.defaults()
     spark: dict[str, str] = {}
     spark_origins: dict[str, str] = {}
     warnings: list[str] = []
-    try:
-        for cfg in configs:
-            base = base.overlay(cfg.sqe, f"{cfg.path} (SQE)")
-            spark.update(cfg.spark)
-            spark_origins.update(dict.fromkeys(cfg.spark, f"{cfg.path} (Spark)"))
-            warnings += cfg.warnings
-        # Options given as spark.jw.sqe.* in a Spark: section reach the session's conf, where a
-        # run reads them as the top layer: check them now, below what the caller's Spark conf says.
-        spark_conf = {**spark_conf_options(spark), **(spark_conf or {})} or None
-        # Validate the command-line layers once, up front, so their errors are reported once.
-        Settings.defaults().overlay(conf, "--conf").overlay(spark_conf, "Spark conf")
-    except OptionError as exc:
-        raise TopologyError(str(exc)) from None
+    for cfg in configs:
+        base, refused = base.overlay_each(cfg.sqe, f"{cfg.path} (SQE)")
+        problems += refused
+        spark.update(cfg.spark)
+        spark_origins.update(dict.fromkeys(cfg.spark, f"{cfg.path} (Spark)"))
+        warnings += cfg.warnings
+    # Options given as spark.jw.sqe.* in a Spark: section reach the session's conf, where a
+    # run reads them as the top layer: check them now, below what the caller's Spark conf says.
+    spark_conf = {**spark_conf_options(spark), **(spark_conf or {})} or None
+    # Check the command-line layers once, up front, so their problems are reported once.
+    for layer, origin in ((conf, "--conf"), (spark_conf, "Spark conf")):
+        problems += Settings.defaults().overlay_each(layer, origin)[1]
 
-    def top_layers(s: Settings) -> Settings:
-        return s.overlay(conf, "--conf").overlay(spark_conf, "Spark conf (spark.jw.sqe.*)")
+    def top_layers(s: Settings) -> Settings:  # their refused keys stay refused
+        s = s.overlay_each(conf, "--conf")[0]
+        return s.overlay_each(spark_conf, "Spark conf (spark.jw.sqe.*)")[0]
 
     streams: dict[str, StreamSettings] = {}
     states: dict[int, StateSettings] = {}
     current = base
     for index, command in enumerate(topology.commands):
         where = f"{topology.path}: {topology.label(command)}"
-        try:
-            if isinstance(command, SetCommand):
-                current = current.overlay({command.key: command.value}, where)
-            elif isinstance(command, CreateStream):
-                s = top_layers(current.overlay(command.options, f"{where} -> options"))
-                streams[command.streamName] = StreamSettings(s)
-                problems += _stream_problems(command, streams[command.streamName], where)
-                warnings += s.warnings()
-            elif isinstance(command, Query):
-                s = top_layers(current.overlay(command.insertInto.options,
-                                               f"{where} -> insertInto -> options"))
-                states[index] = StateSettings(s)
-                warnings += s.warnings()
-        except OptionError as exc:
-            problems.append(str(exc))
+        if isinstance(command, SetCommand):
+            current, refused = current.overlay_each({command.key: command.value}, where)
+            problems += refused
+        elif isinstance(command, CreateStream):
+            s, refused = current.overlay_each(command.options, f"{where} -> options")
+            s = top_layers(s)
+            streams[command.streamName] = StreamSettings(s)
+            problems += refused + _stream_problems(command, streams[command.streamName], where)
+            warnings += s.warnings()
+        elif isinstance(command, Query):
+            s, refused = current.overlay_each(command.insertInto.options,
+                                              f"{where} -> insertInto -> options")
+            s = top_layers(s)
+            states[index] = StateSettings(s)
+            problems += refused
+            warnings += s.warnings()
     warnings += current.warnings()  # Set commands after the last stream or query
     problems += field_problems(topology, streams, states)
     plan = TopologyPlan(topology, streams, states, spark, tuple(dict.fromkeys(warnings)),
                         spark_origins)
     problems += check(plan) if check is not None else []
     if problems:
-        raise TopologyError(problems)
+        raise TopologyError(in_file_order(topology.path, problems))
     return plan

@@ -16,6 +16,9 @@ where each value came from (:meth:`Settings.origin`).  Keys outside
 ``Set`` key) and reported, never silently applied.  Every value may name
 environment variables, ``${NAME}`` or ``${NAME:-default}``, expanded when
 it is read (:func:`sqe.config.secrets.expand_env`), so files need not hold secrets.
+:meth:`Settings.overlay` refuses a layer at its first bad key; :meth:`Settings.overlay_each`
+(what ``sqe validate`` uses) checks every key, applies the good ones and remembers the refused
+ones, whose reading then raises :class:`~sqe.errors.RefusedOption`.
 
 Example::
 
@@ -26,22 +29,24 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from sqe.config.options import PREFIX, coerce, render
 from sqe.config.registry import REGISTRY, lookup, suggest
 from sqe.config.secrets import MASK, expand_env, mask_value
 from sqe.config.spark_settings import closest_spark_setting, is_spark_setting, unknown_spark_setting
-from sqe.errors import OptionError
+from sqe.errors import OptionError, RefusedOption
 from sqe.lang.documents import SyntaxProblem, load_yaml, read_text
 
-__all__ = ["Settings", "ConfigFile", "load_config", "parse_conf_pairs", "spark_conf_options"]
+__all__ = ["Settings", "ConfigFile", "load_config", "parse_conf_pairs", "spark_conf_options",
+           "unless_refused"]
 
 SPARK_PREFIX = "spark." + PREFIX
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class Settings(Mapping[str, Any]):
 
     _values: Mapping[str, tuple[Any, str]] = field(default_factory=dict)
     foreign: Mapping[str, tuple[Any, str]] = field(default_factory=dict)
+    refused: frozenset[str] = frozenset()  # declared keys whose value was refused: no value
 
     @classmethod
     def defaults(cls) -> Settings:
@@ -57,33 +63,56 @@ class Settings(Mapping[str, Any]):
         return cls(MappingProxyType({}), MappingProxyType({}))
 
     def overlay(self, values: Mapping[str, Any] | None, origin: str) -> Settings:
-        """A new Settings with ``values`` (validated, from ``origin``) on top of this one."""
+        """A new Settings with ``values`` (validated, from ``origin``) on top of this one; the
+        first key refused raises :class:`~sqe.errors.OptionError`."""
+        settings, problems = self.overlay_each(values, origin)
+        if problems:
+            raise OptionError(problems[0])
+        return settings
+
+    def overlay_each(self, values: Mapping[str, Any] | None, origin: str
+                     ) -> tuple[Settings, list[str]]:
+        """Every key of ``values`` checked: a new Settings with the good ones on top of this
+        one, and one message per key refused.  A refused key of a declared option has no value
+        in the result (reading it raises :class:`~sqe.errors.RefusedOption`) until a layer
+        above gives it one; an unknown key is only its message."""
         if not values:
-            return self
+            return self, []
         if not isinstance(values, Mapping):
-            raise OptionError(f"{origin}: options must be a map of key: value, "
-                              f"got {type(values).__name__}")
+            return self, [f"{origin}: options must be a map of key: value, "
+                          f"got {type(values).__name__}"]
         merged = dict(self._values)
         foreign = dict(self.foreign)
+        refused = set(self.refused)
+        problems = []
         for key, raw in values.items():
             if not isinstance(key, str):
-                raise OptionError(f"{origin}: option key {key!r} is not a string")
+                problems.append(f"{origin}: option key {key!r} is not a string")
+                continue
             if not key.startswith(PREFIX):
                 foreign[key] = (raw, origin)
                 continue
-            option = lookup(key, origin)
-            value = expand_env(raw, f"{origin}: {key}")
             merged.pop(key, None)  # the keys stay in the order their values were set
-            merged[key] = (coerce(option, value, origin), origin)
-        return Settings(MappingProxyType(merged), MappingProxyType(foreign))
+            try:
+                option = lookup(key, origin)
+                merged[key] = (coerce(option, expand_env(raw, f"{origin}: {key}"), origin), origin)
+                refused.discard(key)
+            except OptionError as exc:
+                problems.append(str(exc))
+                refused |= {key} & REGISTRY.keys()
+        return Settings(MappingProxyType(merged), MappingProxyType(foreign),
+                        frozenset(refused)), problems
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Settings travel to the executors inside a source's config: pickle plain dicts.
+        # Settings travel to the executors inside a source's config: pickle plain dicts.  No
+        # refused key is among them: settings with one never pass validation.
         return _restore, (dict(self._values), dict(self.foreign))
 
     def __getitem__(self, key: str) -> Any:
         if key in self._values:
             return self._values[key][0]
+        if key in self.refused:
+            raise RefusedOption(key)
         return REGISTRY[key].default
 
     def __iter__(self) -> Iterator[str]:
@@ -139,6 +168,16 @@ class Settings(Mapping[str, Any]):
         for key, (_, origin) in self.foreign.items():
             out.append(_foreign_warning(key, origin))
         return out
+
+
+def unless_refused(read: Callable[[], T], otherwise: T) -> T:
+    """``read()`` (a check's problems, a stream's fields), or ``otherwise`` when it reads an
+    option whose value was refused: nothing can be said of a value that is not known, and the
+    refusal is reported already (:meth:`Settings.overlay_each`)."""
+    try:
+        return read()
+    except RefusedOption:
+        return otherwise
 
 
 def _foreign_warning(key: str, origin: str) -> str:

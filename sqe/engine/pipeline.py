@@ -17,12 +17,14 @@ import difflib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TypeVar
 
 import redis
 
 from sqe.config.kafka_client import cluster_metadata, consumer_conf, new_consumer
 from sqe.config.plan import TopologyPlan
+from sqe.config.settings import unless_refused
 from sqe.config.views import StreamSettings
 from sqe.errors import SourceError, TopologyError
 from sqe.lang.compiler import aggregates_of
@@ -187,11 +189,15 @@ def sink_target(plan: TopologyPlan, query: Query) -> SinkTarget:
 
 def state_problems(plan: TopologyPlan) -> list[str]:
     """What each query's state lacks (checked by the state itself), one located sentence each;
-    queries whose options did not resolve are left out (their own problem is reported)."""
-    problems = []
+    a state whose check reads an option whose value was refused is left out (the refusal is
+    reported)."""
+    problems: list[str] = []
     for index, command in enumerate(plan.topology.commands):
-        if isinstance(command, Query) and command.insertInto.stateName and index in plan.states:
-            problems += sink_problems(command.insertInto.stateName, sink_target(plan, command))
+        if not isinstance(command, Query) or index not in plan.states:
+            continue
+        name = command.insertInto.stateName
+        if name:
+            problems += unless_refused(partial(sink_problems, name, sink_target(plan, command)), [])
     return problems
 
 

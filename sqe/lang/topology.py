@@ -11,13 +11,16 @@ with the file, the 1-based command index and the path inside the command::
 
 Cross-command checks (unknown ``from`` streams, field counts) are made
 here as well; option values are validated by :mod:`sqe.config.plan`.
+:func:`read_topology` is the same check keeping every problem instead of raising
+them: it gives the commands the checks after this one can take (``sqe validate``
+reports everything in one run).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, cast
 
@@ -42,6 +45,13 @@ from sqe.lang.expressions import (
     parse_expression,
     walk,
 )
+from sqe.lang.problems import (
+    describe_error,
+    in_file_order,
+    known_keys_only,
+    stream_names,
+    what,
+)
 from sqe.lang.sql import SqlSyntaxError, position, sql_columns
 
 __all__ = [
@@ -55,6 +65,7 @@ __all__ = [
     "Topology",
     "load_topology",
     "parse_commands",
+    "read_topology",
     "sql_error",
 ]
 
@@ -172,11 +183,19 @@ _COMMANDS: dict[str, tuple[str, type[_Model]]] = {
 
 @dataclass(frozen=True)
 class Topology:
-    """A validated topology file: its path, default name and commands in file order."""
+    """A topology file: its path, default name and commands in file order.
+
+    :func:`load_topology` gives only a valid one.  :func:`read_topology` gives the commands
+    the checks after loading can take, each with its place in the file (``numbers``, when a
+    command before it was left out), and ``problems``: every located problem found loading the
+    file, in file order.
+    """
 
     path: str
     name: str
     commands: tuple[Command, ...]
+    numbers: tuple[int, ...] = ()  # each command's 1-based place in the file; () = its position
+    problems: tuple[str, ...] = ()
 
     @property
     def streams(self) -> list[CreateStream]:
@@ -189,84 +208,77 @@ class Topology:
         return [c for c in self.commands if isinstance(c, Query)]
 
     def label(self, command: Command) -> str:
-        """``command N (Kind)`` for messages, N being the 1-based position in the file."""
+        """``command N (Kind)`` for messages, N being the 1-based place in the file."""
         index = next(i for i, c in enumerate(self.commands) if c is command)
-        return f"command {index + 1} ({_kind(command)})"
+        number = self.numbers[index] if self.numbers else index + 1
+        return f"command {number} ({_kind(command)})"
 
 
 def _kind(command: Command) -> str:
     return {SetCommand: "Set", CreateStream: "CreateStream", Query: "Query"}[type(command)]
 
 
-#: A list's name in pydantic's locations -> what one of its items is called in messages.
-_ITEMS = {"expressions": "expression", "fields": "field"}
+@dataclass(frozen=True)
+class _Unloaded:
+    """A command that did not load: its place, kind (when known), the stream it defines and,
+    a query, the stream it reads (when its body names them)."""
+
+    number: int
+    kind: str | None
+    defines: str | None = None
+    reads: str | None = None
 
 
-def _location(loc: Sequence[Any]) -> list[str]:
-    """Pydantic's location as the messages say it: ``select -> expression 1`` (1-based, as
-    commands, arguments and rows are) for ``select -> expressions -> 0``; an index right after
-    another (a list in a list) is ``item N`` of its own: ``values item 1 -> item 3``."""
-    out: list[str] = []
-    after_index = False
-    for i, part in enumerate(loc):
-        if part == "[key]":  # pydantic's mark after a map key that is wrong
+@dataclass(frozen=True)
+class _Loaded:
+    """What :func:`_load_commands` found: the commands that loaded, with their places."""
+
+    commands: tuple[Command, ...]
+    numbers: tuple[int, ...]
+    problems: tuple[str, ...]
+    unloaded: tuple[_Unloaded, ...]
+
+
+def _load_commands(raw: Any, source: str, state_names: Sequence[str] | None) -> _Loaded:
+    """Every command of a raw command list checked: those that load, and every problem."""
+    if not isinstance(raw, list):
+        got = "an empty file" if raw is None else f"{what(raw)}"
+        raise TopologyError(f"{source}: a topology file must be a list of commands "
+                            f"(Set, CreateStream, Query), got {got}")
+    commands: list[Command] = []
+    numbers: list[int] = []
+    problems: list[str] = []
+    unloaded: list[_Unloaded] = []
+    for i, item in enumerate(raw):
+        where = f"{source}: command {i + 1}"
+        if not isinstance(item, dict) or len(item) != 1:
+            problems.append(f"{where}: expected a map with exactly one key "
+                            f"(Set, CreateStream or Query)")
+            unloaded.append(_Unloaded(i + 1, None))
             continue
-        if i + 1 < len(loc) and loc[i + 1] == "[key]":
-            out.append(f"key {part}")
-        elif isinstance(part, int) and not isinstance(part, bool):
-            if out and not after_index:
-                name = out.pop()
-                out.append(f"{_ITEMS.get(name, name + ' item')} {part + 1}")
-            else:
-                out.append(f"item {part + 1}")
-            after_index = True
+        ((name, body),) = item.items()
+        known = _COMMANDS.get(str(name).lower())
+        if known is None:
+            problems.append(f"{where}: unknown command {name}; expected Set, CreateStream or Query")
+            unloaded.append(_Unloaded(i + 1, None))
             continue
-        else:
-            out.append("from" if part == "from_" else str(part))
-        after_index = False
-    return out
-
-
-def _describe_error(err: dict[str, Any], model: type[_Model]) -> tuple[list[str], str]:
-    loc = _location(err["loc"])
-    kind, ctx = err["type"], err.get("ctx") or {}
-    if kind == "sqe_expression":
-        return loc + ctx.get("subpath", []), ctx["message"]
-    if kind == "literal_error":
-        expected = ctx.get("expected", "").replace("'", "").replace(" or ", ", ")
-        return loc, f"expected one of {expected}"
-    if kind == "missing":
-        return loc, "is required"
-    if kind == "extra_forbidden":
-        return loc, "is not a known field" + _known_fields(model, loc)
-    texts = {
-        "string_type": "expected a string",
-        "list_type": "expected a list",
-        "dict_type": "expected a map of key: value",
-        "model_type": "expected a map",
-        "too_short": "must not be empty",
-        "string_too_short": "must not be empty",
-    }
-    return loc, texts.get(kind, err["msg"])
-
-
-def _known_fields(model: type[_Model], loc: list[str]) -> str:
-    for part in loc[:-1]:
-        info = model.model_fields.get(part if part != "from" else "from_")
-        inner = getattr(info, "annotation", None) if info else None
-        if isinstance(inner, type) and issubclass(inner, _Model):
-            model = inner
-        else:
-            return ""
-    names = [f.alias or n for n, f in model.model_fields.items()]
-    return f" (expected {', '.join(names)})"
-
-
-def _what(value: Any) -> str:
-    """What a YAML/JSON value is, in a message: ``a map``, ``a string``, ..."""
-    names = {dict: "a map", str: "a string", bool: "a boolean", int: "a number",
-             float: "a number"}
-    return names.get(type(value), f"a {type(value).__name__}")
+        label, model = known
+        context = {"state_names": state_names}
+        try:
+            command = model.model_validate(body, context=context)
+        except ValidationError as exc:
+            errors = exc.errors()
+            for err in errors:
+                loc, text = describe_error(dict(err), model)
+                problems.append(f"{' -> '.join([f'{where} ({label})', *loc])}: {text}")
+            trimmed = known_keys_only(body, errors)
+            if trimmed is None:  # more than unknown keys is wrong: the later checks skip it
+                unloaded.append(_Unloaded(i + 1, label, *stream_names(label, body)))
+                continue
+            command = model.model_validate(trimmed, context=context)  # the rest is valid
+        commands.append(cast(Command, command))
+        numbers.append(i + 1)
+    return _Loaded(tuple(commands), tuple(numbers), tuple(problems), tuple(unloaded))
 
 
 def parse_commands(raw: Any, source: str, state_names: Sequence[str] | None = None
@@ -275,74 +287,79 @@ def parse_commands(raw: Any, source: str, state_names: Sequence[str] | None = No
 
     ``state_names`` are the ``stateName`` values a query may use (None: any).
     """
-    if not isinstance(raw, list):
-        got = "an empty file" if raw is None else f"{_what(raw)}"
-        raise TopologyError(f"{source}: a topology file must be a list of commands "
-                            f"(Set, CreateStream, Query), got {got}")
-    commands: list[Command] = []
-    problems: list[str] = []
-    for i, item in enumerate(raw):
-        where = f"{source}: command {i + 1}"
-        if not isinstance(item, dict) or len(item) != 1:
-            problems.append(f"{where}: expected a map with exactly one key "
-                            f"(Set, CreateStream or Query)")
-            continue
-        ((name, body),) = item.items()
-        known = _COMMANDS.get(str(name).lower())
-        if known is None:
-            problems.append(f"{where}: unknown command {name}; expected Set, CreateStream or Query")
-            continue
-        label, model = known
-        try:
-            command = model.model_validate(body, context={"state_names": state_names})
-            commands.append(cast(Command, command))
-        except ValidationError as exc:
-            for err in exc.errors():
-                loc, text = _describe_error(dict(err), model)
-                path = " -> ".join([f"{where} ({label})", *loc])
-                problems.append(f"{path}: {text}")
-    if problems:
-        raise TopologyError(problems)
-    return tuple(commands)
+    loaded = _load_commands(raw, source, state_names)
+    if loaded.problems:
+        raise TopologyError(list(loaded.problems))
+    return loaded.commands
 
 
-def _check_structure(path: str, topology: Topology) -> None:
+def _unknown_stream(where: str, name: str, defined: set[str]) -> str:
+    known = ", ".join(sorted(defined)) or "none yet"
+    return (f"{where} -> from -> objectName: no stream named {name} before this query "
+            f"(known: {known})")
+
+
+def _structure_problems(topology: Topology, unloaded: Sequence[_Unloaded]
+                        ) -> tuple[list[str], set[int]]:
+    """The checks across commands, and the indices of the commands they find unusable by the
+    checks after them (every stream of a name defined twice, a query whose fields do not match
+    its expressions or with an aggregation in where).  A command that did not load counts as
+    there, with the stream it names, so that nothing is said twice about it; the stream a
+    query that did not load reads is still checked."""
+    path = topology.path
+    unusable: set[int] = set()
+    kinds = {u.kind for u in unloaded}
     problems: list[str] = []
-    if not topology.streams:
+    if not topology.streams and "CreateStream" not in kinds:
         problems.append(f"{path}: no CreateStream command; a topology needs an input stream")
-    if not topology.queries:
+    if not topology.queries and "Query" not in kinds:
         problems.append(f"{path}: no Query command; a topology needs at least one query")
+    numbers = topology.numbers or tuple(range(1, len(topology.commands) + 1))
     defined: set[str] = set()
-    for command in topology.commands:
+    entries: list[tuple[int, int | _Unloaded]] = [
+        *((n, i) for i, n in enumerate(numbers)), *((u.number, u) for u in unloaded)]
+    for _, entry in sorted(entries, key=lambda e: e[0]):
+        if isinstance(entry, _Unloaded):
+            if entry.reads is not None and entry.reads not in defined:
+                where = f"{path}: command {entry.number} ({entry.kind})"
+                problems.append(_unknown_stream(where, entry.reads, defined))
+            defined |= {entry.defines} if entry.defines is not None else set()
+            continue
+        command = topology.commands[entry]
         where = f"{path}: {topology.label(command)}"
+        broken: list[str] = []  # what makes the command unusable by the checks after these
         if isinstance(command, CreateStream):
-            if command.streamName in defined:
-                problems.append(f"{where} -> streamName: {command.streamName} is already defined")
+            if command.streamName in defined:  # which of the streams a query means: not known
+                broken.append(f"{where} -> streamName: {command.streamName} is already defined")
+                unusable |= {i for i, c in enumerate(topology.commands)
+                             if isinstance(c, CreateStream) and c.streamName == command.streamName}
             defined.add(command.streamName)
         elif isinstance(command, Query):
-            if command.from_.objectName not in defined:
-                known = ", ".join(sorted(defined)) or "none yet"
-                problems.append(f"{where} -> from -> objectName: no stream named "
-                                f"{command.from_.objectName} before this query (known: {known})")
+            if command.from_.objectName not in defined:  # the query itself is still sound
+                problems.append(_unknown_stream(where, command.from_.objectName, defined))
             n_fields, n_expr = len(command.insertInto.fields), len(command.select.expressions)
             if n_fields != n_expr:
-                problems.append(f"{where} -> insertInto -> fields: {n_fields} field name(s) for "
-                                f"{n_expr} selected expression(s); they must match one to one")
+                broken.append(f"{where} -> insertInto -> fields: {n_fields} field name(s) for "
+                              f"{n_expr} selected expression(s); they must match one to one")
             if command.where is not None and contains_aggregate(command.where):
-                problems.append(f"{where} -> where: an aggregation cannot be used in where")
+                broken.append(f"{where} -> where: an aggregation cannot be used in where")
             # As in SQE, every query's output is a stream later queries may read.
             defined.add(command.insertInto.objectName)
-    if problems:
-        raise TopologyError(problems)
+        problems += broken
+        unusable |= {entry} if broken else set()
+    return problems, unusable
 
 
-def load_topology(path: str | Path, name: str | None = None,
+def read_topology(path: str | Path, name: str | None = None,
                   state_names: Sequence[str] | None = None) -> Topology:
-    """Load and validate a topology file (YAML, or JSON by its ``.json`` suffix).
+    """Read a topology file (YAML, or JSON by its ``.json`` suffix) and check its commands,
+    keeping every problem: the result holds the commands that loaded and are sound across
+    commands (an unknown key is left out of its command) and, in ``problems``, every located
+    problem, in file order.
 
-    ``name`` is the topology name used in PIDs; it defaults to the file's stem.
-    ``state_names`` are the states a query may write to (None: any; ``sqe`` passes
-    those of ``sqe.state.registry``).
+    A file that cannot be read, does not parse or is not a list of commands raises
+    :class:`TopologyError`, as nothing in it can be checked.  ``name`` and ``state_names`` are
+    those of :func:`load_topology`.
     """
     p = Path(path)
     try:
@@ -351,8 +368,26 @@ def load_topology(path: str | Path, name: str | None = None,
         raise TopologyError(f"{p}: cannot read topology file ({exc.strerror})") from None
     except SyntaxProblem as exc:
         raise TopologyError(exc.located(str(p))) from None
-    commands = parse_commands(raw, str(p), state_names)
-    topology = Topology(str(p), name or p.stem, commands)
-    _check_structure(str(p), topology)
-    return topology
+    loaded = _load_commands(raw, str(p), state_names)
+    topology = Topology(str(p), name or p.stem, loaded.commands, loaded.numbers)
+    across, unusable = _structure_problems(topology, loaded.unloaded)
+    kept = [i for i in range(len(loaded.commands)) if i not in unusable]
+    numbers = tuple(loaded.numbers[i] for i in kept)
+    return replace(topology, commands=tuple(loaded.commands[i] for i in kept),
+                   numbers=numbers if numbers != tuple(range(1, len(raw) + 1)) else (),
+                   problems=tuple(in_file_order(str(p), [*loaded.problems, *across])))
 
+
+def load_topology(path: str | Path, name: str | None = None,
+                  state_names: Sequence[str] | None = None) -> Topology:
+    """Load and validate a topology file (YAML, or JSON by its ``.json`` suffix); every
+    problem of its commands is raised together in one :class:`TopologyError`.
+
+    ``name`` is the topology name used in PIDs; it defaults to the file's stem.
+    ``state_names`` are the states a query may write to (None: any; ``sqe`` passes
+    those of ``sqe.state.registry``).
+    """
+    topology = read_topology(path, name, state_names)
+    if topology.problems:
+        raise TopologyError(list(topology.problems))
+    return topology

@@ -9,7 +9,7 @@ from sqe.config.options import coerce, render
 from sqe.config.plan import plan_topology
 from sqe.config.registry import REGISTRY, RETIRED, lookup, suggest
 from sqe.config.settings import Settings, load_config, parse_conf_pairs, spark_conf_options
-from sqe.errors import OptionError, TopologyError
+from sqe.errors import OptionError, RefusedOption, TopologyError
 
 REQUIRED_SQE_KEYS = {
     "jw.sqe.spout.kafka.filterReplays": False,
@@ -137,6 +137,24 @@ def test_settings_are_immutable_and_know_their_origin():
     with pytest.raises(TypeError):
         t["jw.sqe.state.redis.port"] = 1  # type: ignore[index]
     assert t.explicit() == {"jw.sqe.state.redis.port": 7000}
+
+
+def test_overlay_each_checks_every_key_applies_the_good_ones_and_remembers_the_refused():
+    values = {"jw.sqe.spout.kafka.filterReplay": True, "jw.sqe.spout.kafka.filterReplays": "maybe",
+              "jw.sqe.spout.kafka.brokers": "k:9092"}
+    s, problems = Settings.defaults().overlay_each(values, "o")
+    assert problems == [
+        "o: unknown option jw.sqe.spout.kafka.filterReplay; did you mean "
+        "jw.sqe.spout.kafka.filterReplays?",
+        "o: jw.sqe.spout.kafka.filterReplays = 'maybe': expected true or false"]
+    assert s["jw.sqe.spout.kafka.brokers"] == ["k:9092"]
+    with pytest.raises(RefusedOption):  # not its default: the value given was refused
+        s["jw.sqe.spout.kafka.filterReplays"]
+    above = s.overlay({"jw.sqe.spout.kafka.filterReplays": True}, "p")  # a layer above sets it
+    assert above["jw.sqe.spout.kafka.filterReplays"] is True
+    with pytest.raises(OptionError) as info:  # overlay refuses the layer at its first bad key
+        Settings.defaults().overlay(values, "o")
+    assert str(info.value) == problems[0]
 
 
 def test_foreign_and_ignored_keys_are_reported_not_applied():

@@ -19,7 +19,8 @@ from sqe.lang.expressions import (
     parse_expression,
     to_raw,
 )
-from sqe.lang.topology import CreateStream, Query, SetCommand
+from sqe.lang.functions import known_function_names
+from sqe.lang.topology import CreateStream, Query, SetCommand, read_topology
 from tests.support import DATA, ROOT
 
 
@@ -173,6 +174,44 @@ def test_malformed_topologies_name_file_command_and_path(tmp_path, body, message
     assert message in text, text
 
 
+def test_a_command_that_does_not_load_hides_nothing_else(tmp_path):
+    """Each command is checked, and so are the checks across commands: a command that does
+    not load is skipped by them (the stream it names counts as there, and the stream a query
+    reads is still checked), and the others keep their place in the file."""
+    path = _write(tmp_path, STREAM.replace("KAFKA", "KAFKA, spoutType: EAGER") + QUERY
+                  + QUERY.replace("[a]}\n    from: {objectName: S}",
+                                  "[{Frobnicate: [a]}]}\n    from: {objectName: Nope}")
+                  + QUERY.replace("fields: [a]", "fields: [a, b]"))
+    with pytest.raises(TopologyError) as info:
+        load_topology(path)
+    assert info.value.messages == [
+        f"{path}: command 1 (CreateStream) -> spoutType: expected one of TRANSACTIONAL, OPAQUE, "
+        "NON_TRANSACTIONAL",
+        f"{path}: command 3 (Query) -> select -> expression 1: unknown function Frobnicate; "
+        "known functions: " + ", ".join(known_function_names()),
+        f"{path}: command 3 (Query) -> from -> objectName: no stream named Nope before this "
+        "query (known: S, out)",
+        f"{path}: command 4 (Query) -> insertInto -> fields: 2 field name(s) for 1 selected "
+        "expression(s); they must match one to one"]
+    topology = read_topology(path)
+    assert topology.problems == tuple(info.value.messages)
+    # command 4 loaded, but its fields do not match its expressions: the later checks skip it
+    assert [topology.label(c) for c in topology.commands] == ["command 2 (Query)"]
+
+
+def test_an_unknown_key_is_reported_and_the_rest_of_its_command_checked(tmp_path):
+    json_stream = STREAM.replace("KAFKA", "KAFKA, deserializer: json")  # any field is known
+    path = _write(tmp_path, json_stream + QUERY + "    wheer: {sql: 'a > 0'}\n")
+    topology = read_topology(path)
+    assert topology.problems == (f"{path}: command 2 (Query) -> wheer: is not a known field "
+                                 "(expected insertInto, select, from, where)",)
+    (query,) = topology.queries
+    assert query.where is None and topology.label(query) == "command 2 (Query)"
+    with pytest.raises(TopologyError) as info:
+        plan_topology(topology)  # the later checks report the loading problems with theirs
+    assert info.value.messages == list(topology.problems)
+
+
 #: Spark SQL strings that do not parse -> where the error is when the file is loaded.
 SQL_ERRORS = {
     "select: {expressions: [a, {sql: 'upper(a))'}]}":
@@ -317,7 +356,8 @@ def test_expression_forms(raw, expected):
              "empty file"),
         ("a: 1\n", "a topology file must be a list of commands (Set, CreateStream, Query), got "
                    "a map"),
-        ("- CreateStream: {streamName: S, objectName: t, spoutName: KAFKA, options: {1: 2}}\n",
+        ("- CreateStream: {streamName: S, objectName: t, spoutName: KAFKA, options: {1: 2}}\n"
+         + QUERY,  # the query reads S, which did not load: nothing is said of it
          "command 1 (CreateStream) -> options -> key 1: expected a string"),
     ],
 )
@@ -443,6 +483,6 @@ def test_fixed_rows_are_numbered_from_1(tmp_path):
     (("options", 5, "[key]"), ["options", "key 5"]),  # a map's key is named, not numbered
 ])
 def test_pydantic_locations_are_numbered_from_1(loc, expected):
-    from sqe.lang.topology import _location
+    from sqe.lang.problems import location
 
-    assert _location(loc) == expected
+    assert location(loc) == expected
