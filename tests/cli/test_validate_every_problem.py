@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+import sqe
 from sqe.api import validate
 from sqe.config.settings import load_config
 from sqe.errors import TopologyError
@@ -146,6 +147,9 @@ def test_python_validate_raises_every_mistake_together(tmp_path):
     with pytest.raises(TopologyError) as info:
         validate(topology, config=[load_config(ROOT / "conf/local.yaml")])
     assert info.value.messages == _reported(str(bad))
+    with pytest.raises(TopologyError) as from_path:  # sqe.validate(path), as a user calls it
+        sqe.validate(bad, config=[ROOT / "conf/local.yaml"])
+    assert from_path.value.messages == info.value.messages
 
 
 def test_fixing_every_reported_mistake_leaves_a_valid_file(tmp_path):
