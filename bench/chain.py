@@ -866,15 +866,22 @@ def finish(lines: list[str], result: dict[str, Any], as_json: dict[str, Any] | N
     return 1 if result["problems"] else 0
 
 
-def parse_sizes(text: str) -> list[int]:
+def parse_list(text: str, number: Callable[[str], Any], option: str, what: str, least: str
+               ) -> list[Any]:
+    """``option``'s comma-separated numbers (``_`` allowed), each over 0; an ArgumentTypeError
+    says ``option`` takes ``what`` separated by commas, or takes ``least``."""
     try:
-        sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+        values = [number(part.replace("_", "")) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--events takes counts separated by commas, got "
+        raise argparse.ArgumentTypeError(f"{option} takes {what} separated by commas, got "
                                          f"{text!r}") from None
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError("--events takes counts of at least 1")
-    return sizes
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"{option} takes {least}")
+    return values
+
+
+def parse_sizes(text: str) -> list[int]:
+    return parse_list(text, int, "--events", "counts", "counts of at least 1")
 
 
 def main(argv: list[str] | None = None) -> int:

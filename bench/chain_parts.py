@@ -26,12 +26,13 @@ seconds of its work alone (the rest of the process's time is start-up); a failur
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import kafka_write
+from part_script import run_part
 
 from sqe.errors import SqeError
 
@@ -144,24 +145,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="maxRecordsPerBatch of the Spark reader")
     ap.add_argument("--partitions", type=int, default=4, help="partitions of the writers' topic")
     args = ap.parse_args(argv)
-    try:
-        if args.part == "spark-read":
-            if not args.topic or not args.checkpoint:
-                ap.error("spark-read needs --topic and --checkpoint")
-            result = spark_read(args.brokers, args.topic, args.checkpoint, args.batch_records)
-        elif args.part == "raw-read":
-            if not args.topic:
-                ap.error("raw-read needs --topic")
-            result = raw_read(args.brokers, args.topic)
-        elif args.part == "state-write":
-            result = state_write(args.brokers, args.records, args.partitions)
-        else:
-            result = idempotent_write(args.brokers, args.records, args.partitions)
-    except (kafka_write.BenchError, SqeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(result))
-    return 0
+    if args.part == "spark-read" and (not args.topic or not args.checkpoint):
+        ap.error("spark-read needs --topic and --checkpoint")
+    if args.part == "raw-read" and not args.topic:
+        ap.error("raw-read needs --topic")
+    parts: dict[str, Callable[[], dict[str, Any]]] = {
+        "spark-read": lambda: spark_read(args.brokers, args.topic, args.checkpoint,
+                                         args.batch_records),
+        "raw-read": lambda: raw_read(args.brokers, args.topic),
+        "state-write": lambda: state_write(args.brokers, args.records, args.partitions),
+        "idempotent-write": lambda: idempotent_write(args.brokers, args.records, args.partitions)}
+    return run_part(parts[args.part], (kafka_write.BenchError, SqeError))
 
 
 if __name__ == "__main__":

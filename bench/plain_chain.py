@@ -21,8 +21,11 @@ written by hand with confluent-kafka, redis-py, json and struct only (no SQE cod
   in MULTI/EXEC pipelines of ``--chunk`` records that also store the new marks, so the rows and
   the marks of a chunk are committed together.
 
-Each prints one JSON object as its last stdout line (records read, written or dropped, and the
-seconds of its work); a failure is one ``error: ...`` line on stderr and exit code 1.
+The steps are :class:`Enricher` and :class:`Loader`, fed batches of records: here by
+:func:`read_all` (what the topic holds), in ``bench/plain_latency.py`` by a consumer that
+follows the topic until SIGTERM.  Each prints one JSON object as its last stdout line (records
+read, written or dropped, and the seconds of its work); a failure is one ``error: ...`` line on
+stderr and exit code 1.
 """
 
 from __future__ import annotations
@@ -32,27 +35,36 @@ import json
 import struct
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import redis
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from part_script import enriched, keeps, load_fields, run_part
 
 CLIENT = {"receive.message.max.bytes": 200_000_000}  # the pip broker ignores fetch limits
 KEY = struct.Struct(">qiq")  # StreamMetadata: pid, source partition, source offset
 CONSUME_MAX = 10_000
+DEFAULT_PID = 7_305_179_412_250_281_217
 
 
 class PlainError(Exception):
     """A failure reported as one sentence."""
 
 
-def _assign_all(consumer: Consumer, topic: str) -> int:
-    """Assign every partition of ``topic`` from its first offset; the records it holds now."""
-    meta = consumer.list_topics(topic, timeout=30).topics.get(topic)
+def partitions(client: Consumer | Producer, topic: str) -> list[int]:
+    """The partitions of ``topic``; a PlainError when it is missing or has none."""
+    meta = client.list_topics(topic, timeout=30).topics.get(topic)
     if meta is None or meta.error is not None or not meta.partitions:
         raise PlainError(f"topic {topic} is missing or has no partitions")
+    return sorted(meta.partitions)
+
+
+def _assign_all(consumer: Consumer, topic: str) -> int:
+    """Assign every partition of ``topic`` from its first offset; the records it holds now."""
     parts, total = [], 0
-    for p in meta.partitions:
+    for p in partitions(consumer, topic):
         lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
         parts.append(TopicPartition(topic, p, lo))
         total += hi - lo
@@ -60,7 +72,7 @@ def _assign_all(consumer: Consumer, topic: str) -> int:
     return total
 
 
-def read_all(brokers: str, topic: str, group: str) -> Any:
+def read_all(brokers: str, topic: str, group: str) -> Iterator[list[Any]]:
     """Every record ``topic`` holds now, in batches of messages (a generator)."""
     consumer = Consumer({"bootstrap.servers": brokers, "group.id": group,
                          "enable.auto.commit": False, "auto.offset.reset": "earliest", **CLIENT})
@@ -90,144 +102,173 @@ def read_all(brokers: str, topic: str, group: str) -> Any:
         consumer.close()
 
 
-def enrich(brokers: str, source: str, sink: str, pid: int) -> dict[str, Any]:
-    """Step 1 (enrich.yaml): see the module docstring."""
-    failures: list[str] = []
+class Enricher:
+    """Step 1 (enrich.yaml) on batches of source records: see the module docstring."""
 
-    def delivered(err: Any, _msg: Any) -> None:
-        if err is not None and len(failures) < 3:
-            failures.append(err.str())
+    def __init__(self, brokers: str, sink: str, pid: int, linger_ms: int) -> None:
+        self.sink, self.pid = sink, pid
+        self.failures: list[str] = []
+        self.producer = Producer({"bootstrap.servers": brokers, "enable.idempotence": True,
+                                  "acks": "all", "linger.ms": linger_ms, **CLIENT})
+        self.sink_partitions = len(partitions(self.producer, sink))
+        self.read = self.written = 0
 
-    producer = Producer({"bootstrap.servers": brokers, "enable.idempotence": True, "acks": "all",
-                         "linger.ms": 20, **CLIENT})
-    meta = producer.list_topics(sink, timeout=30).topics.get(sink)
-    if meta is None or meta.error is not None or not meta.partitions:
-        raise PlainError(f"topic {sink} is missing or has no partitions")
-    sink_partitions = len(meta.partitions)
-    start = time.perf_counter()
-    read = written = 0
-    dumps, pack, produce = json.dumps, KEY.pack, producer.produce
-    for batch in read_all(brokers, source, "plain-enrich"):
-        read += len(batch)
+    def _delivered(self, err: Any, _msg: Any) -> None:
+        if err is not None and len(self.failures) < 3:
+            self.failures.append(err.str())
+
+    def send(self, batch: list[Any]) -> None:
+        """Produce the outputs of ``batch`` (:meth:`flush` waits for them)."""
+        producer, sink, pid, n = self.producer, self.sink, self.pid, self.sink_partitions
+        dumps, pack, produce, delivered = json.dumps, KEY.pack, producer.produce, self._delivered
+        written = 0
         for m in batch:
             try:
                 event = json.loads(m.value())
             except (ValueError, TypeError):
                 continue  # not JSON: no fields, and a null event_id is filtered out
-            if not isinstance(event, dict) or event.get("event_id") is None:
+            if not keeps(event):
                 continue
-            region, amount = event.get("region"), event.get("amount")
-            out = {"event_id": event["event_id"], "user": event.get("user"),
-                   "region": region.upper() if isinstance(region, str) else region,
-                   "amount": amount,
-                   "amount_cents": None if amount is None else amount * 100,
-                   "big_spender": None if amount is None else amount > 50}
-            value = dumps({k: v for k, v in out.items() if v is not None}, separators=(",", ":"))
+            value = dumps(enriched(event), separators=(",", ":")).encode()
             partition = m.partition()
             key = pack(pid, partition, m.offset())
             while True:
                 try:
-                    produce(sink, value.encode(), key, partition % sink_partitions,
-                            on_delivery=delivered)
+                    produce(sink, value, key, partition % n, on_delivery=delivered)
                     break
                 except BufferError:
                     producer.poll(0.05)
             written += 1
+        self.read += len(batch)
+        self.written += written
         producer.poll(0)
-    left = producer.flush(120)
-    if failures or left:
-        raise PlainError(f"writing {sink}: {failures[0] if failures else f'{left} records not acknowledged'}")
-    return {"records_read": read, "records_written": written,
-            "seconds": time.perf_counter() - start}
+
+    def flush(self) -> None:
+        """Wait until every output sent is acknowledged; a PlainError when one is not."""
+        left = self.producer.flush(120)
+        if self.failures or left:
+            why = self.failures[0] if self.failures else f"{left} records not acknowledged"
+            raise PlainError(f"writing {self.sink}: {why}")
 
 
-def load(brokers: str, source: str, redis_url: str, consumer_name: str, chunk: int
-         ) -> dict[str, Any]:
-    """Step 2 (load.yaml): see the module docstring."""
+class Loader:
+    """Step 2 (load.yaml) on batches of enriched records: see the module docstring.  The rows
+    and new marks of every ``chunk`` records, and of the end of each batch, are one MULTI/EXEC."""
+
+    def __init__(self, client: redis.Redis, name: str, chunk: int) -> None:
+        self.client, self.chunk = client, chunk
+        self.hwm_key = f"plain:{{{name}}}:hwm"
+        self.marks = {k.decode(): int(v) for k, v in client.hgetall(self.hwm_key).items()}
+        self.rows: list[tuple[str, str, str, str]] = []  # region, event_id, cents, position
+        self.touched: dict[str, int] = {}
+        self.read = self.dropped = self.written = 0
+
+    def take(self, batch: list[Any]) -> None:
+        """Write the rows of ``batch``, dropping the replays."""
+        rows, touched, marks, chunk = self.rows, self.touched, self.marks, self.chunk
+        unpack, fields = KEY.unpack, load_fields
+        dropped = 0
+        for m in batch:
+            key = m.key()
+            if key is not None and len(key) == KEY.size:
+                pid, spart, soff = unpack(key)
+                pair = f"{pid}:{spart}"
+                if soff <= marks.get(pair, -1):
+                    dropped += 1
+                    continue
+                marks[pair] = touched[pair] = soff
+            try:
+                row = json.loads(m.value())
+            except (ValueError, TypeError):
+                row = None
+            rows.append((*fields(row), f"{m.partition()}:{m.offset()}"))
+            if len(rows) >= chunk:
+                self._commit()
+        if rows:
+            self._commit()
+        self.read += len(batch)
+        self.dropped += dropped
+        self.written += len(batch) - dropped
+
+    def _commit(self) -> None:
+        pipe = self.client.pipeline(transaction=True)
+        for region, event_id, cents, position in self.rows:
+            pipe.hset(region, event_id, cents)
+            pipe.hset("load_log", position, event_id)
+        if self.touched:
+            pipe.hset(self.hwm_key, mapping=self.touched)
+        pipe.execute()
+        self.rows.clear()
+        self.touched.clear()
+
+
+@contextmanager
+def loader(redis_url: str, name: str, chunk: int) -> Iterator[Loader]:
+    """A :class:`Loader` on ``redis_url`` (marks in ``plain:{<name>}:hwm``); its Redis errors
+    as a PlainError."""
     client = redis.Redis.from_url(redis_url)
-    hwm_key = f"plain:{{{consumer_name}}}:hwm"
-    start = time.perf_counter()
     try:
-        marks = {k.decode(): int(v) for k, v in client.hgetall(hwm_key).items()}
-        read = dropped = written = 0
-        rows: list[tuple[str, str, str, str, str]] = []  # region, event_id, cents, position, id
-        touched: dict[str, int] = {}
-        unpack = KEY.unpack
-
-        def commit() -> None:
-            pipe = client.pipeline(transaction=True)
-            for region, event_id, cents, position, event in rows:
-                pipe.hset(region, event_id, cents)
-                pipe.hset("load_log", position, event)
-            if touched:
-                pipe.hset(hwm_key, mapping=touched)
-            pipe.execute()
-            rows.clear()
-            touched.clear()
-
-        for batch in read_all(brokers, source, "plain-load"):
-            for m in batch:
-                read += 1
-                key = m.key()
-                if key is not None and len(key) == KEY.size:
-                    pid, spart, soff = unpack(key)
-                    pair = f"{pid}:{spart}"
-                    if soff <= marks.get(pair, -1):
-                        dropped += 1
-                        continue
-                    marks[pair] = touched[pair] = soff
-                try:
-                    row = json.loads(m.value())
-                except (ValueError, TypeError):
-                    row = {}
-                if not isinstance(row, dict):
-                    row = {}
-                region, event_id = row.get("region"), row.get("event_id")
-                cents = row.get("amount_cents")
-                rows.append(("" if region is None else str(region),
-                             "" if event_id is None else str(event_id),
-                             "" if cents is None else str(cents),
-                             f"{m.partition()}:{m.offset()}",
-                             "" if event_id is None else str(event_id)))
-                written += 1
-                if len(rows) >= chunk:
-                    commit()
-            if rows:
-                commit()
-        return {"records_read": read, "replays_dropped": dropped, "records_written": written,
-                "seconds": time.perf_counter() - start}
+        yield Loader(client, name, chunk)
     except redis.RedisError as exc:
         raise PlainError(f"Redis at {redis_url}: {exc}") from None
     finally:
         client.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+def enrich(brokers: str, source: str, sink: str, pid: int) -> dict[str, Any]:
+    """Step 1 (enrich.yaml) on what ``source`` holds: see the module docstring."""
+    step = Enricher(brokers, sink, pid, linger_ms=20)
+    start = time.perf_counter()
+    for batch in read_all(brokers, source, "plain-enrich"):
+        step.send(batch)
+    step.flush()
+    return {"records_read": step.read, "records_written": step.written,
+            "seconds": time.perf_counter() - start}
+
+
+def load(brokers: str, source: str, redis_url: str, consumer_name: str, chunk: int
+         ) -> dict[str, Any]:
+    """Step 2 (load.yaml) on what ``source`` holds: see the module docstring."""
+    start = time.perf_counter()
+    with loader(redis_url, consumer_name, chunk) as step:
+        for batch in read_all(brokers, source, "plain-load"):
+            step.take(batch)
+    return {"records_read": step.read, "replays_dropped": step.dropped,
+            "records_written": step.written, "seconds": time.perf_counter() - start}
+
+
+def step_parsers(description: str, enrich_help: str, load_help: str
+                 ) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser,
+                            argparse.ArgumentParser]:
+    """The parser of a plain chain's CLI and its ``enrich`` and ``load`` subparsers, with the
+    options both modes take."""
+    ap = argparse.ArgumentParser(description=description)
     sub = ap.add_subparsers(dest="step", required=True)
-    e = sub.add_parser("enrich", help="events -> enriched (enrich.yaml)")
+    e = sub.add_parser("enrich", help=enrich_help)
     e.add_argument("--brokers", required=True)
     e.add_argument("--source", required=True, help="the events topic")
     e.add_argument("--sink", required=True, help="the enriched topic (created beforehand)")
-    e.add_argument("--pid", type=int, default=7_305_179_412_250_281_217,
-                   help="the pid stamped in every key")
-    ld = sub.add_parser("load", help="enriched -> Redis (load.yaml)")
+    ld = sub.add_parser("load", help=load_help)
     ld.add_argument("--brokers", required=True)
     ld.add_argument("--source", required=True, help="the enriched topic")
     ld.add_argument("--redis", required=True, help="redis://HOST:PORT/DB")
+    return ap, e, ld
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap, e, ld = step_parsers((__doc__ or "").split("\n\n")[0],
+                             "events -> enriched (enrich.yaml)", "enriched -> Redis (load.yaml)")
+    e.add_argument("--pid", type=int, default=DEFAULT_PID, help="the pid stamped in every key")
     ld.add_argument("--consumer", default="plain.Enriched", help="names the marks' hash")
     ld.add_argument("--chunk", type=int, default=5_000, help="records per MULTI/EXEC pipeline")
     args = ap.parse_args(argv)
-    try:
+
+    def work() -> dict[str, Any]:
         if args.step == "enrich":
-            result = enrich(args.brokers, args.source, args.sink, args.pid)
-        else:
-            result = load(args.brokers, args.source, args.redis, args.consumer, args.chunk)
-    except (PlainError, KafkaException) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(result))
-    return 0
+            return enrich(args.brokers, args.source, args.sink, args.pid)
+        return load(args.brokers, args.source, args.redis, args.consumer, args.chunk)
+
+    return run_part(work, (PlainError, KafkaException))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ event, as the sample events all have an event_id) or when nothing new arrived fo
 seconds (``Application.run(count=..., timeout=...)``), and commits what it processed before it
 exits.  quixstreams only (no SQE code): it may run in a virtualenv of its own.
 
+The Application (:func:`application`), the enrich dataframe (:func:`enrich_into`) and the
+error report (:func:`run_quix`) serve ``bench/quix_chain.py``'s long-running steps too.
+
 The last stdout line is one JSON object (the seconds of ``run``); a failure is one
 ``error: ...`` line on stderr and exit code 1.
 """
@@ -20,20 +23,47 @@ The last stdout line is one JSON object (the seconds of ``run``); a failure is o
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
+from part_script import enriched, keeps, run_part
 
-def enriched(event: dict[str, Any]) -> dict[str, Any]:
-    """enrich.yaml's select of one event (null fields left out, as Spark's to_json does)."""
-    region, amount = event.get("region"), event.get("amount")
-    out = {"event_id": event["event_id"], "user": event.get("user"),
-           "region": region.upper() if isinstance(region, str) else region, "amount": amount,
-           "amount_cents": None if amount is None else amount * 100,
-           "big_spender": None if amount is None else amount > 50}
-    return {k: v for k, v in out.items() if v is not None}
+CLIENT = {"receive.message.max.bytes": 200_000_000}  # the pip broker ignores fetch limits
+
+
+def application(brokers: str, group: str, state_dir: str | None,
+                commit_interval: float | None = None) -> Any:
+    """An exactly-once ``quixstreams.Application`` of consumer group ``group`` that reads from
+    the earliest offset and creates no topic; ``commit_interval`` None: quixstreams' default."""
+    from quixstreams import Application
+
+    interval = {} if commit_interval is None else {"commit_interval": commit_interval}
+    return Application(
+        broker_address=brokers, consumer_group=group, auto_offset_reset="earliest",
+        processing_guarantee="exactly-once", loglevel="WARNING", state_dir=state_dir,
+        auto_create_topics=False, consumer_extra_config=CLIENT, producer_extra_config=CLIENT,
+        **interval)
+
+
+def enrich_into(app: Any, source: str, sink: str) -> None:
+    """enrich.yaml's where and select on ``app``, from ``source`` to ``sink`` (JSON values)."""
+    sdf = app.dataframe(app.topic(source, value_deserializer="json"))
+    sdf = sdf.filter(keeps)
+    sdf = sdf.apply(enriched)
+    sdf.to_topic(app.topic(sink, value_serializer="json"))
+
+
+def run_quix(work: Callable[[], dict[str, Any] | None]) -> int:
+    """:func:`part_script.run_part` for a quixstreams step: quixstreams must be importable,
+    and any error (quixstreams' and librdkafka's) is reported as one line with its class."""
+    try:
+        import quixstreams  # noqa: F401
+    except ImportError as exc:
+        print(f"error: quixstreams is not importable: {exc}", file=sys.stderr)
+        return 1
+    return run_part(work, (Exception,), named=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,33 +77,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="stop when nothing new arrived for this many seconds")
     ap.add_argument("--state-dir", default=None, help="quixstreams' state directory")
     args = ap.parse_args(argv)
-    try:
-        from quixstreams import Application
-    except ImportError as exc:
-        print(f"error: quixstreams is not importable: {exc}", file=sys.stderr)
-        return 1
-    try:
-        app = Application(
-            broker_address=args.brokers, consumer_group=args.group,
-            auto_offset_reset="earliest", processing_guarantee="exactly-once",
-            loglevel="WARNING", state_dir=args.state_dir, auto_create_topics=False,
-            consumer_extra_config={"receive.message.max.bytes": 200_000_000},
-            producer_extra_config={"receive.message.max.bytes": 200_000_000})
-        source = app.topic(args.source, value_deserializer="json")
-        sink = app.topic(args.sink, value_serializer="json")
-        sdf = app.dataframe(source)
-        sdf = sdf.filter(lambda e: isinstance(e, dict) and e.get("event_id") is not None)
-        sdf = sdf.apply(enriched)
-        sdf.to_topic(sink)
+
+    def work() -> dict[str, Any]:
+        app = application(args.brokers, args.group, args.state_dir)
+        enrich_into(app, args.source, args.sink)
         start = time.perf_counter()
         app.run(count=args.count, timeout=args.idle, collect=False)
-        seconds = time.perf_counter() - start
-    except Exception as exc:  # quixstreams' and librdkafka's errors, reported as one line
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"error: {type(exc).__name__}: {text}", file=sys.stderr)
-        return 1
-    print(json.dumps({"seconds": seconds}))
-    return 0
+        return {"seconds": time.perf_counter() - start}
+
+    return run_quix(work)
 
 
 if __name__ == "__main__":
