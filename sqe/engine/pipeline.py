@@ -169,12 +169,12 @@ def check_fields(pipeline: StreamPipeline, present: tuple[str, ...],
         for ref in query_references(step.query):
             if ref.name in missing:
                 close = difflib.get_close_matches(ref.name, present, n=1, cutoff=0.6)
-                hint = f"; did you mean {close[0]}?" if close else (
+                hint = f" (did you mean {close[0]}?)" if close else (
                     f" (its records hold {', '.join(present[:12])})")
                 raise TopologyError(
                     f"{step.where} -> {' -> '.join(ref.place)}: no record of the first batch "
                     f"of stream {stream.streamName} (topic {stream.objectName}) has a field "
-                    f"{ref.name}{hint}; the run stops before writing anything. Declare the "
+                    f"{ref.name}{hint}, so the run stops before writing anything; declare the "
                     "stream's fields (jw.sqe.spout.fields) to allow a field that is often "
                     "absent")
 

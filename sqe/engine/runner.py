@@ -31,6 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from sqe import errors
 from sqe.config.plan import TopologyPlan
 from sqe.config.redis_endpoint import persistence_warning
 from sqe.engine.batch import BatchProcessor
@@ -116,8 +117,7 @@ def describe_failure(exc: BaseException, processors: list[BatchProcessor]) -> st
         if missing_python:
             return missing_python
     text = str(exc)
-    ours = [m for m in _PY_ERROR.finditer(text)
-            if m.group(1) in ("SourceError", "StateError", "StaleBatchError", "TopologyError")]
+    ours = [m for m in _PY_ERROR.finditer(text) if m.group(1) in errors.__all__]
     if ours:
         return ours[-1].group(2).strip()
     for proc in processors:

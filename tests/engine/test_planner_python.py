@@ -71,3 +71,13 @@ def test_a_python_worker_spark_cannot_start_is_one_sentence():
         python_not_started(executors)
     assert "(looked for in the driver's working directory: Permission denied)" in \
         python_not_started('Cannot run program "py/bin/python": error=13, Permission denied')
+
+
+@pytest.mark.parametrize("name", ["ReplicaLagError", "BadRecordError", "StateError"])
+def test_a_query_failure_of_any_sqe_error_class_is_its_sentence_alone(name):
+    """Over Spark Connect the failure is the JVM's text around the Python worker's traceback;
+    an error of SQE's own classes is said as its sentence, without the class name."""
+    jvm = ("org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+           '  File "batch.py", line 1, in commit\n'
+           f"sqe.errors.{name}: load.yaml: the sentence\n\tat org.apache.spark.Foo(Foo.java:1)")
+    assert describe_failure(RuntimeError(jvm), []) == "load.yaml: the sentence"

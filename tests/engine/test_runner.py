@@ -283,8 +283,8 @@ def test_a_field_no_record_of_the_first_batch_holds_stops_the_run_before_it_writ
                                        0) for o in range(3)])
     with pytest.raises(RunError, match=r"topology.yaml: command 2 \(Query\) -> select -> "
                                        r"expression 2: no record of the first batch of stream In "
-                                       rf"\(topic {source}\) has a field amout; did you mean "
-                                       r"amount\?; the run stops before writing anything"):
+                                       rf"\(topic {source}\) has a field amout \(did you mean "
+                                       r"amount\?\), so the run stops before writing anything"):
         run_topology(_plan(path, kafka_bootstrap, redis_url), spark, "typo", tmp_path / "ck",
                      "once")
     assert read_topic(kafka_bootstrap, dest) == []
