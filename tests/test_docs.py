@@ -65,20 +65,24 @@ def _python_blocks(page: Path) -> list[str]:
 @pytest.mark.spark
 def test_python_blocks_of_the_readme_and_the_api_page_run_as_written(spark, tmp_path,
                                                                      monkeypatch, capsys):
-    blocks = [*_python_blocks(README), *_python_blocks(DOCS / "api.md")]
-    assert len(blocks) == 3, "the Python examples of README.md or docs/api.md moved"
-    for name in ("topologies", "conf"):
-        (tmp_path / name).symlink_to(README.parent / name)
-    monkeypatch.chdir(tmp_path)  # the blocks name files relative to the repository
-    namespace: dict = {}
-    for block in blocks:
-        exec(compile(block, "README.md", "exec"), namespace)
+    pages = {README: _python_blocks(README), DOCS / "api.md": _python_blocks(DOCS / "api.md")}
+    assert [len(blocks) for blocks in pages.values()] == [1, 2], \
+        "the Python examples of README.md or docs/api.md moved"
+    for page, blocks in pages.items():  # each page as a reader runs it: in a fresh directory
+        work = tmp_path / page.stem
+        work.mkdir()
+        for name in ("topologies", "conf"):
+            (work / name).symlink_to(README.parent / name)
+        monkeypatch.chdir(work)  # the blocks name files relative to the repository
+        namespace: dict = {}
+        for block in blocks:
+            exec(compile(block, str(page.relative_to(ROOT)), "exec"), namespace)
+        assert (work / "checkpoints" / "hello" / "sqe-progress.jsonl").is_file()
     out = capsys.readouterr().out.splitlines()
     assert out.count("3 2") == 2
     assert any(line.startswith("Greetings batch 0: 3 records read") for line in out)
     assert ("--conf: unknown option jw.sqe.spout.kafka.filterReplay; did you mean "
             "jw.sqe.spout.kafka.filterReplays?") in out
-    assert (tmp_path / "checkpoints" / "hello" / "sqe-progress.jsonl").is_file()
 
 
 def test_ci_runs_the_readme_test_command():
