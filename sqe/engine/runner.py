@@ -31,7 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from sqe import errors
+import sqe.errors as errors
 from sqe.config.plan import TopologyPlan
 from sqe.config.redis_endpoint import persistence_warning
 from sqe.engine.batch import BatchProcessor
