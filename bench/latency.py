@@ -113,10 +113,7 @@ class Program:
     def died(self) -> str | None:
         if self.process is None or self.process.poll() is None:
             return None
-        text = (self.logs / f"{self.name}.err").read_text(errors="replace")
-        last = ([x for x in text.splitlines() if x.startswith("error:")] or text.splitlines()
-                or ["(no output)"])[-1]
-        return f"{self.name} exited {self.end()}: {last.removeprefix('error: ')}"
+        return f"{self.name} exited {self.end()}: {soak.last_error(self.logs / f'{self.name}.err')}"
 
 
 def make_chain(system: str, source: str, enriched: str, tag: str, args: argparse.Namespace,

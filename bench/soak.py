@@ -50,6 +50,13 @@ TOPOLOGIES = ("enrich", "load")
 WARMUP_S = 60.0  # a process's first minute (JVM start, first batches) is left out of slopes
 
 
+def last_error(log: Path) -> str:
+    """The last ``error:`` line of a stderr ``log`` (without the prefix), else its last line."""
+    lines = log.read_text(errors="replace").splitlines()
+    last = ([x for x in lines if x.startswith("error:")] or lines or ["(no output)"])[-1]
+    return last.removeprefix("error: ")
+
+
 def tree_pids(root: int) -> list[int]:
     """``root`` and every process under it (Spark's Python daemon leaves the root's group)."""
     table, children = chain._proc_table(), defaultdict[int, list[int]](list)
@@ -113,10 +120,8 @@ class Topology:
         """Why the run ended unbidden (its exit code, its last error line), or None."""
         if self.process is None or self.process.poll() is None:
             return None
-        text = (self.logs / f"{self.name}-{self.starts}.err").read_text(errors="replace")
-        last = ([x for x in text.splitlines() if x.startswith("error:")] or text.splitlines()
-                or ["(no output)"])[-1]
-        return f"sqe run {self.name} exited {self.end()}: {last.removeprefix('error: ')}"
+        last = last_error(self.logs / f"{self.name}-{self.starts}.err")
+        return f"sqe run {self.name} exited {self.end()}: {last}"
 
     def peaks(self) -> chain.Peaks:
         """The peak RSS since the last call."""

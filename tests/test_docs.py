@@ -14,6 +14,7 @@ import pytest
 from sqe.cli.main import main
 from tests.support import ROOT
 from tools import docs_reference
+from tools.docs_hooks import github_slug
 from tools.docs_reference import GENERATED
 
 README = ROOT / "README.md"
@@ -139,8 +140,7 @@ def _prose(text: str) -> list[str]:
 def _slug(heading: str) -> str:
     """The anchor GitHub makes of a heading: its text (links as their text, no markup),
     lower case, punctuation dropped, spaces as hyphens."""
-    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading).strip().lower()
-    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+    return github_slug(re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading))
 
 
 def _anchors(page: Path) -> set[str]:
