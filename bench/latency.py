@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import statistics
 import subprocess
@@ -123,7 +124,7 @@ def make_chain(system: str, source: str, enriched: str, tag: str, args: argparse
     if system == "sqe":
         from sqe.cli.local_services import service_conf
 
-        conf = service_conf(brokers, redis_url)
+        conf = service_conf(brokers, redis_url) + shlex.split(args.sqe_args)
         runs = [soak.Topology(f"lat_{step}_{tag}", chain.topology_copy(step, src, sink, out),
                               src, out, conf)
                 for step, src, sink in (("enrich", source, enriched), ("load", enriched, None))]
@@ -328,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
                                           "are skipped without it)")
     ap.add_argument("--quix-tuned-interval", type=float, default=0.5,
                     help="commit_interval of quix-tuned (default 0.5 s)")
+    ap.add_argument("--sqe-args", default="", help="more arguments for both `sqe run` commands "
+                    "(one string, split as a shell does), e.g. '--log-level debug'")
     ap.add_argument("--drain-timeout", type=float, default=180.0,
                     help="seconds the chain may take to deliver all once the input ends")
     ap.add_argument("--start-timeout", type=float, default=600.0,

@@ -77,6 +77,10 @@ def _check_declared_fields(fields: dict[str, str | None]) -> str | None:
     return None
 
 
+def _check_interval(seconds: float) -> str | None:
+    return None if 0 <= seconds <= 86_400 else "expected 0 to 86400 seconds"
+
+
 def _check_bloom_size(size: int) -> str | None:
     return None if 16 <= size <= 255 else "expected 16..255 bytes"
 
@@ -161,6 +165,11 @@ _DECLARED = [
            "connector); 'native' is Spark's Kafka connector, which must be on the classpath "
            "(spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version>).",
            scope="stream", choices=("python", "native")),
+    Option("jw.sqe.trigger.intervalSeconds", "float", 0.0,
+           "Seconds from the start of one micro-batch to the start of the next (Spark's "
+           "processing-time trigger): fewer, larger batches and no work while idle, for later "
+           "results. 0: the next batch starts as soon as the last one ends (the lowest latency). "
+           "sqe run --once ignores it.", scope="stream", check=_check_interval),
     Option("jw.sqe.spout.kafka.readTimeoutSeconds", "int", 120,
            "Seconds a source task may wait for records the broker reported but did not deliver "
            "before the batch fails with the topic, partition and offsets it was waiting for.",

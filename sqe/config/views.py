@@ -107,6 +107,7 @@ class StreamSettings(_View):
                                       lambda v: v.strip().lower()
                                       if v.strip().lower() in ("earliest", "latest") else v)
     max_records = OptionKey[int | None]("jw.sqe.spout.kafka.maxRecordsPerBatch")
+    trigger_interval = OptionKey[float]("jw.sqe.trigger.intervalSeconds")
     format = OptionKey[Literal["python", "native"]]("jw.sqe.spout.kafka.format")
     read_timeout = OptionKey[int]("jw.sqe.spout.kafka.readTimeoutSeconds")
     filter_replays = OptionKey[bool]("jw.sqe.spout.kafka.filterReplays")

@@ -46,6 +46,7 @@ from sqe.engine.progress import ProgressLog, last_report, progress_path
 from sqe.engine.progress_follow import ProgressFollower
 from sqe.engine.recovery import Rerun, lost_commits, plan_start
 from sqe.engine.spark_api import driver_directory, is_connect, python_exec
+from sqe.engine.triggers import TriggerTimes, trigger_kwargs
 from sqe.engine.watch import RunWatcher, StreamView, Watchers
 from sqe.errors import ProgressError, RunError, RunStopped, SqeError
 from sqe.ledger.commits import Commit
@@ -345,14 +346,17 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
                       .queryName(f"{name}.{p.stream.streamName}")
                       .option("checkpointLocation", s.checkpoint.location)
                       .foreachBatch(proc))
-            writer = writer.trigger(availableNow=True) if mode == "once" else writer
+            trigger = trigger_kwargs(mode, p.settings.trigger_interval)
+            writer = writer.trigger(**trigger) if trigger else writer
             queries.append(start_query(writer, f"{name}.{p.stream.streamName}")
                            if is_connect(spark) else writer.start())
         if on_start is not None:
             on_start(queries)
         deadline = time.monotonic() + runtime if (mode == "runtime" and runtime) else None
+        timing = TriggerTimes()
         while True:
             _raise_failure(queries)
+            timing.log_new(queries)
             if stop is not None and stop.is_set():
                 _wait_idle(processors, queries, 60.0)
                 for q in queries:

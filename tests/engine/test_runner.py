@@ -342,3 +342,50 @@ def test_a_value_spark_cannot_compute_is_one_sentence_naming_the_record(tmp_path
         r"\[CAST_INVALID_INPUT\] The value 'b' of the type \"STRING\" cannot be cast to \"INT\" "
         r"because it is malformed; the batch fails and nothing of it is committed "
         r"\(jw.sqe.spout.kafka.badRecordPolicy: deadletter", lines[0]), lines[0]
+
+
+def test_a_trigger_interval_spaces_the_batches_of_a_steady_input(spark, kafka_bootstrap,
+                                                                 kafka_topic, redis_url,
+                                                                 tmp_path, caplog):
+    """jw.sqe.trigger.intervalSeconds: a batch starts at most once per interval, however much
+    arrives meanwhile (without it, a record every 0.3 s makes a batch as soon as the last ends);
+    at the info log level, Spark's timing of the batches is logged."""
+    import doctest
+    import logging
+    import threading
+
+    import sqe.engine.triggers
+
+    assert doctest.testmod(sqe.engine.triggers).failed == 0
+    source, dest = kafka_topic(1, "in"), kafka_topic(1, "out")
+    path = _topology(tmp_path, source, dest, "identity")
+    done = threading.Event()
+
+    def feed() -> None:
+        offset = 0
+        while not done.is_set():
+            produce(kafka_bootstrap, source, [(_key(offset), b"%d" % offset, 0)])
+            offset += 1
+            done.wait(0.3)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    os.environ["SQE_LOG_LEVEL"] = "info"
+    try:
+        with caplog.at_level(logging.INFO, logger="sqe"):
+            reports = run_topology(
+                _plan(path, kafka_bootstrap, redis_url, **{"jw.sqe.trigger.intervalSeconds": 6}),
+                spark, "tick", tmp_path / "ck", "runtime", runtime=40)
+    finally:
+        os.environ.pop("SQE_LOG_LEVEL")
+        done.set()
+        feeder.join()
+    starts = [r.started for r in reports]
+    assert len(starts) >= 4, reports
+    # Spark starts a batch at the next multiple of 6 s of its clock, or at once when the last
+    # one ran past it: the first (which pays the session's warm-up) may, and the one after it
+    # then starts off the clock's multiples
+    gaps = [b - a for a, b in zip(starts[2:], starts[3:])]
+    assert min(gaps) >= 5.5, gaps
+    timed = [m for m in caplog.messages if m.startswith("Spark trigger of tick.In batch")]
+    assert timed and "addBatch" in timed[-1], caplog.messages
