@@ -11,14 +11,12 @@ Per micro-batch ``K`` of a stream (consumer ``<topology>.<stream>``):
    stale, here or by a store later, deletes what its Redis states staged;
 2. drop replays (done in the source's ``read()``; for Spark's own connector by
    :func:`~sqe.source.replay.filter_replays_frame` here);
-3. count what the source read and find the new high-water marks, one Spark job
-   over the cached batch;
-4. stamp each record with its StreamMetadata (this stream's pid, the source
-   partition and offset), deserialize (a JSON stream without declared fields: on the
-   first batch with JSON records, a field the queries read that no record holds stops
-   the run before anything is written, naming the closest key), run the queries in
-   file order and write each query's state through its sink (:mod:`sqe.state.sink`:
-   open, holds, write);
+3. one Spark job over the cached batch: count what the source read, find the new
+   high-water marks and what the deserializer needs (the JSON values' schema);
+4. stamp each record with its StreamMetadata (pid, source partition and offset),
+   deserialize (on the first batch with JSON records, a field the queries read that no
+   record holds stops the run, naming the closest key), run the queries in file order
+   and write each query's state through its sink (:mod:`sqe.state.sink`);
 5. commit: every sink's part, then the new HWMs with batch id ``K`` (and the rows
    the sinks staged) in one atomic step; close the sinks.
 
@@ -61,9 +59,9 @@ from sqe.faults import fault_point
 from sqe.lang.compiler import analysis_error, compile_expression, compile_query
 from sqe.lang.spark_functions import CompileContext
 from sqe.ledger.hwm import HwmStore
-from sqe.source.deserializers import Deserialized, deserialize
+from sqe.source.deserializers import Deserialized, Summary, deserialize, summary_columns
 from sqe.source.marks import frame_marks
-from sqe.source.replay import beyond_bound_frame, filter_replays_frame
+from sqe.source.replay import beyond_bound_frame, beyond_bound_reason, filter_replays_frame
 from sqe.state.sink import Batch, Sink
 from sqe.wire.columns import CARRIED, TALLY, Tally, carried_offset, data_rows
 
@@ -164,10 +162,17 @@ class BatchProcessor:
         """Name the Spark jobs started next (Spark's UI and event log show the name)."""
         describe_jobs(frame.sparkSession, f"sqe {self.p.consumer} batch {self._batch_id}: {what}")
 
+    def _deserializer(self) -> tuple[str | None, dict[str, str | None] | None]:
+        """The stream's deserializer and its declared fields."""
+        fixed = self.p.fixed is not None
+        return ("json", None) if fixed else (self.p.stream.deserializer,
+                                             self.p.settings.declared_fields)
+
     def _read(self, frame: DataFrame, store: HwmStore | None, report: BatchReport
-              ) -> tuple[DataFrame, dict[tuple[int, int], int], int]:
+              ) -> tuple[DataFrame, dict[tuple[int, int], int], int, Summary | None]:
         """The batch's record rows (replays dropped), counted into ``report``, the new
-        high-water marks of the (pid, partition) groups it holds, and how many rows it holds."""
+        high-water marks of the (pid, partition) groups it holds, how many rows it holds, and
+        what its deserializer needs to know of it (one job for all of it)."""
         self._name_jobs(frame, "read, count and find the new high-water marks")
         if self.p.native and store is not None:
             rows = data_rows(frame)
@@ -175,11 +180,7 @@ class BatchProcessor:
             hwm = frame_marks(rows, store)
             bound = self.p.settings.max_advance
             beyond = bad_rows(beyond_bound_frame(rows, hwm, bound), F.lit(True),
-                              F.lit(f"its key claims a source offset more than "
-                                    f"jw.sqe.spout.kafka.filterReplays.maxAdvance ({bound}) "
-                                    "above the mark its (pid, partition) had when the batch "
-                                    "began; as a mark it would drop every good record after "
-                                    "it as a replay"), MAX_BAD_RECORDS + 1)
+                              F.lit(beyond_bound_reason(bound)), MAX_BAD_RECORDS + 1)
             report.source.keys_beyond_bound += len(beyond)
             report.source.dead_letters += apply_policy(self.p.settings, beyond)
             filtered = filter_replays_frame(rows, hwm, bound).persist()
@@ -187,9 +188,10 @@ class BatchProcessor:
             report.records_read = report.replays_dropped + len(beyond)
             frame.unpersist()
             frame = filtered
+        summing = summary_columns(*self._deserializer())
         groups = (frame.groupBy("_pid", "_source_partition")
                   .agg(F.count("_offset").alias("n"), F.max("_source_offset").alias("hi"),
-                       *[F.sum(c).alias(c) for c in TALLY]).collect())
+                       *[F.sum(c).alias(c) for c in TALLY], *summing).collect())
         updates, kept = {}, 0
         for g in groups:
             kept += g["n"]
@@ -201,12 +203,12 @@ class BatchProcessor:
                 report.unparseable_keys += g["n"]
             elif g["hi"] is not None:
                 updates[(g["_pid"], g["_source_partition"])] = g["hi"]
-        return frame, updates, kept
+        return frame, updates, kept, Summary.of_groups(groups) if summing else None
 
     def _run(self, rows: DataFrame, batch: Batch, report: BatchReport) -> None:
         frame = rows.persist()
         try:
-            frame, updates, kept = self._read(frame, batch.store, report)
+            frame, updates, kept, summary = self._read(frame, batch.store, report)
             # Replays only, or nothing: every later step runs on no rows, and a frame Spark
             # knows to be empty starts no job over the batch's cache.
             rows_of = frame if kept else frame.limit(0)
@@ -215,7 +217,7 @@ class BatchProcessor:
                 attempt = replace(batch, stages=[])
                 try:
                     self._attempt(without(data_rows(rows_of), excluded), attempt, report,
-                                  empty=not kept)
+                                  empty=not kept, summary=None if excluded else summary)
                     break
                 except _Rejected as rejected:
                     bad = rejected.bad
@@ -244,18 +246,19 @@ class BatchProcessor:
             frame.unpersist()
 
     def _frames(self, rows: DataFrame, report: BatchReport | None,
-                types: dict[str, str] | None = None, empty: bool = False
-                ) -> tuple[Deserialized, list[DataFrame]]:
+                types: dict[str, str] | None = None, empty: bool = False,
+                summary: Summary | None = None) -> tuple[Deserialized, list[DataFrame]]:
         """The batch's rows deserialized, and the frame each query's state is given (lazy).
         ``types``: read JSON fields as these types (part of a batch read as the whole was);
-        ``empty``: ``rows`` is known to hold no row (no JSON field is looked for)."""
+        ``empty``: ``rows`` is known to hold no row (no JSON field is looked for);
+        ``summary``: what the deserializer needs to know of ``rows``, known already."""
         stamped = rows.select(
             "*", F.lit(self.p.pid).cast("long").alias(CARRIED[0]),
             F.col("_partition").alias(CARRIED[1]), carried_offset().alias(CARRIED[2]))
-        kind = "json" if self.p.fixed is not None else self.p.stream.deserializer
-        declared = self.p.settings.declared_fields if self.p.fixed is None else None
+        kind, declared = self._deserializer()
         self._name_jobs(rows, f"deserialize ({kind})")
-        des = deserialize(stamped, kind, self.p.wanted_fields, types or declared, empty=empty)
+        des = deserialize(stamped, kind, self.p.wanted_fields, types or declared, empty=empty,
+                          summary=None if types else summary)
         frames = {self.p.stream.streamName: des.frame}
         out = []
         for step in self.p.steps:
@@ -269,11 +272,11 @@ class BatchProcessor:
         return des, out
 
     def _attempt(self, rows: DataFrame, batch: Batch, report: BatchReport,
-                 empty: bool = False) -> None:
+                 empty: bool = False, summary: Summary | None = None) -> None:
         """Deserialize, run the queries and write every state; commit the states' parts.
-        ``empty``: ``rows`` is known to hold no row."""
+        ``empty`` and ``summary``: as :meth:`_frames`'s."""
         report.warnings.clear()
-        des, frames = self._frames(rows, report, empty=empty)
+        des, frames = self._frames(rows, report, empty=empty, summary=summary)
         if (self.p.fixed is None and self.p.stream.deserializer == "json"
                 and self.p.settings.declared_fields is None):
             self._check_fields(des)

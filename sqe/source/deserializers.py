@@ -23,11 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-__all__ = ["Deserialized", "deserialize", "top_level_fields"]
+__all__ = ["BAD_COLUMN", "SCHEMA_COLUMN", "Deserialized", "Summary", "deserialize",
+           "summary_columns", "top_level_fields"]
 
 _JSON = "_sqe_json"
 
@@ -104,21 +106,39 @@ def _field(name: str, target: str) -> Column:
     return F.try_variant_get(F.element_at(as_map, F.lit(name)), "$", target)
 
 
-def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
-                declared: Mapping[str, str | None] | None = None,
-                empty: bool = False) -> Deserialized:
-    """The batch ``frame`` with the fields of deserializer ``kind`` (None means identity).
+#: The names of the summary columns :func:`summary_columns` adds to an aggregation.
+SCHEMA_COLUMN, BAD_COLUMN = "_sqe_json_schema", "_sqe_json_bad"
 
-    ``declared`` (``jw.sqe.spout.fields``) are the only JSON fields extracted, each as its
-    declared Spark type; a field declared without a type gets the type of this batch.
-    ``empty``: the caller knows ``frame`` holds no row, so no Spark job looks at it (the batch
-    then has no inferred field: the declared ones are extracted, a field without a declared
-    type as a string, and the wanted ones are NULL strings).
-    """
-    if kind in (None, "identity"):
-        return Deserialized(frame, 0)
-    if kind != "json":
-        raise ValueError(f"unknown deserializer {kind!r}")
+
+@dataclass(frozen=True)
+class Summary:
+    """What the JSON deserializer needs to know of a whole batch: the schema of its values
+    (``schema_of_variant_agg``; None when no value is an object, or when not inferred) and how
+    many values are not JSON objects."""
+
+    schema: str | None
+    bad: int
+
+    @classmethod
+    def of_groups(cls, groups: Iterable[Any]) -> Summary | None:
+        """The batch's summary from the rows of an aggregation by groups that had
+        :func:`summary_columns` (the batch's groups, each a part of it): the bad values add
+        up; the schema is the groups' one schema, or None (not known: the deserializer infers
+        it over the whole batch) when the groups' schemas differ, since merging two schemas
+        is Spark's to do."""
+        schemas, bad = set(), 0
+        for g in groups:
+            bad += int(g[BAD_COLUMN] or 0)
+            if g[SCHEMA_COLUMN] not in (None, "VOID"):  # VOID: no object in the group
+                schemas.add(g[SCHEMA_COLUMN])
+        if len(schemas) > 1:
+            return None
+        return cls(next(iter(schemas), None), bad)
+
+
+def _parsed() -> tuple[Column, Column]:
+    """The value parsed as JSON when it is an object (else NULL), and a condition true for the
+    rows whose value is not a JSON object."""
     text = F.col("_value").cast("string")
     value = F.try_parse_json(text)
     # Only JSON objects have fields; any other value (not JSON, or an array, string or
@@ -126,15 +146,57 @@ def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
     # A value that parses is an object exactly when its first non-blank character is a brace
     # (cheaper than the schema string of every value, which schema_of_variant builds).
     is_object = value.isNotNull() & text.rlike(r"^\s*\{")
-    parsed = frame.withColumn(_JSON, F.when(is_object, value))
     undecodable = F.col("_value").isNotNull() & F.coalesce(~is_object, F.lit(True))
-    infer = declared is None or None in declared.values()
-    row = None if empty else parsed.agg(
-        F.schema_of_variant_agg(_JSON).alias("schema") if infer else F.lit("").alias("schema"),
-        F.count_if(undecodable).alias("bad"),
-    ).first()
+    return F.when(is_object, value), undecodable
+
+
+def _infers(declared: Mapping[str, str | None] | None) -> bool:
+    return declared is None or None in declared.values()
+
+
+def summary_columns(kind: str | None, declared: Mapping[str, str | None] | None
+                    ) -> list[Column]:
+    """Aggregate columns that compute a batch's :class:`Summary` for deserializer ``kind``
+    inside an aggregation the batch runs anyway (its first job), so that :func:`deserialize`
+    starts no job of its own; none for a deserializer without one."""
+    if kind != "json":
+        return []
+    parsed, undecodable = _parsed()
+    schema = (F.schema_of_variant_agg(parsed) if _infers(declared)
+              else F.lit(None).cast("string"))
+    return [schema.alias(SCHEMA_COLUMN), F.count_if(undecodable).alias(BAD_COLUMN)]
+
+
+def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
+                declared: Mapping[str, str | None] | None = None,
+                empty: bool = False, summary: Summary | None = None) -> Deserialized:
+    """The batch ``frame`` with the fields of deserializer ``kind`` (None means identity).
+
+    ``declared`` (``jw.sqe.spout.fields``) are the only JSON fields extracted, each as its
+    declared Spark type; a field declared without a type gets the type of this batch.
+    ``empty``: the caller knows ``frame`` holds no row, so no Spark job looks at it (the batch
+    then has no inferred field: the declared ones are extracted, a field without a declared
+    type as a string, and the wanted ones are NULL strings).  ``summary``: the batch's schema
+    and bad values, computed already (:func:`summary_columns`): no Spark job either.
+    """
+    if kind in (None, "identity"):
+        return Deserialized(frame, 0)
+    if kind != "json":
+        raise ValueError(f"unknown deserializer {kind!r}")
+    value, undecodable = _parsed()
+    parsed = frame.withColumn(_JSON, value)
+    if empty:
+        summary = Summary(None, 0)
+    elif summary is None:
+        row = parsed.agg(
+            F.schema_of_variant_agg(_JSON).alias("schema") if _infers(declared)
+            else F.lit("").alias("schema"),
+            F.count_if(undecodable).alias("bad"),
+        ).first()
+        assert row is not None  # a global aggregate has one row
+        summary = Summary(row["schema"], int(row["bad"]))
     inferred = {name: _spark_type(vtype)
-                for name, vtype in top_level_fields((row["schema"] if row is not None else None) or "")}
+                for name, vtype in top_level_fields(summary.schema or "")}
     fields = list(inferred.items()) if declared is None else [
         (name, dtype or inferred.get(name, "string")) for name, dtype in declared.items()]
     # Spark resolves column names case-insensitively: compare them that way.
@@ -152,5 +214,5 @@ def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
             taken.add(name.lower())
             missing.append(name)
     out = parsed.select(*[parsed[c] for c in frame.columns], *columns)
-    return Deserialized(out, int(row["bad"]) if row is not None else 0, tuple(inferred),
+    return Deserialized(out, summary.bad, tuple(inferred),
                         tuple(missing), tuple(fields), undecodable)

@@ -49,7 +49,8 @@ from pyspark.sql import functions as F
 from sqe.wire.keys import KEY_SIZE, StreamMetadata, decode_keys
 
 __all__ = [
-    "DEFAULT_MAX_ADVANCE", "Hwm", "beyond_bound", "beyond_bound_frame", "beyond_bound_reference",
+    "DEFAULT_MAX_ADVANCE", "Hwm", "beyond_bound", "beyond_bound_frame", "beyond_bound_reason",
+    "beyond_bound_reference",
     "filter_replays", "filter_replays_decoded", "filter_replays_frame",
     "filter_replays_reference", "judgeable", "judgeable_column", "pair_groups",
 ]
@@ -223,6 +224,13 @@ def _with_marks(frame: Any, hwm: Hwm, bound: int | None) -> Any:
     off = F.col("_source_offset")
     beyond = off.isNotNull() & (off >= floor) & ((off - floor) >= F.lit(bound))
     return joined.withColumn("_sqe_beyond", beyond)
+
+
+def beyond_bound_reason(bound: int) -> str:
+    """Why a record :func:`beyond_bound_frame` finds is a bad record."""
+    return (f"its key claims a source offset more than jw.sqe.spout.kafka.filterReplays."
+            f"maxAdvance ({bound}) above the mark its (pid, partition) had when the batch "
+            "began; as a mark it would drop every good record after it as a replay")
 
 
 def beyond_bound_frame(frame: Any, hwm: Hwm, bound: int) -> Any:

@@ -15,7 +15,13 @@ from decimal import Decimal
 import pytest
 from pyspark.sql import functions as F
 
-from sqe.source.deserializers import Deserialized, deserialize, top_level_fields
+from sqe.source.deserializers import (
+    Deserialized,
+    Summary,
+    deserialize,
+    summary_columns,
+    top_level_fields,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -259,3 +265,53 @@ def test_a_key_differing_in_case_from_a_source_column_does_not_shadow_it(spark):
 def test_a_wanted_name_differing_in_case_from_a_key_is_not_ambiguous(spark):
     out = deserialize(batch(spark, {"userName": "ann"}), "json", ["username"]).frame
     out.select("username").collect()
+
+
+# -- the summary computed in the batch's first job -----------------------------------------------
+
+
+def _summarised(frame, groups_of, declared=None):
+    """``deserialize`` given the summary that ``summary_columns`` computes per group of
+    ``groups_of`` (a column), as the batch's first job computes it per (pid, partition)."""
+    rows = frame.groupBy(groups_of).agg(*summary_columns("json", declared)).collect()
+    return Summary.of_groups(rows), rows
+
+
+@pytest.mark.parametrize("values", [
+    [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}, None, b"not json", {"a": 3, "b": "z"}],
+    [{"a": 1}, {"a": 2.5}, [1, 2], {"a": 3, "c": True}, None],
+    [None, b"still not json"],
+])
+def test_the_summary_of_the_groups_reads_the_batch_as_the_whole_batch_inference_does(spark,
+                                                                                     values):
+    frame = batch(spark, *values)
+    whole = deserialize(frame, "json", wanted=["a", "q"])
+    summary, rows = _summarised(frame, F.col("_offset") % 2)
+    if summary is None:  # the groups' schemas differ: the deserializer infers over the whole
+        assert len({r["_sqe_json_schema"] for r in rows} - {"VOID"}) > 1
+        return
+    given = deserialize(frame, "json", wanted=["a", "q"], summary=summary)
+    assert given.unparseable_values == whole.unparseable_values
+    assert (given.types, given.present, given.missing) == (whole.types, whole.present,
+                                                             whole.missing)
+    assert given.frame.collect() == whole.frame.collect()
+
+
+def test_groups_whose_schemas_differ_leave_the_schema_to_the_whole_batch(spark):
+    frame = batch(spark, {"a": 1}, {"a": "text"})
+    summary, _ = _summarised(frame, F.col("_offset"))
+    assert summary is None
+
+
+def test_groups_without_an_object_do_not_hide_the_schema_of_the_others(spark):
+    frame = batch(spark, {"a": 1}, None, b"x", {"a": 2})
+    summary, _ = _summarised(frame, F.col("_offset") % 2)
+    assert summary == Summary("OBJECT<a: BIGINT>", 1)
+
+
+def test_declared_typed_fields_need_no_schema_from_the_summary(spark):
+    frame = batch(spark, {"a": 1}, b"x")
+    summary, _ = _summarised(frame, F.col("_offset"), declared={"a": "int"})
+    assert summary == Summary(None, 1)
+    des = deserialize(frame, "json", declared={"a": "int"}, summary=summary)
+    assert column(des.frame, "a") == [1, None] and des.unparseable_values == 1
