@@ -34,7 +34,7 @@ from sqe.engine.worker_python import local_worker_python
 from sqe.errors import OptionError
 
 __all__ = ["build_session", "python_env", "quiet_failure_traces", "remote_of", "LOCAL_DEFAULTS",
-           "REDACTION_DEFAULTS",
+           "PLANNING_DEFAULTS", "REDACTION_DEFAULTS",
            "FAILURE_LOGGERS", "PYTHON_FAILURE_LOGGERS"]
 
 #: Spark conf for a local session when nothing else is given.  Adaptive query execution is
@@ -55,6 +55,15 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
 REDACTION_DEFAULTS: Mapping[str, str] = {
     "spark.redaction.regex": SPARK_REDACTION_REGEX,
     "spark.sql.redaction.options.regex": SPARK_REDACTION_REGEX,
+}
+
+#: Spark conf set on every session unless given.  PySpark's DataFrame debugging (on by default)
+#: wraps each DataFrame and function call in work of its own: it walks the Python stack, tries
+#: to import IPython, and makes four more calls into the JVM (py4j) to record and clear the
+#: call's origin.  SQE builds each micro-batch's plan anew, so this was a quarter of the
+#: driver's time planning a batch; SQE's failures name the topology's steps themselves.
+PLANNING_DEFAULTS: Mapping[str, str] = {
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 
@@ -121,7 +130,8 @@ def build_session(
     """
     server = remote_of(remote, conf)
     if server is not None:
-        return connect_session(server, app_name, conf or {}, origins or {})
+        return connect_session(server, app_name, {**PLANNING_DEFAULTS, **(conf or {})},
+                               origins or {})
     require_java()
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
     local = not submitted and (master is None or master.startswith("local"))
@@ -133,7 +143,8 @@ def build_session(
         builder = builder.master("local[*]")
         for key, value in LOCAL_DEFAULTS.items():
             builder = builder.config(key, value)
-    given = {**REDACTION_DEFAULTS, f"spark.executorEnv.{LOG_LEVEL_ENV}": log_level(),
+    given = {**REDACTION_DEFAULTS, **PLANNING_DEFAULTS,
+             f"spark.executorEnv.{LOG_LEVEL_ENV}": log_level(),
              **(conf or {})}
     if not submitted:  # the JVM starts here: it can start quiet, and from the class archive
         java = given.get("spark.driver.extraJavaOptions", "")
