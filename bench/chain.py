@@ -216,15 +216,18 @@ class Proc:
     stderr: str
 
 
-def child_env() -> dict[str, str]:
-    """This tree's code first on the children's path.  Spark's workers run what ``sqe run``
-    picks (this interpreter, through its local launcher) unless PYSPARK_PYTHON is set."""
-    path = [str(ROOT), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])]
+def child_env(tree: Path | None = None) -> dict[str, str]:
+    """This tree's code (or ``tree``'s) first on the children's path.  Spark's workers run what
+    ``sqe run`` picks (this interpreter, through its local launcher) unless PYSPARK_PYTHON is
+    set."""
+    path = [str(tree or ROOT),
+            *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
-def run_process(command: list[str], what: str, logs: Path) -> Proc:
-    """Run ``command`` to its end (its output into files under ``logs``), sampling its tree."""
+def run_process(command: list[str], what: str, logs: Path, tree: Path | None = None) -> Proc:
+    """Run ``command`` to its end (its output into files under ``logs``), sampling its tree;
+    ``tree``: a source tree whose ``sqe`` the command runs instead of this one's."""
     logs.mkdir(parents=True, exist_ok=True)
     tag = uuid.uuid4().hex[:6]
     out_path, err_path = logs / f"{tag}.out", logs / f"{tag}.err"
@@ -232,7 +235,7 @@ def run_process(command: list[str], what: str, logs: Path) -> Proc:
         started = time.time()
         start = time.perf_counter()
         process = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                   env=child_env(), cwd=ROOT)
+                                   env=child_env(tree), cwd=ROOT)
         sampler = TreeSampler(process.pid)
         try:
             code = process.wait()
@@ -432,8 +435,9 @@ class Services:
         self.connect = connect  # the Spark Connect server of the Connect row (its URL)
 
     def sqe_run(self, topology: Path, name: str, checkpoint: Path, *mode: str,
-                remote: bool = False) -> SqeRun:
-        """``sqe run`` in a process of its own (over the Connect server when ``remote``)."""
+                remote: bool = False, tree: Path | None = None) -> SqeRun:
+        """``sqe run`` in a process of its own (over the Connect server when ``remote``; with
+        ``tree``'s ``sqe`` when given)."""
         from sqe.cli.local_services import service_conf
 
         before = len(read_progress(checkpoint))
@@ -445,7 +449,7 @@ class Services:
                    "--config", str(ROOT / "conf" / "local.yaml"),
                    *service_conf(self.brokers, self.redis_url)]
         over = " over Spark Connect" if remote else ""
-        proc = run_process(command, f"sqe run {topology.name} ({name}){over}", self.logs)
+        proc = run_process(command, f"sqe run {topology.name} ({name}){over}", self.logs, tree)
         return SqeRun(proc, read_progress(checkpoint)[before:])
 
     def script(self, script: str, *args: str, python: str | None = None) -> Proc:
