@@ -5,18 +5,41 @@ Spark reuses its Python workers across tasks and batches, and its worker daemon 
 holds: the modules the first task imported (pyspark, pyarrow, pandas, confluent-kafka,
 redis-py, SQE) and the clients kept for later tasks -- about 100k objects, 40-100 ms a
 task, so a worker spent 0.8 s of a 200,000-record batch collecting nothing (py-spy,
-``bench/RESULTS.md``).  :func:`begin_task` freezes what is alive when a task starts, so
-those collections walk only what the task itself made; that is collected as before.
+``bench/RESULTS.md``).  :func:`begin_task` freezes what is alive when each of a worker
+process's first :data:`FROZEN_TASKS` tasks starts (the first tasks of each kind -- a read,
+a state's write -- import the modules and make the clients later tasks keep), so those
+collections walk only what later tasks make.
+
+Only the first tasks: ``gc.freeze`` moves objects out of reach of every later collection,
+and an object frozen while alive that later becomes part of an unreachable cycle is never
+freed.  Frozen at every task, each task's leftovers were: the cycles ``importlib.metadata``
+rebuilds when redis-py asks for its version at every new connection (pyspark's worker calls
+``importlib.invalidate_caches()`` before every task), a previous task's client, its
+TaskContext.  A worker of load.yaml grew by about 0.7 MB a minute for as long as it ran
+(the soak in ``bench/RESULTS.md``); now what the first tasks leave is all it keeps.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 
-__all__ = ["begin_task"]
+__all__ = ["FROZEN_TASKS", "begin_task"]
+
+#: How many of a worker process's first tasks freeze what is alive when they start.
+FROZEN_TASKS = 16
+
+_frozen: dict[int, int] = {}  # pid -> tasks that froze (a forked child counts its own)
 
 
 def begin_task() -> None:
-    """Keep the objects alive now out of every later collection (``gc.freeze``): modules and
-    kept clients are never garbage, and the objects a task makes are collected as before."""
+    """Keep the objects alive now out of every later collection (``gc.freeze``), in each of
+    this process's first :data:`FROZEN_TASKS` tasks: modules and kept clients are never
+    garbage, and what later tasks make, cycles included, is collected as before."""
+    pid = os.getpid()
+    done = _frozen.get(pid, 0)
+    if done >= FROZEN_TASKS:
+        return
     gc.freeze()
+    _frozen.clear()  # a forked child's copy of its parent's count is not its own
+    _frozen[pid] = done + 1

@@ -6,7 +6,8 @@ from __future__ import annotations
 import gc
 import weakref
 
-from sqe.config.worker_task import begin_task
+import sqe.config.worker_task as worker_task
+from sqe.config.worker_task import FROZEN_TASKS, begin_task
 
 
 class _Node:
@@ -14,7 +15,8 @@ class _Node:
         self.me = self  # a reference cycle: only the collector frees it
 
 
-def test_what_is_alive_at_the_start_is_frozen_and_later_garbage_is_collected():
+def test_what_is_alive_at_the_start_is_frozen_and_later_garbage_is_collected(monkeypatch):
+    monkeypatch.setattr(worker_task, "_frozen", {})
     kept = _Node()
     try:
         begin_task()
@@ -25,5 +27,28 @@ def test_what_is_alive_at_the_start_is_frozen_and_later_garbage_is_collected():
         gc.collect()
         assert gone() is None  # the task's cycle is collected as before
         assert kept.me is kept
+    finally:
+        gc.unfreeze()
+
+
+def test_a_long_running_worker_does_not_keep_each_tasks_leftovers(monkeypatch):
+    """A cycle alive when a task starts and dropped later (a previous task's client, the
+    metadata caches redis-py rebuilds) is freed once the first tasks have frozen what the
+    process keeps: frozen at every task, each one was kept for good."""
+    monkeypatch.setattr(worker_task, "_frozen", {})
+    try:
+        left = _Node()
+        for _ in range(FROZEN_TASKS):
+            begin_task()
+            left = _Node()  # the task's leftover, alive when the next task starts
+        frozen = gc.get_freeze_count()
+        gone = []
+        for _ in range(200):
+            begin_task()
+            gone.append(weakref.ref(left))
+            left = _Node()
+        gc.collect()
+        assert gc.get_freeze_count() == frozen
+        assert sum(ref() is not None for ref in gone) == 0
     finally:
         gc.unfreeze()
