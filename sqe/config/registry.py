@@ -154,6 +154,11 @@ _DECLARED = [
     Option("jw.sqe.spout.kafka.maxRecordsPerBatch", "int", None,
            "Upper bound on records read per micro-batch across all partitions "
            "(default: no bound).", scope="stream", minimum=1),
+    Option("jw.sqe.spout.kafka.minRecordsPerTask", "int", 10_000,
+           "A micro-batch's Kafka partitions are read by as few tasks as hold at least this many "
+           "records each (a partition's range is never split): a small batch is one task "
+           "instead of one per partition, a large one still a task per partition. 1: always "
+           "one task per partition.", scope="stream", minimum=1),
     Option("jw.sqe.spout.kafka.fetchSizeBytes", "int", None,
            "SQE key: per-partition fetch size, passed to the consumer as "
            "max.partition.fetch.bytes.", scope="stream", minimum=1),

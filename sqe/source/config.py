@@ -44,7 +44,8 @@ from sqe.errors import OptionError, SourceError, TopologyError
 from sqe.lang.post_filter import Node, compile_filter
 from sqe.wire.columns import RECORD_COLUMNS
 
-__all__ = ["OPTION_PREFIX", "RangePartition", "SourceConfig", "parse_offsets"]
+__all__ = ["OPTION_PREFIX", "RangeGroup", "RangePartition", "SourceConfig", "group_ranges",
+           "parse_offsets"]
 
 #: The prefix a reader option may leave out.
 OPTION_PREFIX = "jw.sqe.spout.kafka."
@@ -157,3 +158,46 @@ class RangePartition(InputPartition):
 
     def __post_init__(self) -> None:
         InputPartition.__init__(self, (self.partition, self.start, self.end))
+
+
+@dataclass
+class RangeGroup(InputPartition):
+    """The offset ranges one task of a micro-batch reads, one after the other (several Kafka
+    partitions' small ranges make one task: each task costs Spark and its Python worker about
+    as much as reading thousands of records)."""
+
+    ranges: tuple[RangePartition, ...]
+
+    def __post_init__(self) -> None:
+        InputPartition.__init__(self, tuple((r.partition, r.start, r.end) for r in self.ranges))
+
+    @property
+    def records(self) -> int:
+        """The offsets the group spans (records, but for gaps in the offsets)."""
+        return sum(r.end - r.start for r in self.ranges)
+
+
+def group_ranges(ranges: list[RangePartition], least: int) -> list[RangeGroup]:
+    """``ranges`` in order, packed into groups of at least ``least`` offsets each (a range
+    is never split; a last group smaller than that joins the one before): a batch of small
+    ranges runs as few tasks, one of large ranges as one task per Kafka partition.
+
+    >>> r = [RangePartition("t", p, 0, n) for p, n in enumerate([500, 700, 30_000, 200])]
+    >>> [[x.partition for x in g.ranges] for g in group_ranges(r, 10_000)]
+    [[0, 1, 2, 3]]
+    >>> [[x.partition for x in g.ranges] for g in group_ranges(r, 1)]
+    [[0], [1], [2], [3]]
+    >>> [[x.partition for x in g.ranges] for g in group_ranges(r, 1_000)]
+    [[0, 1], [2, 3]]
+    """
+    groups: list[list[RangePartition]] = []
+    size = least
+    for r in ranges:
+        if size >= least:
+            groups.append([])
+            size = 0
+        groups[-1].append(r)
+        size += r.end - r.start
+    if len(groups) > 1 and size < least:
+        groups[-2].extend(groups.pop())
+    return [RangeGroup(tuple(g)) for g in groups]

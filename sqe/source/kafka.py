@@ -49,7 +49,7 @@ from pyspark.sql.types import StructType
 from sqe.config.kafka_client import error_text, topic_partitions
 from sqe.config.worker_task import begin_task
 from sqe.errors import SourceError
-from sqe.source.config import RangePartition, SourceConfig, parse_offsets
+from sqe.source.config import RangeGroup, RangePartition, SourceConfig, group_ranges, parse_offsets
 from sqe.source.dead_letters import DeadLetters
 from sqe.source.marks import TaskMarks
 from sqe.source.offsets import limit_offsets, moved_partitions, offsets_json
@@ -185,12 +185,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         return offsets_json(limit_offsets(first, latest, rows))
 
-    def partitions(self, start: dict, end: dict) -> list[RangePartition]:
-        """One input partition per Kafka partition with records in ``[start, end)``."""
+    def partitions(self, start: dict, end: dict) -> list[RangeGroup]:
+        """The ranges ``[start, end)`` of the Kafka partitions with records, as few input
+        partitions (tasks) as hold ``minRecordsPerTask`` records each."""
         begin = {int(p): int(o) for p, o in start.items()}
         stop = {int(p): int(o) for p, o in end.items()}
-        ranges = [(p, begin.get(p, 0), e) for p, e in sorted(stop.items()) if e > begin.get(p, 0)]
-        return [RangePartition(self.config.topic, p, s, e) for p, s, e in ranges]
+        ranges = [RangePartition(self.config.topic, p, begin.get(p, 0), e)
+                  for p, e in sorted(stop.items()) if e > begin.get(p, 0)]
+        return group_ranges(ranges, self.config.stream.min_records_per_task)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, not in Kafka."""
@@ -202,9 +204,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._meta = None
 
     # -- executor side -----------------------------------------------------------------
-    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
-        """Consume ``[start, end)`` of one partition and yield Arrow record batches."""
-        yield from read_range(self.config, partition)
+    def read(self, partition: RangeGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        """Consume each range of the group and yield Arrow record batches."""
+        for part in partition.ranges:
+            yield from read_range(self.config, part)
 
 
 def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBatch]:

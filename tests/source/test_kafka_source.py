@@ -366,3 +366,33 @@ def test_the_bound_as_a_frame_stage_equals_the_numpy_guard(spark):
     assert sorted(r["_offset"] for r in beyond) == np.flatnonzero(found).tolist() == [1, 4, 7]
     kept = [r["_source_offset"] for r in filter_replays_frame(frame, marks, bound).collect()]
     assert sorted(kept) == [5, 6, 7, 12]
+
+
+def test_a_small_batch_is_read_by_one_task_and_a_large_one_by_a_task_per_partition(
+        kafka_bootstrap, kafka_topic):
+    """jw.sqe.spout.kafka.minRecordsPerTask: the planner packs the partitions' ranges into as
+    few input partitions as hold that many records each; a group's task reads every range of
+    it exactly, each row naming its Kafka partition."""
+    import doctest
+
+    import sqe.source.config
+
+    assert doctest.testmod(sqe.source.config).failed == 0  # group_ranges' examples
+    topic = kafka_topic(4)
+    produce(kafka_bootstrap, topic, [(None, b"p%d-%d" % (p, i), p) for p in range(4)
+                                     for i in range(40)])
+    start, end = {"0": 0, "1": 10, "2": 0, "3": 40}, {"0": 40, "1": 40, "2": 25, "3": 40}
+    packed = KafkaStreamReader(source_config(topic, kafka_bootstrap, minRecordsPerTask="40"))
+    groups = packed.partitions(start, end)
+    assert [[(r.partition, r.start, r.end) for r in g.ranges] for g in groups] == [
+        [(0, 0, 40)], [(1, 10, 40), (2, 0, 25)]]
+    rows = _rows([b for g in groups for b in packed.read(g)])
+    assert sorted((r["_partition"], r["_offset"]) for r in rows) == sorted(
+        [(0, o) for o in range(40)] + [(1, o) for o in range(10, 40)]
+        + [(2, o) for o in range(25)])
+    one_each = KafkaStreamReader(source_config(topic, kafka_bootstrap, minRecordsPerTask="1"))
+    assert [[r.partition for r in g.ranges] for g in one_each.partitions(start, end)] == [
+        [0], [1], [2]]
+    default = KafkaStreamReader(source_config(topic, kafka_bootstrap))
+    assert [[r.partition for r in g.ranges] for g in default.partitions(start, end)] == [
+        [0, 1, 2]]
