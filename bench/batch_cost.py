@@ -17,18 +17,20 @@ event, and the Redis store exactly what the events give.
 
 Per step and variant: the median over repetitions of the median batch duration (SQE's
 ``foreachBatch``, from the progress file) and of the cycle (one batch's start to the next's:
-the batch plus Spark's own work between batches), and the ratio of the cycle to the
-``default`` variant's.  ``default`` (this tree's code, ``--config conf/local.yaml`` and the
-services) always runs; each ``--variant NAME=FILE`` adds ``--config FILE`` to both runs (a
-``SQE:`` map of options, a ``Spark:`` map of Spark settings), and ``--variant NAME=DIR`` runs
-the ``sqe`` package of another source tree (an earlier commit: ``git worktree add DIR REV``).
+the batch plus Spark's own work between batches), the records per second that cycle
+sustains (``--records`` over it: at large ``--records``, the step's sustained throughput once
+warm), and the ratio of the cycle to the ``default`` variant's.
+
+``default`` (this tree's code, ``--config conf/local.yaml`` and the services) always runs;
+each ``--variant NAME=FILE`` adds ``--config FILE`` to both runs (a ``SQE:`` map of options,
+a ``Spark:`` map of Spark settings), and ``--variant NAME=DIR`` runs the ``sqe`` package of
+another source tree (an earlier commit: ``git worktree add DIR REV``).
 Exit 1 when a run fails or its output is wrong.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -105,21 +107,24 @@ def measure(args: argparse.Namespace, s: chain.Services, say: Any) -> dict[str, 
         for step in STEPS:
             cycle = statistics.median(r[step]["cycle_s"] for r in reps)
             rows.append({"variant": name, "step": step, "cycle_s": cycle,
-                         "duration_s": statistics.median(r[step]["duration_s"] for r in reps)})
+                         "duration_s": statistics.median(r[step]["duration_s"] for r in reps),
+                         "records_per_s": args.records / cycle})
     base = {r["step"]: r["cycle_s"] for r in rows if r["variant"] == "default"}
     for r in rows:
         r["ratio_to_default"] = r["cycle_s"] / base[r["step"]]
     return {"records": args.records, "batches": args.batches, "repeat": args.repeat,
-            "variants": {k: str(v) if v else None for k, v in variants.items()}, "rows": rows}
+            "variants": {k: str(v) if v else None for k, v in variants.items()}, "rows": rows,
+            "runs": runs, "problems": []}
 
 
 def table(result: dict[str, Any]) -> list[str]:
     lines = [f"batches of {result['records']:,} records, median of {result['repeat']} runs of "
              f"{result['batches']} batches each (the first batch of a run left out)",
-             f"{'variant':16} {'step':7} {'cycle s':>8} {'in batch s':>10} {'x default':>9}"]
+             f"{'variant':16} {'step':7} {'cycle s':>8} {'in batch s':>10} {'records/s':>10} "
+             f"{'x default':>9}"]
     for r in result["rows"]:
         lines.append(f"{r['variant']:16} {r['step']:7} {r['cycle_s']:8.2f} {r['duration_s']:10.2f} "
-                     f"{r['ratio_to_default']:9.2f}")
+                     f"{r['records_per_s']:10,.0f} {r['ratio_to_default']:9.2f}")
     return lines
 
 
@@ -147,10 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         except (BenchError, SqeError, ConnectionError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-    print("\n".join(table(result)))
-    if args.json:
-        print(json.dumps(result))
-    return 0
+    return chain.finish(table(result), result, result if args.json else None)
 
 
 if __name__ == "__main__":

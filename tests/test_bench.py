@@ -156,3 +156,25 @@ def test_chain_bench_runs_every_row_and_checks_every_output(kafka_bootstrap, red
     assert hop["empty_batches"] == 3 and hop["empty_cycle_s"] > 0 and hop["value"] is not None
     assert rows[("connect", 2000)]["other_runs"] == rows[("chain", 2000)]["sqe_runs"]
     assert rows[("driver_rss", 2000)]["value"] > 0 and rows[("worker_rss", 2000)]["value"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+def test_batch_cost_bench_runs_each_variant_in_batches_of_the_size_given(kafka_bootstrap,
+                                                                         redis_url, tmp_path):
+    one_task = tmp_path / "per_partition.yaml"
+    one_task.write_text("SQE:\n  jw.sqe.spout.kafka.minRecordsPerTask: 1\n")
+    r = run_bench("batch_cost.py", "--records", "300", "--batches", "3", "--repeat", "1",
+                  "--variant", f"per_partition={one_task}",
+                  "--brokers", kafka_bootstrap, "--redis", redis_url, timeout=900)
+    assert r["problems"] == []
+    assert {(row["variant"], row["step"]) for row in r["rows"]} == {
+        (v, s) for v in ("default", "per_partition") for s in ("enrich", "load")}
+    for row in r["rows"]:
+        assert row["cycle_s"] > 0 and row["duration_s"] > 0
+        assert row["ratio_to_default"] == 1.0 or row["variant"] != "default"
+    for runs in r["runs"].values():
+        for step in ("enrich", "load"):
+            assert runs[0][step]["batches"] == 4 and runs[0][step]["records_max"] == 300
