@@ -92,14 +92,56 @@ def pair_groups(pid: np.ndarray, part: np.ndarray) -> tuple[np.ndarray, np.ndarr
     head[1:] = (p64[1:] != p64[:-1]) | (q64[1:] != q64[:-1])
     starts = np.flatnonzero(head)
     hp, hq = p64[starts], q64[starts]
-    order = np.lexsort((hq, hp))
-    sp, sq = hp[order], hq[order]
-    new = np.ones(len(order), dtype=bool)
-    new[1:] = (sp[1:] != sp[:-1]) | (sq[1:] != sq[:-1])
-    group_of_head = np.empty(len(order), dtype=np.intp)
-    group_of_head[order] = np.cumsum(new) - 1
+    # The heads' pairs as one integer each, in (pid, partition) order, from the few distinct
+    # pids and partitions (np.unique sorts values, never argsorts rows): when the pairs
+    # interleave row by row every row is a head, and a lexsort of the heads on two keys cost
+    # more than the rest of the filter.
+    up, uq = _distinct(hp), _distinct(hq)
+    code = _index_in(hp, up) * len(uq) + _index_in(hq, uq)
+    if len(up) * len(uq) <= max(4 * len(starts), 1 << 16):  # a table of the cells
+        present = np.zeros(len(up) * len(uq), dtype=bool)
+        present[code] = True
+        cells = np.flatnonzero(present)
+        group_of_head = (np.cumsum(present) - 1)[code]
+    else:
+        cells, group_of_head = np.unique(code, return_inverse=True)
+    groups = np.stack([up[cells // len(uq)], uq[cells % len(uq)]], axis=1)
+    if len(starts) == n:  # every row heads its own run
+        return groups, group_of_head.astype(np.intp, copy=False)
     run_of_row = np.cumsum(head) - 1
-    return np.stack([sp[new], sq[new]], axis=1), group_of_head[run_of_row]
+    return groups, group_of_head[run_of_row].astype(np.intp, copy=False)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values (``np.unique``, by a plain sort: no inverse, no argsort)."""
+    s = np.sort(values)
+    return s[np.r_[True, s[1:] != s[:-1]]]
+
+
+def _index_in(values: np.ndarray, distinct: np.ndarray) -> np.ndarray:
+    """For each value its index in ``distinct`` (sorted, holding every value): a few
+    comparisons for a few distinct values, a table for a narrow range, else a binary search."""
+    if len(distinct) <= 8:
+        index = np.zeros(len(values), dtype=np.intp)
+        for d in distinct[1:]:
+            index += values >= d
+        return index
+    low, span = distinct[0], int(distinct[-1]) - int(distinct[0])  # Python ints: no overflow
+    if span < max(4 * len(values), 1 << 16):
+        table = np.zeros(span + 1, dtype=np.intp)
+        table[distinct - low] = np.arange(len(distinct))
+        return table[values - low]
+    return np.searchsorted(distinct, values)
+
+
+def _group_order(inverse: np.ndarray, groups: int) -> np.ndarray:
+    """A stable sort of the rows by their group index: NumPy's stable sort is a radix sort
+    for 8- and 16-bit integers (linear time) and a merge sort for wider ones."""
+    if groups <= 1 << 8:
+        return np.argsort(inverse.astype(np.uint8), kind="stable")
+    if groups <= 1 << 16:
+        return np.argsort(inverse.astype(np.uint16), kind="stable")
+    return np.argsort(inverse, kind="stable")
 
 
 def beyond_bound(pid: np.ndarray, part: np.ndarray, off: np.ndarray, judged: np.ndarray,
@@ -161,12 +203,16 @@ def filter_replays_decoded(
     rows = np.flatnonzero(judgeable(part, off, valid))
     if rows.size == 0:
         return keep, new_hwm
-    groups, inverse = pair_groups(pid[rows], part[rows])
+    if rows.size == len(off):  # every key judged: no copies
+        rows_pid, rows_part, rows_off = pid, part, off
+    else:
+        rows_pid, rows_part, rows_off = pid[rows], part[rows], off[rows]
+    groups, inverse = pair_groups(rows_pid, rows_part)
     if len(groups) == 1:  # the common case: one pair, already in offset order
         order = np.arange(len(rows))
     else:  # stable: offset order is kept inside each group
-        order = np.argsort(inverse, kind="stable")
-    so = off[rows][order]
+        order = _group_order(inverse, len(groups))
+    so = rows_off[order]
     starts = np.r_[0, np.cumsum(np.bincount(inverse, minlength=len(groups)))[:-1]]
     kept_sorted = np.empty(len(order), dtype=bool)
     for g, (begin, end) in enumerate(zip(starts, np.r_[starts[1:], len(order)], strict=True)):

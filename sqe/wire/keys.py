@@ -168,11 +168,17 @@ def decode_keys(
         valid = present & (np.diff(offs) == KEY_SIZE)
     if not valid.any():
         return pid, partition, offset, valid
-    data = np.frombuffer(buffers[-1], dtype=np.uint8)
-    rows = data[starts[valid, None] + np.arange(KEY_SIZE)]
-    pid[valid] = rows[:, 0:8].copy().view(">i8").ravel()
-    partition[valid] = rows[:, 8:12].copy().view(">i4").ravel()
-    offset[valid] = rows[:, 12:20].copy().view(">i8").ravel()
+    # Overlapping big-endian views of the data buffer, one element starting at every byte:
+    # each field is one gather of n values (no (n, 20) index and byte arrays).
+    data = buffers[-1]
+    size = data.size
+    at8 = np.ndarray((size - 7,), dtype=">i8", buffer=data, strides=(1,))
+    at4 = np.ndarray((size - 3,), dtype=">i4", buffer=data, strides=(1,))
+    if valid.all():
+        pid[:], partition[:], offset[:] = at8[starts], at4[starts + 8], at8[starts + 12]
+    else:
+        first = starts[valid]
+        pid[valid], partition[valid], offset[valid] = at8[first], at4[first + 8], at8[first + 12]
     return pid, partition, offset, valid
 
 
