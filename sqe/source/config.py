@@ -1,4 +1,4 @@
-"""What one ``sqe-kafka`` source reads and how: its config, and one task's offset range.
+"""What one ``sqe-kafka`` source reads and how: its config, and the offset ranges of one task.
 
 The reader options of the ``sqe-kafka`` data source are the stream's own
 ``jw.sqe.spout.kafka.*`` options, with or without that prefix
