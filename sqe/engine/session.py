@@ -57,10 +57,11 @@ REDACTION_DEFAULTS: Mapping[str, str] = {
     "spark.sql.redaction.options.regex": SPARK_REDACTION_REGEX,
 }
 
-#: Spark conf set on every session unless given.  PySpark's DataFrame debugging (on by default)
-#: wraps each DataFrame and function call in work of its own: it walks the Python stack, tries
-#: to import IPython, and makes four more calls into the JVM (py4j) to record and clear the
-#: call's origin.  SQE builds each micro-batch's plan anew, so this was a quarter of the
+#: Spark conf set on every classic session unless given (over Spark Connect it is a static
+#: setting of the server, set where the server starts).  PySpark's DataFrame debugging (on by
+#: default) wraps each DataFrame and function call in work of its own: it walks the Python
+#: stack, tries to import IPython, and makes four more calls into the JVM (py4j) to record
+#: and clear the call's origin.  SQE builds each micro-batch's plan anew, so this was a quarter of the
 #: driver's time planning a batch; SQE's failures name the topology's steps themselves.
 PLANNING_DEFAULTS: Mapping[str, str] = {
     "spark.python.sql.dataFrameDebugging.enabled": "false",
@@ -130,8 +131,7 @@ def build_session(
     """
     server = remote_of(remote, conf)
     if server is not None:
-        return connect_session(server, app_name, {**PLANNING_DEFAULTS, **(conf or {})},
-                               origins or {})
+        return connect_session(server, app_name, conf or {}, origins or {})
     require_java()
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
     local = not submitted and (master is None or master.startswith("local"))
