@@ -14,82 +14,25 @@ values come from and which one wins, in :mod:`sqe.config.settings`.
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import replace
 
+from sqe.config.option_checks import (
+    check_bloom_size,
+    check_brokers,
+    check_declared_fields,
+    check_interval,
+    check_partitioner,
+    check_starting_offsets,
+    check_state_redis_url,
+)
 from sqe.config.options import PREFIX, Option, Scope
 from sqe.config.redis_endpoint import check_url
 from sqe.config.secrets import is_secret_key
 from sqe.errors import OptionError
-from sqe.lang.documents import SyntaxProblem, load_json
-from sqe.lang.spark_types import type_problem
-from sqe.partitioners import resolve
 
 __all__ = ["CLIENT_PROPERTIES", "CONSUMER_PREFIX", "JAVA_PROPERTIES", "OWNED_PROPERTIES",
            "PREFIX", "PRODUCER_PREFIX", "REGISTRY", "RETIRED", "client_property_option",
            "lookup", "suggest"]
-
-
-def _check_partitioner(name: str) -> str | None:
-    try:
-        resolve(name)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
-def _check_starting_offsets(text: str) -> str | None:
-    if text.strip().lower() in ("earliest", "latest"):
-        return None
-    expected = 'expected earliest, latest or JSON like {"0": 42}'
-    try:
-        given = load_json(text)
-    except SyntaxProblem as exc:
-        return f"{expected} ({exc.problem}, at column {exc.column})"
-    if not isinstance(given, dict):
-        return f"{expected} (not a JSON object)"
-    for partition, offset in given.items():
-        if not partition.strip().isdigit():
-            return f"{expected} (partition {partition!r} is not a partition number)"
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            return f"{expected} (partition {partition}: offset {offset!r} is not an offset >= 0)"
-    return None
-
-
-#: ``[protocol://]host:port`` of one broker; the host a name, an IPv4 or a [bracketed] IPv6.
-_BROKER = re.compile(r"^(?:[A-Za-z][A-Za-z0-9_+.-]*://)?(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.%\w]+\])"
-                     r":(\d{1,5})$")
-
-
-def _check_brokers(brokers: list[str]) -> str | None:
-    for entry in brokers:
-        found = _BROKER.match(entry)
-        if found is None or not 0 < int(found.group(1)) < 65536:
-            return f"broker {entry!r} is not host:port (e.g. kafka-1:9092)"
-    return None
-
-
-def _check_declared_fields(fields: dict[str, str | None]) -> str | None:
-    for name, spark_type in fields.items():
-        problem = type_problem(spark_type) if spark_type is not None else None
-        if problem:
-            return f"field {name}: {problem}"
-    return None
-
-
-def _check_interval(seconds: float) -> str | None:
-    return None if 0 <= seconds <= 86_400 else "expected 0 to 86400 seconds"
-
-
-def _check_bloom_size(size: int) -> str | None:
-    return None if 16 <= size <= 255 else "expected 16..255 bytes"
-
-
-def _check_state_redis_url(url: str) -> str | None:
-    if url.lower().split("://", 1)[0].endswith("+cluster"):
-        return ("the Redis state writes keys of every slot from one script, so it needs one "
-                "server (redis://, rediss://, unix:// or a Sentinel URL), not a Cluster")
-    return check_url(url)
 
 
 def _policy(name: str, text: str) -> Option:
@@ -144,13 +87,13 @@ _DECLARED = [
     # -- Kafka streams (CreateStream spoutName KAFKA) --------------------------------
     Option("jw.sqe.spout.kafka.brokers", "list", ["localhost:9092"],
            "Bootstrap servers of the source topic (list or comma-separated host:port).",
-           scope="stream", check=_check_brokers),
+           scope="stream", check=check_brokers),
     Option("jw.sqe.spout.kafka.clientid", "str", None,
            "Kafka client.id of the source consumers (SQE key).", scope="stream"),
     Option("jw.sqe.spout.kafka.startingOffsets", "str", "earliest",
            "Where a query without a checkpoint starts reading: earliest, latest, or the next "
            'offset per partition as JSON, e.g. {"0": 42} (partitions not named start at '
-           "their earliest).", scope="stream", check=_check_starting_offsets),
+           "their earliest).", scope="stream", check=check_starting_offsets),
     Option("jw.sqe.spout.kafka.maxRecordsPerBatch", "int", None,
            "Upper bound on records read per micro-batch across all partitions "
            "(default: no bound).", scope="stream", minimum=1),
@@ -174,7 +117,7 @@ _DECLARED = [
            "Seconds from the start of one micro-batch to the start of the next (Spark's "
            "processing-time trigger): fewer, larger batches and no work while idle, for later "
            "results. 0: the next batch starts as soon as the last one ends (the lowest latency). "
-           "sqe run --once ignores it.", scope="stream", check=_check_interval),
+           "sqe run --once ignores it.", scope="stream", check=check_interval),
     Option("jw.sqe.spout.kafka.readTimeoutSeconds", "int", 120,
            "Seconds a source task may wait for records the broker reported but did not deliver "
            "before the batch fails with the topic, partition and offsets it was waiting for.",
@@ -230,7 +173,7 @@ _DECLARED = [
            "(e.g. {event_id: string, amount: bigint}) or a list of names.  Queries may then "
            "read only these fields and the record columns (checked by sqe validate), and "
            "the values are extracted as the declared types instead of types inferred per "
-           "batch.", scope="stream", check=_check_declared_fields),
+           "batch.", scope="stream", check=check_declared_fields),
     # -- FIXED streams (test and demo data declared in the file) ---------------------
     Option("jw.sqe.spout.fixed.fields", "list", None,
            "Field names of a FIXED stream.", scope="stream"),
@@ -239,7 +182,7 @@ _DECLARED = [
     # -- Kafka state ------------------------------------------------------------------
     Option("jw.sqe.state.kafka.brokers", "list", ["localhost:9092"],
            "Bootstrap servers of the destination topic (list or comma-separated host:port).",
-           scope="state", check=_check_brokers),
+           scope="state", check=check_brokers),
     Option("jw.sqe.state.kafka.keytype", "choice", "messagehash",
            "Record key: a hash of the value, a named field, or the record's "
            "20-byte StreamMetadata.", scope="state",
@@ -247,7 +190,7 @@ _DECLARED = [
     Option("jw.sqe.state.kafka.partitionClass", "str", None,
            "Partitioner by dotted path, e.g. partitioners.SourcePartitionPartitioner "
            "(SQE's Java class name is accepted); default: the client's partitioner.",
-           scope="state", check=_check_partitioner),
+           scope="state", check=check_partitioner),
     Option("jw.sqe.state.kafka.chunking", "bool", False,
            "Pack messages of one source partition into chunks with a Bloom filter of their "
            "filter values in the header (docs/bloom-chunks.md).", scope="state"),
@@ -263,12 +206,12 @@ _DECLARED = [
            "or in the record header sqe-filter-value without chunking.", scope="state"),
     Option("jw.sqe.state.kafka.filterSizeBytes", "int", 16,
            "Bloom filter size of a chunk, 16..255 bytes.", scope="state",
-           check=_check_bloom_size),
+           check=check_bloom_size),
     # -- Redis state ------------------------------------------------------------------
     Option("jw.sqe.state.redis.url", "str", None,
            "Redis URL of the Redis state (redis://, rediss://, unix:// or redis+sentinel://); "
            "when set, host, port, database and tls are not used.", scope="state",
-           check=_check_state_redis_url),
+           check=check_state_redis_url),
     Option("jw.sqe.state.redis.host", "str", "localhost", "Redis host of the Redis state.",
            scope="state"),
     Option("jw.sqe.state.redis.port", "int", 6379, "Redis port of the Redis state.",
