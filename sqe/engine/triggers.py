@@ -1,7 +1,7 @@
 """When a stream's micro-batches run, and what Spark spends on each outside SQE's batch.
 
 A stream's query runs its next micro-batch as soon as the last one ends (Spark's default
-trigger), or every ``jw.sqe.trigger.interval`` (a processing-time trigger: fewer, larger
+trigger), or every ``jw.sqe.trigger.intervalSeconds`` (a processing-time trigger: fewer, larger
 batches and less work while idle, for a later result), or, with ``sqe run --once``, over
 what is there when it starts (Spark's AvailableNow trigger).
 

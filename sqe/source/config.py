@@ -171,11 +171,6 @@ class RangeGroup(InputPartition):
     def __post_init__(self) -> None:
         InputPartition.__init__(self, tuple((r.partition, r.start, r.end) for r in self.ranges))
 
-    @property
-    def records(self) -> int:
-        """The offsets the group spans (records, but for gaps in the offsets)."""
-        return sum(r.end - r.start for r in self.ranges)
-
 
 def group_ranges(ranges: list[RangePartition], least: int) -> list[RangeGroup]:
     """``ranges`` in order, packed into groups of at least ``least`` offsets each (a range
