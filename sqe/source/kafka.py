@@ -258,8 +258,6 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
     finally:
         if consumer is not None:  # the task failed or was stopped: its state is unknown
             consumer.close()
-        if marks is not None:
-            marks.close()
 
 
 class _ReaderPool:

@@ -34,6 +34,7 @@ import numpy as np
 import redis
 from pyspark.sql import functions as F
 
+from sqe.config.redis_clients import kept_client
 from sqe.errors import SourceError
 from sqe.ledger.hwm import HwmStore
 from sqe.source.config import SourceConfig
@@ -48,9 +49,8 @@ Fetch = Callable[[list[Pair]], Mapping[Pair, int]]
 class TaskMarks:
     """The marks of the (pid, partition) pairs one task has met, read once per pair."""
 
-    def __init__(self, fetch: Fetch, close: Callable[[], None] | None = None) -> None:
+    def __init__(self, fetch: Fetch) -> None:
         self._fetch = fetch
-        self._close = close
         self.asked: set[Pair] = set()
         self.start: dict[Pair, int] = {}
         self.now: dict[Pair, int] = {}
@@ -63,21 +63,16 @@ class TaskMarks:
 
     @classmethod
     def from_store(cls, cfg: SourceConfig) -> TaskMarks:
-        """Marks read from the HWM store of ``cfg``'s consumer, connected on first use."""
+        """Marks read from the HWM store of ``cfg``'s consumer, through the client this
+        worker process keeps for it (:func:`sqe.config.redis_clients.kept_client`)."""
         endpoint = cfg.stream.hwm_store
-        held: list[HwmStore] = []
 
         def fetch(pairs: list[Pair]) -> Mapping[Pair, int]:
-            if not held:
-                held.append(HwmStore.from_url(endpoint, str(cfg.hwm_consumer),
-                                              cfg.stream.hwm_ttl))
-            return read_marks(held[0], pairs)
+            with kept_client(endpoint) as client:
+                return read_marks(HwmStore(client, str(cfg.hwm_consumer), cfg.stream.hwm_ttl,
+                                           endpoint), pairs)
 
-        def close() -> None:
-            for store in held:
-                store.client.close()
-
-        return cls(fetch, close)
+        return cls(fetch)
 
     def meet(self, pid: np.ndarray, part: np.ndarray, named: np.ndarray) -> None:
         """Read the marks of the pairs the ``named`` records (keys that decode) name and that
@@ -100,11 +95,6 @@ class TaskMarks:
         self.start.update(got)
         for pair, offset in got.items():
             self.now.setdefault(pair, offset)
-
-    def close(self) -> None:
-        """Close the store's connection, if one was made."""
-        if self._close is not None:
-            self._close()
 
 
 def frame_marks(rows: Any, store: HwmStore) -> dict[Pair, int]:

@@ -41,6 +41,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sqe.config.redis_endpoint import RedisEndpoint
+from sqe.config.redis_clients import kept_client
 from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.ledger.commits import Commit
@@ -194,20 +195,18 @@ def _read_task(endpoint: RedisEndpoint, name: str) -> Any:
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         begin_task()
-        client = endpoint.connect()
         try:
-            for batch in batches:
-                keys, fields = batch.column("k").to_pylist(), batch.column("f").to_pylist()
-                pipe = client.pipeline(transaction=False)
-                for k, f in zip(keys, fields, strict=True):
-                    pipe.get(k) if f == "" else pipe.hget(k, f)
-                raw = [None if v is None else v.decode("utf-8") for v in pipe.execute()]
-                yield batch.append_column("stored", strings(raw))
+            with kept_client(endpoint) as client:
+                for batch in batches:
+                    keys, fields = batch.column("k").to_pylist(), batch.column("f").to_pylist()
+                    pipe = client.pipeline(transaction=False)
+                    for k, f in zip(keys, fields, strict=True):
+                        pipe.get(k) if f == "" else pipe.hget(k, f)
+                    raw = [None if v is None else v.decode("utf-8") for v in pipe.execute()]
+                    yield batch.append_column("stored", strings(raw))
         except redis.RedisError as exc:
             raise StateError(f"Redis state {name}: {endpoint.describe_error(exc)}; the batch "
                              "fails and is merged again when it is retried") from None
-        finally:
-            client.close()
 
     return read
 
@@ -218,27 +217,26 @@ def _merge_task(endpoint: RedisEndpoint, name: str, mode: str, batch_id: int,
 
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         begin_task()
-        client = endpoint.connect()
-        script = client.register_script(MERGE_SCRIPT)
         applied = skipped = 0
         try:
-            for batch in batches:
-                cols = [batch.column(c).to_pylist() for c in ("k", "f", "op", "tag", "v", "expected")]
-                rows = list(zip(*cols, strict=True))
-                pipe = client.pipeline(transaction=False)
-                for start in range(0, len(rows), _ENTRIES_PER_CALL):
-                    part = rows[start:start + _ENTRIES_PER_CALL]
-                    args: list[Any] = [mode, batch_id, expire]
-                    for _, f, op, tag, v, expected in part:
-                        args += [f, op, tag, "" if v is None else v, expected or "0"]
-                    script(keys=[r[0] for r in part], args=args, client=pipe)
-                for a, s in pipe.execute():
-                    applied, skipped = applied + a, skipped + s
+            with kept_client(endpoint) as client:
+                script = client.register_script(MERGE_SCRIPT)
+                for batch in batches:
+                    cols = [batch.column(c).to_pylist()
+                            for c in ("k", "f", "op", "tag", "v", "expected")]
+                    rows = list(zip(*cols, strict=True))
+                    pipe = client.pipeline(transaction=False)
+                    for start in range(0, len(rows), _ENTRIES_PER_CALL):
+                        part = rows[start:start + _ENTRIES_PER_CALL]
+                        args: list[Any] = [mode, batch_id, expire]
+                        for _, f, op, tag, v, expected in part:
+                            args += [f, op, tag, "" if v is None else v, expected or "0"]
+                        script(keys=[r[0] for r in part], args=args, client=pipe)
+                    for a, s in pipe.execute():
+                        applied, skipped = applied + a, skipped + s
         except redis.RedisError as exc:
             raise StateError(f"Redis state {name}: {endpoint.describe_error(exc)}; the batch "
                              "fails and its retry merges with the same batch id") from None
-        finally:
-            client.close()
         yield counts_batch(applied=applied, skipped=skipped)
 
     return merge

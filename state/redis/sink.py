@@ -39,6 +39,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from redis.cluster import RedisCluster
 
+from sqe.config.redis_clients import kept_client
 from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
@@ -180,30 +181,28 @@ def _writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_secon
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         begin_task()
-        client = endpoint.connect()
         written = 0
         try:
-            for batch in batches:
-                keys = batch.column("_rk").to_pylist()
-                fields = batch.column("_rf").to_pylist()
-                values = batch.column("_rv").to_pylist()
-                for start in range(0, len(keys), _PIPELINE_ROWS):
-                    pipe = client.pipeline(transaction=False)
-                    for i in range(start, min(start + _PIPELINE_ROWS, len(keys))):
-                        value = "" if values[i] is None else values[i]
-                        if datatype == "HASH":
-                            pipe.hset(keys[i], fields[i], value)
-                        else:
-                            pipe.set(keys[i], value)
-                        if expire_seconds:
-                            pipe.expire(keys[i], expire_seconds)
-                    pipe.execute()
-                written += batch.num_rows
+            with kept_client(endpoint) as client:
+                for batch in batches:
+                    keys = batch.column("_rk").to_pylist()
+                    fields = batch.column("_rf").to_pylist()
+                    values = batch.column("_rv").to_pylist()
+                    for start in range(0, len(keys), _PIPELINE_ROWS):
+                        pipe = client.pipeline(transaction=False)
+                        for i in range(start, min(start + _PIPELINE_ROWS, len(keys))):
+                            value = "" if values[i] is None else values[i]
+                            if datatype == "HASH":
+                                pipe.hset(keys[i], fields[i], value)
+                            else:
+                                pipe.set(keys[i], value)
+                            if expire_seconds:
+                                pipe.expire(keys[i], expire_seconds)
+                        pipe.execute()
+                    written += batch.num_rows
         except redis.RedisError as exc:
             raise StateError(f"Redis state {name}: {endpoint.describe_error(exc)}; the batch "
                              "fails and is written again when it is retried") from None
-        finally:
-            client.close()
         yield counts_batch(written=written)
 
     return write
@@ -217,28 +216,26 @@ def _stage_task(name: str, store: RedisEndpoint, stage_key: str) -> Any:
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         begin_task()
-        client = store.connect()
         staged = 0
         try:
-            node = (client.get_redis_connection(client.get_node_from_key(stage_key))
-                    if isinstance(client, RedisCluster) else client)
-            pool = node.connection_pool
-            connection = pool.get_connection()
-            try:
-                for batch in batches:
-                    staged += send_hsets(connection, key, batch.column("_rf"),
-                                         batch.column("_rv"), STAGE_TTL_SECONDS)
-            except BaseException:
-                connection.disconnect()  # replies may be left unread on it
-                raise
-            finally:
-                pool.release(connection)
+            with kept_client(store) as client:
+                node = (client.get_redis_connection(client.get_node_from_key(stage_key))
+                        if isinstance(client, RedisCluster) else client)
+                pool = node.connection_pool
+                connection = pool.get_connection()
+                try:
+                    for batch in batches:
+                        staged += send_hsets(connection, key, batch.column("_rf"),
+                                             batch.column("_rv"), STAGE_TTL_SECONDS)
+                except BaseException:
+                    connection.disconnect()  # replies may be left unread on it
+                    raise
+                finally:
+                    pool.release(connection)
         except redis.RedisError as exc:
             raise StateError(f"Redis state {name} (staged in the HWM store): "
                              f"{store.describe_error(exc)}; the batch fails and is written "
                              "again when it is retried") from None
-        finally:
-            client.close()
         yield counts_batch(written=staged)
 
     return write

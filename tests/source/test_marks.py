@@ -9,6 +9,7 @@ import pytest
 
 import sqe.source.marks
 from sqe.cli.local_services import free_port
+from sqe.config.redis_clients import kept_count
 from sqe.errors import SourceError
 from sqe.ledger.hwm import HwmStore
 from sqe.source.config import SourceConfig
@@ -51,8 +52,11 @@ def test_marks_from_the_store_read_what_the_task_meets(redis_url):
     try:
         marks.meet(np.array([4, 4, 5]), np.array([3, 1999, 0]), np.ones(3, dtype=bool))
         assert marks.start == {(4, 3): 103, (4, 1999): 2099} and marks.round_trips == 1
+        kept = kept_count()
+        again = TaskMarks.from_store(_cfg(redis_url))  # a later task of the same worker
+        again.meet(np.array([4]), np.array([7]), np.ones(1, dtype=bool))
+        assert again.start == {(4, 7): 107} and kept_count() == kept  # the same client
     finally:
-        marks.close()
         store.client.close()
 
 
@@ -61,4 +65,3 @@ def test_an_unreachable_store_is_one_sentence_naming_the_consumer():
     with pytest.raises(SourceError, match="cannot read the high-water marks of consumer "
                                           "task/Stream: .*127.0.0.1"):
         marks.meet(np.array([1]), np.array([0]), np.array([True]))
-    marks.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from sqe.config.redis_clients import kept_client
 from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.errors import ReplicaLagError
 from sqe.ledger.hwm import HwmStore
@@ -67,3 +68,17 @@ def test_without_replicas_to_wait_for_a_commit_does_not_wait(replicated):
     store = _store(replicated.url, replicas=0)
     assert store.commit(0, {(7, 0): 10}, offsets=OFFSETS[0]) is True
     store.client.close()
+
+
+def test_a_client_a_worker_keeps_follows_the_sentinel_to_the_new_primary(replicated):
+    endpoint = RedisEndpoint(replicated.url)
+    with kept_client(endpoint) as client:
+        client.set("k", "v")
+        assert client.execute_command("ROLE")[0] == b"master"
+    replicated.switch_over()  # the old primary keeps running, as a replica now
+    with kept_client(endpoint) as again:  # a later task of the same worker
+        assert again is client
+        assert again.config_get("port")["port"] == str(replicated.replica_port)
+        assert again.execute_command("ROLE")[0] == b"master"
+        again.set("k", "w")  # a replica would refuse it
+        assert again.get("k") == b"w"

@@ -81,13 +81,19 @@ class ReplicatedRedis:
         self.primary.process.wait(10)
 
     def wait_promoted(self, timeout: float = 60.0) -> None:
-        """Until the Sentinel names the replica as the primary and the replica says so."""
+        """Until the Sentinel names the replica as the primary to every client and the replica
+        says so."""
         deadline = time.monotonic() + timeout
         sentinel = self.client(self.sentinel_port)
         try:
             while True:
                 addr = sentinel.execute_command("SENTINEL", "get-master-addr-by-name", SERVICE)
-                if addr and int(addr[1]) == self.replica_port and \
+                # SENTINEL MASTER (what redis-py asks) names the new primary only once the
+                # failover ends; get-master-addr-by-name does as soon as it is promoted
+                master = sentinel.execute_command("SENTINEL", "MASTER", SERVICE)
+                listed = master.get(b"port")
+                if addr and int(addr[1]) == self.replica_port and listed is not None \
+                        and int(listed) == self.replica_port and \
                         self.client(self.replica_port).info("replication")["role"] == "master":
                     return
                 assert time.monotonic() < deadline, (
@@ -95,6 +101,16 @@ class ReplicatedRedis:
                 time.sleep(0.2)
         finally:
             sentinel.close()
+
+    def switch_over(self) -> None:
+        """A failover the operator asks for (``SENTINEL FAILOVER``): the replica promoted, the
+        primary kept running and made its replica."""
+        sentinel = self.client(self.sentinel_port)
+        try:
+            sentinel.execute_command("SENTINEL", "FAILOVER", SERVICE)
+        finally:
+            sentinel.close()
+        self.wait_promoted()
 
     def restart_old_primary_as_replica(self) -> None:
         """The killed primary back, as a replica of the promoted one (what the Sentinel
