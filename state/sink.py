@@ -7,6 +7,9 @@ name, the query's fields and aggregates, the state's options).  For micro-batch
     sink.open(batch)               # batch K begins (Postgres: its transaction, its lock)
     if sink.holds():               # this state holds batch K already: write nothing
         ...
+    elif (staged := sink.staged(frame)) is not None:
+        ...                        # rows the HWM commit applies: staged with the batch's
+                                   # other staged rows in one Spark job (stage_together)
     else:
         rows = sink.write(frame)   # the query's rows (plus sink.columns()), from the executors
                                    # (sink.write_empty(frame) when the batch has no row)
@@ -31,18 +34,19 @@ A new state is one module with a :class:`Sink` subclass and one line in
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from pyspark.sql import Column, DataFrame
 
+from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.config.views import StateSettings
 from sqe.lang.expressions import Expression
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm import HwmStore, Stage
 
-__all__ = ["Batch", "Sink", "SinkTarget"]
+__all__ = ["Batch", "Sink", "SinkTarget", "Staged", "stage_together"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,31 @@ class Batch:
             raise RuntimeError(f"batch {self.batch_id} of {self.consumer} has no HWM store")
         self._stage_keys += 1
         return self.store.stage_key(self.batch_id, self.checkpoint, self._stage_keys - 1)
+
+
+@dataclass(frozen=True)
+class Staged:
+    """Rows a state stages in the HWM store for the batch's commit (:meth:`Sink.staged`)."""
+
+    name: str  # the state, for messages
+    key: str  # the hash of the HWM store they go to
+    rows: DataFrame  # the rows as ``send`` takes them
+    store: RedisEndpoint  # the HWM store
+    #: Stages several states' rows of one store in one Spark job; returns rows per key.
+    send: Callable[[Sequence[Staged]], dict[str, int]]
+
+
+def stage_together(staged: Sequence[Staged]) -> dict[str, int]:
+    """Every state's staged rows, one Spark job per store and kind; the rows staged per
+    key.  A batch of two Redis states runs one job instead of two (a Spark job's fixed cost is
+    about 0.15 s)."""
+    groups: dict[tuple[Callable[..., dict[str, int]], RedisEndpoint], list[Staged]] = {}
+    for item in staged:
+        groups.setdefault((item.send, item.store), []).append(item)
+    counts: dict[str, int] = {}
+    for (send, _), items in groups.items():
+        counts |= send(items)
+    return counts
 
 
 class Sink(ABC):
@@ -144,6 +173,12 @@ class Sink(ABC):
         :meth:`write` does for no row, ideally without a Spark job.  ``frame`` has the
         columns :meth:`write` would get and no row.  By default, :meth:`write` of it."""
         return self.write(frame)
+
+    def staged(self, frame: DataFrame) -> Staged | None:
+        """The batch's rows as this state stages them in the HWM store for its commit, when
+        it does (the runner stages every such state's rows together, :func:`stage_together`,
+        instead of calling :meth:`write`); None (the default): :meth:`write` writes them."""
+        return None
 
     def commit(self) -> None:
         """Make this state's part of the batch durable, or add it to ``batch.stages``.

@@ -33,7 +33,6 @@ from dataclasses import replace
 from functools import reduce
 
 import redis
-from pyspark.errors import AnalysisException
 from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -56,13 +55,12 @@ from sqe.engine.pipeline import QueryStep, StreamPipeline, check_fields
 from sqe.engine.spark_api import describe_jobs
 from sqe.errors import SourceError, StaleBatchError, StateError
 from sqe.faults import fault_point
-from sqe.lang.compiler import analysis_error, compile_expression, compile_query
-from sqe.lang.spark_functions import CompileContext
+from sqe.lang.compiler import compile_query
 from sqe.ledger.hwm import HwmStore
 from sqe.source.deserializers import Deserialized, Summary, deserialize, summary_columns
 from sqe.source.marks import frame_marks
 from sqe.source.replay import beyond_bound_frame, beyond_bound_reason, filter_replays_frame
-from sqe.state.sink import Batch, Sink
+from sqe.state.sink import Batch, Sink, Staged, stage_together
 from sqe.wire.columns import CARRIED, TALLY, Tally, carried_offset, data_rows
 
 __all__ = ["BatchProcessor"]
@@ -268,7 +266,7 @@ class BatchProcessor:
             if report is not None:
                 for name, count in compiled.warning_counts().items():
                     report.warnings[name] = report.warnings.get(name, 0) + count
-            out.append(self._with_columns(step, compiled.frame))
+            out.append(step.with_state_columns(compiled.frame))
         return des, out
 
     def _attempt(self, rows: DataFrame, batch: Batch, report: BatchReport,
@@ -290,11 +288,17 @@ class BatchProcessor:
             self._evaluate(rows)  # every query computes and every state can hold it: no record
             #                       is written by one query and dead-lettered by a later one
         opened: list[Sink] = []
+        staged: list[Staged] = []
         try:
             for step, frame in zip(self.p.steps, frames, strict=True):
                 if step.sink is not None:
                     opened.append(step.sink)
-                    self._write(step, frame, batch, report, empty)
+                    staged += self._write(step, frame, batch, report, empty)
+            if staged:
+                self._name_jobs(frames[0], "stage " + ", ".join(s.name for s in staged))
+                written = stage_together(staged)
+                for item in staged:
+                    report.written[item.name] = written.get(item.key, 0)
             for sink in opened:
                 sink.commit()
         finally:
@@ -364,21 +368,10 @@ class BatchProcessor:
         self._fields_checked = True
         check_fields(self.p, des.present, des.missing)
 
-    def _with_columns(self, step: QueryStep, frame: DataFrame) -> DataFrame:
-        """``frame`` with the columns the step's state needs besides the fields."""
-        extra = step.sink.columns() if step.sink is not None else {}
-        if extra:
-            ctx = CompileContext(frame)  # the frame's types give SQE's semantics
-            for col, (e, what) in extra.items():
-                try:
-                    frame = frame.select("*", compile_expression(e, f"{step.where} -> {what}",
-                                                                 ctx).alias(col))
-                except AnalysisException as exc:
-                    raise analysis_error(f"{step.where} -> {what}", exc) from None
-        return frame
-
     def _write(self, step: QueryStep, frame: DataFrame, batch: Batch,
-               report: BatchReport, empty: bool) -> None:
+               report: BatchReport, empty: bool) -> list[Staged]:
+        """Write the step's state, or return the rows it stages (written with the other
+        states' staged rows in one job)."""
         sink = step.sink
         assert sink is not None
         name = step.query.insertInto.objectName
@@ -390,8 +383,12 @@ class BatchProcessor:
             if name not in report.already_written:
                 report.already_written.append(name)
             report.written[name] = 0
-            return
+            return []
+        staged = None if empty else sink.staged(frame)
+        if staged is not None:
+            return [staged]
         report.written[name] = sink.write_empty(frame) if empty else sink.write(frame)
+        return []
 
     def _done(self, report: BatchReport) -> None:
         report.duration_s = max(0.0, time.time() - report.started)

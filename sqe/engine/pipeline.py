@@ -21,14 +21,17 @@ from functools import partial
 from typing import TypeVar
 
 import redis
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame
 
 from sqe.config.kafka_client import cluster_metadata, consumer_conf, new_consumer
 from sqe.config.plan import TopologyPlan
 from sqe.config.settings import unless_refused
 from sqe.config.views import StreamSettings
 from sqe.errors import SourceError, TopologyError
-from sqe.lang.compiler import aggregates_of
+from sqe.lang.compiler import aggregates_of, analysis_error, compile_expression
 from sqe.lang.references import query_fields, query_references
+from sqe.lang.spark_functions import CompileContext
 from sqe.lang.topology import CreateStream, Query
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm import HwmStore
@@ -51,6 +54,20 @@ class QueryStep:
     where: str
     query: Query
     sink: Sink | None  # None: the query feeds an intermediate stream
+
+    def with_state_columns(self, frame: DataFrame) -> DataFrame:
+        """``frame`` (the query's output) with the columns its state needs besides the
+        fields (:meth:`sqe.state.sink.Sink.columns`)."""
+        extra = self.sink.columns() if self.sink is not None else {}
+        if extra:
+            ctx = CompileContext(frame)  # the frame's types give SQE's semantics
+            for col, (e, what) in extra.items():
+                try:
+                    frame = frame.select("*", compile_expression(e, f"{self.where} -> {what}",
+                                                                 ctx).alias(col))
+                except AnalysisException as exc:
+                    raise analysis_error(f"{self.where} -> {what}", exc) from None
+        return frame
 
 
 @dataclass(frozen=True)

@@ -213,12 +213,12 @@ def _waiting_for_a_batch(dsn: str) -> bool:
 
 
 @pytest.mark.slow
-def test_a_writer_refused_by_postgres_deletes_its_stages_and_names_the_other(
+def test_a_writer_refused_by_postgres_stages_nothing_and_names_the_other(
         kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
     """Two `sqe run` of load on separate checkpoints, both in batch 0: the first stops with its
-    Postgres rows sent and not committed; the second stages its Redis rows and waits for the
-    first's lock.  When the first commits, the second is refused by the batch table, names the
-    first, and deletes what it staged."""
+    Postgres rows sent and not committed; the second waits for the first's lock before it
+    stages anything (a batch stages its Redis rows once every state is open).  When the first
+    commits, the second is refused by the batch table, names the first, and leaves no stage."""
     enriched = kafka_topic(2, "enriched")
     chain = Chain(tmp_path, kafka_bootstrap, "unused", enriched, redis_url, postgres_dsn)
     _enriched_records(kafka_bootstrap, enriched, 400)
@@ -235,7 +235,7 @@ def test_a_writer_refused_by_postgres_deletes_its_stages_and_names_the_other(
             assert second.poll() is None, (tmp_path / "second.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "the second run never reached Postgres"
             time.sleep(0.5)
-        assert len(_redis_view(redis_url)["stages"]) == 4  # two states of each run, staged
+        assert len(_redis_view(redis_url)["stages"]) == 2  # the first run's two states only
         marker.unlink()  # the first run commits batch 0, and goes on
         assert second.wait(600) == 1
         assert first.wait(600) == 0, chain.log("load", "postgres-before-commit@0")[-3000:]

@@ -7,6 +7,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+import redis
 import yaml
 
 from sqe.config.plan import plan_topology
@@ -128,3 +129,58 @@ def test_a_batch_of_replays_only_commits_everywhere_without_reading_its_rows_aga
     # inference, and each state recorded the batch without one (Sink.write_empty).
     jobs = _jobs(spark, f"sqe quiet.In batch {report.batch_id}: ")
     assert jobs and all(text.endswith("find the new high-water marks") for text, _ in jobs), jobs
+
+
+def test_the_redis_states_of_a_batch_are_staged_in_one_spark_job(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    topic = kafka_topic(3, "staged")
+    events = [(StreamMetadata(UPSTREAM_PID, i % 3, i // 3).to_bytes(),
+               json.dumps({"event_id": f"e{i}", "region": "EU" if i % 2 else "US",
+                           "n": i}).encode(),
+               i % 3) for i in range(9)]
+    produce(kafka_bootstrap, topic, events)
+    commands = [
+        {"CreateStream": {"streamName": "In", "objectName": topic, "spoutName": "KAFKA",
+                          "deserializer": "json",
+                          "options": {"jw.sqe.spout.kafka.filterReplays": True,
+                                      "jw.sqe.spout.kafka.startingOffsets": "earliest"}}},
+        {"Query": {"insertInto": {"stateName": "REDIS", "objectName": "by_region",
+                                  "fields": ["region", "event_id", "n"],
+                                  "options": {"jw.sqe.state.redis.datatype": "HASH",
+                                              "jw.sqe.state.redis.keyname.fields": ["region"],
+                                              "jw.sqe.state.redis.fieldname.fields":
+                                                  ["event_id"]}},
+                   "select": {"expressions": ["region", "event_id", "n"]},
+                   "from": {"objectName": "In"}}},
+        {"Query": {"insertInto": {"stateName": "REDIS", "objectName": "last_region",
+                                  "fields": ["event_id", "region"],
+                                  "options": {"jw.sqe.state.redis.datatype": "STRING",
+                                              "jw.sqe.state.redis.keyname.fields":
+                                                  ["event_id"]}},
+                   "select": {"expressions": ["event_id", "region"]},
+                   "from": {"objectName": "In"}}}]
+    path = tmp_path / "staged.yaml"
+    path.write_text(yaml.safe_dump(commands))
+    url = urlsplit(redis_url)
+    conf = {"jw.sqe.spout.kafka.brokers": kafka_bootstrap,
+            "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url,
+            "jw.sqe.state.redis.host": url.hostname, "jw.sqe.state.redis.port": url.port,
+            "jw.sqe.state.redis.database": url.path.strip("/") or 0}
+    plan = plan_topology(load_topology(path), conf=conf)
+
+    [report] = run_topology(plan, spark, "staged", tmp_path / "ck", "once")
+
+    assert report.written == {"by_region": 9, "last_region": 9}
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert client.hgetall("EU") == {f"e{i}".encode(): str(i).encode() for i in range(1, 9, 2)}
+        assert client.hgetall("US") == {f"e{i}".encode(): str(i).encode() for i in range(0, 9, 2)}
+        assert client.mget([f"e{i}" for i in range(9)]) == [
+            b"EU" if i % 2 else b"US" for i in range(9)]
+    finally:
+        client.close()
+    # Both states' rows went to the HWM store's stages in one job, none in a job of its own.
+    jobs = [text for text, _ in _jobs(spark, f"sqe staged.In batch {report.batch_id}: ")]
+    assert [t for t in jobs if ": stage " in t] == [
+        f"sqe staged.In batch {report.batch_id}: stage by_region, last_region"], jobs
+    assert not [t for t in jobs if ": write " in t], jobs

@@ -282,3 +282,30 @@ def test_the_marks_updated_last_with_their_age_for_sqe_status(redis_url):
     assert store.recent(0) == ([], 102)
     store.client.close()
     client.close()
+
+
+@pytest.mark.spark
+def test_one_job_stages_rows_of_several_states_even_when_a_task_holds_both(
+        spark, store, redis_url):
+    from sqe.config.redis_endpoint import RedisEndpoint
+    from sqe.ledger.hwm import Stage
+    from sqe.state.redis.sink import STAGE_TTL_SECONDS, stage_all
+    from sqe.state.sink import Staged
+
+    hash_key, str_key = store.stage_key(0, "/ck/a", 0), store.stage_key(0, "/ck/a", 1)
+    rows = spark.createDataFrame(
+        [(hash_key, "2:EUe1", bytearray(b"100")), (str_key, "4:k:1:", bytearray(b"v1")),
+         (hash_key, "2:EUe2", bytearray(b"\xff\x00"))],
+        "_stage string, _rf string, _rv binary").coalesce(1)  # one task, both stages
+    endpoint = RedisEndpoint(redis_url)
+    by_region = Staged("by_region", hash_key, rows.where(rows._stage == hash_key), endpoint,
+                       stage_all)
+    both = Staged("both", "", rows, endpoint, stage_all)  # a task whose rows name two hashes
+    assert stage_all([by_region, both]) == {hash_key: 4, str_key: 1}  # rows per hash sent
+    client = redis.Redis.from_url(redis_url)
+    assert client.hgetall(hash_key) == {b"2:EUe1": b"100", b"2:EUe2": b"\xff\x00"}
+    assert 0 < client.ttl(hash_key) <= STAGE_TTL_SECONDS and 0 < client.ttl(str_key)
+    assert store.commit(0, {(1, 0): 9}, [Stage(hash_key, "HASH"), Stage(str_key, "STRING")])
+    assert client.hgetall("EU") == {b"e1": b"100", b"e2": b"\xff\x00"}
+    assert client.get("k:1:") == b"v1"
+    client.close()
