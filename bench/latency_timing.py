@@ -8,7 +8,8 @@ first one warm-up event per source partition (:meth:`Producer.warm_up`), then, i
 a tick).  Each tick stamps its events with the time just before they are handed to the
 producer (``Sender.send_many``, ``linger.ms`` 5): ``sent_ns[i]`` is event ``e<i>``'s.  The
 largest delay of a tick behind its schedule is kept (``lag_ms``): a harness that cannot keep
-the rate shows there.
+the rate shows there.  At rate 0 (``bench/sustained.py``'s backlog) it sends ``events`` as fast
+as the producer takes them, ``BURST`` at a time, each burst stamped the same way.
 
 **Arrival time.**  Every writer of the chain's load step names a ``load_log`` field by the
 record's position in the enriched topic, ``<partition>:<offset>``, and writes a partition's
@@ -40,6 +41,7 @@ import socket
 import statistics
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import redis
@@ -48,20 +50,22 @@ TICK_S = 0.005
 LINGER_MS = 5
 CHUNK_MIN, CHUNK_MAX = 64, 16_384
 IDLE_READ_S = 0.25
+BURST = 5_000  # events a send of an unthrottled producer
 GROWTH = (1.5, 0.5)  # grew: p50 of the last third > 1.5 x p50 of the first third + 0.5 s
 
 
 class Producer(threading.Thread):
-    """Writes warm-up events, then ``rate`` sample events per second for ``seconds``."""
+    """Writes warm-up events, then ``rate`` sample events per second for ``seconds``, or, with
+    ``rate`` 0, ``events`` sample events as fast as the producer takes them."""
 
     def __init__(self, brokers: str, topic: str, rate: float, seconds: float,
-                 partitions: int) -> None:
+                 partitions: int, events: int | None = None) -> None:
         from sqe.cli.sample_events import sample_events
         from sqe.config.kafka_client import Sender, producer_conf
 
         super().__init__(daemon=True)
         self.topic, self.rate, self.partitions = topic, rate, partitions
-        self.total = int(rate * seconds)
+        self.total = int(rate * seconds) if rate else int(events or 0)
         self.sender = Sender.start(producer_conf(brokers, {"log_level": 2,
                                                            "linger.ms": LINGER_MS}), "latency")
         self.events = sample_events(10**12)  # one sequence: e0, e1, ... as expected_store's
@@ -95,6 +99,11 @@ class Producer(threading.Thread):
             start = self.begin_ns = time.monotonic_ns()
             done = 0
             while done < self.total and not self.halt.is_set():
+                if not self.rate:  # unthrottled: the next burst at once
+                    n = min(BURST, self.total - done)
+                    self._send(n, [-1] * n)
+                    done += n
+                    continue
                 due = min(self.total, int((time.monotonic_ns() - start) * self.rate / 1e9))
                 if due > done:
                     t = self._send(due - done, [-1] * (due - done))
@@ -215,7 +224,7 @@ class Arrivals(threading.Thread):
         self.client.close()
 
 
-def quantile(values: list[float], q: float) -> float:
+def quantile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 

@@ -178,3 +178,68 @@ def test_batch_cost_bench_runs_each_variant_in_batches_of_the_size_given(kafka_b
     for runs in r["runs"].values():
         for step in ("enrich", "load"):
             assert runs[0][step]["batches"] == 4 and runs[0][step]["records_max"] == 300
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+def test_latency_bench_backlog_mode_measures_sustained_throughput_exactly_once(kafka_bootstrap,
+                                                                               redis_url):
+    # The backlog mode only (--rates none), SQE and the plain programs over 20,000 events.
+    # SQE's batches are capped so that its backlog arrives in several batches, each under 20 %
+    # of it: the 10th and the 90th percentile of the arrival times are then never the same
+    # batch's, and the sustained rate always has a span (the plain load writes at most 10,000
+    # records a poll, under 50 %).
+    r = run_bench("latency.py", "--rates", "none", "--backlog", "20000", "--systems", "sqe,plain",
+                  "--sqe-args", "--conf jw.sqe.spout.kafka.maxRecordsPerBatch=3000",
+                  "--brokers", kafka_bootstrap, "--redis", redis_url, timeout=900, check=False)
+    assert r["problems"] == []
+    assert r["rows"] == [] and r["backlog"]["events"] == 20000
+    rows = {row["system"]: row for row in r["backlog"]["rows"]}
+    assert set(rows) == {"sqe", "plain"}
+    for system, row in rows.items():
+        assert row["sent"] == row["delivered"] == 20000, system
+        assert row["lost"] == row["duplicated"] == row["unknown"] == 0, system
+        assert row["sustained_rate"] > 0 and row["whole_rate"] > 0, system
+        assert 0 < row["sustained_events"] < 20000, system
+        assert 0 < row["first_arrival_s"] <= row["last_arrival_s"], system
+        assert row["send_rate"] > 0, system
+    batches = rows["sqe"]["sqe_batches"]
+    for step in ("enrich", "load"):
+        # The backlog's batches only (the warm-up batch started before sending), capped.
+        assert batches[step]["batches"] >= 7 and 0 < batches[step]["records_median"] <= 3000
+        assert batches[step]["records_max"] <= 3000
+    assert set(r["backlog"]["ratios"]) == {"plain"}
+    ratio = r["backlog"]["ratios"]["plain"]
+    assert ratio == pytest.approx(rows["sqe"]["sustained_rate"] / rows["plain"]["sustained_rate"])
+
+
+def test_sustained_rate_counts_the_events_between_the_10th_and_90th_percentile_arrival(
+        monkeypatch):
+    """bench/sustained.py's figures over made-up clocks: arrivals come in batch-sized lumps."""
+    from types import SimpleNamespace
+
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from sustained import figures, ratios
+
+    s = 10**9
+    # 2 warm-up events, then 100 sent in 1 s; they arrive in 5 lumps of 20, at 2, 3, 4, 5, 6 s.
+    producer = SimpleNamespace(warm=2, sent=102, begin_ns=10 * s, end_ns=11 * s)
+    arrivals = {f"e{i}": 12 * s + (i - 2) // 20 * s for i in range(2, 102)} | {"e0": 1, "e1": 1}
+    f = figures(producer, arrivals)
+    # p10 is the 2 s lump, p90 the 6 s lump: the 80 events of the lumps after 2 s, over 4 s.
+    assert f["sustained_events"] == 80 and f["sustained_rate"] == pytest.approx(20.0)
+    assert f["whole_rate"] == pytest.approx(100 / 6) and f["first_arrival_s"] == 2.0
+    assert f["send_rate"] == pytest.approx(100.0) and f["in_flight_at_send_end"] == 100
+    assert not f["kept_up"] and f["delivered"] == 100 and f["distinct_arrival_times"] == 5
+    # All in one read: no span, no sustained rate; a lost event is not delivered.
+    one = figures(producer, {f"e{i}": 12 * s for i in range(2, 101)})
+    assert one["sustained_rate"] is None and one["delivered"] == 99
+    # Everything arrived while sending: the chain kept up (the rate is the producer's).
+    fast = figures(producer, {f"e{i}": 10 * s + i * s // 200 for i in range(2, 102)})
+    assert fast["kept_up"] and fast["in_flight_at_send_end"] == 0
+    assert ratios([{"system": "sqe", "sustained_rate": 10.0},
+                   {"system": "plain", "sustained_rate": 40.0},
+                   {"system": "quix", "sustained_rate": None}]) == {"quix": None, "plain": 0.25}
+    assert ratios([{"system": "plain", "sustained_rate": 40.0}]) == {}
