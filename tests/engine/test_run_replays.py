@@ -66,6 +66,26 @@ def test_sqe_replay_scenario(spark, kafka_bootstrap, kafka_topic, redis_url, tmp
     assert sum(r.written.get(dest, 0) for r in reports) == 13
 
 
+def _replay_stream(topic: str) -> dict:
+    """A CreateStream of JSON records from ``topic`` that drops replays, from the start."""
+    return {"CreateStream": {"streamName": "In", "objectName": topic, "spoutName": "KAFKA",
+                             "deserializer": "json",
+                             "options": {"jw.sqe.spout.kafka.filterReplays": True,
+                                         "jw.sqe.spout.kafka.startingOffsets": "earliest"}}}
+
+
+def _plan(path: Path, commands: list[dict], kafka_bootstrap: str, redis_url: str, **conf: str):
+    """The plan of ``commands`` written to ``path``, the Redis states in the HWM store's
+    database; ``conf``: more settings."""
+    path.write_text(yaml.safe_dump(commands))
+    url = urlsplit(redis_url)
+    return plan_topology(load_topology(path), conf={
+        "jw.sqe.spout.kafka.brokers": kafka_bootstrap,
+        "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url,
+        "jw.sqe.state.redis.host": url.hostname, "jw.sqe.state.redis.port": url.port,
+        "jw.sqe.state.redis.database": url.path.strip("/") or 0, **conf})
+
+
 def _jobs(spark, prefix: str) -> list[tuple[str, int]]:
     """(description, tasks) of the Spark jobs whose description starts with ``prefix``."""
     jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
@@ -88,10 +108,7 @@ def test_a_batch_of_replays_only_commits_everywhere_without_reading_its_rows_aga
     produce(kafka_bootstrap, topic, events)
     table = f"quiet_{tmp_path.name[-12:].replace('-', '_').lower()}"
     commands = [
-        {"CreateStream": {"streamName": "In", "objectName": topic, "spoutName": "KAFKA",
-                          "deserializer": "json",
-                          "options": {"jw.sqe.spout.kafka.filterReplays": True,
-                                      "jw.sqe.spout.kafka.startingOffsets": "earliest"}}},
+        _replay_stream(topic),
         {"Query": {"insertInto": {"objectName": "quiet_log", "stateName": "REDIS",
                                   "fields": ["region", "event_id", "at"],
                                   "options": {"jw.sqe.state.redis.datatype": "HASH",
@@ -104,15 +121,8 @@ def test_a_batch_of_replays_only_commits_everywhere_without_reading_its_rows_aga
                                   "fields": ["event_id", "region"]},
                    "select": {"expressions": ["event_id", "region"]},
                    "from": {"objectName": "In"}}}]
-    path = tmp_path / "quiet.yaml"
-    path.write_text(yaml.safe_dump(commands))
-    url = urlsplit(redis_url)
-    conf = {"jw.sqe.spout.kafka.brokers": kafka_bootstrap,
-            "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url,
-            "jw.sqe.state.redis.host": url.hostname, "jw.sqe.state.redis.port": url.port,
-            "jw.sqe.state.redis.database": url.path.strip("/") or 0,
-            "jw.sqe.state.postgres.dsn": postgres_dsn}
-    plan = plan_topology(load_topology(path), conf=conf)
+    plan = _plan(tmp_path / "quiet.yaml", commands, kafka_bootstrap, redis_url,
+                 **{"jw.sqe.state.postgres.dsn": postgres_dsn})
 
     first = run_topology(plan, spark, "quiet", tmp_path / "ck", "once")
     produce(kafka_bootstrap, topic, events)  # the same keys again: replays only
@@ -140,10 +150,7 @@ def test_the_redis_states_of_a_batch_are_staged_in_one_spark_job(
                i % 3) for i in range(9)]
     produce(kafka_bootstrap, topic, events)
     commands = [
-        {"CreateStream": {"streamName": "In", "objectName": topic, "spoutName": "KAFKA",
-                          "deserializer": "json",
-                          "options": {"jw.sqe.spout.kafka.filterReplays": True,
-                                      "jw.sqe.spout.kafka.startingOffsets": "earliest"}}},
+        _replay_stream(topic),
         {"Query": {"insertInto": {"stateName": "REDIS", "objectName": "by_region",
                                   "fields": ["region", "event_id", "n"],
                                   "options": {"jw.sqe.state.redis.datatype": "HASH",
@@ -159,14 +166,7 @@ def test_the_redis_states_of_a_batch_are_staged_in_one_spark_job(
                                                   ["event_id"]}},
                    "select": {"expressions": ["event_id", "region"]},
                    "from": {"objectName": "In"}}}]
-    path = tmp_path / "staged.yaml"
-    path.write_text(yaml.safe_dump(commands))
-    url = urlsplit(redis_url)
-    conf = {"jw.sqe.spout.kafka.brokers": kafka_bootstrap,
-            "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url,
-            "jw.sqe.state.redis.host": url.hostname, "jw.sqe.state.redis.port": url.port,
-            "jw.sqe.state.redis.database": url.path.strip("/") or 0}
-    plan = plan_topology(load_topology(path), conf=conf)
+    plan = _plan(tmp_path / "staged.yaml", commands, kafka_bootstrap, redis_url)
 
     [report] = run_topology(plan, spark, "staged", tmp_path / "ck", "once")
 
