@@ -19,6 +19,7 @@ import logging
 import re
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,12 +56,15 @@ from sqe.source.kafka import KafkaSource
 from sqe.source.native import native_stream
 from sqe.wire.columns import TALLY
 
-__all__ = ["Mode", "describe_failure", "persistence_warnings", "python_not_started",
-           "run_topology"]
+__all__ = ["KEPT_REPORTS", "Mode", "describe_failure", "persistence_warnings",
+           "python_not_started", "run_topology"]
 
 log = logging.getLogger("sqe")
 
 Mode = Literal["once", "runtime", "forever"]
+
+#: How many batch reports a run in ``forever`` mode keeps (the last ones).
+KEPT_REPORTS = 1000
 
 
 def _source_frame(spark: SparkSession, p: StreamPipeline) -> DataFrame:
@@ -267,7 +271,8 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
     names).  A topology changed since its checkpoint last ran is held against what ran
     (:mod:`sqe.engine.changes`; ``adopt_layout``: its Kafka states take their topics' partition
     counts and their new partitioners, key types and chunking, once their readers caught up).
-    Returns the batch reports; a failed query raises :class:`RunError` after
+    Returns the batch reports (a run in ``forever`` mode keeps the last
+    :data:`KEPT_REPORTS`); a failed query raises :class:`RunError` after
     stopping the others; ``stop`` set ends the run after the batch being written, with
     :class:`RunStopped` saying where each stream stopped.  ``watchers`` are told the run's
     streams, each batch and each ``sqe-kafka`` stream's backlog (:mod:`sqe.engine.watch`).
@@ -316,7 +321,8 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
     write_records(files, pipelines, found)
     hub = Watchers(watchers, {s.pipeline.stream.streamName: s.pipeline.source for s in streams
                               if s.pipeline.source is not None})
-    reports: list[BatchReport] = []
+    # a run until stopped keeps its last reports only (all of them grew the driver, RESULTS.md)
+    reports: deque[BatchReport] = deque(maxlen=KEPT_REPORTS if mode == "forever" else None)
     processors: list[BatchProcessor] = []
     queries: list[StreamingQuery] = []
     where = progress_path(root)
@@ -390,4 +396,4 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
         if follower is not None:
             follower.stop()
         hub.ended()
-    return reports
+    return list(reports)

@@ -213,3 +213,38 @@ def test_the_progress_file_keeps_each_batch_end_offsets():
     assert BatchReport.from_json(json.loads(json.dumps(r.to_json()))).offsets == {"0": 42, "1": 7}
     old = {k: v for k, v in r.to_json().items() if k != "offsets"}  # an earlier version's line
     assert BatchReport.from_json(old).offsets == {}
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+def test_a_run_until_stopped_keeps_only_its_last_batch_reports(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, monkeypatch):
+    import gc
+    import weakref
+
+    import sqe.engine.runner as runner
+
+    monkeypatch.setattr(runner, "KEPT_REPORTS", 2)
+    source, dest = kafka_topic(2, "in"), kafka_topic(2, "out")
+    produce(kafka_bootstrap, source, [(_key(o, p), b"%d" % o, p) for p in (0, 1)
+                                      for o in range(150)])
+    conf = {"jw.sqe.spout.kafka.brokers": kafka_bootstrap,
+            "jw.sqe.state.kafka.brokers": kafka_bootstrap,
+            "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url}
+    plan = plan_topology(load_topology(filtered_copy(tmp_path / "t.yaml", source, dest, 50)),
+                         conf=conf)
+    stop, seen, kept = threading.Event(), [], []
+
+    class Reports(RunWatcher):
+        def batch_done(self, report: BatchReport) -> None:
+            seen.append(weakref.ref(report))
+            if len(seen) == 5:  # the run keeps the last 2 (this one and the one before)
+                gc.collect()
+                kept.extend(ref() is not None for ref in seen[:2])
+                stop.set()
+
+    with pytest.raises(RunStopped):
+        run_topology(plan, spark, "kept", tmp_path / "ck", "forever", stop=stop,
+                     watchers=[Reports()])
+    assert kept == [False, False]  # the first reports were let go while the run ran
