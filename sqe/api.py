@@ -114,7 +114,8 @@ class RunResult:
     Attributes:
         topology: the topology name.
         checkpoint: the checkpoint directory (one sub-directory per stream).
-        reports: one :class:`BatchReport` per micro-batch of every stream, in order.
+        reports: one :class:`BatchReport` per micro-batch of every stream, in order (a run
+            without ``once`` or ``runtime`` keeps only its last 1,000).
     """
 
     topology: str
