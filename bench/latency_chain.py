@@ -145,6 +145,13 @@ def wait_for(done: Callable[[], bool], steps: list[Step], timeout: float) -> boo
     return True
 
 
+def arrived(arrivals: Arrivals) -> int:
+    """The events the poller has seen; a poller that stopped on an error is a BenchError."""
+    if arrivals.error and not arrivals.is_alive():
+        raise BenchError(arrivals.error)
+    return len(arrivals.first)
+
+
 def sqe_batches(steps: list[Step], since: float | None = None) -> dict[str, Any]:
     """Per SQE step: its batches during the run (those started at ``since``, a ``time.time()``,
     or later, when given), their median duration and size, and start-to-start."""
@@ -203,7 +210,7 @@ def chain_run(system: str, what: str, row: dict[str, Any], make: Callable[[str],
         producer.start()
         if not wait_for(lambda: not producer.is_alive(), steps, send_s):
             row["problems"].append(f"the producer did not finish sending in {send_s:g} s")
-        if not wait_for(lambda: len(arrivals.first) >= producer.sent, steps, drain_s):
+        if not wait_for(lambda: arrived(arrivals) >= producer.sent, steps, drain_s):
             row["problems"].append(f"{producer.sent - len(arrivals.first):,} events not "
                                    f"delivered within {drain_s:g} s of the end")
         time.sleep(0.5)  # late duplicates, if any, reach the poller

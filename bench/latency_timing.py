@@ -132,6 +132,7 @@ class Arrivals(threading.Thread):
         self.old_flags: str | None = None
         self.conn: Any = None
         self.sock: socket.socket | None = None
+        self.mode = "polling every 10 ms"  # what wakes the poller, for the report
         try:
             self.old_flags = str(self.client.config_get("notify-keyspace-events")
                                  .get("notify-keyspace-events", ""))
@@ -149,10 +150,7 @@ class Arrivals(threading.Thread):
         self.sock.settimeout(10)
         self.sock.recv(1 << 16)  # the confirmation (a push reply under RESP3), unparsed
         self.sock.setblocking(False)
-
-    @property
-    def mode(self) -> str:
-        return "keyspace notifications" if self.sock is not None else "polling every 10 ms"
+        self.mode = "keyspace notifications"
 
     def run(self) -> None:
         try:
@@ -174,7 +172,10 @@ class Arrivals(threading.Thread):
         while True:
             try:
                 if not self.sock.recv(1 << 16):
-                    raise OSError("the notification connection closed")
+                    # Redis closes a subscriber that falls over its output buffer limit (a
+                    # backlog of millions of HSETs): poll every 10 ms from here on
+                    self.sock, self.mode = None, "keyspace notifications, then polling"
+                    return
             except BlockingIOError:
                 return
 
