@@ -229,7 +229,8 @@ def chain_run(system: str, what: str, row: dict[str, Any], make: Callable[[str],
     row["problems"] += [f"{n:,} event ids {k} in load_log" for k, n in counts.items() if n]
     row["problems"] += chain.check_store(b.redis_url, want)
     row |= {"sent": producer.sent - producer.warm, "warm_up": producer.warm, **counts,
-            "poller_wakes": arrivals.wakes, "poller_resyncs": arrivals.resyncs}
+            "poller_wakes": arrivals.wakes, "poller_resyncs": arrivals.resyncs,
+            "poller_busy": arrivals.busy}
     return Run(row, producer, arrivals, steps, sending_began)
 
 

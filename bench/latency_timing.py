@@ -125,7 +125,7 @@ class Arrivals(threading.Thread):
         self.client = redis.Redis.from_url(url)
         self.first: dict[str, int] = {}  # event id -> monotonic ns
         self.fields: set[str] = set()
-        self.duplicates = self.wakes = self.resyncs = 0
+        self.duplicates = self.wakes = self.resyncs = self.busy = 0
         self.next, self.chunk = [0] * partitions, [CHUNK_MIN] * partitions
         self.halt = threading.Event()
         self.error: str | None = None
@@ -155,15 +155,23 @@ class Arrivals(threading.Thread):
     def run(self) -> None:
         try:
             while not self.halt.is_set():
-                if self.sock is None:
+                try:
+                    if self.sock is None:
+                        time.sleep(0.01)
+                    elif select.select([self.sock], [], [], IDLE_READ_S)[0]:
+                        t = time.monotonic_ns()
+                        self.wakes += 1
+                        self._drain()
+                        self._read(t)
+                        continue
+                    self._read(time.monotonic_ns())
+                except redis.ResponseError as exc:
+                    if "BUSY" not in str(exc):
+                        raise
+                    # a commit script is applying a large batch (longer than Redis's
+                    # lua-time-limit); its rows appear when it ends: ask again
+                    self.busy += 1
                     time.sleep(0.01)
-                elif select.select([self.sock], [], [], IDLE_READ_S)[0]:
-                    t = time.monotonic_ns()
-                    self.wakes += 1
-                    self._drain()
-                    self._read(t)
-                    continue
-                self._read(time.monotonic_ns())
         except (redis.RedisError, OSError) as exc:
             self.error = f"the arrival poller: {exc}"
 
