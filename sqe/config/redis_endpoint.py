@@ -37,6 +37,7 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 from redis.sentinel import Sentinel
 
+from sqe.config.redis_busy import BusyRetry
 from sqe.config.secrets import redact_url, scrub
 
 __all__ = ["RedisEndpoint", "SCHEMES", "check_url", "persistence_warning"]
@@ -154,9 +155,14 @@ class RedisEndpoint:
         return int(path) if path.isdigit() else 0
 
     def connect(self, **options: Any) -> Any:
-        """A new redis-py client (``redis.Redis`` or ``RedisCluster``); ``options`` are passed on."""
+        """A new redis-py client (``redis.Redis`` or ``RedisCluster``); ``options`` are passed on.
+
+        A single server's or a Sentinel's client waits out ``BUSY`` (:mod:`sqe.config.redis_busy`).
+        """
         kwargs = {"socket_timeout": _SOCKET_TIMEOUT, "socket_connect_timeout": _SOCKET_TIMEOUT,
                   **self._credentials(), **options}
+        if self.kind != "cluster":  # a Cluster client runs its own retries, without Retry
+            kwargs.setdefault("retry", BusyRetry())
         if self.kind == "single":
             tls = self._tls()
             tls.pop("ssl", None)  # from_url picks the TLS connection class from rediss://
