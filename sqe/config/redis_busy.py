@@ -9,10 +9,10 @@ topology sharing that Redis (a chain's other step reading its marks, say) would 
 on ``BUSY``.
 
 A refused command was not run, so sending it again is always safe.  :class:`BusyRetry` is the
-redis-py :class:`~redis.retry.Retry` every client SQE makes uses: besides redis-py's own
-retries (connection errors and timeouts, with backoff), it sends a command or pipeline that
-got ``BUSY`` again, backing off from 50 ms to 1 s, for up to :data:`BUSY_WAIT_S` seconds, on
-the same connection (a ``BUSY`` reply leaves it sound).  Past that it raises
+redis-py :class:`~redis.retry.Retry` every client SQE makes uses: it sends a command or
+pipeline that got ``BUSY`` again, backing off from 50 ms to 1 s, for up to
+:data:`BUSY_WAIT_S` seconds, on the same connection (a ``BUSY`` reply leaves it sound).
+Other errors are not retried, as before: a dead server fails the batch at once.  Past that it raises
 :class:`RedisBusyError`, one sentence saying how long Redis was busy and what to do.
 
     >>> is_busy(redis.ResponseError("BUSY Redis is busy running a script. You can only ..."))
@@ -23,8 +23,6 @@ the same connection (a ``BUSY`` reply leaves it sound).  Past that it raises
 
 from __future__ import annotations
 
-import copy
-import inspect
 import logging
 import re
 import time
@@ -50,12 +48,6 @@ _LOG = logging.getLogger("sqe.redis")
 T = TypeVar("T")
 
 
-def _redis_default() -> Retry:
-    """A copy of the retry policy the installed redis-py gives a client it is not given one."""
-    default = inspect.signature(redis.Redis.__init__).parameters["retry"].default
-    return copy.deepcopy(default) if isinstance(default, Retry) else Retry(NoBackoff(), 0)
-
-
 class RedisBusyError(redis.ResponseError):
     """Redis kept refusing commands with ``BUSY`` for longer than the client waits."""
 
@@ -66,18 +58,18 @@ def is_busy(exc: BaseException) -> bool:
 
 
 class BusyRetry(Retry):
-    """``inner``'s retries (redis-py's default for a client when ``None``), plus waiting out
-    ``BUSY`` for up to ``wait_s`` seconds.
+    """``inner``'s retries, plus waiting out ``BUSY`` for up to ``wait_s`` seconds.
 
     Args:
-        inner: the policy for every other error; ``None`` takes the default of the installed
-            redis-py (its ``Redis(retry=...)`` default).
+        inner: the policy for every other error; ``None``: no retry, what a connection of a
+            client made by ``Redis.from_url`` or a Sentinel gets (a dead or hung server
+            fails the command at once, and the batch is retried as a whole).
         wait_s: how long a command refused with ``BUSY`` is sent again.
     """
 
     def __init__(self, inner: Retry | None = None, wait_s: float = BUSY_WAIT_S) -> None:
         super().__init__(NoBackoff(), 0)
-        self.inner = inner if inner is not None else _redis_default()
+        self.inner = inner if inner is not None else Retry(NoBackoff(), 0)
         self.wait_s = wait_s
 
     def __eq__(self, other: Any) -> bool:

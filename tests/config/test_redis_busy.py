@@ -132,6 +132,17 @@ def test_other_errors_are_not_sent_again(server):
     client.close()
 
 
+def test_a_server_that_is_gone_still_fails_at_once(server):
+    client = RedisEndpoint(server.url(1)).connect()
+    client.ping()
+    server.crash()
+    started = time.monotonic()
+    with pytest.raises(redis.ConnectionError):
+        client.ping()
+    assert time.monotonic() - started < 1.0  # no retries with backoff on a refused connection
+    client.close()
+
+
 def test_a_sentinel_client_waits_out_busy_too():
     client = RedisEndpoint("redis+sentinel://127.0.0.1:1/primary/0").connect()
     assert isinstance(client.connection_pool.connection_kwargs["retry"], BusyRetry)
