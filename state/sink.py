@@ -46,7 +46,7 @@ from sqe.lang.expressions import Expression
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm import HwmStore, Stage
 
-__all__ = ["Batch", "Sink", "SinkTarget", "Staged", "stage_together"]
+__all__ = ["Batch", "Sink", "SinkTarget", "Staged", "stage_together", "task_counts"]
 
 
 @dataclass(frozen=True)
@@ -201,3 +201,22 @@ class Sink(ABC):
         """Forget the offsets of ``consumer``'s last batch here, keeping its id (``sqe reset``);
         returns the record as it was."""
         return None
+
+
+def task_counts(sent: DataFrame, key: str | None = None) -> dict[str | None, dict[str, int]]:
+    """The count rows a state's write tasks yielded (``mapInArrow`` of one row per task,
+    :func:`sqe.wire.arrays.counts_batch`), added up per ``key`` column (``None``: all in
+    one); a ``partitions`` column is the most any task found, the others are summed.
+
+    The rows are collected as they are and added up here: a Spark aggregate of them would
+    be one more stage (a shuffle of a few rows) in every write job.
+    """
+    out: dict[str | None, dict[str, int]] = {}
+    for row in sent.collect():
+        values = row.asDict()
+        group = out.setdefault(values.pop(key) if key is not None else None, {})
+        for name, value in values.items():
+            value = int(value or 0)
+            group[name] = max(group.get(name, 0), value) if name == "partitions" \
+                else group.get(name, 0) + value
+    return out

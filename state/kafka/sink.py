@@ -70,7 +70,7 @@ from sqe.faults import armed, fault_point
 from sqe.lang.expressions import Expression
 from sqe.partitioners import resolve
 from sqe.state.kafka.layout import KafkaLayout, canonical_partitioner, grown_topic
-from sqe.state.sink import Sink, SinkTarget
+from sqe.state.sink import Sink, SinkTarget, task_counts
 from sqe.wire.arrays import binaries, counts_batch, to_numpy
 from sqe.wire.chunk.codec import Codec
 from sqe.wire.chunk.pack import encode_chunks
@@ -365,9 +365,9 @@ def _send(df: DataFrame, cfg: KafkaStateConfig) -> tuple[int, int]:
     """Write ``df`` to Kafka from the executors: the number of records written, and the most
     partitions a task found the topic to have (0 when no task ran)."""
     prepared = _prepare(df, cfg)
-    row = (prepared.mapInArrow(_producer_task(cfg), "written long, partitions long")
-           .agg(F.sum("written"), F.max("partitions")).first())
-    return (int(row[0] or 0), int(row[1] or 0)) if row is not None else (0, 0)
+    counts = task_counts(prepared.mapInArrow(_producer_task(cfg), "written long, partitions long"))
+    done = counts.get(None, {})
+    return done.get("written", 0), done.get("partitions", 0)
 
 
 def write_kafka(df: DataFrame, cfg: KafkaStateConfig) -> int:

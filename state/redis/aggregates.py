@@ -47,7 +47,7 @@ from sqe.errors import StateError
 from sqe.ledger.commits import Commit
 from sqe.state.redis.aggregate_layout import MERGE_SCRIPT, StateMode, encoded, stored_parts
 from sqe.state.redis.layout import RedisLayout, joined, record_key, replicated
-from sqe.state.sink import Sink, SinkTarget
+from sqe.state.sink import Sink, SinkTarget, task_counts
 from sqe.wire.arrays import counts_batch, strings
 from sqe.wire.columns import field_column
 
@@ -273,5 +273,4 @@ def write_aggregates(df: DataFrame, cfg: AggregateStateConfig, batch_id: int) ->
                                                  batch_id))
     result = merges.mapInArrow(_merge_task(cfg.endpoint, cfg.name, cfg.mode, batch_id,
                                            cfg.expire_seconds), "applied long, skipped long")
-    row = result.agg(F.sum("applied"), F.sum("skipped")).first()
-    return int(row[0] or 0) if row is not None else 0
+    return task_counts(result).get(None, {}).get("applied", 0)

@@ -49,7 +49,7 @@ from sqe.ledger.hwm import Stage
 from sqe.state.redis.aggregates import AggregateSink
 from sqe.state.redis.layout import RedisLayout, joined, replicated
 from sqe.state.redis.protocol import send_hsets
-from sqe.state.sink import Batch, Sink, SinkTarget, Staged
+from sqe.state.sink import Batch, Sink, SinkTarget, Staged, task_counts
 from sqe.wire.arrays import counts_batch
 from sqe.wire.columns import field_column
 
@@ -265,8 +265,7 @@ def _stage_task(names: str, store: RedisEndpoint) -> Any:
 
 
 def _send(rows: DataFrame, task: Any) -> int:
-    row = rows.mapInArrow(task, "written long").agg(F.sum("written")).first()
-    return int(row[0] or 0) if row is not None else 0
+    return task_counts(rows.mapInArrow(task, "written long")).get(None, {}).get("written", 0)
 
 
 def write_redis(df: DataFrame, cfg: RedisStateConfig) -> int:
@@ -298,8 +297,7 @@ def stage_all(staged: Sequence[Staged]) -> dict[str, int]:
     names = " and ".join(f"Redis state {item.name}" for item in staged)
     rows = reduce(DataFrame.union, [item.rows for item in staged])
     sent = rows.mapInArrow(_stage_task(names, staged[0].store), "stage string, written long")
-    counts = sent.groupBy("stage").agg(F.sum("written")).collect()
-    return {r[0]: int(r[1] or 0) for r in counts}
+    return {str(stage): c["written"] for stage, c in task_counts(sent, "stage").items()}
 
 
 def stage_redis(df: DataFrame, cfg: RedisStateConfig, store: RedisEndpoint, stage_key: str) -> int:
