@@ -12,8 +12,8 @@ A refused command was not run, so sending it again is always safe.  :class:`Busy
 redis-py :class:`~redis.retry.Retry` every client SQE makes uses: it sends a command or
 pipeline that got ``BUSY`` again, backing off from 50 ms to 1 s, for up to
 :data:`BUSY_WAIT_S` seconds, on the same connection (a ``BUSY`` reply leaves it sound).
-Other errors are not retried, as before: a dead server fails the batch at once.  Past that it raises
-:class:`RedisBusyError`, one sentence saying how long Redis was busy and what to do.
+Past that it raises :class:`RedisBusyError`, one sentence saying how long Redis was busy and
+what to do.  Other errors are not retried, as before: a dead server fails the batch at once.
 
     >>> is_busy(redis.ResponseError("BUSY Redis is busy running a script. You can only ..."))
     True
