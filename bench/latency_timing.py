@@ -46,6 +46,8 @@ from typing import Any
 
 import redis
 
+from sqe.config.redis_busy import is_busy
+
 TICK_S = 0.005
 LINGER_MS = 5
 CHUNK_MIN, CHUNK_MAX = 64, 16_384
@@ -166,7 +168,7 @@ class Arrivals(threading.Thread):
                         continue
                     self._read(time.monotonic_ns())
                 except redis.ResponseError as exc:
-                    if "BUSY" not in str(exc):
+                    if not is_busy(exc):
                         raise
                     # a commit script is applying a large batch (longer than Redis's
                     # lua-time-limit); its rows appear when it ends: ask again
