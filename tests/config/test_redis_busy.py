@@ -31,12 +31,14 @@ return 1
 @pytest.fixture
 def server(tmp_path) -> Iterator[RestartableRedis]:
     own = RestartableRedis(tmp_path / "redis", aof=False)
-    own.start()
-    client = redis.Redis.from_url(own.url())
-    client.config_set("busy-reply-threshold", 100)  # lua-time-limit, in ms
-    client.close()
-    yield own
-    own.stop()
+    try:
+        own.start()
+        client = redis.Redis.from_url(own.url())
+        client.config_set("busy-reply-threshold", 100)  # lua-time-limit, in ms
+        client.close()
+        yield own
+    finally:
+        own.stop()  # by its process, even when the test or the set-up failed
 
 
 class LongScript:
