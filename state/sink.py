@@ -27,6 +27,15 @@ so rows, high-water marks and the batch id are committed together where the
 state allows it (see :mod:`sqe.ledger.hwm`), and a batch Spark re-runs writes nothing
 twice.  :meth:`Sink.problems` checks a target's options before Spark starts.
 
+A state that can be written in a batch's *one pass* (:mod:`sqe.engine.one_pass`: the
+stream read, its queries evaluated and every state written by one Spark job planned once
+for the run) says so by :meth:`Sink.pass_columns`, the Spark columns its rows need, planned
+once; then, between ``open`` and ``commit``, instead of ``write`` or ``staged``::
+
+    task = sink.pass_task()        # the function executor tasks run over its rows
+    ...                            # the batch's one job (every state's task in each task)
+    rows = sink.pass_done(counts)  # its tasks' counts, added up
+
 A new state is one module with a :class:`Sink` subclass and one line in
 :mod:`sqe.state.registry`.
 """
@@ -34,10 +43,11 @@ A new state is one module with a :class:`Sink` subclass and one line in
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 
 from sqe.config.redis_endpoint import RedisEndpoint
@@ -46,7 +56,8 @@ from sqe.lang.expressions import Expression
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm import HwmStore, Stage
 
-__all__ = ["Batch", "Sink", "SinkTarget", "Staged", "stage_together", "task_counts"]
+__all__ = ["Batch", "RowTask", "Sink", "SinkTarget", "Staged", "add_counts", "stage_together",
+           "task_counts"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +91,11 @@ class Batch:
             raise RuntimeError(f"batch {self.batch_id} of {self.consumer} has no HWM store")
         self._stage_keys += 1
         return self.store.stage_key(self.batch_id, self.checkpoint, self._stage_keys - 1)
+
+
+#: What a state's executor task is: Arrow batches of its rows in, one-row count batches out
+#: (``written``, and any other counts; ``partitions`` is the most any task saw).
+RowTask = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
 @dataclass(frozen=True)
@@ -180,6 +196,22 @@ class Sink(ABC):
         instead of calling :meth:`write`); None (the default): :meth:`write` writes them."""
         return None
 
+    def pass_columns(self, frame: DataFrame, hwm: HwmStore | None) -> list[Column] | None:
+        """The columns this state's task needs, as Spark built-ins over the query's output
+        ``frame`` (its fields and the :meth:`columns`), when the state can be written in the
+        batch's one pass (``hwm``: the stream's HWM store, None without filterReplays); None
+        (the default): it cannot, and the stream's batches go the way of :meth:`write`."""
+        return None
+
+    def pass_task(self) -> RowTask:
+        """The function executor tasks run over the open batch's rows of this state (with
+        the :meth:`pass_columns`), in the batch's one pass."""
+        raise NotImplementedError(f"{self.describe()} is not written in one pass")
+
+    def pass_done(self, counts: Mapping[str, int]) -> int:
+        """The rows written, from the counts the :meth:`pass_task` tasks yielded (added up)."""
+        return counts.get("written", 0)
+
     def commit(self) -> None:
         """Make this state's part of the batch durable, or add it to ``batch.stages``.
 
@@ -214,9 +246,14 @@ def task_counts(sent: DataFrame, key: str | None = None) -> dict[str | None, dic
     out: dict[str | None, dict[str, int]] = {}
     for row in sent.collect():
         values = row.asDict()
-        group = out.setdefault(values.pop(key) if key is not None else None, {})
-        for name, value in values.items():
-            value = int(value or 0)
-            group[name] = max(group.get(name, 0), value) if name == "partitions" \
-                else group.get(name, 0) + value
+        add_counts(out.setdefault(values.pop(key) if key is not None else None, {}), values)
     return out
+
+
+def add_counts(total: dict[str, int], counts: Mapping[str, int | None]) -> None:
+    """Add one task's ``counts`` to ``total``: ``partitions`` is the most any task found, the
+    others are summed (NULL counts as 0)."""
+    for name, value in counts.items():
+        value = int(value or 0)
+        total[name] = max(total.get(name, 0), value) if name == "partitions" \
+            else total.get(name, 0) + value

@@ -91,8 +91,13 @@ def row_level(exc: BaseException) -> bool:
 
 
 def spark_reason(exc: BaseException) -> str:
-    """The first sentence of a Spark error (without its advice and SQLSTATE)."""
+    """The first sentence of a Spark error (without its advice and SQLSTATE); of a Python
+    worker's error, its last line (the exception, not the trace)."""
     text = exc.getMessage() if isinstance(exc, CapturedException) else str(exc)
+    if "Traceback (most recent call last)" in text:
+        lines = [line.strip() for line in text.strip().splitlines() if line.strip()
+                 and not line.strip().startswith("SQLSTATE")]
+        return lines[-1]
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     cut = first.find(". ")
     return first[:cut] if cut > 0 else first.rstrip(".")

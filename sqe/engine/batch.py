@@ -20,6 +20,10 @@ Per micro-batch ``K`` of a stream (consumer ``<topology>.<stream>``):
 5. commit: every sink's part, then the new HWMs with batch id ``K`` (and the rows
    the sinks staged) in one atomic step; close the sinks.
 
+A stream planned once for the run (:mod:`sqe.engine.one_pass`) does 2-5 in one Spark job
+(:mod:`sqe.engine.one_pass_batch`); a batch of it comes this way only when it needs to
+(a value or a row that fails: this way finds the record and applies the bad-record policy).
+
 The batch's counters are a :class:`~sqe.engine.batch_report.BatchReport`, logged and
 given to the runner (which appends it to the progress file and tells the run's watchers).
 """
@@ -49,8 +53,11 @@ from sqe.engine.bad_records import (
     spark_reason,
     without,
 )
+from sqe.engine.batch_commit import commit_hwm, dropped
 from sqe.engine.batch_report import BatchReport, partition_offsets
 from sqe.engine.checkpoint import StreamCheckpoint
+from sqe.engine.one_pass import OnePassPlan, raw_rows
+from sqe.engine.one_pass_batch import write_one_pass
 from sqe.engine.pipeline import QueryStep, StreamPipeline, check_fields
 from sqe.engine.spark_api import describe_jobs
 from sqe.errors import SourceError, StaleBatchError, StateError
@@ -84,8 +91,10 @@ class BatchProcessor:
     """The ``foreachBatch`` function of one stream."""
 
     def __init__(self, pipeline: StreamPipeline, on_done: Callable[[BatchReport], None],
-                 checkpoint: StreamCheckpoint | None = None, base: int = 0) -> None:
+                 checkpoint: StreamCheckpoint | None = None, base: int = 0,
+                 plan: OnePassPlan | None = None) -> None:
         self.p = pipeline
+        self.plan = plan  # the stream planned once: its batches are written in one pass
         self.on_done = on_done  # given each batch's report once it is committed (or skipped)
         self.checkpoint = checkpoint  # where Spark keeps this stream's offsets
         self.base = base  # the id the stores count this checkpoint's batch 0 as
@@ -132,29 +141,20 @@ class BatchProcessor:
                     return
             batch = Batch(self.p.consumer, batch_id, store, offsets,
                           ck.location if ck is not None else None)
-            self._run(rows, batch, report)
+            if self.plan is None:
+                self._run(rows, batch, report)
+            elif not write_one_pass(self.plan, rows, batch, report, self._name_jobs):
+                self._run(raw_rows(rows), batch, report)  # the careful way finds what failed
         except StaleBatchError as exc:
             if store is not None:  # refused: what this run staged for the batch goes too
-                raise self._dropped(store, batch_id, exc) from None
+                sinks = sum(1 for step in self.p.steps if step.sink is not None)
+                raise dropped(store, batch_id, ck.location if ck is not None else None, sinks,
+                              exc) from None
             raise
         finally:
             if store is not None:
                 store.client.close()
         self._done(report)
-
-    def _dropped(self, store: HwmStore, batch_id: int, refusal: StaleBatchError
-                 ) -> StaleBatchError:
-        """``refusal``, once the stages this run's Redis states made for the batch are deleted
-        (or saying that they could not be, and expire in a day)."""
-        ck = self.checkpoint
-        sinks = sum(1 for step in self.p.steps if step.sink is not None)
-        try:
-            store.drop_stages(batch_id, ck.location if ck is not None else None, sinks)
-        except redis.RedisError as exc:
-            return StaleBatchError(f"{refusal}; the rows it staged in the HWM store could not "
-                                   f"be deleted ({store.describe_error(exc)}) and expire in a "
-                                   "day")
-        return refusal
 
     def _name_jobs(self, frame: DataFrame, what: str) -> None:
         """Name the Spark jobs started next (Spark's UI and event log show the name)."""
@@ -232,14 +232,7 @@ class BatchProcessor:
                            .where(F.col("_pid").isNotNull()).groupBy("_pid", "_source_partition")
                            .agg(F.max("_source_offset")).collect() if g[2] is not None}
             fault_point("before-commit", batch.batch_id)
-            if attempt.store is not None:
-                try:
-                    attempt.store.commit(attempt.batch_id, updates, attempt.stages,
-                                         attempt.offsets, attempt.checkpoint)
-                except redis.RedisError as exc:
-                    raise StateError(f"cannot commit the HWMs of {self.p.consumer}: "
-                                     f"{attempt.store.describe_error(exc)}; the batch is "
-                                     "re-run and its output filtered as replays") from None
+            commit_hwm(attempt, updates)
         finally:
             frame.unpersist()
 

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 import redis
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 
 from sqe.config.kafka_client import cluster_metadata, consumer_conf, new_consumer
 from sqe.config.plan import TopologyPlan
@@ -58,16 +58,22 @@ class QueryStep:
     def with_state_columns(self, frame: DataFrame) -> DataFrame:
         """``frame`` (the query's output) with the columns its state needs besides the
         fields (:meth:`sqe.state.sink.Sink.columns`)."""
+        extra = self.state_columns(frame)
+        return frame.select("*", *[c.alias(n) for n, c in extra.items()]) if extra else frame
+
+    def state_columns(self, frame: DataFrame) -> dict[str, Column]:
+        """The columns the query's state needs besides the fields, compiled over ``frame``
+        (the query's output): name -> Column."""
         extra = self.sink.columns() if self.sink is not None else {}
-        if extra:
-            ctx = CompileContext(frame)  # the frame's types give SQE's semantics
-            for col, (e, what) in extra.items():
-                try:
-                    frame = frame.select("*", compile_expression(e, f"{self.where} -> {what}",
-                                                                 ctx).alias(col))
-                except AnalysisException as exc:
-                    raise analysis_error(f"{self.where} -> {what}", exc) from None
-        return frame
+        ctx = CompileContext(frame)  # the frame's types give SQE's semantics
+        out = {}
+        for col, (e, what) in extra.items():
+            try:
+                out[col] = compile_expression(e, f"{self.where} -> {what}", ctx)
+                frame.select(out[col])  # analysed here, to locate an error
+            except AnalysisException as exc:
+                raise analysis_error(f"{self.where} -> {what}", exc) from None
+        return out
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,7 @@ from typing import Literal, cast
 import redis
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 import sqe.errors as errors
@@ -47,14 +46,13 @@ from sqe.engine.progress import ProgressLog, last_report, progress_path
 from sqe.engine.progress_follow import ProgressFollower
 from sqe.engine.recovery import Rerun, lost_commits, plan_start
 from sqe.engine.spark_api import driver_directory, is_connect, python_exec
+from sqe.engine.stream_frame import planned_once, source_frame
 from sqe.engine.triggers import TriggerTimes, trigger_kwargs
 from sqe.engine.watch import RunWatcher, StreamView, Watchers
 from sqe.errors import ProgressError, RunError, RunStopped, SqeError
 from sqe.ledger.commits import Commit
 from sqe.source.fixed import FixedSource
 from sqe.source.kafka import KafkaSource
-from sqe.source.native import native_stream
-from sqe.wire.columns import TALLY
 
 __all__ = ["KEPT_REPORTS", "Mode", "describe_failure", "persistence_warnings",
            "python_not_started", "run_topology"]
@@ -65,25 +63,6 @@ Mode = Literal["once", "runtime", "forever"]
 
 #: How many batch reports a run in ``forever`` mode keeps (the last ones).
 KEPT_REPORTS = 1000
-
-
-def _source_frame(spark: SparkSession, p: StreamPipeline) -> DataFrame:
-    if p.fixed is not None:
-        frame = spark.readStream.format(FixedSource.name()).options(**p.fixed).load()
-    elif p.native:
-        return native_stream(spark, p.stream.objectName, p.settings)
-    else:
-        assert p.source is not None
-        frame = spark.readStream.format(KafkaSource.name()).options(
-            **p.source.to_options()).load()
-    return frame.observe(
-        f"sqe.{p.stream.streamName}",
-        F.count("_offset").alias("records_passed"),
-        F.coalesce(F.sum("_replays_dropped"), F.lit(0)).alias("replays_dropped"),
-        F.count_if(F.col("_offset").isNotNull() & F.col("_pid").isNull()).alias(
-            "unparseable_keys"),
-        *[F.coalesce(F.sum(c), F.lit(0)).alias(c[1:]) for c in TALLY if c != "_replays_dropped"],
-    )
 
 
 _PY_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.M)
@@ -345,10 +324,12 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
         hub.started([_view(name, s) for s in streams])
         for s in streams:
             p = s.pipeline
+            frame = source_frame(spark, p)
+            one = planned_once(p, frame)
             proc = BatchProcessor(p, progress.append if follower and progress else done,
-                                  s.checkpoint, s.base)
+                                  s.checkpoint, s.base, one)
             processors.append(proc)
-            writer = (_source_frame(spark, p).writeStream
+            writer = ((one.frame if one is not None else frame).writeStream
                       .queryName(f"{name}.{p.stream.streamName}")
                       .option("checkpointLocation", s.checkpoint.location)
                       .foreachBatch(proc))

@@ -44,8 +44,8 @@ from sqe.lang.spark_functions import CompileContext, translate
 from sqe.lang.topology import Query
 from sqe.wire.columns import CARRIED, field_column
 
-__all__ = ["CompiledQuery", "aggregates_of", "analysis_error", "compile_expression",
-           "compile_query"]
+__all__ = ["CompiledQuery", "Projection", "aggregates_of", "analysis_error", "carried_columns",
+           "compile_expression", "compile_projection", "compile_query"]
 
 
 def compile_expression(expr: Expression, where: str = "expression",
@@ -152,24 +152,71 @@ def _located(query: Query, frame: DataFrame, where: str, exc: AnalysisException
     return analysis_error(where, exc)
 
 
+@dataclass(frozen=True)
+class Projection:
+    """A query that does not aggregate, as Columns over its input frame's columns: the rows
+    it keeps (``condition``; None: all), its output fields (aliased, in order; the carried
+    columns are not among them) and its warning conditions, those of ``where`` over every
+    input row and those of ``select`` over the rows kept.  ``generators``: whether a select
+    expression makes several rows of one (ExpandKeys, ExpandValues)."""
+
+    condition: Column | None
+    columns: tuple[Column, ...]
+    where_warnings: tuple[tuple[str, Column], ...] = ()
+    select_warnings: tuple[tuple[str, Column], ...] = ()
+    generators: bool = False
+
+
+def compile_projection(query: Query, frame: DataFrame, where: str) -> Projection:
+    """``query`` (which must not aggregate) as a :class:`Projection` over ``frame``; errors as
+    :func:`compile_query`'s."""
+    try:
+        return _projection(query, frame, where)
+    except AnalysisException as exc:
+        raise _located(query, frame, where, exc) from None
+
+
+def _projection(query: Query, frame: DataFrame, where: str) -> Projection:
+    cond: Column | None = None
+    where_warnings: tuple[tuple[str, Column], ...] = ()
+    if query.where is not None:
+        wctx = CompileContext(frame)
+        cond = compile_expression(query.where, f"{where} -> where", wctx)
+        where_warnings = tuple(wctx.warnings)
+        frame = frame.where(cond)
+    plain = [(_place(i, e), e, n) for i, (e, n) in enumerate(zip(
+        query.select.expressions, query.insertInto.fields, strict=True))]
+    ctx = CompileContext(frame)
+    columns = tuple(_select(query, frame, where, ctx, plain))
+    return Projection(cond, columns, where_warnings, tuple(ctx.warnings), ctx.generators > 0)
+
+
+def carried_columns(query: Query, frame: DataFrame) -> list[str]:
+    """The carried StreamMetadata columns (:data:`~sqe.wire.columns.CARRIED`) that ``frame``
+    has and ``query``'s output keeps beside its fields (a field named like one wins)."""
+    chosen = {f.lower() for f in query.insertInto.fields}  # Spark names are case-insensitive
+    return [c for c in CARRIED if c in frame.columns and c not in chosen]
+
+
 def _compile_query(query: Query, frame: DataFrame, where: str) -> CompiledQuery:
     warnings: list[tuple[DataFrame, str, Column]] = []
+    carried = carried_columns(query, frame)
+    if not aggregates_of(query):
+        p = _projection(query, frame, where)
+        kept = frame.where(p.condition) if p.condition is not None else frame
+        warnings += [(frame, n, c) for n, c in p.where_warnings]
+        warnings += [(kept, n, c) for n, c in p.select_warnings]
+        return CompiledQuery(kept.select(*p.columns, *carried), {}, warnings)
     if query.where is not None:
         wctx = CompileContext(frame)
         cond = compile_expression(query.where, f"{where} -> where", wctx)
         warnings += [(frame, n, c) for n, c in wctx.warnings]
         frame = frame.where(cond)
-    chosen = {f.lower() for f in query.insertInto.fields}  # Spark names are case-insensitive
-    carried = [c for c in CARRIED if c in frame.columns and c not in chosen]
     numbered = list(enumerate(zip(query.select.expressions, query.insertInto.fields,
                                   strict=True)))
     plain = [(_place(i, e), e, n) for i, (e, n) in numbered if not is_aggregate(e)]
     aggs = [(i, e, n) for i, (e, n) in numbered if isinstance(e, Function) and is_aggregate(e)]
     ctx = CompileContext(frame)
-    if not aggs:
-        out = frame.select(*_select(query, frame, where, ctx, plain), *carried)
-        warnings += [(frame, n, c) for n, c in ctx.warnings]
-        return CompiledQuery(out, {}, warnings)
     # 1. the plain expressions and the aggregates' inputs, row by row
     inputs = [(_place(i, e), e.args[0], f"_sqe_agg{i}") for i, e, _ in aggs]
     rows = frame.select(*_select(query, frame, where, ctx, plain + inputs), *carried)

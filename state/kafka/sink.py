@@ -68,9 +68,10 @@ from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.faults import armed, fault_point
 from sqe.lang.expressions import Expression
+from sqe.ledger.hwm import HwmStore
 from sqe.partitioners import resolve
 from sqe.state.kafka.layout import KafkaLayout, canonical_partitioner, grown_topic
-from sqe.state.sink import Sink, SinkTarget, task_counts
+from sqe.state.sink import RowTask, Sink, SinkTarget, task_counts
 from sqe.wire.arrays import binaries, counts_batch, to_numpy
 from sqe.wire.chunk.codec import Codec
 from sqe.wire.chunk.pack import encode_chunks
@@ -183,7 +184,23 @@ class KafkaSink(Sink):
         return {FILTER_VALUE_COLUMN: (fv, "jw.sqe.state.kafka.filterValue")}
 
     def write(self, frame: DataFrame) -> int:
-        written, now = _send(frame, self.config)
+        return self._sent(*_send(frame, self.config))
+
+    def pass_columns(self, frame: DataFrame, hwm: HwmStore | None) -> list[Column]:
+        """The record's key (or its hash), value and carried StreamMetadata, and the filter
+        value (:func:`_prepare_columns`)."""
+        return _prepare_columns(frame, self.config)
+
+    def pass_task(self) -> RowTask:
+        """Produce the rows, flush, count (the task of :meth:`write`)."""
+        return _producer_task(self.config)
+
+    def pass_done(self, counts: Mapping[str, int]) -> int:
+        return self._sent(counts.get("written", 0), counts.get("partitions", 0))
+
+    def _sent(self, written: int, now: int) -> int:
+        """``written``, once a topic found to have ``now`` partitions, more than the layout's,
+        is said (once per count)."""
         layout = self.config.partitions
         if layout is not None and now > layout and now != self._told:
             self._told = now
@@ -206,6 +223,11 @@ def _as_bytes(df: DataFrame, name: str) -> Column:
 
 def _prepare(df: DataFrame, cfg: KafkaStateConfig) -> DataFrame:
     """Spark built-ins only: the ``_k`` (binary or long hash), ``_v`` and carried columns."""
+    return df.select(*_prepare_columns(df, cfg))
+
+
+def _prepare_columns(df: DataFrame, cfg: KafkaStateConfig) -> list[Column]:
+    """The columns of :func:`_prepare` over ``df``'s fields."""
     if cfg.keytype == "field":
         key, value = _as_bytes(df, cfg.fields[0]), _as_bytes(df, cfg.fields[1])
     else:
@@ -220,7 +242,7 @@ def _prepare(df: DataFrame, cfg: KafkaStateConfig) -> DataFrame:
                          "StreamMetadata of each record, and this query's input has none")
     extra = ([F.col(FILTER_VALUE_COLUMN).cast("string").alias("_fv")]
              if FILTER_VALUE_COLUMN in df.columns else [])
-    return df.select(key.alias("_k"), value.alias("_v"), *carried, *extra)
+    return [key.alias("_k"), value.alias("_v"), *[F.col(c) for c in carried], *extra]
 
 
 def _keys(batch: pa.RecordBatch, keytype: str) -> pa.Array:

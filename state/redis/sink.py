@@ -45,12 +45,12 @@ from sqe.config.redis_clients import kept_client
 from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
-from sqe.ledger.hwm import Stage
+from sqe.ledger.hwm import HwmStore, Stage
 from sqe.state.redis.aggregates import AggregateSink
 from sqe.state.redis.layout import RedisLayout, joined, replicated
 from sqe.state.redis.protocol import send_hsets
-from sqe.state.sink import Batch, Sink, SinkTarget, Staged, task_counts
-from sqe.wire.arrays import counts_batch
+from sqe.state.sink import Batch, RowTask, Sink, SinkTarget, Staged, task_counts
+from sqe.wire.arrays import counts_batch, repeated
 from sqe.wire.columns import field_column
 
 __all__ = ["RedisSink", "RedisStateConfig", "STAGE_TTL_SECONDS", "stage_all", "stage_redis",
@@ -93,6 +93,7 @@ class RedisSink(Sink):
         self.config = RedisStateConfig.of(target)
         self._stage: Stage | None = None  # where this batch's rows are staged, if they are
         self._store: RedisEndpoint | None = None  # the HWM store that holds the stage
+        self._pass_staged = False  # the one-pass plan stages the rows (pass_columns)
 
     @classmethod
     def create(cls, target: SinkTarget) -> Sink:
@@ -161,6 +162,35 @@ class RedisSink(Sink):
         return Staged(self.config.name, self._stage.key,
                       staged_rows(frame, self.config, self._stage.key), self._store, stage_all)
 
+    def pass_columns(self, frame: DataFrame, hwm: HwmStore | None) -> list[Column]:
+        """The staged form of the rows (``_rf``, ``_rv``) when the state shares the HWM store's
+        database (its task stages them), else the command's ``_rk``/``_rf``/``_rv``."""
+        self._pass_staged = hwm is not None and hwm.same_database(self.config.endpoint)
+        if self._pass_staged:
+            return list(_staged_columns(frame, self.config))
+        key, field, value = _command_columns(frame, self.config)
+        return [key.alias("_rk"), field.alias("_rf"), value.alias("_rv")]
+
+    def pass_task(self) -> RowTask:
+        """Stage the open batch's rows under its stage key, or write them directly, as
+        :meth:`pass_columns` planned."""
+        staging = self._stage is not None and self._store is not None
+        if staging != self._pass_staged:
+            raise StateError(f"Redis state {self.config.name}: whether it shares the HWM "
+                             "store's database changed since the stream was planned; the "
+                             "batch fails and the run plans it again when restarted")
+        if self._stage is None or self._store is None:
+            c = self.config
+            return _writer_task(c.name, c.endpoint, c.datatype, c.expire_seconds)
+        stage, task = self._stage.key, _stage_task(f"Redis state {self.config.name}",
+                                                   self._store)
+
+        def staged(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for out in task(b.append_column("_stage", repeated(stage, b.num_rows))
+                            for b in batches):
+                yield out.select(["written"])
+        return staged
+
     def commit(self) -> None:
         """Hand the staged rows to the HWM commit, or wait for the replicas of the server the
         rows were written to directly."""
@@ -179,12 +209,25 @@ def _value(df: DataFrame, fields: tuple[str, ...]) -> Column:
     return F.to_json(F.struct(*[field_column(f) for f in fields]))
 
 
-def prepare_redis(df: DataFrame, cfg: RedisStateConfig) -> DataFrame:
-    """Columns ``_rk`` (key), ``_rf`` (hash field or NULL) and ``_rv`` (value) per row."""
+def _command_columns(df: DataFrame, cfg: RedisStateConfig) -> tuple[Column, Column, Column]:
+    """The key, the hash field (NULL for a STRING) and the value of each row of ``df``."""
     field = (joined(cfg.hash_fields, cfg.delimiter) if cfg.datatype == "HASH"
              else F.lit(None).cast("string"))
-    return df.select(joined(cfg.key_fields, cfg.delimiter).alias("_rk"), field.alias("_rf"),
-                     _value(df, cfg.value_fields).alias("_rv"))
+    return joined(cfg.key_fields, cfg.delimiter), field, _value(df, cfg.value_fields)
+
+
+def prepare_redis(df: DataFrame, cfg: RedisStateConfig) -> DataFrame:
+    """Columns ``_rk`` (key), ``_rf`` (hash field or NULL) and ``_rv`` (value) per row."""
+    key, field, value = _command_columns(df, cfg)
+    return df.select(key.alias("_rk"), field.alias("_rf"), value.alias("_rv"))
+
+
+def _staged_columns(df: DataFrame, cfg: RedisStateConfig) -> tuple[Column, Column]:
+    """``_rf`` and ``_rv`` of :func:`staged_rows`, over ``df``'s fields."""
+    key, field, value = _command_columns(df, cfg)
+    return (F.concat(F.octet_length(key).cast("string"), F.lit(":"), key,
+                     F.coalesce(field, F.lit(""))).alias("_rf"),
+            value.cast("binary").alias("_rv"))
 
 
 def _writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_seconds: int) -> Any:
@@ -277,12 +320,7 @@ def write_redis(df: DataFrame, cfg: RedisStateConfig) -> int:
 def staged_rows(df: DataFrame, cfg: RedisStateConfig, stage_key: str) -> DataFrame:
     """``df``'s rows as the HWM store stages them: ``_stage`` (the hash), ``_rf`` (the key's
     length, ``:``, the key and the hash field) and ``_rv`` (the value's bytes)."""
-    rows = prepare_redis(df, cfg)
-    return rows.select(
-        F.lit(stage_key).alias("_stage"),
-        F.concat(F.octet_length("_rk").cast("string"), F.lit(":"), F.col("_rk"),
-                 F.coalesce(F.col("_rf"), F.lit(""))).alias("_rf"),
-        F.col("_rv").cast("binary").alias("_rv"))
+    return df.select(F.lit(stage_key).alias("_stage"), *_staged_columns(df, cfg))
 
 
 def stage_all(staged: Sequence[Staged]) -> dict[str, int]:

@@ -1,0 +1,190 @@
+"""A stream's micro-batch as one pass: one Spark job, planned once for the run.
+
+The ``foreachBatch`` way (:mod:`sqe.engine.batch`) builds every batch's DataFrames again on
+the driver (the deserializer's, each query's, each state's) and runs a Spark job to read and
+count, then one to write.  For a stream whose plan does not depend on its data, this module
+plans all of it once, as one streaming DataFrame that Spark re-plans on the JVM side each
+batch, so a batch is one Spark job and no DataFrame is built through py4j:
+
+* the source's rows (replays dropped in its ``read()``) are stamped with the StreamMetadata
+  they carry and deserialized with the stream's declared types;
+* each record becomes one row for itself (``_q`` = -1: its source columns, prefixed
+  :data:`RAW`, for the high-water marks, the counters and, should the batch need it, the
+  ``foreachBatch`` way) and one row per query whose ``where`` keeps it (``_q`` = the query's
+  index: the query's fields, in one namespace shared by the queries);
+* each state adds its columns (:meth:`~sqe.state.sink.Sink.columns`) and gives, as Spark
+  built-ins, the columns its executor task writes (:meth:`~sqe.state.sink.Sink.pass_columns`),
+  as one struct column per state.
+
+The executor side is :mod:`sqe.engine.one_pass_task`; the driver's batch,
+:mod:`sqe.engine.one_pass_batch`.  :func:`plan_one_pass` says in one sentence why a stream
+cannot be planned so: its JSON fields' types are not all declared (they are inferred per
+batch), it reads with Spark's own connector or is FIXED, a query aggregates, expands keys or
+reads an intermediate stream, two queries make a field of one name with two types, or a state
+is not written in one pass (Postgres, an aggregating Redis state, the console).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
+
+from sqe.engine.pipeline import QueryStep, StreamPipeline
+from sqe.errors import TopologyError
+from sqe.lang.compiler import aggregates_of, compile_projection
+from sqe.ledger.hwm import HwmStore
+from sqe.source.deserializers import Summary, deserialize
+from sqe.wire.columns import CARRIED, SCHEMA, carried_offset
+
+__all__ = ["BAD", "OnePassPlan", "QUERY", "RAW", "plan_one_pass", "raw_rows", "state_column",
+           "why_not_one_pass"]
+
+#: The column that tells a record's own row (-1) from a query's row (the query's index).
+QUERY = "_q"
+#: The prefix of a record row's source columns (NULL in a query's row).
+RAW = "_sqe_raw"
+#: True in a record row whose value the deserializer cannot read (not a JSON object).
+BAD = "_sqe_bad"
+_WARN = "_sqe_warn"
+
+
+def state_column(index: int) -> str:
+    """The struct column that holds the task columns of the state of query ``index``."""
+    return f"_sqe_state{index}"
+
+
+def _raw(name: str) -> str:
+    return f"{RAW}{name}"
+
+
+@dataclass(frozen=True)
+class OnePassPlan:
+    """A stream planned once: the streaming DataFrame whose batches are written in one pass."""
+
+    frame: DataFrame
+    #: (query index, its step) of every query that writes a state
+    states: tuple[tuple[int, QueryStep], ...]
+    #: the warning counter of each warning column, in order (``_sqe_warn<k>``)
+    warnings: tuple[str, ...]
+
+
+def raw_rows(frame: DataFrame) -> DataFrame:
+    """The source's rows of a one-pass batch ``frame``, as the source gave them (the
+    ``foreachBatch`` way takes them from here)."""
+    return frame.where(F.col(QUERY) == -1).select(
+        *[F.col(_raw(name)).alias(name) for name in SCHEMA.names])
+
+
+def why_not_one_pass(p: StreamPipeline) -> str | None:
+    """Why stream ``p`` cannot be planned once (None: it can, as far as its topology tells;
+    :func:`plan_one_pass` may still find a reason in the types)."""
+    name = p.stream.streamName
+    if p.source is None:
+        return (f"stream {name} is read by Spark's own Kafka connector" if p.native
+                else f"stream {name} is FIXED")
+    kind, declared = p.stream.deserializer, p.settings.declared_fields
+    if kind == "json" and (declared is None or None in declared.values()):
+        return (f"stream {name} infers its JSON fields' types in every batch; declare them "
+                "with types in jw.sqe.spout.fields to plan it once")
+    for step in p.steps:
+        if step.query.from_.objectName != name:
+            return f"{step.where} reads stream {step.query.from_.objectName}, not {name}"
+        if step.sink is None:
+            return f"{step.where} feeds an intermediate stream"
+        if aggregates_of(step.query):
+            return f"{step.where} aggregates"
+    return None
+
+
+def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
+                  ) -> OnePassPlan | str:
+    """Stream ``p`` over its ``source`` frame as one streaming DataFrame, or why it cannot be
+    (one sentence).  ``hwm``: its HWM store (a Redis state in its database stages its rows)."""
+    why = why_not_one_pass(p)
+    if why is not None:
+        return why
+    stamped = source.select(
+        "*", F.lit(p.pid).cast("long").alias(CARRIED[0]),
+        F.col("_partition").alias(CARRIED[1]), carried_offset().alias(CARRIED[2]))
+    des = deserialize(stamped, p.stream.deserializer, p.wanted_fields,
+                      p.settings.declared_fields, summary=Summary(None, 0))
+    base = des.frame
+    data = F.col("_offset").isNotNull()
+    try:
+        projections = [compile_projection(step.query, base, step.where) for step in p.steps]
+        shared: dict[str, tuple[str, DataType]] = {}  # lower name -> (name, type)
+        for step, proj in zip(p.steps, projections, strict=True):
+            if proj.generators:
+                return f"{step.where} expands keys or values (one row makes several)"
+            for f in base.select(*proj.columns).schema.fields:
+                seen = shared.setdefault(f.name.lower(), (f.name, f.dataType))
+                if seen[1] != f.dataType:
+                    return (f"two queries of stream {p.stream.streamName} make field {f.name}, "
+                            f"as {seen[1].simpleString()} and {f.dataType.simpleString()}")
+        warnings: list[tuple[str, Column, int]] = []  # (counter, condition, -1 or query)
+        for i, proj in enumerate(projections):
+            warnings += [(n, c, -1) for n, c in proj.where_warnings]
+            warnings += [(n, c, i) for n, c in proj.select_warnings]
+        carried_types = {c: base.schema[c].dataType for c in CARRIED}
+
+        def element(index: int, cond: Column, values: dict[str, Column]) -> Column:
+            parts = [F.lit(index).alias(QUERY)]
+            parts += [values.get(_raw(n), F.lit(None).cast(f.dataType)).alias(_raw(n))
+                      for n, f in zip(SCHEMA.names, SCHEMA.fields, strict=True)]
+            parts.append(values.get(BAD, F.lit(False)).alias(BAD))
+            parts += [(F.coalesce(c, F.lit(False)) if q == index else F.lit(False))
+                      .alias(f"{_WARN}{k}") for k, (_, c, q) in enumerate(warnings)]
+            parts += [values.get(c, F.lit(None).cast(t)).alias(c)
+                      for c, t in carried_types.items()]
+            parts += [values.get(key, F.lit(None).cast(t)).alias(name)
+                      for key, (name, t) in shared.items()]
+            return F.when(cond, F.struct(*parts))
+
+        record = {_raw(n): F.col(n) for n in SCHEMA.names}
+        if des.undecodable is not None:
+            record[BAD] = F.coalesce(des.undecodable, F.lit(False))
+        elements = [element(-1, F.lit(True), record)]
+        for i, proj in enumerate(projections):
+            cond = data if proj.condition is None else data & F.coalesce(proj.condition,
+                                                                         F.lit(False))
+            values = {**{c: F.col(c) for c in CARRIED},
+                      **{f.name.lower(): col for f, col in zip(
+                          base.select(*proj.columns).schema.fields, proj.columns, strict=True)}}
+            elements.append(element(i, cond, values))
+        rows = base.select(F.inline(F.filter(F.array(*elements), lambda e: e.isNotNull())))
+        rows = _with_state_columns(rows, p.steps)
+        states, structs = [], []
+        for i, step in enumerate(p.steps):
+            assert step.sink is not None
+            cols = step.sink.pass_columns(rows, hwm)
+            if cols is None:
+                return f"{step.where}: {step.sink.describe()} is not written in one pass"
+            states.append((i, step))
+            structs.append(F.when(F.col(QUERY) == i, F.struct(*cols)).alias(state_column(i)))
+        keep = [QUERY, BAD, *[_raw(n) for n in SCHEMA.names],
+                *[f"{_WARN}{k}" for k in range(len(warnings))]]
+        frame = rows.select(*keep, *structs)
+    except AnalysisException as exc:
+        raise TopologyError(f"stream {p.stream.streamName}: Spark cannot plan its queries as "
+                            f"one pass: {exc.getMessage()}") from None
+    return OnePassPlan(frame, tuple(states), tuple(n for n, _, _ in warnings))
+
+
+def _with_state_columns(rows: DataFrame, steps: tuple[QueryStep, ...]) -> DataFrame:
+    """``rows`` with each state's extra columns, computed in its query's rows only; states
+    that add a column of one name share it."""
+    by_name: dict[str, list[tuple[int, Column]]] = {}
+    for i, step in enumerate(steps):
+        for name, col in step.state_columns(rows).items():
+            by_name.setdefault(name, []).append((i, col))
+    extra = []
+    for name, parts in by_name.items():
+        col = F.when(F.col(QUERY) == parts[0][0], parts[0][1])
+        for i, c in parts[1:]:
+            col = col.when(F.col(QUERY) == i, c)
+        extra.append(col.alias(name))
+    return rows.select("*", *extra) if extra else rows

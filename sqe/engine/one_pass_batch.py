@@ -1,0 +1,97 @@
+"""The driver's part of a one-pass batch (:mod:`sqe.engine.one_pass`): open the states, run the
+batch's one Spark job, count, and commit.
+
+:func:`write_one_pass` follows the sink protocol (:mod:`sqe.state.sink`) as the
+``foreachBatch`` way does -- ``open``, ``holds``, the write, ``commit``, ``close``, then the HWM
+commit of the marks, the batch id and the staged rows in one step -- with the write being every
+state's :meth:`~sqe.state.sink.Sink.pass_task` inside the one job
+(:mod:`sqe.engine.one_pass_task`).  It returns False, having committed nothing, when the
+batch needs the ``foreachBatch`` way: a value the deserializer cannot read, or a row a query
+or state fails on (that way finds the record and applies the bad-record policy).  What tasks
+wrote before then is written again by that way: Kafka records as replays the next hop drops,
+staged rows under the same stage keys, Redis commands idempotently.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+
+from pyspark.errors.exceptions.captured import CapturedException
+from pyspark.sql import DataFrame
+
+from sqe.engine.bad_records import row_level, spark_reason
+from sqe.engine.batch_commit import commit_hwm
+from sqe.engine.batch_report import BatchReport
+from sqe.engine.one_pass import OnePassPlan
+from sqe.engine.one_pass_task import RESULT_SCHEMA, PassResult, merge_results, pass_task
+from sqe.faults import fault_point
+from sqe.state.sink import Batch, RowTask, Sink
+
+__all__ = ["write_one_pass"]
+
+log = logging.getLogger("sqe")
+
+
+def write_one_pass(plan: OnePassPlan, frame: DataFrame, batch: Batch, report: BatchReport,
+                   name_jobs: Callable[[DataFrame, str], None]) -> bool:
+    """Write and commit batch ``frame`` of ``plan`` in one Spark job, counting into ``report``;
+    False: it needs the ``foreachBatch`` way, and nothing of it is committed."""
+    attempt = replace(batch, stages=[])
+    opened: list[Sink] = []
+    try:
+        tasks: list[tuple[int, RowTask]] = []
+        for index, step in plan.states:
+            sink = step.sink
+            assert sink is not None
+            opened.append(sink)
+            sink.open(attempt)
+            name = step.query.insertInto.objectName
+            if sink.holds():
+                if name not in report.already_written:
+                    report.already_written.append(name)
+                report.written[name] = 0
+                continue
+            tasks.append((index, sink.pass_task()))
+        name_jobs(frame, "read, run the queries and write " + ", ".join(
+            s.describe() for s in opened) if opened else "read")
+        try:
+            rows = frame.mapInArrow(pass_task(tasks, len(plan.warnings)), RESULT_SCHEMA).collect()
+        except CapturedException as exc:
+            if not row_level(exc):
+                raise
+            log.warning(f"warning: {attempt.consumer} batch {attempt.batch_id}: its one pass "
+                        f"failed ({spark_reason(exc)}); it is written again the per-batch way, "
+                        "which finds the record behind it")
+            return False
+        result = merge_results(rows, len(plan.warnings))
+        if result.bad_values:
+            return False
+        _count(plan, result, report)
+        for sink in opened:
+            sink.commit()
+    finally:
+        for sink in opened:
+            sink.close()
+    fault_point("before-commit", attempt.batch_id)
+    commit_hwm(attempt, result.marks)
+    return True
+
+
+def _count(plan: OnePassPlan, result: PassResult, report: BatchReport) -> None:
+    """``result``'s counts into ``report``, and each state's rows written."""
+    report.source.add(result.tally)
+    report.records_read += (result.records + result.tally.replays_dropped
+                            + result.tally.keys_beyond_bound)
+    report.replays_dropped += result.tally.replays_dropped
+    report.unparseable_keys += result.unparseable_keys
+    report.warnings.clear()
+    for name, count in zip(plan.warnings, result.warnings, strict=True):
+        report.warnings[name] = report.warnings.get(name, 0) + count
+    for index, step in plan.states:
+        name = step.query.insertInto.objectName
+        if name in report.already_written:
+            continue
+        assert step.sink is not None
+        report.written[name] = step.sink.pass_done(result.states.get(index, {}))

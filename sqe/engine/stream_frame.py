@@ -1,0 +1,56 @@
+"""The streaming DataFrame of a stream: its source with the counters Spark observes, and, when
+the stream can be (:mod:`sqe.engine.one_pass`), all of its batch planned once over it."""
+
+from __future__ import annotations
+
+import logging
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sqe.engine.one_pass import OnePassPlan, plan_one_pass, why_not_one_pass
+from sqe.engine.pipeline import StreamPipeline
+from sqe.source.fixed import FixedSource
+from sqe.source.kafka import KafkaSource
+from sqe.source.native import native_stream
+from sqe.wire.columns import TALLY
+
+__all__ = ["planned_once", "source_frame"]
+
+log = logging.getLogger("sqe")
+
+
+def source_frame(spark: SparkSession, p: StreamPipeline) -> DataFrame:
+    """The stream's source rows; for the ``sqe-kafka`` source with its counters observed as
+    ``sqe.<stream>`` in the streaming query's progress."""
+    if p.fixed is not None:
+        frame = spark.readStream.format(FixedSource.name()).options(**p.fixed).load()
+    elif p.native:
+        return native_stream(spark, p.stream.objectName, p.settings)
+    else:
+        assert p.source is not None
+        frame = spark.readStream.format(KafkaSource.name()).options(
+            **p.source.to_options()).load()
+    return frame.observe(
+        f"sqe.{p.stream.streamName}",
+        F.count("_offset").alias("records_passed"),
+        F.coalesce(F.sum("_replays_dropped"), F.lit(0)).alias("replays_dropped"),
+        F.count_if(F.col("_offset").isNotNull() & F.col("_pid").isNull()).alias(
+            "unparseable_keys"),
+        *[F.coalesce(F.sum(c), F.lit(0)).alias(c[1:]) for c in TALLY if c != "_replays_dropped"],
+    )
+
+
+def planned_once(p: StreamPipeline, frame: DataFrame) -> OnePassPlan | None:
+    """Stream ``p`` planned once over its source ``frame``, or None (said why, once)."""
+    store = p.stores.hwm_store() if why_not_one_pass(p) is None else None
+    try:
+        plan = plan_one_pass(p, frame, store)
+    finally:
+        if store is not None:
+            store.client.close()
+    if isinstance(plan, str):
+        log.info(f"{p.consumer}: each batch is planned on its own: {plan}")
+        return None
+    log.info(f"{p.consumer}: planned once; each batch is one Spark job")
+    return plan
