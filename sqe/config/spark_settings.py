@@ -50,6 +50,7 @@ spark.network.sasl.serverAlwaysEncrypt spark.network.sharedByteBufAllocators.ena
 spark.network.ssl.maxEncryptedBlockSize spark.shuffle.maxChunksBeingTransferred
 spark.shuffle.sasl.enableRetries spark.shuffle.server.chunkFetchHandlerThreadsPercent
 spark.shuffle.server.finalizeShuffleMergeThreadsPercent
+spark.sql.streaming.checkpointFileManagerClass
 """.split())
 
 #: Prefixes of the keys Spark passes on or reads by family: Hadoop and Hive conf, environment

@@ -23,9 +23,10 @@ from urllib.parse import urlsplit
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
-from sqe.engine.spark_api import default_file_system
+from sqe.engine.spark_api import default_file_system, is_connect
 
-__all__ = ["CheckpointFiles", "StreamCheckpoint", "local_checkpoint", "not_a_directory"]
+__all__ = ["FILE_MANAGER_SETTING", "CheckpointFiles", "StreamCheckpoint", "local_checkpoint",
+           "not_a_directory", "use_file_system_manager"]
 
 _BASE = "sqe-batch-base"
 
@@ -37,6 +38,36 @@ def local_checkpoint(spark: SparkSession, location: str) -> str:
         return location.rstrip("/") or "/"
     default = default_file_system(spark)
     return os.path.abspath(location) if default.startswith("file:") else location
+
+
+#: The Spark setting that names the class writing a streaming query's offsets and commits.
+FILE_MANAGER_SETTING = "spark.sql.streaming.checkpointFileManagerClass"
+_FILE_SYSTEM_MANAGERS = (  # Spark 4.1 and later, Spark 4.0
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager")
+
+
+def use_file_system_manager(spark: SparkSession, location: str) -> str | None:
+    """For a checkpoint on this machine's disk, have Spark write its offsets and commits
+    through Hadoop's FileSystem instead of its default FileContext, unless the session names
+    a manager already; returns the class set (None: nothing set).
+
+    Without Hadoop's native library, a FileContext rename asks each file's link status by
+    running a program in a child process; the FileSystem's is a plain rename, as atomic on a
+    local disk.  Measured on 2 cores: a micro-batch's cycle 0.29 s instead of 0.37 s
+    (``bench/batch_cost.py``).  Classic sessions only: over Spark Connect the server decides.
+    """
+    if is_connect(spark) or _local_path(spark, location) is None \
+            or spark.conf.get(FILE_MANAGER_SETTING, None):
+        return None
+    for name in _FILE_SYSTEM_MANAGERS:
+        try:
+            spark._jvm.java.lang.Class.forName(name)  # type: ignore[union-attr]
+        except Py4JJavaError:
+            continue
+        spark.conf.set(FILE_MANAGER_SETTING, name)
+        return name
+    return None
 
 
 def _local_path(spark: SparkSession | None, location: str) -> Path | None:

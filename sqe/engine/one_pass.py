@@ -49,6 +49,8 @@ QUERY = "_q"
 RAW = "_sqe_raw"
 #: True in a record row whose value the deserializer cannot read (not a JSON object).
 BAD = "_sqe_bad"
+#: True in a record's row, and in a query's row when the query's ``where`` keeps it.
+KEPT = "_sqe_kept"
 _WARN = "_sqe_warn"
 
 
@@ -63,20 +65,31 @@ def _raw(name: str) -> str:
 
 @dataclass(frozen=True)
 class OnePassPlan:
-    """A stream planned once: the streaming DataFrame whose batches are written in one pass."""
+    """A stream planned once: the streaming DataFrame of its records' rows (each record once
+    for itself, ``_q`` = -1, and once per query), and the columns that make a batch of it
+    what its one job writes (:meth:`batch`)."""
 
     frame: DataFrame
     #: (query index, its step) of every query that writes a state
     states: tuple[tuple[int, QueryStep], ...]
     #: the warning counter of each warning column, in order (``_sqe_warn<k>``)
     warnings: tuple[str, ...]
+    #: the projections that :meth:`batch` applies, in order (built once, resolved per batch)
+    projections: tuple[tuple[Column | str, ...], ...] = ()
+
+    def batch(self, rows: DataFrame) -> DataFrame:
+        """A batch of :attr:`frame` as its one job writes it: per row the query, the source's
+        columns (a record's row), the warnings and each state's task columns (its query's
+        rows that its ``where`` keeps)."""
+        for columns in self.projections:
+            rows = rows.select(*columns)
+        return rows
 
 
 def raw_rows(frame: DataFrame) -> DataFrame:
-    """The source's rows of a one-pass batch ``frame``, as the source gave them (the
-    ``foreachBatch`` way takes them from here)."""
-    return frame.where(F.col(QUERY) == -1).select(
-        *[F.col(_raw(name)).alias(name) for name in SCHEMA.names])
+    """The source's rows of a batch of :attr:`OnePassPlan.frame`, as the source gave them
+    (the ``foreachBatch`` way takes them from here; no query's column is computed)."""
+    return frame.where(F.col(QUERY) == -1).select(*SCHEMA.names)
 
 
 def why_not_one_pass(p: StreamPipeline) -> str | None:
@@ -114,6 +127,8 @@ def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
                       p.settings.declared_fields, summary=Summary(None, 0))
     base = des.frame
     data = F.col("_offset").isNotNull()
+    if not p.steps:
+        return f"stream {p.stream.streamName} has no query"
     try:
         projections = [compile_projection(step.query, base, step.where) for step in p.steps]
         shared: dict[str, tuple[str, DataType]] = {}  # lower name -> (name, type)
@@ -129,34 +144,48 @@ def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
         for i, proj in enumerate(projections):
             warnings += [(n, c, -1) for n, c in proj.where_warnings]
             warnings += [(n, c, i) for n, c in proj.select_warnings]
-        carried_types = {c: base.schema[c].dataType for c in CARRIED}
+        q = F.col(QUERY)
 
-        def element(index: int, cond: Column, values: dict[str, Column]) -> Column:
-            parts = [F.lit(index).alias(QUERY)]
-            parts += [values.get(_raw(n), F.lit(None).cast(f.dataType)).alias(_raw(n))
-                      for n, f in zip(SCHEMA.names, SCHEMA.fields, strict=True)]
-            parts.append(values.get(BAD, F.lit(False)).alias(BAD))
-            parts += [(F.coalesce(c, F.lit(False)) if q == index else F.lit(False))
-                      .alias(f"{_WARN}{k}") for k, (_, c, q) in enumerate(warnings)]
-            parts += [values.get(c, F.lit(None).cast(t)).alias(c)
-                      for c, t in carried_types.items()]
-            parts += [values.get(key, F.lit(None).cast(t)).alias(name)
-                      for key, (name, t) in shared.items()]
-            return F.when(cond, F.struct(*parts))
+        def by_query(parts: dict[int, Column]) -> Column:  # CASE _q WHEN i THEN ... END
+            col = None
+            for i, c in parts.items():
+                col = F.when(q == i, c) if col is None else col.when(q == i, c)
+            assert col is not None
+            return col
 
-        record = {_raw(n): F.col(n) for n in SCHEMA.names}
-        if des.undecodable is not None:
-            record[BAD] = F.coalesce(des.undecodable, F.lit(False))
-        elements = [element(-1, F.lit(True), record)]
+        fields: dict[str, dict[int, Column]] = {key: {} for key in shared}
         for i, proj in enumerate(projections):
-            cond = data if proj.condition is None else data & F.coalesce(proj.condition,
-                                                                         F.lit(False))
-            values = {**{c: F.col(c) for c in CARRIED},
-                      **{f.name.lower(): col for f, col in zip(
-                          base.select(*proj.columns).schema.fields, proj.columns, strict=True)}}
-            elements.append(element(i, cond, values))
-        rows = base.select(F.inline(F.filter(F.array(*elements), lambda e: e.isNotNull())))
-        rows = _with_state_columns(rows, p.steps)
+            for f, col in zip(base.select(*proj.columns).schema.fields, proj.columns,
+                              strict=True):
+                fields[f.name.lower()][i] = col
+        kept = by_query({i: data if proj.condition is None
+                         else data & F.coalesce(proj.condition, F.lit(False))
+                         for i, proj in enumerate(projections)})
+        kept_by = {i: data if proj.condition is None
+                   else data & F.coalesce(proj.condition, F.lit(False))
+                   for i, proj in enumerate(projections)}
+        kept = (q == -1) | by_query(kept_by)
+        # A record's own row first, then one per query; the queries' columns are computed
+        # per batch (plan.batch), so a frame of the records' rows alone (raw_rows) evaluates
+        # none of them, and a query's columns are computed in the rows its where keeps only.
+        frame = base.select("*", F.explode(F.sequence(F.lit(-1), F.lit(len(p.steps) - 1)))
+                            .alias(QUERY))
+        bad = (F.coalesce(des.undecodable, F.lit(False)) if des.undecodable is not None
+               else F.lit(False))
+        first: tuple[Column | str, ...] = (
+            QUERY, kept.alias(KEPT),
+            *[F.when(q == -1, F.col(n)).alias(_raw(n)) for n in SCHEMA.names],
+            F.when(q == -1, bad).otherwise(False).alias(BAD),
+            *[F.when(((q == -1) & data) if owner < 0 else ((q == owner) & kept_by[owner]),
+                     F.coalesce(c, F.lit(False))).otherwise(False).alias(f"{_WARN}{k}")
+              for k, (_, c, owner) in enumerate(warnings)],
+            *[F.when(q >= 0, F.col(c)).alias(c) for c in CARRIED],
+            *[by_query({i: F.when(kept_by[i], col) for i, col in fields[key].items()})
+              .alias(name) for key, (name, _) in shared.items()])
+        rows = frame.select(*first)
+        extra = _state_columns(rows, p.steps)
+        if extra:
+            rows = rows.select("*", *extra)
         states, structs = [], []
         for i, step in enumerate(p.steps):
             assert step.sink is not None
@@ -164,19 +193,22 @@ def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
             if cols is None:
                 return f"{step.where}: {step.sink.describe()} is not written in one pass"
             states.append((i, step))
-            structs.append(F.when(F.col(QUERY) == i, F.struct(*cols)).alias(state_column(i)))
-        keep = [QUERY, BAD, *[_raw(n) for n in SCHEMA.names],
-                *[f"{_WARN}{k}" for k in range(len(warnings))]]
-        frame = rows.select(*keep, *structs)
+            structs.append(F.when(F.col(KEPT) & (q == i), F.struct(*cols))
+                           .alias(state_column(i)))
+        last: tuple[Column | str, ...] = (QUERY, BAD, *[_raw(n) for n in SCHEMA.names],
+                *[f"{_WARN}{k}" for k in range(len(warnings))], *structs)
+        rows.select(*last)  # analysed now: an error is the topology's, said before any batch
+        middle: tuple[Column | str, ...] = ("*", *extra)
+        steps = (first, middle, last) if extra else (first, last)
     except AnalysisException as exc:
         raise TopologyError(f"stream {p.stream.streamName}: Spark cannot plan its queries as "
                             f"one pass: {exc.getMessage()}") from None
-    return OnePassPlan(frame, tuple(states), tuple(n for n, _, _ in warnings))
+    return OnePassPlan(frame, tuple(states), tuple(n for n, _, _ in warnings), steps)
 
 
-def _with_state_columns(rows: DataFrame, steps: tuple[QueryStep, ...]) -> DataFrame:
-    """``rows`` with each state's extra columns, computed in its query's rows only; states
-    that add a column of one name share it."""
+def _state_columns(rows: DataFrame, steps: tuple[QueryStep, ...]) -> list[Column]:
+    """The states' extra columns over ``rows``, each computed in its query's rows only;
+    states that add a column of one name share it."""
     by_name: dict[str, list[tuple[int, Column]]] = {}
     for i, step in enumerate(steps):
         for name, col in step.state_columns(rows).items():
@@ -187,4 +219,4 @@ def _with_state_columns(rows: DataFrame, steps: tuple[QueryStep, ...]) -> DataFr
         for i, c in parts[1:]:
             col = col.when(F.col(QUERY) == i, c)
         extra.append(col.alias(name))
-    return rows.select("*", *extra) if extra else rows
+    return extra

@@ -2,13 +2,13 @@
 runs over its rows.
 
 A task gets the rows of its Kafka partitions: each record's own row (``_q`` = -1) and one
-row per query that keeps the record.  It first checks that nothing needs the ``foreachBatch``
-way (a value the deserializer cannot read); if something does, it writes nothing and says
-so.  Otherwise it hands each state's rows to that state's task
-(:meth:`~sqe.state.sink.Sink.pass_task`) and returns, as one JSON row, what the driver needs
-to commit and report: the records, the new high-water mark of each (pid, source partition),
-the source's counters, the warning counts and each state's counts.  Nothing in it scales with
-the records but the marks, which scale with the upstream partitions.
+row per query, whose state's columns are NULL when the query's ``where`` drops the record.
+It first checks that nothing needs the ``foreachBatch`` way (a value the deserializer cannot
+read); if something does, it writes nothing and says so.  Otherwise it hands each state's rows
+to that state's task (:meth:`~sqe.state.sink.Sink.pass_task`) and returns, as one JSON row,
+what the driver needs to commit and report: the records, the new high-water mark of each (pid,
+source partition), the source's counters, the warning counts and each state's counts.
+Nothing in it scales with the records but the marks, which scale with the upstream partitions.
 
 :func:`merge_results` adds the tasks' rows up on the driver.
 """
@@ -63,7 +63,9 @@ def pass_task(states: Sequence[tuple[int, RowTask]], warnings: int
             if not out.bad_values:
                 query = table.column(_QUERY)
                 for index, task in states:
-                    column = table.filter(pc.equal(query, index)).column(
+                    column = table.column(f"_sqe_state{index}")
+                    column = table.filter(pc.and_(pc.equal(query, index),
+                                                  pc.is_valid(column))).column(
                         f"_sqe_state{index}").combine_chunks()
                     counts = out.states.setdefault(index, {})
                     if not len(column):

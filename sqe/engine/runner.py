@@ -37,7 +37,12 @@ from sqe.config.redis_endpoint import persistence_warning
 from sqe.engine.batch import BatchProcessor
 from sqe.engine.batch_report import BatchReport, partition_offsets
 from sqe.engine.changes import review, write_records
-from sqe.engine.checkpoint import CheckpointFiles, StreamCheckpoint, local_checkpoint
+from sqe.engine.checkpoint import (
+    CheckpointFiles,
+    StreamCheckpoint,
+    local_checkpoint,
+    use_file_system_manager,
+)
 from sqe.engine.connect_session import abandon, server_lost, start_query
 from sqe.engine.lock import CheckpointLock
 from sqe.engine.pipeline import StreamPipeline, build_pipelines
@@ -266,6 +271,7 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
                        "that this machine and the server share (a local server, or a shared "
                        "mount): the batches, which run on the server, report to the run "
                        "through its progress file, and the run reads the checkpoint to start")
+    use_file_system_manager(spark, root)
     lock = CheckpointLock(CheckpointFiles(spark, root))
     lock.acquire()
     undo = None

@@ -1,0 +1,247 @@
+"""A stream planned once (sqe.engine.one_pass): each batch one Spark job, writing what the
+per-batch way writes; a batch that needs the per-batch way goes that way.  Real broker, Redis
+and Spark."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import redis
+import yaml
+
+from sqe.config.plan import plan_topology
+from sqe.engine.checkpoint import FILE_MANAGER_SETTING, use_file_system_manager
+from sqe.engine.one_pass import why_not_one_pass
+from sqe.engine.pipeline import build_pipelines
+from sqe.engine.runner import run_topology
+from sqe.lang.topology import load_topology
+from sqe.wire.keys import StreamMetadata
+from tests.engine.test_run_replays import _jobs, _plan
+from tests.support.kafka_io import produce, read_topic
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
+
+UPSTREAM = 4242
+TYPES = {"event_id": "string", "region": "string", "amount": "bigint", "day": "string"}
+
+
+def _events(n: int) -> list[tuple[bytes, bytes, int]]:
+    """``n`` events over 3 upstream partitions, each partition's offsets 0, 1, ...; the
+    fifth event's day does not parse."""
+    return [(StreamMetadata(UPSTREAM, i % 3, i // 3).to_bytes(),
+             json.dumps({"event_id": f"e{i}", "region": ["eu", "us", "apac"][i % 3],
+                         "amount": i, "day": "someday" if i == 4 else f"2024-05-{1 + i % 28:02d}",
+                         "extra": {"nested": i}}).encode(), i % 3) for i in range(n)]
+
+
+def _commands(source: str, out: str, types: dict | None, **stream: object) -> list[dict]:
+    """Two Redis states and a Kafka state with a filter value over one replay-filtered stream
+    (``types``: its declared fields; None: inferred in every batch)."""
+    options: dict = {"jw.sqe.spout.kafka.filterReplays": True,
+                     "jw.sqe.spout.kafka.startingOffsets": "earliest", **stream}
+    if types is not None:
+        options["jw.sqe.spout.fields"] = types
+    return [
+        {"CreateStream": {"streamName": "In", "objectName": source, "spoutName": "KAFKA",
+                          "deserializer": "json", "options": options}},
+        {"Query": {"insertInto": {"objectName": "by_region", "stateName": "REDIS",
+                                  "fields": ["region", "event_id", "cents"],
+                                  "options": {"jw.sqe.state.redis.datatype": "HASH",
+                                              "jw.sqe.state.redis.keyname.fields": ["region"],
+                                              "jw.sqe.state.redis.fieldname.fields":
+                                                  ["event_id"]}},
+                   "select": {"expressions": ["region", "event_id", {"*": ["amount", 100]}]},
+                   "from": {"objectName": "In"}}},
+        {"Query": {"insertInto": {"objectName": out, "stateName": "KAFKA",
+                                  "fields": ["event_id", "region", "day"],
+                                  "options": {"jw.sqe.state.kafka.keytype": "StreamMetadata",
+                                              "jw.sqe.state.kafka.filterValue": "region"}},
+                   "select": {"expressions": [
+                       "event_id", {"sql": "upper(region)"},
+                       {"FormatDate": [{"ParseDate": ["day", {"C": "yyyy-MM-dd"}]},
+                                       {"C": "dd.MM.yyyy"}]}]},
+                   "from": {"objectName": "In"},
+                   "where": {">": ["amount", 1]}}},
+        {"Query": {"insertInto": {"objectName": "last", "stateName": "REDIS",
+                                  "fields": ["event_id", "region"],
+                                  "options": {"jw.sqe.state.redis.datatype": "STRING",
+                                              "jw.sqe.state.redis.keyname.fields":
+                                                  ["event_id"]}},
+                   "select": {"expressions": ["event_id", "region"]},
+                   "from": {"objectName": "In"}}}]
+
+
+def _conf(kafka_bootstrap: str) -> dict[str, str]:
+    return {"jw.sqe.state.kafka.brokers": kafka_bootstrap,
+            "jw.sqe.spout.kafka.maxRecordsPerBatch": "12"}
+
+
+def _store(redis_url: str) -> dict[bytes, object]:
+    """The states' keys in Redis (SQE's own keys left out)."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        out: dict[bytes, object] = {}
+        for key in client.keys("*"):
+            if key.startswith(b"sqe:"):
+                continue
+            out[key] = client.hgetall(key) if client.type(key) == b"hash" else client.get(key)
+        return out
+    finally:
+        client.close()
+
+
+def _flush(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+
+
+def _written(kafka_bootstrap: str, topic: str) -> set[tuple[int, int, bytes | None]]:
+    """(source partition, source offset, value) of each record of ``topic``: replays of a
+    retried attempt are the same triple."""
+    out = set()
+    for r in read_topic(kafka_bootstrap, topic):
+        assert r.key is not None
+        m = StreamMetadata.from_bytes(r.key)
+        out.add((m.partition, m.offset, r.value))
+    return out
+
+
+def test_one_pass_writes_what_the_per_batch_way_writes_in_one_job_a_batch(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, caplog):
+    source = kafka_topic(3, "src")
+    events = _events(30)
+    # the events, then the first 12 again (replays an upstream retry wrote), then 6 more
+    produce(kafka_bootstrap, source, events[:24] + events[:12] + _events(36)[30:])
+    results = {}
+    for way, types in (("once", TYPES), ("each", None)):
+        _flush(redis_url)
+        out = kafka_topic(3, f"out_{way}")
+        plan = _plan(tmp_path / f"{way}.yaml", _commands(source, out, types), kafka_bootstrap,
+                     redis_url, **_conf(kafka_bootstrap))
+        [p] = build_pipelines(plan, way)
+        assert (why_not_one_pass(p) is None) == (types is not None)
+        with caplog.at_level(logging.INFO, logger="sqe"):
+            reports = run_topology(plan, spark, way, tmp_path / f"ck_{way}", "once")
+        results[way] = (reports, _store(redis_url), _written(kafka_bootstrap, out))
+        if way == "once":
+            assert f"{way}.In: planned once; each batch is one Spark job" in caplog.text
+            assert "its one pass failed" not in caplog.text
+            for r in reports:  # one job a batch: read, queries and every state
+                jobs = [text for text, _ in _jobs(spark, f"sqe {way}.In batch {r.batch_id}: ")]
+                assert len(jobs) == 1 and ": read, run the queries and write " in jobs[0], jobs
+
+    (once, once_store, once_out), (each, each_store, each_out) = results["once"], results["each"]
+    assert once_store == each_store
+    assert len(once_store[b"eu"]) == 10 and once_store[b"e4"] == b"us"  # events 24-29 never came
+    assert once_out == each_out
+    assert len(once_out) == 30 - 2  # amount > 1
+    [e4] = [v for _, _, v in once_out if v is not None and b'"e4"' in v]
+    assert b'"day"' not in e4  # its day did not parse: NULL, left out of the JSON
+
+    def counts(reports: list) -> tuple:
+        return (sum(r.records_read for r in reports), sum(r.replays_dropped for r in reports),
+                sorted(sum(r.written.get(n, 0) for r in reports) for n in reports[0].written),
+                sum(r.warnings.get("unparseable_dates", 0) for r in reports))
+
+    assert counts(once) == counts(each)
+    assert counts(once)[:2] == (42, 12)
+    assert counts(once)[3] == 1
+
+
+def test_a_value_that_is_not_json_sends_its_batch_the_per_batch_way(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    source, dead = kafka_topic(3, "src"), kafka_topic(1, "dead")
+    events = _events(9)
+    events[5] = (events[5][0], b"not json", events[5][2])
+    produce(kafka_bootstrap, source, events)
+    out = kafka_topic(3, "out")
+    plan = _plan(tmp_path / "bad.yaml", _commands(
+        source, out, TYPES, **{"jw.sqe.spout.kafka.badRecordPolicy": "deadletter",
+                               "jw.sqe.spout.kafka.deadLetterTopic": dead}),
+                 kafka_bootstrap, redis_url, **_conf(kafka_bootstrap))
+
+    [report] = run_topology(plan, spark, "bad", tmp_path / "ck", "once")
+
+    assert report.source.dead_letters == 1
+    assert report.written == {"by_region": 8, out: 6, "last": 8}
+    [letter] = read_topic(kafka_bootstrap, dead)
+    assert letter.value == b"not json"
+    store = _store(redis_url)
+    assert b"e5" not in store and store[b"e4"] == b"us"
+    assert {o for _, o, _ in _written(kafka_bootstrap, out)} == {0, 1, 2}
+    assert len(_written(kafka_bootstrap, out)) == 6
+
+
+def test_a_row_that_fails_a_query_at_run_time_is_found_the_per_batch_way(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, caplog):
+    source, dead = kafka_topic(3, "src"), kafka_topic(1, "dead")
+    produce(kafka_bootstrap, source, _events(9))
+    out = kafka_topic(3, "out")
+    commands = _commands(source, out, TYPES, **{
+        "jw.sqe.spout.kafka.badRecordPolicy": "deadletter",
+        "jw.sqe.spout.kafka.deadLetterTopic": dead})
+    commands[3]["Query"]["select"]["expressions"][1] = {
+        "sql": "if(amount = 7, raise_error('seven'), region)"}
+    plan = _plan(tmp_path / "fails.yaml", commands, kafka_bootstrap, redis_url,
+                 **_conf(kafka_bootstrap))
+
+    with caplog.at_level(logging.WARNING, logger="sqe"):
+        [report] = run_topology(plan, spark, "fails", tmp_path / "ck", "once")
+
+    assert "batch 0: its one pass failed (" in caplog.text and "seven" in caplog.text
+    assert report.source.dead_letters == 1
+    assert report.written["last"] == 8 and report.written["by_region"] == 8
+    store = _store(redis_url)
+    assert b"e7" not in store and b"e7" not in store[b"us"]  # type: ignore[operator]
+
+
+def test_what_cannot_be_planned_once_says_why(kafka_bootstrap, tmp_path):
+    def why(commands: list[dict]) -> str | None:
+        path = tmp_path / "t.yaml"
+        path.write_text(yaml.safe_dump(commands))
+        plan = plan_topology(load_topology(path), conf={
+            "jw.sqe.spout.kafka.brokers": kafka_bootstrap, "jw.sqe.pid": "7",
+            "jw.sqe.state.kafka.brokers": kafka_bootstrap})
+        return why_not_one_pass(build_pipelines(plan, "t")[0])
+
+    base = _commands("src", "out", TYPES)
+    assert why(base) is None
+    inferred = _commands("src", "out", None)
+    assert "infers its JSON fields' types in every batch" in str(why(inferred))
+    untyped = _commands("src", "out", {**TYPES, "day": None})
+    assert "declare them with types in jw.sqe.spout.fields" in str(why(untyped))
+    aggregating = [*base[:1], {"Query": {
+        "insertInto": {"objectName": "sums", "stateName": "REDIS", "fields": ["region", "n"],
+                       "options": {"jw.sqe.state.redis.keyname.fields": ["region"]}},
+        "select": {"expressions": ["region", {"Sum": ["amount"]}]},
+        "from": {"objectName": "In"}}}]
+    assert str(why(aggregating)).endswith("aggregates")
+    chained = [*base[:1], {"Query": {"insertInto": {"objectName": "Mid",
+                                                    "fields": ["region", "amount"]},
+                                     "select": {"expressions": ["region", "amount"]},
+                                     "from": {"objectName": "In"}}},
+               {"Query": {"insertInto": {"objectName": "c", "stateName": "CONSOLE",
+                                         "fields": ["region"]},
+                          "select": {"expressions": ["region"]},
+                          "from": {"objectName": "Mid"}}}]
+    assert "feeds an intermediate stream" in str(why(chained))
+
+
+def test_a_local_checkpoint_is_written_through_hadoops_file_system(spark, tmp_path):
+    spark.conf.unset(FILE_MANAGER_SETTING)
+    try:
+        assert use_file_system_manager(spark, "hdfs://nn/ck") is None
+        assert spark.conf.get(FILE_MANAGER_SETTING, None) is None
+        name = use_file_system_manager(spark, str(tmp_path / "ck"))
+        assert name is not None and name.endswith(".FileSystemBasedCheckpointFileManager")
+        assert spark.conf.get(FILE_MANAGER_SETTING) == name
+        spark.conf.set(FILE_MANAGER_SETTING, "my.Manager")  # the user's choice stays
+        assert use_file_system_manager(spark, str(tmp_path / "ck")) is None
+        assert spark.conf.get(FILE_MANAGER_SETTING) == "my.Manager"
+    finally:
+        spark.conf.unset(FILE_MANAGER_SETTING)
