@@ -163,6 +163,10 @@ class StreamStores:
         no HWM store)."""
         return self._hwm(lambda store: store.last_commit())
 
+    def finish_applying(self) -> None:
+        """Apply the rows the consumer's last commit left to apply (a run stopped mid-way)."""
+        self._hwm(lambda store: store.finish_applying())
+
     def committed(self) -> list[Commit]:
         """What the stores hold of the consumer's last committed batch."""
         commits = [self.hwm_commit()]

@@ -171,6 +171,7 @@ class _Stream:
 
 def _prepare(p: StreamPipeline, checkpoint: StreamCheckpoint, resume: bool, rerun: Rerun
              ) -> _Stream:
+    p.stores.finish_applying()
     commits = p.stores.committed()
     start = plan_start(p.consumer, checkpoint, commits, resume, rerun)
     if p.filtering:

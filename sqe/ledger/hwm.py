@@ -19,6 +19,9 @@ tag so they live in one Redis Cluster slot and one Lua script may touch them:
   consumer on separate checkpoints never share a stage, and a retry on the same
   checkpoint rewrites its own
 * ``sqe:{<consumer>}:ack`` the batch id last written after a commit, for ``WAIT``
+* ``sqe:{<consumer>}:apply`` hash: the ``batch`` whose staged rows are being applied, and
+  ``s:<stage key>`` -> its datatype and expiry, for each stage still to apply
+* ``sqe:{<consumer>}:applied`` the last batch whose rows are all applied
 
 :meth:`HwmStore.commit` runs one Lua script that, atomically, refuses a batch
 id lower than the stored one, or equal to it with other source offsets
@@ -27,8 +30,16 @@ writer is fenced, loudly, and its stages are deleted), skips a batch id equal
 to it (Spark re-ran a committed batch), and otherwise sets each HWM to the max of old and new,
 stamps the update time, drops at most 1,000 entries older than the TTL (found
 by the time index, so a commit costs what it touches, not what is stored) and
-records the batch id with its commit record; with staged Redis state rows it applies them in the same script,
-so the rows, the HWMs and the batch id land together or not at all.  Behind a primary with
+records the batch id with its commit record.  Staged Redis state rows are committed with them:
+the same script records their stages as the batch's rows to apply (and keeps them from
+expiring), so the rows, the HWMs and the batch id are committed together or not at all; the
+rows then reach the states' keys in steps of at most :data:`APPLY_ROWS`
+(:meth:`HwmStore.finish_applying`), each applying and deleting its rows atomically, so that
+no step holds the server from its other clients for long, however big the batch.  A commit
+left applying (the process died) is finished by the next commit, the next batch's start or
+the next run's, before anything else; a state's reader sees a batch's rows arrive in those
+steps, and one that needs whole batches reads while ``sqe:{<consumer>}:apply`` does not exist
+(``WATCH`` it, read, ``EXEC``).  Behind a primary with
 replicas, a commit counts once ``replicas`` of them hold it (:meth:`HwmStore.replicated`,
 ``WAIT``), so a failover cannot take back a batch that Spark's checkpoint counts as done.
 A batch reads only what it touches: :meth:`HwmStore.admit` reads the commit
@@ -55,10 +66,14 @@ import redis
 from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.errors import StaleBatchError
 from sqe.ledger.commits import Commit
-from sqe.ledger.hwm_lua import COMMIT, LAST, LOAD, MARKS
+from sqe.ledger.hwm_lua import APPLY, COMMIT, LAST, LOAD, MARKS
 from sqe.ledger.replicas import wait_for_replicas
 
-__all__ = ["HwmStore", "HwmSnapshot", "Stage", "StaleBatchError"]
+__all__ = ["APPLY_ROWS", "HwmStore", "HwmSnapshot", "Stage", "StaleBatchError"]
+
+#: The most staged rows one step of :meth:`HwmStore.finish_applying` applies: about 10 ms of
+#: the server's time (a step holds every other client of that Redis while it runs).
+APPLY_ROWS = 1000
 
 # The commit script's refusal: its code and the commit it found (JSON).
 _REFUSED = re.compile(r"(SQE_STALE|SQE_OTHER) (\{.*\})", re.S)
@@ -131,10 +146,13 @@ class HwmStore:
                      f"sqe:{{{tag}}}:commit", f"sqe:{{{tag}}}:age"]
         self._stage_prefix = f"sqe:{{{tag}}}:stage:"
         self._ack = f"sqe:{{{tag}}}:ack"  # written after a commit, for WAIT (see replicated)
+        #: the stages a commit left to apply, and the last batch whose rows are all applied
+        self.apply_keys = [f"sqe:{{{tag}}}:apply", f"sqe:{{{tag}}}:applied"]
         self.replicas, self.replica_timeout = replicas, replica_timeout
         self._commit = client.register_script(COMMIT)
         self._load = client.register_script(LOAD)
         self._last = client.register_script(LAST)
+        self._apply = client.register_script(APPLY)
 
     @classmethod
     def from_url(cls, url: str | RedisEndpoint, consumer: str, ttl_seconds: int,
@@ -225,9 +243,15 @@ class HwmStore:
             args += [stage.datatype, int(stage.expire_seconds)]
         for (pid, part), offset in updates.items():
             args += [f"{int(pid)}:{int(part)}", str(int(offset))]
-        keys = [*self.keys, *(stage.key for stage in stages)]
+        keys = [*self.keys, *self.apply_keys, *(stage.key for stage in stages)]
         try:
-            done = bool(self._commit(keys=keys, args=args))
+            try:
+                done = bool(self._commit(keys=keys, args=args))
+            except redis.ResponseError as exc:
+                if "SQE_PENDING" not in str(exc):
+                    raise
+                self.finish_applying()  # rows of the last commit first, then this one
+                done = bool(self._commit(keys=keys, args=args))
         except redis.ResponseError as exc:
             refused = _REFUSED.search(str(exc))
             if refused is None:
@@ -239,7 +263,21 @@ class HwmStore:
                 raise self._stale(batch_id, committed, offsets) from None
             done = False  # the same offsets, spaced otherwise: Spark re-ran the batch
         self.replicated(batch_id)
+        if done and stages:
+            self.finish_applying([stage.key for stage in stages])
         return done
+
+    def finish_applying(self, stages: Sequence[str] | None = None) -> None:
+        """Apply the rows a commit left to apply (``stages``: its stage keys, when known), at
+        most :data:`APPLY_ROWS` in each atomic step, so no step holds the server long and a
+        crash between two applies nothing twice (the next commit, or a run's start, goes on).
+        """
+        if stages is None:
+            stages = [f[2:] for f in _text(list(self.client.hgetall(self.apply_keys[0])))
+                      if f.startswith("s:")]
+        for stage in stages:
+            while int(self._apply(keys=[*self.apply_keys, stage], args=[APPLY_ROWS])) > 0:
+                pass
 
     def replicated(self, batch_id: int) -> None:
         """Return once :attr:`replicas` replicas hold what the primary holds of this consumer
@@ -262,6 +300,7 @@ class HwmStore:
         committed one raises :class:`StaleBatchError`, and so does the committed
         batch id with other end ``offsets`` (another checkpoint's batch of the same number).
         """
+        self.finish_applying()  # what a run that stopped mid-way left
         commit = self.last_commit()
         if commit is not None:
             if commit.same_batch(batch_id, offsets):
@@ -323,6 +362,7 @@ class HwmStore:
         pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self._stage_prefix) + "*"
         stages = list(self.client.scan_iter(match=pattern))
         marks = int(self.client.hlen(self.keys[0]))
+        self.finish_applying()  # a committed batch's rows stay committed
         self.client.delete(self.keys[0], self.keys[1], self.keys[4], self._ack, *stages)
         if self.client.exists(self.keys[2]):
             self.client.hset(self.keys[3], mapping={"offsets": "", "reset": "1"})

@@ -1,4 +1,5 @@
-"""The Lua scripts of the HWM store (:mod:`sqe.ledger.hwm`): its commit and its three reads.
+"""The Lua scripts of the HWM store (:mod:`sqe.ledger.hwm`): its commit, the application of a
+commit's staged rows, and its three reads.
 
 Each runs atomically on the Redis server over one consumer's keys, passed in
 the same order every time -- ``KEYS``: hwm, ts (the old layout's update times),
@@ -7,7 +8,7 @@ and the protocol are described in :mod:`sqe.ledger.hwm`; this module holds only 
 server-side code, so the Python around it reads in one sitting.
 """
 
-__all__ = ["COMMIT", "LAST", "LOAD", "MARKS"]
+__all__ = ["APPLY", "COMMIT", "LAST", "LOAD", "MARKS"]
 
 # Server time in ms and the TTL (ARGV[1], seconds) in ms: the scripts that judge age start so.
 NOW = """
@@ -30,18 +31,25 @@ local function gt(a, b)
 end
 """
 
-# KEYS: hwm, ts (the old layout), batch, commit, age, stage keys...; ARGV: ttl, batch id,
-# number of stages, the
-# batch's end offsets, the checkpoint, (datatype, expire seconds) per stage, then
-# "<pid>:<partition>", offset pairs.  A refusal deletes the stages and replies with an error
-# 'SQE_STALE <the stored commit as JSON>'; 'SQE_OTHER <...>' when the same batch id ends at
-# other offsets as text (HwmStore.commit compares them as JSON).
+# KEYS: hwm, ts (the old layout), batch, commit, age, apply, applied, stage keys...; ARGV: ttl,
+# batch id, number of stages, the batch's end offsets, the checkpoint, (datatype, expire
+# seconds) per stage, then "<pid>:<partition>", offset pairs.  A refusal deletes the stages (a
+# stage the last commit left to apply stays) and replies with an error 'SQE_STALE <the stored
+# commit as JSON>'; 'SQE_OTHER <...>' when the same batch id ends at other offsets as text
+# (HwmStore.commit compares them as JSON); 'SQE_PENDING' while rows of the last commit are
+# still to be applied (the caller applies them, APPLY, and commits again).  The stages are not
+# applied here: they are recorded in the apply hash, their expiry removed, for APPLY to apply
+# in chunks, so the script's work does not grow with the batch's rows.
 COMMIT = NOW + GT + """
 local stages = tonumber(ARGV[3])
 local stored = redis.call('GET', KEYS[3])
 local batch = tonumber(ARGV[2])
 if stored and batch <= tonumber(stored) then
-  for s = 1, stages do redis.call('DEL', KEYS[5 + s]) end
+  for s = 1, stages do
+    if redis.call('HEXISTS', KEYS[6], 's:' .. KEYS[7 + s]) == 0 then
+      redis.call('DEL', KEYS[7 + s])
+    end
+  end
   local made = redis.call('HMGET', KEYS[4], 'offsets', 'checkpoint')
   local offsets = made[1] or ''
   local record = ' ' .. cjson.encode({batch = stored, offsets = offsets,
@@ -52,23 +60,17 @@ if stored and batch <= tonumber(stored) then
   end
   return 0
 end
+if redis.call('EXISTS', KEYS[6]) == 1 then return redis.error_reply('SQE_PENDING') end
+local pending = 0
 for s = 1, stages do
-  local datatype, expire = ARGV[4 + 2 * s], tonumber(ARGV[5 + 2 * s])
-  local rows = redis.call('HGETALL', KEYS[5 + s])
-  for i = 1, #rows, 2 do
-    local f = rows[i]
-    local colon = string.find(f, ':', 1, true)
-    local n = tonumber(string.sub(f, 1, colon - 1))
-    local key = string.sub(f, colon + 1, colon + n)
-    if datatype == 'HASH' then
-      redis.call('HSET', key, string.sub(f, colon + n + 1), rows[i + 1])
-    else
-      redis.call('SET', key, rows[i + 1])
-    end
-    if expire > 0 then redis.call('EXPIRE', key, expire) end
+  if redis.call('EXISTS', KEYS[7 + s]) == 1 then
+    redis.call('PERSIST', KEYS[7 + s])
+    redis.call('HSET', KEYS[6], 's:' .. KEYS[7 + s], ARGV[4 + 2 * s] .. ' ' .. ARGV[5 + 2 * s])
+    pending = pending + 1
   end
-  redis.call('DEL', KEYS[5 + s])
 end
+if pending > 0 then redis.call('HSET', KEYS[6], 'batch', ARGV[2])
+else redis.call('SET', KEYS[7], ARGV[2]) end
 if redis.call('EXISTS', KEYS[2]) == 1 then  -- the old layout: its times move into the index
   local old = redis.call('HGETALL', KEYS[2])
   for i = 1, #old, 2 do redis.call('ZADD', KEYS[5], tonumber(old[i + 1]), old[i]) end
@@ -89,6 +91,51 @@ end
 redis.call('SET', KEYS[3], ARGV[2])
 redis.call('HSET', KEYS[4], 'offsets', ARGV[4], 'checkpoint', ARGV[5], 'reset', '0')
 return 1
+"""
+
+# KEYS: apply, applied, one stage the apply hash names; ARGV: the most rows to apply.  Applies
+# up to that many of the stage's rows (SET or HSET, and EXPIRE, as COMMIT recorded) and deletes
+# them from the stage, in one step, so a crash between two calls applies nothing twice.  A
+# stage emptied leaves the apply hash; the last one deletes it and records its batch as
+# applied.  Replies how many rows the stage still holds (0: done; -1: not a stage to apply).
+APPLY = """
+local spec = redis.call('HGET', KEYS[1], 's:' .. KEYS[3])
+if not spec then return -1 end
+local space = string.find(spec, ' ', 1, true)
+local datatype, expire = string.sub(spec, 1, space - 1), tonumber(string.sub(spec, space + 1))
+local want, done, cursor = tonumber(ARGV[1]), {}, '0'
+repeat
+  local scan = redis.call('HSCAN', KEYS[3], cursor, 'COUNT', want - #done)
+  cursor = scan[1]
+  local rows = scan[2]
+  for i = 1, #rows, 2 do
+    if #done >= want then break end  -- a small hash's scan returns all of it: the rest waits
+    local f = rows[i]
+    local colon = string.find(f, ':', 1, true)
+    local n = tonumber(string.sub(f, 1, colon - 1))
+    local key = string.sub(f, colon + 1, colon + n)
+    if datatype == 'HASH' then
+      redis.call('HSET', key, string.sub(f, colon + n + 1), rows[i + 1])
+    else
+      redis.call('SET', key, rows[i + 1])
+    end
+    if expire > 0 then redis.call('EXPIRE', key, expire) end
+    done[#done + 1] = f
+  end
+until cursor == '0' or #done >= want
+for i = 1, #done, 1000 do
+  redis.call('HDEL', KEYS[3], unpack(done, i, math.min(i + 999, #done)))
+end
+local left = redis.call('HLEN', KEYS[3])
+if left == 0 then
+  redis.call('HDEL', KEYS[1], 's:' .. KEYS[3])
+  if redis.call('HLEN', KEYS[1]) <= 1 then
+    local batch = redis.call('HGET', KEYS[1], 'batch')
+    redis.call('DEL', KEYS[1])
+    if batch then redis.call('SET', KEYS[2], batch) end
+  end
+end
+return left
 """
 
 

@@ -212,7 +212,78 @@ def test_a_refused_or_repeated_commit_applies_no_staged_row(store, redis_url):
     assert client.exists("X") == 0 and client.exists(again, stale) == 0
     assert store.load().hwm == {(1, 0): 10}
     assert store.reset() == 1  # the mark: the refused writer left no stage
-    assert sorted(client.keys("*")) == [b"sqe:{load/Enriched}:batch", b"sqe:{load/Enriched}:commit"]
+    assert sorted(client.keys("*")) == [f"sqe:{{load/Enriched}}:{k}".encode()
+                                        for k in ("applied", "batch", "commit")]
+
+
+def test_a_big_stage_is_applied_after_its_commit_in_steps_of_a_bounded_size(
+        store, redis_url, monkeypatch):
+    """However many rows a batch stages, no step of its commit holds the server for more than
+    APPLY_ROWS rows: the commit script records the stage, and bounded steps apply it."""
+    from sqe.ledger.hwm import APPLY_ROWS, Stage
+
+    n = 5 * APPLY_ROWS + 17
+    key = _stage(store, 0, 0, {f"1:H{i}".encode(): str(i).encode() for i in range(n)})
+    store.client.expire(key, 86_400)
+    steps: list[int] = []
+    apply = store._apply
+
+    def counted(keys, args):
+        before = store.client.hlen(key)
+        left = apply(keys=keys, args=args)
+        steps.append(before - store.client.hlen(key))
+        return left
+
+    monkeypatch.setattr(store, "_apply", counted)
+    client = redis.Redis.from_url(redis_url)
+    assert store.commit(0, {(1, 0): 9}, [Stage(key, "HASH")]) is True
+    assert steps == [APPLY_ROWS] * 5 + [17]
+    assert client.hlen("H") == n and client.hget("H", "42") == b"42"
+    assert client.exists(key, *store.apply_keys[:1]) == 0
+    assert client.get(store.apply_keys[1]) == b"0"  # the last batch whose rows are all in
+
+
+def test_a_commit_left_applying_is_finished_before_anything_else(store, redis_url, monkeypatch):
+    """The process dies after the commit, with rows still to apply: the next batch's start
+    (or its commit) applies them first, so a later batch's row of the same key wins."""
+    from sqe.ledger import hwm
+    from sqe.ledger.hwm import Stage
+
+    monkeypatch.setattr(hwm, "APPLY_ROWS", 10)
+    first = _stage(store, 0, 0, {f"1:K{i}".encode(): b"old" for i in range(35)})
+    apply, calls = store._apply, []
+
+    def dies(keys, args):
+        calls.append(1)
+        if len(calls) > 1:
+            raise redis.ConnectionError("gone")
+        return apply(keys=keys, args=args)
+
+    monkeypatch.setattr(store, "_apply", dies)
+    with pytest.raises(redis.ConnectionError):
+        store.commit(0, {(1, 0): 9}, [Stage(first, "HASH")])
+    client = redis.Redis.from_url(redis_url)
+    assert store.load().batch_id == 0  # committed, 10 of its rows applied
+    assert client.hlen("K") == 10 and client.exists(store.apply_keys[0]) == 1
+    assert client.ttl(first) == -1  # a stage to apply never expires
+
+    later = HwmStore.from_url(redis_url, "load/Enriched", ttl_seconds=3600)
+    second = _stage(later, 1, 0, {b"1:K3": b"new", b"1:K40": b"new"})
+    assert later.commit(1, {(1, 0): 12}, [Stage(second, "HASH")]) is True
+    assert client.hgetall("K") == {**{f"{i}".encode(): b"old" for i in range(35)},
+                                   b"3": b"new", b"40": b"new"}
+    assert client.get(later.apply_keys[1]) == b"1" and client.exists(later.apply_keys[0]) == 0
+
+    third = _stage(later, 2, 0, {b"1:K5": b"third"})  # once more, dying before any step
+    monkeypatch.setattr(later, "_apply", lambda keys, args: (_ for _ in ()).throw(
+        redis.ConnectionError("gone")))
+    with pytest.raises(redis.ConnectionError):
+        later.commit(2, {(1, 0): 13}, [Stage(third, "HASH")])
+    monkeypatch.undo()
+    assert client.hget("K", "5") == b"old"
+    assert later.admit(3) is True  # the next batch's start applies it
+    assert client.hget("K", "5") == b"third" and client.exists(later.apply_keys[0]) == 0
+    later.client.close()
 
 
 def test_same_database_compares_server_and_index(store, redis_url):
@@ -250,7 +321,7 @@ def test_a_writer_refused_at_commit_leaves_no_stage_and_names_the_other(store, r
     assert client.exists("X", older, same, rerun) == 0
     assert store.load().hwm == {(1, 0): 10}
     assert sorted(client.keys("*")) == [f"sqe:{{load/Enriched}}:{k}".encode()
-                                        for k in ("age", "batch", "commit", "hwm")]
+                                        for k in ("age", "applied", "batch", "commit", "hwm")]
     ahead.client.close()
 
 
