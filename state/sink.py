@@ -34,7 +34,10 @@ once; then, between ``open`` and ``commit``, instead of ``write`` or ``staged``:
 
     task = sink.pass_task()        # the function executor tasks run over its rows
     ...                            # the batch's one job (every state's task in each task)
-    rows = sink.pass_done(counts)  # its tasks' counts, added up
+    rows = sink.pass_done(counts, data)  # its tasks' counts added up, and what they gave
+
+A row :meth:`Sink.rejects` refuses sends the batch the way of ``write`` (which finds it and
+applies the bad-record policy), nothing of it committed.
 
 A new state is one module with a :class:`Sink` subclass and one line in
 :mod:`sqe.state.registry`.
@@ -208,8 +211,10 @@ class Sink(ABC):
         the :meth:`pass_columns`), in the batch's one pass."""
         raise NotImplementedError(f"{self.describe()} is not written in one pass")
 
-    def pass_done(self, counts: Mapping[str, int]) -> int:
-        """The rows written, from the counts the :meth:`pass_task` tasks yielded (added up)."""
+    def pass_done(self, counts: Mapping[str, int], data: Sequence[bytes]) -> int:
+        """The rows written, from the counts the :meth:`pass_task` tasks yielded (added up) and
+        the ``data`` they gave for the driver (a binary column ``data``), on the driver before
+        :meth:`commit`."""
         return counts.get("written", 0)
 
     def commit(self) -> None:

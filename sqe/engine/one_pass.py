@@ -27,6 +27,7 @@ is not written in one pass (Postgres, an aggregating Redis state, the console).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
@@ -51,6 +52,8 @@ RAW = "_sqe_raw"
 BAD = "_sqe_bad"
 #: True in a record's row, and in a query's row when the query's ``where`` keeps it.
 KEPT = "_sqe_kept"
+#: The prefix of a state's column that is true in a row the state cannot hold.
+REFUSED = "_sqe_refused"
 _WARN = "_sqe_warn"
 
 
@@ -193,8 +196,13 @@ def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
             if cols is None:
                 return f"{step.where}: {step.sink.describe()} is not written in one pass"
             states.append((i, step))
-            structs.append(F.when(F.col(KEPT) & (q == i), F.struct(*cols))
-                           .alias(state_column(i)))
+            mine = F.col(KEPT) & (q == i)
+            structs.append(F.when(mine, F.struct(*cols)).alias(state_column(i)))
+            rejects = [c for c, _ in step.sink.rejects(rows)]
+            if rejects:  # a row the state cannot hold: the per-batch way finds and judges it
+                structs.append(F.when(mine, F.coalesce(reduce(lambda a, b: a | b, rejects),
+                                                       F.lit(False))).otherwise(False)
+                               .alias(f"{REFUSED}{i}"))
         last: tuple[Column | str, ...] = (QUERY, BAD, *[_raw(n) for n in SCHEMA.names],
                 *[f"{_WARN}{k}" for k in range(len(warnings))], *structs)
         rows.select(*last)  # analysed now: an error is the topology's, said before any batch

@@ -67,7 +67,7 @@ def write_one_pass(plan: OnePassPlan, frame: DataFrame, batch: Batch, report: Ba
                         "which finds the record behind it")
             return False
         result = merge_results(rows, len(plan.warnings))
-        if result.bad_values:
+        if result.refused:
             return False
         _count(plan, result, report)
         for sink in opened:
@@ -95,4 +95,5 @@ def _count(plan: OnePassPlan, result: PassResult, report: BatchReport) -> None:
         if name in report.already_written:
             continue
         assert step.sink is not None
-        report.written[name] = step.sink.pass_done(result.states.get(index, {}))
+        report.written[name] = step.sink.pass_done(result.states.get(index, {}),
+                                                   result.data.get(index, []))

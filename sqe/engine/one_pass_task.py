@@ -29,10 +29,12 @@ from sqe.wire.columns import TALLY, Tally
 
 __all__ = ["PassResult", "RESULT_SCHEMA", "merge_results", "pass_task"]
 
-#: The one column of the rows the tasks return.
-RESULT_SCHEMA = "result string"
+#: The rows the tasks return: one ``result`` (JSON) each, then a row per piece of ``data`` a
+#: state's task gave for the driver (``state``: its query's index), e.g. Postgres's CSV.
+RESULT_SCHEMA = "result string, state int, data binary"
+_RESULT = pa.schema([("result", pa.string()), ("state", pa.int32()), ("data", pa.binary())])
 
-_QUERY, _RAW, _BAD = "_q", "_sqe_raw", "_sqe_bad"
+_QUERY, _RAW, _BAD, _REFUSED = "_q", "_sqe_raw", "_sqe_bad", "_sqe_refused"
 
 
 @dataclass
@@ -41,17 +43,21 @@ class PassResult:
 
     records: int = 0  # record rows (replays already dropped by the source)
     unparseable_keys: int = 0  # records without a StreamMetadata key
-    bad_values: int = 0  # values the deserializer cannot read: the batch goes the careful way
+    #: values the deserializer cannot read and rows a state cannot hold: the batch then goes
+    #: the per-batch way, which applies the bad-record policy to them
+    refused: int = 0
     marks: dict[tuple[int, int], int] = field(default_factory=dict)  # (pid, partition) -> hi
     tally: Tally = field(default_factory=Tally)
     warnings: list[int] = field(default_factory=list)
     states: dict[int, dict[str, int]] = field(default_factory=dict)  # query -> counts
+    data: dict[int, list[bytes]] = field(default_factory=dict)  # query -> its task's data
 
 
 def pass_task(states: Sequence[tuple[int, RowTask]], warnings: int
               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of a one-pass batch: ``states`` are (query index, the
-    state's task) of the states to write; ``warnings``, how many warning columns there are."""
+    state's task) of the states to write; ``warnings``, how many warning columns there are.
+    A state's task yields count rows; a binary column ``data`` of them goes to the driver."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         begin_task()
@@ -60,7 +66,7 @@ def pass_task(states: Sequence[tuple[int, RowTask]], warnings: int
         if got:
             table = pa.Table.from_batches(got).combine_chunks()
             _read(table, out, warnings)
-            if not out.bad_values:
+            if not out.refused:
                 query = table.column(_QUERY)
                 for index, task in states:
                     column = table.column(f"_sqe_state{index}")
@@ -72,9 +78,17 @@ def pass_task(states: Sequence[tuple[int, RowTask]], warnings: int
                         continue  # no row for this state (as write_empty: no job, no call)
                     rows = pa.RecordBatch.from_struct_array(column)
                     for sent in task(iter([rows])):
+                        if "data" in sent.schema.names:
+                            out.data.setdefault(index, []).extend(
+                                d for d in sent.column("data").to_pylist() if d)
+                            sent = sent.drop_columns(["data"])
                         for row in sent.to_pylist():
                             add_counts(counts, row)
-        yield pa.RecordBatch.from_pydict({"result": [_dumps(out)]})
+        pieces = [(i, d) for i, ds in out.data.items() for d in ds]
+        yield pa.RecordBatch.from_pydict(
+            {"result": [_dumps(out)] + [None] * len(pieces),
+             "state": [None] + [i for i, _ in pieces], "data": [None] + [d for _, d in pieces]},
+            schema=_RESULT)
 
     return run
 
@@ -87,7 +101,8 @@ def _read(table: pa.Table, out: PassResult, warnings: int) -> None:
     out.records = data.num_rows
     pid = data.column(f"{_RAW}_pid")
     out.unparseable_keys = pid.null_count
-    out.bad_values = int(pc.sum(pc.cast(data.column(_BAD), pa.int64())).as_py() or 0)
+    out.refused = _trues(data.column(_BAD)) + sum(
+        _trues(table.column(name)) for name in table.column_names if name.startswith(_REFUSED))
     keyed = data.filter(pc.is_valid(pid)).select(
         [f"{_RAW}_pid", f"{_RAW}_source_partition", f"{_RAW}_source_offset"])
     if keyed.num_rows:
@@ -101,13 +116,17 @@ def _read(table: pa.Table, out: PassResult, warnings: int) -> None:
         out.tally = Tally(**{name[1:]: int(pc.sum(tallies.column(f"{_RAW}{name}")).as_py() or 0)
                              for name in TALLY})
     for k in range(warnings):
-        out.warnings[k] = int(pc.sum(pc.cast(table.column(f"_sqe_warn{k}"),
-                                             pa.int64())).as_py() or 0)
+        out.warnings[k] = _trues(table.column(f"_sqe_warn{k}"))
+
+
+def _trues(column: pa.ChunkedArray | pa.Array) -> int:
+    """How many values of a boolean column are true."""
+    return int(pc.sum(pc.cast(column, pa.int64())).as_py() or 0)
 
 
 def _dumps(r: PassResult) -> str:
     return json.dumps({"records": r.records, "unparseable_keys": r.unparseable_keys,
-                       "bad_values": r.bad_values,
+                       "refused": r.refused,
                        "marks": [[p, s, hi] for (p, s), hi in r.marks.items()],
                        "tally": {name[1:]: getattr(r.tally, name[1:]) for name in TALLY},
                        "warnings": r.warnings,
@@ -115,13 +134,16 @@ def _dumps(r: PassResult) -> str:
 
 
 def merge_results(rows: Iterable[Any], warnings: int) -> PassResult:
-    """The tasks' result rows (``result`` JSON) added up."""
+    """The tasks' result rows (``result`` JSON, or a state's ``data``) added up."""
     total = PassResult(warnings=[0] * warnings)
     for row in rows:
+        if row["result"] is None:
+            total.data.setdefault(int(row["state"]), []).append(bytes(row["data"]))
+            continue
         r = json.loads(row["result"])
         total.records += r["records"]
         total.unparseable_keys += r["unparseable_keys"]
-        total.bad_values += r["bad_values"]
+        total.refused += r["refused"]
         for p, s, hi in r["marks"]:
             total.marks[(p, s)] = max(hi, total.marks.get((p, s), hi))
         total.tally.add(Tally(**r["tally"]))

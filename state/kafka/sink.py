@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -195,7 +195,7 @@ class KafkaSink(Sink):
         """Produce the rows, flush, count (the task of :meth:`write`)."""
         return _producer_task(self.config)
 
-    def pass_done(self, counts: Mapping[str, int]) -> int:
+    def pass_done(self, counts: Mapping[str, int], data: Sequence[bytes]) -> int:
         return self._sent(counts.get("written", 0), counts.get("partitions", 0))
 
     def _sent(self, written: int, now: int) -> int:

@@ -27,7 +27,7 @@ consumer cannot interleave; a retry consults the batch table and skips the write
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,7 @@ from sqe.config.worker_task import begin_task
 from sqe.errors import StaleBatchError, StateError
 from sqe.faults import fault_point
 from sqe.ledger.commits import Commit
+from sqe.ledger.hwm import HwmStore
 from sqe.state.postgres.batches import (
     batch_committed,
     connect,
@@ -54,7 +55,7 @@ from sqe.state.postgres.batches import (
     reset_batch,
 )
 from sqe.state.postgres.ddl import creation_lock
-from sqe.state.sink import Batch, Sink, SinkTarget
+from sqe.state.sink import Batch, RowTask, Sink, SinkTarget
 from sqe.wire.arrays import binaries, from_numpy
 from sqe.wire.columns import field_column
 
@@ -148,6 +149,13 @@ def _csv_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         names=["csv", "rows"])
 
 
+def _pass_csv(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """:func:`_csv_task` as a one-pass state task: its CSV as ``data``, its rows ``written``."""
+    for out in _csv_task(batches):
+        yield pa.RecordBatch.from_arrays([out.column("csv"), out.column("rows")],
+                                         names=["data", "written"])
+
+
 def _ident(name: str) -> Any:
     return sql.Identifier(name)
 
@@ -160,14 +168,14 @@ def _columns(cur: Any, cfg: PostgresStateConfig) -> set[str]:
     return {r[0] for r in cur.fetchall()}
 
 
-def _ensure_table(cur: Any, cfg: PostgresStateConfig, df: DataFrame) -> None:
+def _ensure_table(cur: Any, cfg: PostgresStateConfig, schema: T.StructType) -> None:
     """Create the table when it is missing (under its creation lock, held until the batch
     commits: :mod:`sqe.state.postgres.ddl`), and check it has the fields' columns."""
     existing = _columns(cur, cfg)
     if not existing:
         creation_lock(cur, *cfg.schema_and_table)
         columns = sql.SQL(", ").join(
-            sql.SQL("{} {}").format(_ident(f), sql.SQL(pg_type(df.schema[f].dataType)))
+            sql.SQL("{} {}").format(_ident(f), sql.SQL(pg_type(schema[f].dataType)))
             for f in cfg.fields)
         cur.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(cfg.target, columns))
         existing = _columns(cur, cfg)  # another writer's, when it created the table first
@@ -218,20 +226,24 @@ class _Transaction:
     def copy(self, frame: DataFrame, empty: bool = False) -> int:
         """COPY the rows in and record the batch id (not committed yet); ``empty``: the frame is
         known to hold no row (the table is made if missing, and no Spark job runs)."""
+        chunks = [] if empty else (
+            frame.select(*[_csv_column(frame, f) for f in self.cfg.fields])
+            .mapInArrow(_csv_task, "csv binary, rows long").collect())
+        return self.copy_csv(frame.schema, [r["csv"] for r in chunks if r["rows"]],
+                             sum(r["rows"] for r in chunks))
+
+    def copy_csv(self, schema: T.StructType, chunks: Sequence[bytes], rows: int) -> int:
+        """COPY ``rows`` rows in, as CSV ``chunks`` of fields typed as ``schema`` says (the
+        table is made if missing), and record the batch id (not committed yet)."""
         cfg = self.cfg
         try:
             with self.conn.cursor() as cur:
-                _ensure_table(cur, cfg, frame)
-                chunks = [] if empty else (
-                    frame.select(*[_csv_column(frame, f) for f in cfg.fields])
-                    .mapInArrow(_csv_task, "csv binary, rows long").collect())
-                rows = sum(r["rows"] for r in chunks)
+                _ensure_table(cur, cfg, schema)
                 copy = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(
                     cfg.target, sql.SQL(", ").join(_ident(f) for f in cfg.fields))
                 with cur.copy(copy) as sink:
-                    for r in chunks:
-                        if r["rows"]:
-                            sink.write(r["csv"])
+                    for chunk in chunks:
+                        sink.write(chunk)
                 b = self.batch
                 record_batch(cur, cfg.schema_and_table[0], b.consumer, cfg.table, b.batch_id,
                              rows, b.offsets, b.checkpoint)
@@ -268,6 +280,7 @@ class PostgresSink(Sink):
         super().__init__(target)
         self.config = PostgresStateConfig.of(target)
         self._tx: _Transaction | None = None
+        self._schema = T.StructType()  # the fields' types, as the one-pass plan saw them
 
     @classmethod
     def problems(cls, target: SinkTarget) -> list[str]:
@@ -318,6 +331,20 @@ class PostgresSink(Sink):
 
     def write(self, frame: DataFrame) -> int:
         return self._transaction.copy(frame)
+
+    def pass_columns(self, frame: DataFrame, hwm: HwmStore | None) -> list[Column]:
+        """The fields as Postgres parses them from CSV; the table's types come from
+        ``frame``'s."""
+        self._schema = T.StructType([frame.schema[f] for f in self.config.fields])
+        return [_csv_column(frame, f) for f in self.config.fields]
+
+    def pass_task(self) -> RowTask:
+        """The CSV of the task's rows, built by Arrow, for the driver's COPY."""
+        return _pass_csv
+
+    def pass_done(self, counts: Mapping[str, int], data: Sequence[bytes]) -> int:
+        """COPY the tasks' CSV in the batch's transaction, with the batch id."""
+        return self._transaction.copy_csv(self._schema, data, counts.get("written", 0))
 
     def write_empty(self, frame: DataFrame) -> int:
         return self._transaction.copy(frame, empty=True)

@@ -245,3 +245,44 @@ def test_a_local_checkpoint_is_written_through_hadoops_file_system(spark, tmp_pa
         assert spark.conf.get(FILE_MANAGER_SETTING) == "my.Manager"
     finally:
         spark.conf.unset(FILE_MANAGER_SETTING)
+
+
+@pytest.mark.postgres
+def test_a_postgres_state_is_written_in_one_pass_and_a_row_it_cannot_hold_is_judged(
+        spark, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
+    import psycopg
+
+    source, dead = kafka_topic(3, "src"), kafka_topic(1, "dead")
+    events = _events(9)
+    nul = json.loads(events[6][1])
+    nul["region"] = "e\u0000u"
+    events[6] = (events[6][0], json.dumps(nul).encode(), events[6][2])
+    produce(kafka_bootstrap, source, events)
+    table = f"one_{tmp_path.name[-12:].replace('-', '_').lower()}"
+    commands = _commands(source, kafka_topic(3, "out"), TYPES, **{
+        "jw.sqe.spout.kafka.badRecordPolicy": "deadletter",
+        "jw.sqe.spout.kafka.deadLetterTopic": dead})[:2]
+    commands.append({"Query": {"insertInto": {"objectName": table, "stateName": "POSTGRES",
+                                              "fields": ["event_id", "region", "amount"]},
+                               "select": {"expressions": ["event_id", "region", "amount"]},
+                               "from": {"objectName": "In"}}})
+    plan = _plan(tmp_path / "pg.yaml", commands, kafka_bootstrap, redis_url,
+                 **{"jw.sqe.state.postgres.dsn": postgres_dsn, **_conf(kafka_bootstrap)})
+    [p] = build_pipelines(plan, "pg")
+    assert why_not_one_pass(p) is None
+
+    [first] = run_topology(plan, spark, "pg", tmp_path / "ck", "once")  # the NUL: judged
+    produce(kafka_bootstrap, source, events[:3] + _events(12)[9:])  # replays, then 3 new
+    [second] = run_topology(plan, spark, "pg", tmp_path / "ck", "once")  # in one pass
+
+    assert first.source.dead_letters == 1 and first.written[table] == 8
+    assert (second.records_read, second.replays_dropped, second.written[table]) == (6, 3, 3)
+    jobs = [t for t, _ in _jobs(spark, f"sqe pg.In batch {second.batch_id}: ")]
+    assert len(jobs) == 1 and "Postgres state" in jobs[0], jobs
+    with psycopg.connect(postgres_dsn) as conn:
+        got = conn.execute(f"SELECT event_id, region, amount FROM {table} ORDER BY amount"
+                           ).fetchall()
+        batches = conn.execute("SELECT batch_id FROM sqe_batches WHERE consumer = 'pg.In' "
+                               "AND target = %s", (table,)).fetchall()
+    assert got == [(f"e{i}", ["eu", "us", "apac"][i % 3], i) for i in range(12) if i != 6]
+    assert batches == [(second.batch_id,)]
