@@ -53,37 +53,41 @@ class PassResult:
     data: dict[int, list[bytes]] = field(default_factory=dict)  # query -> its task's data
 
 
-def pass_task(states: Sequence[tuple[int, RowTask]], warnings: int
+def pass_task(states: Sequence[tuple[int, RowTask, bool]], warnings: int
               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of a one-pass batch: ``states`` are (query index, the
-    state's task) of the states to write; ``warnings``, how many warning columns there are.
-    A state's task yields count rows; a binary column ``data`` of them goes to the driver."""
+    state's task, whether it takes all the task's rows in one call) of the states to write;
+    ``warnings``, how many warning columns there are.  Rows are handled as Spark's Arrow
+    batches come, so a task holds one of them (and the rows of a state that takes them in one
+    call).  A state's task yields count rows; a binary column ``data`` of them goes to the
+    driver."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         begin_task()
-        got = list(batches)
         out = PassResult(warnings=[0] * warnings)
-        if got:
-            table = pa.Table.from_batches(got).combine_chunks()
+        held: dict[int, list[pa.RecordBatch]] = {i: [] for i, _, once in states if once}
+        for batch in batches:
+            table = pa.Table.from_batches([batch])
             _read(table, out, warnings)
-            if not out.refused:
-                query = table.column(_QUERY)
-                for index, task in states:
-                    column = table.column(f"_sqe_state{index}")
-                    column = table.filter(pc.and_(pc.equal(query, index),
-                                                  pc.is_valid(column))).column(
-                        f"_sqe_state{index}").combine_chunks()
-                    counts = out.states.setdefault(index, {})
-                    if not len(column):
-                        continue  # no row for this state (as write_empty: no job, no call)
-                    rows = pa.RecordBatch.from_struct_array(column)
-                    for sent in task(iter([rows])):
-                        if "data" in sent.schema.names:
-                            out.data.setdefault(index, []).extend(
-                                d for d in sent.column("data").to_pylist() if d)
-                            sent = sent.drop_columns(["data"])
-                        for row in sent.to_pylist():
-                            add_counts(counts, row)
+            if out.refused:
+                continue  # the per-batch way writes it all; read on, so the counts are whole
+            query = table.column(_QUERY)
+            for index, task, _ in states:
+                column = table.column(f"_sqe_state{index}")
+                column = table.filter(pc.and_(pc.equal(query, index), pc.is_valid(column))
+                                      ).column(f"_sqe_state{index}").combine_chunks()
+                out.states.setdefault(index, {})
+                if not len(column):
+                    continue  # no row for this state (as write_empty: no call)
+                rows = pa.RecordBatch.from_struct_array(column)
+                if index in held:
+                    held[index].append(rows)
+                else:
+                    _send(task, [rows], index, out)
+        if not out.refused:
+            for index, task, once in states:
+                if once and held[index]:
+                    _send(task, held[index], index, out)
         pieces = [(i, d) for i, ds in out.data.items() for d in ds]
         yield pa.RecordBatch.from_pydict(
             {"result": [_dumps(out)] + [None] * len(pieces),
@@ -93,15 +97,27 @@ def pass_task(states: Sequence[tuple[int, RowTask]], warnings: int
     return run
 
 
+def _send(task: RowTask, rows: list[pa.RecordBatch], index: int, out: PassResult) -> None:
+    """Run a state's ``task`` over ``rows``, adding up its counts and keeping its data."""
+    counts = out.states.setdefault(index, {})
+    for sent in task(iter(rows)):
+        if "data" in sent.schema.names:
+            out.data.setdefault(index, []).extend(d for d in sent.column("data").to_pylist()
+                                                  if d)
+            sent = sent.drop_columns(["data"])
+        for row in sent.to_pylist():
+            add_counts(counts, row)
+
+
 def _read(table: pa.Table, out: PassResult, warnings: int) -> None:
-    """The record rows' counts, marks and bad values, and every row's warnings."""
+    """Add the record rows' counts, marks and refusals, and every row's warnings, to ``out``."""
     base = table.filter(pc.equal(table.column(_QUERY), -1))
     offset = base.column(f"{_RAW}_offset")
     data = base.filter(pc.is_valid(offset))
-    out.records = data.num_rows
+    out.records += data.num_rows
     pid = data.column(f"{_RAW}_pid")
-    out.unparseable_keys = pid.null_count
-    out.refused = _trues(data.column(_BAD)) + sum(
+    out.unparseable_keys += pid.null_count
+    out.refused += _trues(data.column(_BAD)) + sum(
         _trues(table.column(name)) for name in table.column_names if name.startswith(_REFUSED))
     keyed = data.filter(pc.is_valid(pid)).select(
         [f"{_RAW}_pid", f"{_RAW}_source_partition", f"{_RAW}_source_offset"])
@@ -110,13 +126,13 @@ def _read(table: pa.Table, out: PassResult, warnings: int) -> None:
             [(f"{_RAW}_source_offset", "max")])
         for p, s, hi in zip(*[grouped.column(i).to_pylist() for i in range(3)], strict=True):
             if hi is not None:
-                out.marks[(p, s)] = hi
+                out.marks[(p, s)] = max(hi, out.marks.get((p, s), hi))
     tallies = base.filter(pc.is_null(offset))
     if tallies.num_rows:
-        out.tally = Tally(**{name[1:]: int(pc.sum(tallies.column(f"{_RAW}{name}")).as_py() or 0)
-                             for name in TALLY})
+        out.tally.add(Tally(**{name[1:]: int(pc.sum(tallies.column(f"{_RAW}{name}")).as_py()
+                                             or 0) for name in TALLY}))
     for k in range(warnings):
-        out.warnings[k] = _trues(table.column(f"_sqe_warn{k}"))
+        out.warnings[k] += _trues(table.column(f"_sqe_warn{k}"))
 
 
 def _trues(column: pa.ChunkedArray | pa.Array) -> int:

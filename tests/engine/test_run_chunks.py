@@ -42,10 +42,16 @@ def _write(tmp_path: Path, name: str, commands: list) -> Path:
     return path
 
 
-def _writer(tmp_path: Path, source: str, chunked: str) -> Path:
+def _typed(typed: bool, fields: dict[str, str]) -> dict:
+    """The stream's options: with ``typed``, its declared fields (planned once: one pass)."""
+    return {"options": {"jw.sqe.spout.fields": fields}} if typed else {}
+
+
+def _writer(tmp_path: Path, source: str, chunked: str, typed: bool = False) -> Path:
     return _write(tmp_path, "writer", [
         {"CreateStream": {"streamName": "Events", "objectName": source, "spoutName": "KAFKA",
-                          "deserializer": "json"}},
+                          "deserializer": "json",
+                          **_typed(typed, {"id": "bigint", "region": "string"})}},
         {"Query": {"insertInto": {
             "objectName": chunked, "stateName": "KAFKA", "fields": ["id", "region"],
             "options": {"jw.sqe.state.kafka.keytype": "StreamMetadata",
@@ -59,12 +65,15 @@ def _writer(tmp_path: Path, source: str, chunked: str) -> Path:
     ])
 
 
-def _reader(tmp_path: Path, name: str, chunked: str, dest: str, **options) -> Path:
+def _reader(tmp_path: Path, name: str, chunked: str, dest: str, typed: bool = False,
+            **options) -> Path:
+    fields = {"jw.sqe.spout.fields": {"id": "bigint"}} if typed else {}
     return _write(tmp_path, name, [
         {"CreateStream": {"streamName": "Chunked", "objectName": chunked, "spoutName": "KAFKA",
                           "deserializer": "json",
                           "options": {"jw.sqe.spout.kafka.chunks": True,
-                                      "jw.sqe.spout.kafka.filterReplays": True, **options}}},
+                                      "jw.sqe.spout.kafka.filterReplays": True, **fields,
+                                      **options}}},
         {"Query": {"insertInto": {"objectName": dest, "stateName": "KAFKA", "fields": ["id"],
                                   "options": {"jw.sqe.state.kafka.keytype": "StreamMetadata"}},
                    "select": {"expressions": ["id"]}, "from": {"objectName": "Chunked"}}},
@@ -82,12 +91,13 @@ def _ids(kafka: str, topic: str) -> list[int]:
     return [json.loads(r.value) for r in read_topic(kafka, topic)]
 
 
+@pytest.mark.parametrize("typed", [False, True], ids=["per-batch", "one-pass"])
 def test_selective_readers_get_exactly_their_messages(spark, kafka_bootstrap, kafka_topic,
-                                                      redis_url, tmp_path):
+                                                      redis_url, tmp_path, typed):
     source, chunked = kafka_topic(2, "events"), kafka_topic(2, "chunked")
     events = _events(1200, 2)
     produce(kafka_bootstrap, source, events)
-    _run(_writer(tmp_path, source, chunked), spark, kafka_bootstrap, redis_url, "writer",
+    _run(_writer(tmp_path, source, chunked, typed), spark, kafka_bootstrap, redis_url, "writer",
          tmp_path / "ck-w")
     regions = {i: json.loads(v)["region"] for i, (_, v, _) in enumerate(events)}
 
@@ -97,8 +107,8 @@ def test_selective_readers_get_exactly_their_messages(spark, kafka_bootstrap, ka
             "jw.sqe.state.kafka.brokers": kafka_bootstrap,
             "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url}
     plan = plan_topology(load_topology(_reader(
-        tmp_path, "only", chunked, only, **{"jw.sqe.spout.kafka.filterValues": ["region-7"]})),
-        conf=conf)
+        tmp_path, "only", chunked, only, typed,
+        **{"jw.sqe.spout.kafka.filterValues": ["region-7"]})), conf=conf)
     (report,) = run_topology(plan, spark, "only", tmp_path / "ck-o", "once",
                              on_start=queries.extend)
     assert sorted(_ids(kafka_bootstrap, only)) == [i for i, r in regions.items() if r == "region-7"]
@@ -112,7 +122,7 @@ def test_selective_readers_get_exactly_their_messages(spark, kafka_bootstrap, ka
     assert metrics["chunks_skipped_bloom"] == t.chunks_skipped_bloom
     assert metrics["messages_decoded"] == t.messages_decoded
 
-    _run(_reader(tmp_path, "unf", chunked, with_unfiltered,
+    _run(_reader(tmp_path, "unf", chunked, with_unfiltered, typed,
                  **{"jw.sqe.spout.kafka.filterValues": ["region-7"],
                     "jw.sqe.spout.kafka.matchUnfiltered": True}),
          spark, kafka_bootstrap, redis_url, "unf", tmp_path / "ck-u")
@@ -126,15 +136,16 @@ def test_selective_readers_get_exactly_their_messages(spark, kafka_bootstrap, ka
         assert offsets == sorted(set(offsets))
 
 
+@pytest.mark.parametrize("typed", [False, True], ids=["per-batch", "one-pass"])
 def test_replayed_chunks_are_dropped_whole_and_a_second_run_reads_nothing_new(
-        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, typed):
     source, chunked, out = kafka_topic(1, "events"), kafka_topic(1, "chunked"), kafka_topic(1)
     produce(kafka_bootstrap, source, _events(300, 1))
-    writer = _writer(tmp_path, source, chunked)
+    writer = _writer(tmp_path, source, chunked, typed)
     _run(writer, spark, kafka_bootstrap, redis_url, "writer", tmp_path / "ck-w1")
     _run(writer, spark, kafka_bootstrap, redis_url, "writer", tmp_path / "ck-w2")  # all replayed
-    (report,) = _run(_reader(tmp_path, "all", chunked, out), spark, kafka_bootstrap, redis_url,
-                     "all", tmp_path / "ck-r")
+    (report,) = _run(_reader(tmp_path, "all", chunked, out, typed), spark, kafka_bootstrap,
+                     redis_url, "all", tmp_path / "ck-r")
     assert sorted(_ids(kafka_bootstrap, out)) == list(range(300))
     assert (report.source.chunks_skipped_hwm, report.replays_dropped) == (15, 300)
     assert report.source.messages_decoded == 300
