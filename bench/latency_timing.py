@@ -54,6 +54,10 @@ CHUNK_MIN, CHUNK_MAX = 64, 16_384
 IDLE_READ_S = 0.25
 BURST = 5_000  # events a send of an unthrottled producer
 GROWTH = (1.5, 0.5)  # grew: p50 of the last third > 1.5 x p50 of the first third + 0.5 s
+#: A rate is kept up with when the events in flight as sending ends are at most this many
+#: seconds of input (a chain that fell behind early has a flat but huge latency, not a growing
+#: one: only what it still owes at the end shows it).
+KEPT_UP_SECONDS = 3.0
 
 
 class Producer(threading.Thread):
@@ -263,3 +267,20 @@ def latencies(producer: Producer, arrivals: Arrivals) -> dict[str, Any]:
             "drain_s": max(0.0, (max(got) - producer.end_ns) / 1e9),
             "p50_by_second_s": [round(statistics.median(v), 4)
                                 for _, v in sorted(by_second.items())]}
+
+
+def not_held(row: dict[str, Any]) -> str | None:
+    """Why a rate run's ``row`` (rate, sent, and the :func:`latencies`) does not show its system
+    holding the rate, in a few words; None when it held it: every timed event delivered, the
+    events in flight when sending ended at most :data:`KEPT_UP_SECONDS` of input, and the
+    latency not climbing over the run (``grew``)."""
+    if not row.get("delivered"):
+        return "nothing delivered"
+    owed = row.get("in_flight_at_end", 0)
+    if owed > row["rate"] * KEPT_UP_SECONDS:
+        return (f"{owed:,} events ({owed / row['rate']:.1f} s of input) still in flight when "
+                "sending ended")
+    if row.get("grew"):
+        return (f"latency climbed: p50 {row['p50_first_third_s']:.2f} s in the first third, "
+                f"{row['p50_last_third_s']:.2f} s in the last")
+    return None

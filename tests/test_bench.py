@@ -243,3 +243,27 @@ def test_sustained_rate_counts_the_events_between_the_10th_and_90th_percentile_a
                    {"system": "plain", "sustained_rate": 40.0},
                    {"system": "quix", "sustained_rate": None}]) == {"quix": None, "plain": 0.25}
     assert ratios([{"system": "plain", "sustained_rate": 40.0}]) == {}
+
+
+def test_a_rate_is_held_only_when_little_is_in_flight_at_the_end_and_latency_stays_flat(
+        monkeypatch):
+    """bench/latency.py's verdict: a chain that fell behind early has a flat, huge latency;
+    what it still owes when sending ends shows it (the run of issue 45: 213,800 of 300,000)."""
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from latency import held
+    from latency_timing import not_held
+
+    behind = {"system": "sqe", "rate": 5000, "problems": [], "delivered": 300_000,
+              "in_flight_at_end": 213_800, "grew": False, "p50_first_third_s": 36.0,
+              "p50_last_third_s": 24.0}
+    assert not_held(behind) == ("213,800 events (42.8 s of input) still in flight when sending "
+                                "ended")
+    kept = behind | {"rate": 1000, "in_flight_at_end": 2500, "p50_first_third_s": 0.4,
+                     "p50_last_third_s": 0.5}
+    assert not_held(kept) is None
+    climbing = kept | {"rate": 2000, "grew": True, "p50_last_third_s": 2.5}
+    assert not_held(climbing) == ("latency climbed: p50 0.40 s in the first third, 2.50 s in "
+                                  "the last")
+    assert not_held(kept | {"delivered": 0}) == "nothing delivered"
+    assert held([behind, kept, climbing], "sqe") == 1000
+    assert held([behind], "sqe") is None
