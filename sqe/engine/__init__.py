@@ -2,7 +2,9 @@
 
 Owns what runs per stream (:mod:`~sqe.engine.pipeline`: the source, the pid, the
 queries and their sinks), the ``foreachBatch`` body of one micro-batch
-(:mod:`~sqe.engine.batch`: replay accounting, queries, sinks, the HWM commit), the
+(:mod:`~sqe.engine.batch`: admission, then one pass, :mod:`~sqe.engine.one_pass`, or the
+per-batch way, :mod:`~sqe.engine.per_batch`: replay accounting, queries, sinks, the HWM
+commit), the
 streaming queries' life (:mod:`~sqe.engine.runner`), what a batch did and where
 it is kept (:mod:`~sqe.engine.batch_report`, :mod:`~sqe.engine.progress`), and the
 SparkSession (:mod:`~sqe.engine.session`, :mod:`~sqe.engine.prereq`).  States are

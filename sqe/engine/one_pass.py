@@ -1,6 +1,6 @@
 """A stream's micro-batch as one pass: one Spark job, planned once for the run.
 
-The ``foreachBatch`` way (:mod:`sqe.engine.batch`) builds every batch's DataFrames again on
+The per-batch way (:mod:`sqe.engine.per_batch`) builds every batch's DataFrames again on
 the driver (the deserializer's, each query's, each state's) and runs a Spark job to read and
 count, then one to write.  For a stream whose plan does not depend on its data, this module
 plans all of it once, as one streaming DataFrame that Spark re-plans on the JVM side each

@@ -381,6 +381,8 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
         for q in queries:
             if q.isActive:
                 q.stop()
+        for proc in processors:
+            proc.close()
         if follower is not None:
             follower.stop()
         hub.ended()

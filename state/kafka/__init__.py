@@ -1,7 +1,8 @@
 """The Kafka state: a query's output written to a topic from the executors.
 
 :mod:`~sqe.state.kafka.sink` writes (keys, values, filter-value headers or chunks,
-through a partitioner); :mod:`~sqe.state.kafka.layout` is how its records are laid out
+through a partitioner), with the executors' task in :mod:`~sqe.state.kafka.produce`;
+:mod:`~sqe.state.kafka.layout` is how its records are laid out
 over the topic's partitions, which its stream keeps while a reader may be behind.
 
 May import: what :mod:`sqe.state` may.

@@ -44,40 +44,29 @@ does.
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
 from sqe.config.client_properties import property_problems
 from sqe.config.kafka_client import (
-    FLUSH_TIMEOUT,
-    RefusedRecord,
-    Sender,
     new_producer,
     producer_conf,
     topic_partitions,
 )
-from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
-from sqe.faults import armed, fault_point
 from sqe.lang.expressions import Expression
 from sqe.ledger.hwm import HwmStore
-from sqe.partitioners import resolve
 from sqe.state.kafka.layout import KafkaLayout, canonical_partitioner, grown_topic
+from sqe.state.kafka.produce import producer_task
 from sqe.state.sink import RowTask, Sink, SinkTarget, task_counts
-from sqe.wire.arrays import binaries, counts_batch, to_numpy
 from sqe.wire.chunk.codec import Codec
-from sqe.wire.chunk.pack import encode_chunks
 from sqe.wire.columns import CARRIED, field_column
-from sqe.wire.headers import FILTER_HEADER
-from sqe.wire.keys import encode_keys
 
 __all__ = ["FILTER_VALUE_COLUMN", "KafkaSink", "KafkaStateConfig", "write_kafka"]
 
@@ -193,7 +182,7 @@ class KafkaSink(Sink):
 
     def pass_task(self) -> RowTask:
         """Produce the rows, flush, count (the task of :meth:`write`)."""
-        return _producer_task(self.config)
+        return producer_task(self.config)
 
     def pass_at_once(self) -> bool:
         """With chunking: the chunks depend on the task's input range only, not on how Spark
@@ -250,149 +239,11 @@ def _prepare_columns(df: DataFrame, cfg: KafkaStateConfig) -> list[Column]:
     return [key.alias("_k"), value.alias("_v"), *[F.col(c) for c in carried], *extra]
 
 
-def _keys(batch: pa.RecordBatch, keytype: str) -> pa.Array:
-    if keytype == "streammetadata":
-        cols = [to_numpy(batch.column(c)) for c in CARRIED]
-        return encode_keys(*cols)
-    if keytype == "messagehash":
-        hashes = to_numpy(batch.column("_k")).astype(">i8")
-        fixed = pa.Array.from_buffers(pa.binary(8), len(hashes),
-                                      [None, pa.py_buffer(hashes.tobytes())])
-        return fixed.cast(pa.binary())
-    return batch.column("_k")
-
-
-def _records(batches: Iterator[pa.RecordBatch], cfg: KafkaStateConfig
-             ) -> Iterator[tuple[pa.Array, list, list | None]]:
-    """Groups of (keys, values, filter values or None) to produce, from the task's rows.
-
-    With chunking, all rows of the task are packed at once, so the chunks depend on
-    the task's input range only (not on how Spark cut it into Arrow batches).
-    """
-    if not cfg.chunking:
-        for batch in batches:
-            fvs = batch.column("_fv").to_pylist() if "_fv" in batch.schema.names else None
-            yield _keys(batch, cfg.keytype), batch.column("_v").to_pylist(), fvs
-        return
-    table = pa.Table.from_batches(list(batches))
-    if table.num_rows == 0:
-        return
-    table = table.combine_chunks()
-    pid, part, off = (to_numpy(table.column(c)) for c in CARRIED)
-    fv = (table.column("_fv").chunk(0) if "_fv" in table.column_names
-          else pa.nulls(table.num_rows, pa.string()))
-    chunks = encode_chunks(pid, part, off, fv, table.column("_v").chunk(0), cfg.chunk_messages,
-                           cfg.chunk_bytes, cfg.filter_size, cfg.chunk_codec)
-    yield binaries([c.key for c in chunks]), [c.data for c in chunks], None
-
-
-def _sliced(groups: Iterator[tuple[pa.Array, list, list | None]], size: int
-            ) -> Iterator[tuple[pa.Array, list, list | None]]:
-    for keys, values, fvs in groups:
-        for start in range(0, len(values), size):
-            yield (keys.slice(start, size), values[start:start + size],
-                   fvs[start:start + size] if fvs is not None else None)
-
-
-def _producer_task(cfg: KafkaStateConfig) -> Any:
-    """The function each Spark task runs: produce its rows, flush, yield the count written."""
-
-    def produce(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        begin_task()
-        conf = producer_conf(cfg.brokers, dict(cfg.extra))
-        conf.setdefault("partitioner", "murmur2_random")
-        sender = _sender(conf, f"Kafka state {cfg.topic}")
-        try:
-            yield from _produce(cfg, sender, batches)
-        except BaseException:
-            _drop(conf)  # what it may still hold must not reach the next task's flush
-            raise
-
-    return produce
-
-
-#: This executor process's producers, by their settings: reused by every task and batch
-#: (Spark reuses its Python workers), flushed at the end of each task.
-_SENDERS: dict[str, Sender] = {}
-
-
-def _conf_key(conf: Mapping[str, Any]) -> str:
-    return json.dumps(conf, sort_keys=True, default=str)
-
-
-def _sender(conf: Mapping[str, Any], role: str) -> Sender:
-    """This process's sender for ``conf`` (made on first use), with no failure noted."""
-    key = _conf_key(conf)
-    sender = _SENDERS.get(key)
-    if sender is None:
-        sender = _SENDERS[key] = Sender.start(conf, role)
-    sender.failures.clear()
-    return sender
-
-
-def _drop(conf: Mapping[str, Any]) -> None:
-    """Forget the sender of ``conf`` after a failed task, purging what it still queues."""
-    sender = _SENDERS.pop(_conf_key(conf), None)
-    if sender is not None:
-        sender.producer.purge()
-        sender.producer.flush(0)
-
-
-def _produce(cfg: KafkaStateConfig, sender: Sender, batches: Iterator[pa.RecordBatch]
-             ) -> Iterator[pa.RecordBatch]:
-    """One task: produce its rows, flush, yield the count written."""
-    now = len(topic_partitions(sender.producer, cfg.topic, cfg.brokers, StateError,
-                               "Kafka state"))
-    n_partitions = cfg.partitions or now
-    if n_partitions > now:
-        raise StateError(f"Kafka state {cfg.topic} on {cfg.brokers}: the topic has {now} "
-                         f"partitions, fewer than the {n_partitions} this stream places records "
-                         "over, so it was deleted and created again; its readers' offsets and "
-                         "high-water marks no longer match it: start the topologies that read "
-                         "it over, and this one once with --adopt-layout")
-    partitioner = resolve(cfg.partitioner) if cfg.partitioner else None
-    written = 0
-    groups = _records(batches, cfg)
-    fault_at = armed("kafka-state-sent")
-    if fault_at:  # a crash test stops this task after fault_at records reached Kafka
-        groups = _sliced(groups, fault_at)
-    for keys, values, fvs in groups:
-        if partitioner is not None:
-            try:
-                targets = partitioner.partition_array(keys, n_partitions).tolist()
-            except ValueError as exc:
-                raise StateError(f"Kafka state {cfg.topic}: partitioner "
-                                 f"{cfg.partitioner}: {exc}") from None
-        else:
-            targets = [-1] * len(values)  # RD_KAFKA_PARTITION_UA: the producer decides
-        headers = ([None if f is None else [(FILTER_HEADER, f.encode("utf-8"))] for f in fvs]
-                   if fvs is not None else None)
-        try:
-            sender.send_many(cfg.topic, values, keys.to_pylist(), targets, headers)
-        except RefusedRecord as exc:
-            raise StateError(
-                f"Kafka state {cfg.topic} on {cfg.brokers}: a record was refused "
-                f"({exc}); the batch fails and nothing of it is committed") from None
-        sender.producer.poll(0)
-        if sender.failures:
-            break
-        written += len(values)
-        if fault_at is not None:
-            sender.producer.flush(FLUSH_TIMEOUT)
-            fault_point("kafka-state-sent", written)
-    problem = sender.finish(FLUSH_TIMEOUT)
-    if problem:
-        raise StateError(f"Kafka state {cfg.topic} on {cfg.brokers}: delivery failed "
-                         f"({problem}); the batch fails and its retry is filtered downstream "
-                         "as replays")
-    yield counts_batch(written=written, partitions=now)
-
-
 def _send(df: DataFrame, cfg: KafkaStateConfig) -> tuple[int, int]:
     """Write ``df`` to Kafka from the executors: the number of records written, and the most
     partitions a task found the topic to have (0 when no task ran)."""
     prepared = _prepare(df, cfg)
-    counts = task_counts(prepared.mapInArrow(_producer_task(cfg), "written long, partitions long"))
+    counts = task_counts(prepared.mapInArrow(producer_task(cfg), "written long, partitions long"))
     done = counts.get(None, {})
     return done.get("written", 0), done.get("partitions", 0)
 

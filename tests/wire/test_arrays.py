@@ -141,7 +141,8 @@ from sqe.source.rows import Records, to_rows
 from sqe.wire.chunk.pack import encode_chunks
 from sqe.wire.arrays import binaries, from_numpy, strings
 from sqe.wire.keys import encode_keys
-from sqe.state.kafka.sink import KafkaStateConfig, _records
+from sqe.state.kafka.produce import records as _records
+from sqe.state.kafka.sink import KafkaStateConfig
 from sqe.state.postgres.sink import _csv_task
 from sqe.state.redis.protocol import hset_commands
 assert "pandas" not in sys.modules, "imported with the modules"
