@@ -149,6 +149,7 @@ class HwmStore:
         #: the stages a commit left to apply, and the last batch whose rows are all applied
         self.apply_keys = [f"sqe:{{{tag}}}:apply", f"sqe:{{{tag}}}:applied"]
         self.replicas, self.replica_timeout = replicas, replica_timeout
+        self._same: dict[str, bool] = {}  # same_database's answers, by the other's address
         self._commit = client.register_script(COMMIT)
         self._load = client.register_script(LOAD)
         self._last = client.register_script(LAST)
@@ -345,11 +346,15 @@ class HwmStore:
             return False
         if self.endpoint.database != other.database:
             return False
-        client = other.connect()
-        try:
-            return bool(self.client.info("server")["run_id"] == client.info("server")["run_id"])
-        finally:
-            client.close()
+        known = self._same.get(other.display)
+        if known is None:  # asked once per store: a run keeps its store between batches
+            client = other.connect()
+            try:
+                known = self._same[other.display] = bool(
+                    self.client.info("server")["run_id"] == client.info("server")["run_id"])
+            finally:
+                client.close()
+        return known
 
     def reset(self) -> int:
         """Forget this consumer's HWMs and the offsets it committed, keeping its batch id.
