@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import redis
 from pyspark.sql import DataFrame
@@ -36,6 +37,7 @@ from sqe.engine.pipeline import StreamPipeline
 from sqe.engine.spark_api import describe_jobs
 from sqe.errors import SourceError, StaleBatchError
 from sqe.ledger.hwm import HwmStore
+from sqe.source.kafka import KafkaSource
 from sqe.state.sink import Batch
 
 __all__ = ["BatchProcessor"]
@@ -112,7 +114,8 @@ class BatchProcessor:
             if self.plan is None:
                 self._per_batch.run(rows, batch, report)
             elif not write_one_pass(self.plan, rows, batch, report, self._name_jobs):
-                self._per_batch.run(raw_rows(rows), batch, report)  # the careful way finds what failed
+                # the per-batch way finds the record behind it, in the batch read again
+                self._per_batch.run(self._read_again(rows, spark_batch), batch, report)
             failed = False
         except StaleBatchError as exc:
             if store is not None:  # refused: what this run staged for the batch goes too
@@ -124,6 +127,20 @@ class BatchProcessor:
             if failed:  # the next batch starts on a new connection
                 self.close()
         self._done(report)
+
+    def _read_again(self, rows: DataFrame, spark_batch: int) -> DataFrame:
+        """The source's rows of a one-pass batch, read again from its offsets (a batch read:
+        no query runs on them); from the batch itself (where a row a query fails on fails
+        again) when its offsets are not known (a checkpoint of an older SQE)."""
+        ck, source = self.checkpoint, self.p.source
+        span = ck.batch_range(spark_batch) if ck is not None else None
+        if span is None or source is None:
+            return raw_rows(rows)
+        start, end = span
+        moved = self.p.starting_at(start, "the batch's start").source
+        assert moved is not None
+        return rows.sparkSession.read.format(KafkaSource.name()).options(
+            **replace(moved, ending=end).to_options()).load()
 
     def _name_jobs(self, frame: DataFrame, what: str) -> None:
         """Name the Spark jobs started next (Spark's UI and event log show the name)."""

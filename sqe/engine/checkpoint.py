@@ -6,6 +6,10 @@ the source offsets each batch ends at, written before the batch runs, and
 own files, on a local disk directly and elsewhere (HDFS, S3) through the session's
 Hadoop FileSystem:
 
+* ``<streamName>/sqe-start-offsets``: the source offsets batch 0 starts at, fixed when the
+  checkpoint was new (a source's ``startingOffsets`` of ``latest`` or ``earliest`` would say
+  otherwise later), so batch 0 run again reads what it read, and any batch can be read again
+  (:meth:`StreamCheckpoint.batch_range`);
 * ``<streamName>/sqe-batch-base``: the id the stores count this checkpoint's
   batch 0 as (absent: 0).  A checkpoint that resumed from the stores' commits, or
   that started after ``sqe reset``, continues their numbering, so no batch id a
@@ -29,6 +33,7 @@ __all__ = ["FILE_MANAGER_SETTING", "CheckpointFiles", "StreamCheckpoint", "local
            "not_a_directory", "use_file_system_manager"]
 
 _BASE = "sqe-batch-base"
+_START = "sqe-start-offsets"
 
 
 def local_checkpoint(spark: SparkSession, location: str) -> str:
@@ -227,3 +232,20 @@ class StreamCheckpoint:
     def set_base(self, base: int) -> None:
         """Record ``base`` (for a checkpoint that has no batch yet)."""
         self.files.write(_BASE, f"{int(base)}\n")
+
+    def start_offsets(self) -> str | None:
+        """The source offsets this checkpoint's batch 0 starts at (Spark's JSON), as the run
+        that began it recorded them; None: not recorded (a FIXED stream, or an older SQE)."""
+        text = self.files.read(_START)
+        return text.strip() if text and text.strip() else None
+
+    def set_start_offsets(self, offsets: str) -> None:
+        """Record where batch 0 starts (for a checkpoint that has no batch yet)."""
+        self.files.write(_START, offsets + "\n")
+
+    def batch_range(self, batch_id: int) -> tuple[str, str] | None:
+        """The source offsets Spark's batch ``batch_id`` starts and ends at, or None when one
+        of them is not known."""
+        start = self.start_offsets() if batch_id == 0 else self.end_offsets(batch_id - 1)
+        end = self.end_offsets(batch_id)
+        return (start, end) if start is not None and end is not None else None

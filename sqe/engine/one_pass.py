@@ -69,30 +69,22 @@ def _raw(name: str) -> str:
 @dataclass(frozen=True)
 class OnePassPlan:
     """A stream planned once: the streaming DataFrame of its records' rows (each record once
-    for itself, ``_q`` = -1, and once per query), and the columns that make a batch of it
-    what its one job writes (:meth:`batch`)."""
+    for itself, ``_q`` = -1, and once per query) with what each state's task writes."""
 
     frame: DataFrame
     #: (query index, its step) of every query that writes a state
     states: tuple[tuple[int, QueryStep], ...]
     #: the warning counter of each warning column, in order (``_sqe_warn<k>``)
     warnings: tuple[str, ...]
-    #: the projections that :meth:`batch` applies, in order (built once, resolved per batch)
-    projections: tuple[tuple[Column | str, ...], ...] = ()
-
-    def batch(self, rows: DataFrame) -> DataFrame:
-        """A batch of :attr:`frame` as its one job writes it: per row the query, the source's
-        columns (a record's row), the warnings and each state's task columns (its query's
-        rows that its ``where`` keeps)."""
-        for columns in self.projections:
-            rows = rows.select(*columns)
-        return rows
 
 
 def raw_rows(frame: DataFrame) -> DataFrame:
-    """The source's rows of a batch of :attr:`OnePassPlan.frame`, as the source gave them
-    (the ``foreachBatch`` way takes them from here; no query's column is computed)."""
-    return frame.where(F.col(QUERY) == -1).select(*SCHEMA.names)
+    """The source's rows of a batch of :attr:`OnePassPlan.frame`, as the source gave them.
+    Spark computes the batch's whole plan for them (``foreachBatch`` gives the batch as a
+    planned RDD), so a row a query fails on fails this too: a batch is better read again
+    from its offsets (:class:`~sqe.source.kafka.KafkaBatchReader`)."""
+    return frame.where(F.col(QUERY) == -1).select(
+        *[F.col(_raw(name)).alias(name) for name in SCHEMA.names])
 
 
 def why_not_one_pass(p: StreamPipeline) -> str | None:
@@ -161,21 +153,17 @@ def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
             for f, col in zip(base.select(*proj.columns).schema.fields, proj.columns,
                               strict=True):
                 fields[f.name.lower()][i] = col
-        kept = by_query({i: data if proj.condition is None
-                         else data & F.coalesce(proj.condition, F.lit(False))
-                         for i, proj in enumerate(projections)})
         kept_by = {i: data if proj.condition is None
                    else data & F.coalesce(proj.condition, F.lit(False))
                    for i, proj in enumerate(projections)}
         kept = (q == -1) | by_query(kept_by)
-        # A record's own row first, then one per query; the queries' columns are computed
-        # per batch (plan.batch), so a frame of the records' rows alone (raw_rows) evaluates
-        # none of them, and a query's columns are computed in the rows its where keeps only.
+        # A record's own row first, then one per query; a query's columns are computed in
+        # the rows its where keeps only.
         frame = base.select("*", F.explode(F.sequence(F.lit(-1), F.lit(len(p.steps) - 1)))
                             .alias(QUERY))
         bad = (F.coalesce(des.undecodable, F.lit(False)) if des.undecodable is not None
                else F.lit(False))
-        first: tuple[Column | str, ...] = (
+        rows = frame.select(
             QUERY, kept.alias(KEPT),
             *[F.when(q == -1, F.col(n)).alias(_raw(n)) for n in SCHEMA.names],
             F.when(q == -1, bad).otherwise(False).alias(BAD),
@@ -185,7 +173,6 @@ def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
             *[F.when(q >= 0, F.col(c)).alias(c) for c in CARRIED],
             *[by_query({i: F.when(kept_by[i], col) for i, col in fields[key].items()})
               .alias(name) for key, (name, _) in shared.items()])
-        rows = frame.select(*first)
         extra = _state_columns(rows, p.steps)
         if extra:
             rows = rows.select("*", *extra)
@@ -203,15 +190,12 @@ def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
                 structs.append(F.when(mine, F.coalesce(reduce(lambda a, b: a | b, rejects),
                                                        F.lit(False))).otherwise(False)
                                .alias(f"{REFUSED}{i}"))
-        last: tuple[Column | str, ...] = (QUERY, BAD, *[_raw(n) for n in SCHEMA.names],
-                *[f"{_WARN}{k}" for k in range(len(warnings))], *structs)
-        rows.select(*last)  # analysed now: an error is the topology's, said before any batch
-        middle: tuple[Column | str, ...] = ("*", *extra)
-        steps = (first, middle, last) if extra else (first, last)
+        frame = rows.select(QUERY, BAD, *[_raw(n) for n in SCHEMA.names],
+                            *[f"{_WARN}{k}" for k in range(len(warnings))], *structs)
     except AnalysisException as exc:
         raise TopologyError(f"stream {p.stream.streamName}: Spark cannot plan its queries as "
                             f"one pass: {exc.getMessage()}") from None
-    return OnePassPlan(frame, tuple(states), tuple(n for n, _, _ in warnings), steps)
+    return OnePassPlan(frame, tuple(states), tuple(n for n, _, _ in warnings))
 
 
 def _state_columns(rows: DataFrame, steps: tuple[QueryStep, ...]) -> list[Column]:

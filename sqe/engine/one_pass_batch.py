@@ -57,8 +57,8 @@ def write_one_pass(plan: OnePassPlan, frame: DataFrame, batch: Batch, report: Ba
         name_jobs(frame, "read, run the queries and write " + ", ".join(
             s.describe() for s in opened) if opened else "read")
         try:
-            rows = plan.batch(frame).mapInArrow(pass_task(tasks, len(plan.warnings)),
-                                                RESULT_SCHEMA).collect()
+            rows = frame.mapInArrow(pass_task(tasks, len(plan.warnings)),
+                                    RESULT_SCHEMA).collect()
         except CapturedException as exc:
             if not row_level(exc):
                 raise

@@ -37,6 +37,7 @@ from sqe.ledger.commits import Commit
 from sqe.ledger.hwm import HwmStore
 from sqe.source.config import SourceConfig
 from sqe.source.fixed import fixed_options
+from sqe.source.kafka import KafkaStreamReader
 from sqe.state.registry import SINKS, sink_for, sink_problems
 from sqe.state.sink import Sink, SinkTarget
 from sqe.wire.keys import kafka_secondary_id, pid_for
@@ -104,16 +105,28 @@ class StreamPipeline:
         return StreamStores(self.consumer, self.settings, self.filtering,
                             tuple(step.sink for step in self.steps if step.sink is not None))
 
-    def starting_at(self, offsets: str) -> StreamPipeline:
+    def starting_at(self, offsets: str, why: str = "--resume-from-store") -> StreamPipeline:
         """This pipeline reading from ``offsets`` (``{"0": 42}``; a FIXED stream: ``{"rows": 3}``)
-        instead of ``startingOffsets``, for a run that resumes from the stores."""
+        instead of ``startingOffsets``, for a run that resumes from the stores (``why``: where
+        the offsets come from, in messages)."""
         if self.fixed is not None:
             return replace(self, fixed={**self.fixed, "start": str(json.loads(offsets)["rows"])})
         settings = StreamSettings(self.settings.settings.overlay(
-            {StreamSettings.starting_offsets.key: offsets}, "--resume-from-store"))
+            {StreamSettings.starting_offsets.key: offsets}, why))
         source = (SourceConfig(self.source.topic, settings, self.consumer, self.source.emit_tally)
                   if self.source is not None else None)
         return replace(self, settings=settings, source=source)
+
+    def initial_offsets(self) -> str | None:
+        """Where the ``sqe-kafka`` source would start now, as JSON offsets (``startingOffsets``
+        resolved against the brokers' watermarks); None for other sources."""
+        if self.source is None:
+            return None
+        reader = KafkaStreamReader(self.source)
+        try:
+            return json.dumps(reader.initialOffset())
+        finally:
+            reader.stop()
 
     @property
     def wanted_fields(self) -> list[str]:

@@ -182,6 +182,14 @@ def _prepare(p: StreamPipeline, checkpoint: StreamCheckpoint, resume: bool, reru
         log.info(f"{p.consumer}: resuming from what its stores committed: batch {start.base} "
                  f"reads from offsets {start.offsets}")
         p = p.starting_at(start.offsets)
+    if p.source is not None:  # batch 0 starts where it started, however often it runs
+        pinned = checkpoint.start_offsets()
+        if checkpoint.is_empty():
+            pinned = start.offsets or p.initial_offsets()
+            if pinned is not None:
+                checkpoint.set_start_offsets(pinned)
+        if pinned is not None and pinned != start.offsets:
+            p = p.starting_at(pinned, f"{checkpoint.location}/sqe-start-offsets")
     return _Stream(p, checkpoint, start.base)
 
 

@@ -11,7 +11,9 @@ of the reader's own:
 * ``hwmConsumer``: the consumer whose high-water marks filter replays
   (``<topology>.<stream>``; required with ``filterReplays``);
 * ``emitTally``: also yield each task's counters as one tally row
-  (:class:`~sqe.wire.columns.Tally`).
+  (:class:`~sqe.wire.columns.Tally`);
+* ``endingOffsets`` (a batch read, ``spark.read``, only): where the read ends, Spark's JSON
+  ``{"<partition>": <offset>}``, as ``startingOffsets`` (then JSON too) says where it starts.
 
 :class:`SourceConfig` is the validated result; :meth:`SourceConfig.to_options`
 gives the options back, so the runner and a direct user build the source the
@@ -51,7 +53,8 @@ __all__ = ["OPTION_PREFIX", "RangeGroup", "RangePartition", "SourceConfig", "gro
 OPTION_PREFIX = "jw.sqe.spout.kafka."
 
 #: The reader's own options (not ``jw.sqe.*`` keys), by their lower-case spelling.
-_OWN = {"topic": "topic", "hwmconsumer": "hwmConsumer", "emittally": "emitTally"}
+_OWN = {"topic": "topic", "hwmconsumer": "hwmConsumer", "emittally": "emitTally",
+        "endingoffsets": "endingOffsets"}
 
 #: Registry keys a reader option may name, by lower-case spelling (Spark lower-cases keys).
 _STREAM_KEYS = {key.lower(): key for key in REGISTRY if key.startswith(OPTION_PREFIX)}
@@ -84,6 +87,7 @@ class SourceConfig:
     stream: StreamSettings
     hwm_consumer: str | None = None
     emit_tally: bool = False
+    ending: str | None = None  # endingOffsets: where a batch read ends (Spark's JSON)
 
     def __post_init__(self) -> None:
         if self.stream.filter_replays and not self.hwm_consumer:
@@ -114,7 +118,14 @@ class SourceConfig:
             raise SourceError(f"sqe-kafka {topic}: jw.sqe.spout.kafka.format native is Spark's "
                               "own connector, not this source")
         consumer = str(lowered.get("hwmconsumer") or "").strip() or None
-        return cls(topic, stream, consumer, _flag(lowered, "emittally"))
+        ending = str(lowered.get("endingoffsets") or "").strip() or None
+        if ending is not None:
+            try:
+                parse_offsets(ending)
+            except (ValueError, AttributeError):
+                raise SourceError(f"sqe-kafka {topic}: endingOffsets must be JSON offsets "
+                                  f'such as {{"0": 42}}, got {ending!r}') from None
+        return cls(topic, stream, consumer, _flag(lowered, "emittally"), ending)
 
     def to_options(self) -> dict[str, str]:
         """The reader options that rebuild this config (what the runner passes to Spark)."""
@@ -122,6 +133,8 @@ class SourceConfig:
         out = {"topic": self.topic, "emitTally": "true" if self.emit_tally else "false"}
         if self.hwm_consumer:
             out["hwmConsumer"] = self.hwm_consumer
+        if self.ending:
+            out["endingOffsets"] = self.ending
         out.update({key: s.text(key) for key in sorted(s.explicit())
                     if key.startswith(OPTION_PREFIX)})
         return out

@@ -37,7 +37,7 @@ from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -49,15 +49,20 @@ from pyspark.sql.types import StructType
 from sqe.config.kafka_client import error_text, topic_partitions
 from sqe.config.worker_task import begin_task
 from sqe.errors import SourceError
-from sqe.source.config import RangeGroup, RangePartition, SourceConfig, group_ranges, parse_offsets
+from sqe.source.config import (
+    RangeGroup,
+    RangePartition,
+    SourceConfig,
+    parse_offsets,
+)
 from sqe.source.dead_letters import DeadLetters
 from sqe.source.marks import TaskMarks
-from sqe.source.offsets import limit_offsets, moved_partitions, offsets_json
+from sqe.source.offsets import limit_offsets, moved_partitions, offsets_json, plan_ranges
 from sqe.source.rows import Records, to_rows
 from sqe.wire.columns import SCHEMA, Tally
 from sqe.wire.headers import FILTER_HEADER
 
-__all__ = ["SOURCE_NAME", "KafkaSource", "KafkaStreamReader", "read_range"]
+__all__ = ["SOURCE_NAME", "KafkaBatchReader", "KafkaSource", "KafkaStreamReader", "read_range"]
 
 SOURCE_NAME = "sqe-kafka"
 
@@ -188,11 +193,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[RangeGroup]:
         """The ranges ``[start, end)`` of the Kafka partitions with records, as few input
         partitions (tasks) as hold ``minRecordsPerTask`` records each."""
-        begin = {int(p): int(o) for p, o in start.items()}
-        stop = {int(p): int(o) for p, o in end.items()}
-        ranges = [RangePartition(self.config.topic, p, begin.get(p, 0), e)
-                  for p, e in sorted(stop.items()) if e > begin.get(p, 0)]
-        return group_ranges(ranges, self.config.stream.min_records_per_task)
+        return plan_ranges(self.config, start, end)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, not in Kafka."""
@@ -204,6 +205,33 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._meta = None
 
     # -- executor side -----------------------------------------------------------------
+    def read(self, partition: RangeGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        """Consume each range of the group and yield Arrow record batches."""
+        for part in partition.ranges:
+            yield from read_range(self.config, part)
+
+
+class KafkaBatchReader(DataSourceReader):
+    """A batch read (``spark.read``) of the offsets between ``startingOffsets`` and
+    ``endingOffsets`` (both JSON), read as a micro-batch of them is: one way to read a batch
+    again, e.g. when its one pass failed and the per-batch way must find the record."""
+
+    def __init__(self, config: SourceConfig) -> None:
+        self.config = config
+
+    def partitions(self) -> list[RangeGroup]:
+        cfg = self.config
+        try:
+            start = parse_offsets(cfg.stream.starting_offsets)
+        except (ValueError, AttributeError):
+            raise SourceError(f"sqe-kafka {cfg.topic}: a batch read needs startingOffsets as "
+                              f'JSON offsets such as {{"0": 42}}, got '
+                              f"{cfg.stream.starting_offsets!r}") from None
+        if cfg.ending is None:
+            raise SourceError(f"sqe-kafka {cfg.topic}: a batch read needs the option "
+                              "endingOffsets (where it ends)")
+        return plan_ranges(cfg, start, parse_offsets(cfg.ending))
+
     def read(self, partition: RangeGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         """Consume each range of the group and yield Arrow record batches."""
         for part in partition.ranges:
@@ -358,3 +386,6 @@ class KafkaSource(DataSource):
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
         return KafkaStreamReader(SourceConfig.from_options(self.options))
+
+    def reader(self, schema: StructType) -> KafkaBatchReader:
+        return KafkaBatchReader(SourceConfig.from_options(self.options))

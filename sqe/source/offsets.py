@@ -19,8 +19,11 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["limit_offsets", "moved_partitions", "offsets_json"]
+from sqe.source.config import RangeGroup, RangePartition, SourceConfig, group_ranges
+
+__all__ = ["limit_offsets", "moved_partitions", "offsets_json", "plan_ranges"]
 
 
 def offsets_json(offsets: Mapping[int, int]) -> dict[str, int]:
@@ -72,3 +75,14 @@ def moved_partitions(topic: str, begin: Mapping[int, int],
             "records were removed, and the checkpoint's offsets no longer name its records; "
             "to read the topic as it is now from its start, run `sqe reset` for this "
             "topology's stream and start it on a new, empty checkpoint")
+
+
+def plan_ranges(cfg: SourceConfig, start: Mapping[Any, Any], end: Mapping[Any, Any]
+                ) -> list[RangeGroup]:
+    """The ranges ``[start, end)`` (offsets by partition) of the Kafka partitions with
+    records, as few input partitions (tasks) as hold ``minRecordsPerTask`` records each."""
+    begin = {int(p): int(o) for p, o in start.items()}
+    stop = {int(p): int(o) for p, o in end.items()}
+    ranges = [RangePartition(cfg.topic, p, begin.get(p, 0), e)
+              for p, e in sorted(stop.items()) if e > begin.get(p, 0)]
+    return group_ranges(ranges, cfg.stream.min_records_per_task)

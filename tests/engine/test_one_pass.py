@@ -286,3 +286,25 @@ def test_a_postgres_state_is_written_in_one_pass_and_a_row_it_cannot_hold_is_jud
                                "AND target = %s", (table,)).fetchall()
     assert got == [(f"e{i}", ["eu", "us", "apac"][i % 3], i) for i in range(12) if i != 6]
     assert batches == [(second.batch_id,)]
+
+
+def test_the_checkpoint_keeps_where_batch_0_started_so_any_batch_can_be_read_again(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    from sqe.engine.checkpoint import StreamCheckpoint
+
+    source = kafka_topic(3, "src")
+    produce(kafka_bootstrap, source, _events(6))
+    commands = _commands(source, kafka_topic(3, "out"), TYPES,
+                         **{"jw.sqe.spout.kafka.startingOffsets": "latest"})
+    plan = _plan(tmp_path / "pin.yaml", commands, kafka_bootstrap, redis_url,
+                 **_conf(kafka_bootstrap))
+    [first] = run_topology(plan, spark, "pin", tmp_path / "ck", "once")
+    ck = StreamCheckpoint(spark, str(tmp_path / "ck" / "In"))
+    assert first.records_read == 0  # latest, when the run began: 2 in each partition
+    assert json.loads(ck.start_offsets() or "") == {"0": 2, "1": 2, "2": 2}
+    produce(kafka_bootstrap, source, _events(9)[6:])
+    [second] = run_topology(plan, spark, "pin", tmp_path / "ck", "once")
+    assert second.records_read == 3
+    assert [json.loads(o) for o in ck.batch_range(0) or ()] == [{"0": 2, "1": 2, "2": 2}] * 2
+    assert [json.loads(o) for o in ck.batch_range(1) or ()] == [{"0": 2, "1": 2, "2": 2},
+                                                                 {"0": 3, "1": 3, "2": 3}]

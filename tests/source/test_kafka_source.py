@@ -396,3 +396,25 @@ def test_a_small_batch_is_read_by_one_task_and_a_large_one_by_a_task_per_partiti
     default = KafkaStreamReader(source_config(topic, kafka_bootstrap))
     assert [[r.partition for r in g.ranges] for g in default.partitions(start, end)] == [
         [0, 1, 2]]
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_a_batch_read_reads_exactly_the_offsets_between_its_start_and_end(spark, kafka_bootstrap,
+                                                                          kafka_topic):
+    topic = kafka_topic(2, "batchread")
+    produce(kafka_bootstrap, topic, [(None, f"v{i}".encode(), i % 2) for i in range(10)])
+    spark.dataSource.register(KafkaSource)
+    def read(**options: str):
+        return spark.read.format("sqe-kafka").options(topic=topic, brokers=kafka_bootstrap,
+                                                      **options).load()
+
+    rows = read(startingOffsets='{"0": 1, "1": 0}', endingOffsets='{"0": 4, "1": 2}')
+    got = sorted((r["_partition"], r["_offset"]) for r in data_rows(rows).collect())
+    assert got == [(0, 1), (0, 2), (0, 3), (1, 0), (1, 1)]
+    with pytest.raises(Exception, match="a batch read needs the option endingOffsets"):
+        read(startingOffsets='{"0": 0}').collect()
+    with pytest.raises(Exception, match="a batch read needs startingOffsets as JSON offsets"):
+        read(startingOffsets="earliest", endingOffsets='{"0": 4}').collect()
+    with pytest.raises(SourceError, match="endingOffsets must be JSON offsets"):
+        SourceConfig.from_options({"topic": topic, "endingOffsets": "latest"})
