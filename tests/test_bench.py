@@ -267,3 +267,36 @@ def test_a_rate_is_held_only_when_little_is_in_flight_at_the_end_and_latency_sta
     assert not_held(kept | {"delivered": 0}) == "nothing delivered"
     assert held([behind, kept, climbing], "sqe") == 1000
     assert held([behind], "sqe") is None
+
+
+def test_trigger_parts_splits_each_trigger_by_spark_s_event_log(monkeypatch, tmp_path):
+    """bench/trigger_parts.py over a made-up event log: a trigger's parts add up to it, the
+    jobs SQE named are the batch's, the cycle is start to start."""
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from trigger_parts import PROGRESS, main, medians, triggers
+
+    def progress(batch: int, at: str, total: int, add: int, commit: int, rows: int) -> dict:
+        return {"Event": PROGRESS, "progress": {
+            "name": "load.Enriched", "batchId": batch, "timestamp": at,
+            "durationMs": {"triggerExecution": total, "addBatch": add, "commitOffsets": commit},
+            "sources": [{"numInputRows": rows}]}}
+
+    def job(i: int, batch: int, start: int, end: int) -> list[dict]:
+        return [{"Event": "SparkListenerJobStart", "Job ID": i, "Submission Time": start,
+                 "Properties": {"spark.job.description":
+                                f"sqe load.Enriched batch {batch}: read, run the queries"}},
+                {"Event": "SparkListenerJobEnd", "Job ID": i, "Completion Time": end}]
+
+    log = [*job(0, 7, 1000, 1100), progress(0, "2026-01-01T00:00:00.000Z", 300, 250, 20, 900),
+           *job(1, 8, 2000, 2150), progress(1, "2026-01-01T00:00:00.400Z", 320, 260, 30, 1000),
+           progress(2, "2026-01-01T00:00:00.800Z", 90, 40, 10, 0)]  # no records: left out
+    rows = triggers(log)["load.Enriched"]
+    assert rows[0] == {"records": 900, "before": 30, "jobs": 100, "driver": 150, "after": 20,
+                       "trigger": 300, "cycle": 400}
+    assert rows[1]["jobs"] == 150 and rows[1]["driver"] == 110
+    m = medians(rows, 0)
+    assert m["triggers"] == 2 and m["trigger"] == 310 and m["cycle"] == 400
+    path = tmp_path / "events_1_local-1"
+    path.write_text("\n".join(json.dumps(e) for e in log))
+    assert main([str(tmp_path), "--skip", "0"]) == 0
+    assert main([str(tmp_path / "none")]) == 1
