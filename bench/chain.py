@@ -222,7 +222,10 @@ def child_env(tree: Path | None = None) -> dict[str, str]:
     set."""
     path = [str(tree or ROOT),
             *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    # Without PYTHONSAFEPATH, ``python -m`` puts the working directory (this tree) before
+    # PYTHONPATH, and another tree's sqe would never be imported.
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path),
+            **({"PYTHONSAFEPATH": "1"} if tree is not None else {})}
 
 
 def run_process(command: list[str], what: str, logs: Path, tree: Path | None = None) -> Proc:

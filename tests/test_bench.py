@@ -300,3 +300,19 @@ def test_trigger_parts_splits_each_trigger_by_spark_s_event_log(monkeypatch, tmp
     path.write_text("\n".join(json.dumps(e) for e in log))
     assert main([str(tmp_path), "--skip", "0"]) == 0
     assert main([str(tmp_path / "none")]) == 1
+
+
+def test_a_variant_tree_s_children_import_that_tree_s_sqe(monkeypatch, tmp_path):
+    """``python -m`` would put the working directory (this tree) before PYTHONPATH: a variant
+    of another tree must not run this tree's driver beside that tree's workers."""
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from chain import child_env
+
+    (tmp_path / "sqe").mkdir()
+    (tmp_path / "sqe" / "__init__.py").write_text("WHERE = 'other'\n")
+    env = child_env(tmp_path)
+    assert env["PYTHONPATH"].split(":")[0] == str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", "import sqe; print(sqe.WHERE)"], env=env,
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "other"
+    assert "PYTHONSAFEPATH" not in child_env()
