@@ -23,8 +23,10 @@ warm), and the ratio of the cycle to the ``default`` variant's.
 
 ``default`` (this tree's code, ``--config conf/local.yaml`` and the services) always runs;
 each ``--variant NAME=FILE`` adds ``--config FILE`` to both runs (a ``SQE:`` map of options,
-a ``Spark:`` map of Spark settings), and ``--variant NAME=DIR`` runs the ``sqe`` package of
-another source tree (an earlier commit: ``git worktree add DIR REV``).
+a ``Spark:`` map of Spark settings), ``--variant NAME=DIR`` runs the ``sqe`` package of
+another source tree (an earlier commit: ``git worktree add DIR REV``), and ``--connect`` adds
+the variant ``connect``: this tree over a Spark Connect server (started for the run unless
+``--remote`` names one), so its ratio is a hop's cycle over Connect against the classic one.
 Exit 1 when a run fails or its output is wrong.
 """
 
@@ -61,9 +63,10 @@ def parse_variant(text: str) -> tuple[str, Path]:
 
 
 def one_chain(s: chain.Services, size: chain.Size, records: int, variant: str,
-              where: Path | None) -> dict[str, dict[str, float]]:
-    """enrich then load of ``variant``, each ``sqe run --once`` in batches of ``records``;
-    per step the median batch duration and cycle of the batches after the first."""
+              where: Path | None, remote: bool = False) -> dict[str, dict[str, float]]:
+    """enrich then load of ``variant``, each ``sqe run --once`` in batches of ``records``
+    (over the Spark Connect server when ``remote``); per step the median batch duration and
+    cycle of the batches after the first."""
     tag = f"{variant}_{uuid.uuid4().hex[:6]}"
     enriched = chain.new_topic(s.brokers, "bench-cost-enriched")
     chain.flush(s.redis_url)
@@ -74,7 +77,8 @@ def one_chain(s: chain.Services, size: chain.Size, records: int, variant: str,
     out: dict[str, dict[str, float]] = {}
     for step, source, sink in (("enrich", size.topic, enriched), ("load", enriched, None)):
         run = s.sqe_run(chain.topology_copy(step, source, sink, s.work), f"cost_{step}_{tag}",
-                        s.work / "checkpoints" / f"{step}_{tag}", "--once", *extra, tree=tree)
+                        s.work / "checkpoints" / f"{step}_{tag}", "--once", *extra, tree=tree,
+                        remote=remote)
         later = run.batches[1:]
         if len(later) < 2:
             raise BenchError(f"{variant} {step}: only {len(run.batches)} batches")
@@ -94,10 +98,13 @@ def measure(args: argparse.Namespace, s: chain.Services, say: Any) -> dict[str, 
     produce_events(s.brokers, topic, events, partitions=chain.PARTITIONS)
     size = chain.Size(events, topic, chain.expected_store(events))
     variants: dict[str, Path | None] = {"default": None, **dict(args.variant)}
+    if s.connect is not None:
+        variants["connect"] = None
     runs: dict[str, list[dict[str, dict[str, float]]]] = {v: [] for v in variants}
     for rep in range(args.repeat):
         for name in chain.rotate(tuple(variants), rep):
-            got = one_chain(s, size, args.records, name, variants[name])
+            got = one_chain(s, size, args.records, name, variants[name],
+                            remote=name == "connect")
             runs[name].append(got)
             say(f"  {name} #{rep + 1}: " + ", ".join(
                 f"{step} {got[step]['cycle_s']:.2f} s a batch ({got[step]['duration_s']:.2f} s "
@@ -139,8 +146,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--brokers", help="a Kafka broker; default: start the local pip broker")
     ap.add_argument("--redis", help="a Redis URL with a database to flush; default: start "
                                     "redis-server")
+    ap.add_argument("--connect", action="store_true",
+                    help="also run this tree over Spark Connect (variant connect; a server is "
+                         "started unless --remote names one)")
+    ap.add_argument("--remote", help="the Spark Connect server of --connect (sc://HOST:PORT)")
     ap.add_argument("--json", action="store_true", help="also print one JSON object last")
     args = ap.parse_args(argv)
+    if args.remote and not args.connect:
+        ap.error("--remote names the server of --connect")
     if args.records < 1 or args.batches < 3 or args.repeat < 1:
         ap.error("--records and --repeat must be at least 1, --batches at least 3")
     say = lambda text: print(text, flush=True)  # noqa: E731
@@ -148,7 +161,12 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sqe-bench-cost-")))
         try:
             brokers, redis_url = local_services(stack, work, args.brokers, args.redis)
-            result = measure(args, chain.Services(brokers, redis_url, work), say)
+            connect = args.remote
+            if args.connect and not connect:
+                server = chain.start_connect_server(work / "connect")
+                stack.callback(server.kill)
+                connect = server.url
+            result = measure(args, chain.Services(brokers, redis_url, work, connect), say)
         except (BenchError, SqeError, ConnectionError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
