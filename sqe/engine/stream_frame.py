@@ -42,7 +42,8 @@ def source_frame(spark: SparkSession, p: StreamPipeline) -> DataFrame:
 
 
 def planned_once(p: StreamPipeline, frame: DataFrame) -> OnePassPlan | None:
-    """Stream ``p`` planned once over its source ``frame``, or None (said why, once)."""
+    """Stream ``p`` planned once over its source ``frame``, or None (why, logged at debug
+    level: ``sqe run --log-level debug``)."""
     store = p.stores.hwm_store() if why_not_one_pass(p) is None else None
     try:
         plan = plan_one_pass(p, frame, store)
@@ -50,7 +51,7 @@ def planned_once(p: StreamPipeline, frame: DataFrame) -> OnePassPlan | None:
         if store is not None:
             store.client.close()
     if isinstance(plan, str):
-        log.info(f"{p.consumer}: each batch is planned on its own: {plan}")
+        log.debug(f"{p.consumer}: each batch is planned on its own: {plan}")
         return None
-    log.info(f"{p.consumer}: planned once; each batch is one Spark job")
+    log.debug(f"{p.consumer}: planned once; each batch is one Spark job")
     return plan
