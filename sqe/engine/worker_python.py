@@ -5,11 +5,13 @@ every Python worker's ``PYTHONPATH``.  Python does not cache the bytecode of
 modules imported from a zip, so each worker daemon and each worker process
 compiles pyspark again from source -- about 2.5 s of CPU for what the workers
 import, paid several times while a local run starts, on a 2-core machine the
-largest part of the time to the first batch.  The zip holds the same files as
-the installed ``pyspark`` package next to it, whose bytecode is cached.
+largest part of the time to the first batch.  And at every task a worker calls
+``importlib.invalidate_caches()``, which reads each zip's directory on the path again:
+about 10 ms a task for each of a one-pass batch's two Python runners.  The zips hold the
+same files as the installed ``pyspark`` package next to them, whose bytecode is cached.
 
 :func:`local_worker_python` makes a small launcher that puts a directory holding
-only ``pyspark`` and ``py4j`` (links to the installed packages) ahead of the zips
+only ``pyspark`` and ``py4j`` (links to the installed packages) in place of Spark's two zips
 and runs :data:`sys.executable`; nothing else of the worker's path changes.  The
 runner uses it for a local master as ``PYSPARK_PYTHON`` (the workers) and
 ``PYSPARK_DRIVER_PYTHON`` (the Python processes the driver's JVM starts: the lookup of
@@ -42,7 +44,7 @@ def local_worker_python() -> str:
     if os.name != "posix":
         return sys.executable
     links = {name: _package_dir(name) for name in ("pyspark", "py4j")}
-    ident = "\0".join([sys.executable, *map(str, links.values())])
+    ident = "\0".join(["v2", sys.executable, *map(str, links.values())])
     home = Path(tempfile.gettempdir()) / (
         "sqe-worker-python-" + hashlib.blake2b(ident.encode(), digest_size=6).hexdigest())
     launcher = home / "python"
@@ -54,11 +56,15 @@ def local_worker_python() -> str:
         for name, target in links.items():
             (staging / name).symlink_to(target, target_is_directory=True)
         path = shlex.quote(str(home))
+        zips = shlex.quote(str(links["pyspark"] / "python" / "lib") + "/")
         (staging / "python").write_text(
             "#!/bin/sh\n"
             "# Spark's local Python workers: pyspark and py4j from the installed packages\n"
-            "# (bytecode cached) ahead of Spark's zips (compiled again by every worker).\n"
-            f'PYTHONPATH={path}"${{PYTHONPATH:+:$PYTHONPATH}}" '
+            "# (bytecode cached) instead of Spark's zips (compiled again by every worker,\n"
+            "# and read again at every task by importlib.invalidate_caches).\n"
+            f"rest=$(printf '%s' \"$PYTHONPATH\" | tr ':' '\\n' | grep -v -F {zips} "
+            "| paste -s -d: -)\n"
+            f'PYTHONPATH={path}"${{rest:+:$rest}}" '
             f'exec {shlex.quote(sys.executable)} "$@"\n')
         (staging / "python").chmod(0o755)
         staging.rename(home)
