@@ -93,23 +93,27 @@ redis.call('HSET', KEYS[4], 'offsets', ARGV[4], 'checkpoint', ARGV[5], 'reset', 
 return 1
 """
 
-# KEYS: apply, applied, one stage the apply hash names; ARGV: the most rows to apply.  Applies
-# up to that many of the stage's rows (SET or HSET, and EXPIRE, as COMMIT recorded) and deletes
-# them from the stage, in one step, so a crash between two calls applies nothing twice.  A
-# stage emptied leaves the apply hash; the last one deletes it and records its batch as
-# applied.  Replies how many rows the stage still holds (0: done; -1: not a stage to apply).
+# KEYS: apply, applied, one stage the apply hash names; ARGV: the rows to apply.  Applies about
+# that many of the stage's rows (a page of its scan comes whole; a small hash, a listpack, is
+# one page): SET or HSET, and EXPIRE, as COMMIT recorded, and deletes them from the stage, in
+# one step, so a crash between two calls applies nothing twice.  Each step goes on from where
+# the last one's scan of the stage stopped (its cursor, kept in the apply hash as
+# 'c:<stage>'): a scan from the start would walk again over the buckets the steps before
+# emptied, and a big stage's apply would take the square of its rows.  A stage emptied leaves
+# the apply hash; the last one deletes it and records its batch as applied.  Replies how many
+# rows the stage still holds (0: done; -1: not a stage to apply).
 APPLY = """
 local spec = redis.call('HGET', KEYS[1], 's:' .. KEYS[3])
 if not spec then return -1 end
 local space = string.find(spec, ' ', 1, true)
 local datatype, expire = string.sub(spec, 1, space - 1), tonumber(string.sub(spec, space + 1))
-local want, done, cursor = tonumber(ARGV[1]), {}, '0'
+local want, done = tonumber(ARGV[1]), {}
+local cursor = redis.call('HGET', KEYS[1], 'c:' .. KEYS[3]) or '0'
 repeat
   local scan = redis.call('HSCAN', KEYS[3], cursor, 'COUNT', want - #done)
   cursor = scan[1]
   local rows = scan[2]
   for i = 1, #rows, 2 do
-    if #done >= want then break end  -- a small hash's scan returns all of it: the rest waits
     local f = rows[i]
     local colon = string.find(f, ':', 1, true)
     local n = tonumber(string.sub(f, 1, colon - 1))
@@ -122,13 +126,14 @@ repeat
     if expire > 0 then redis.call('EXPIRE', key, expire) end
     done[#done + 1] = f
   end
-until cursor == '0' or #done >= want
+until #done >= want or cursor == '0'  -- about ``want``: a scan's page comes whole
 for i = 1, #done, 1000 do
   redis.call('HDEL', KEYS[3], unpack(done, i, math.min(i + 999, #done)))
 end
 local left = redis.call('HLEN', KEYS[3])
+redis.call('HSET', KEYS[1], 'c:' .. KEYS[3], cursor)
 if left == 0 then
-  redis.call('HDEL', KEYS[1], 's:' .. KEYS[3])
+  redis.call('HDEL', KEYS[1], 's:' .. KEYS[3], 'c:' .. KEYS[3])
   if redis.call('HLEN', KEYS[1]) <= 1 then
     local batch = redis.call('HGET', KEYS[1], 'batch')
     redis.call('DEL', KEYS[1])

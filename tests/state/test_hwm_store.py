@@ -237,7 +237,8 @@ def test_a_big_stage_is_applied_after_its_commit_in_steps_of_a_bounded_size(
     monkeypatch.setattr(store, "_apply", counted)
     client = redis.Redis.from_url(redis_url)
     assert store.commit(0, {(1, 0): 9}, [Stage(key, "HASH")]) is True
-    assert steps == [APPLY_ROWS] * 5 + [17]
+    # about APPLY_ROWS a step (a scan's page comes whole), and no row twice
+    assert sum(steps) == n and max(steps) <= 2 * APPLY_ROWS and len(steps) <= 8, steps
     assert client.hlen("H") == n and client.hget("H", "42") == b"42"
     assert client.exists(key, *store.apply_keys[:1]) == 0
     assert client.get(store.apply_keys[1]) == b"0"  # the last batch whose rows are all in
@@ -250,7 +251,7 @@ def test_a_commit_left_applying_is_finished_before_anything_else(store, redis_ur
     from sqe.ledger.hwm import Stage
 
     monkeypatch.setattr(hwm, "APPLY_ROWS", 10)
-    first = _stage(store, 0, 0, {f"1:K{i}".encode(): b"old" for i in range(35)})
+    first = _stage(store, 0, 0, {f"1:K{i}".encode(): b"old" for i in range(1000)})
     apply, calls = store._apply, []
 
     def dies(keys, args):
@@ -264,14 +265,14 @@ def test_a_commit_left_applying_is_finished_before_anything_else(store, redis_ur
         store.commit(0, {(1, 0): 9}, [Stage(first, "HASH")])
     client = redis.Redis.from_url(redis_url)
     assert store.load().batch_id == 0  # committed, 10 of its rows applied
-    assert client.hlen("K") == 10 and client.exists(store.apply_keys[0]) == 1
+    assert 10 <= client.hlen("K") < 100 and client.exists(store.apply_keys[0]) == 1
     assert client.ttl(first) == -1  # a stage to apply never expires
 
     later = HwmStore.from_url(redis_url, "load/Enriched", ttl_seconds=3600)
-    second = _stage(later, 1, 0, {b"1:K3": b"new", b"1:K40": b"new"})
+    second = _stage(later, 1, 0, {b"1:K3": b"new", b"1:K4000": b"new"})
     assert later.commit(1, {(1, 0): 12}, [Stage(second, "HASH")]) is True
-    assert client.hgetall("K") == {**{f"{i}".encode(): b"old" for i in range(35)},
-                                   b"3": b"new", b"40": b"new"}
+    assert client.hgetall("K") == {**{f"{i}".encode(): b"old" for i in range(1000)},
+                                   b"3": b"new", b"4000": b"new"}
     assert client.get(later.apply_keys[1]) == b"1" and client.exists(later.apply_keys[0]) == 0
 
     third = _stage(later, 2, 0, {b"1:K5": b"third"})  # once more, dying before any step
