@@ -211,12 +211,6 @@ class Sink(ABC):
         the :meth:`pass_columns`), in the batch's one pass."""
         raise NotImplementedError(f"{self.describe()} is not written in one pass")
 
-    def pass_at_once(self) -> bool:
-        """Whether :meth:`pass_task` takes all of a Spark task's rows in one call (True: e.g.
-        a Kafka state that packs them into chunks), instead of each Arrow batch of them as it
-        comes (False, the default: a task then holds one batch of rows at a time)."""
-        return False
-
     def pass_done(self, counts: Mapping[str, int], data: Sequence[bytes]) -> int:
         """The rows written, from the counts the :meth:`pass_task` tasks yielded (added up) and
         the ``data`` they gave for the driver (a binary column ``data``), on the driver before

@@ -41,7 +41,7 @@ def write_one_pass(plan: OnePassPlan, frame: DataFrame, batch: Batch, report: Ba
     attempt = replace(batch, stages=[])
     opened: list[Sink] = []
     try:
-        tasks: list[tuple[int, RowTask, bool]] = []
+        tasks: list[tuple[int, RowTask]] = []
         for index, step in plan.states:
             sink = step.sink
             assert sink is not None
@@ -53,7 +53,7 @@ def write_one_pass(plan: OnePassPlan, frame: DataFrame, batch: Batch, report: Ba
                     report.already_written.append(name)
                 report.written[name] = 0
                 continue
-            tasks.append((index, sink.pass_task(), sink.pass_at_once()))
+            tasks.append((index, sink.pass_task()))
         name_jobs(frame, "read, run the queries and write " + ", ".join(
             s.describe() for s in opened) if opened else "read")
         try:

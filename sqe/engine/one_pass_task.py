@@ -16,6 +16,8 @@ Nothing in it scales with the records but the marks, which scale with the upstre
 from __future__ import annotations
 
 import json
+import queue
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,41 +55,43 @@ class PassResult:
     data: dict[int, list[bytes]] = field(default_factory=dict)  # query -> its task's data
 
 
-def pass_task(states: Sequence[tuple[int, RowTask, bool]], warnings: int
+def pass_task(states: Sequence[tuple[int, RowTask]], warnings: int
               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of a one-pass batch: ``states`` are (query index, the
-    state's task, whether it takes all the task's rows in one call) of the states to write;
-    ``warnings``, how many warning columns there are.  Rows are handled as Spark's Arrow
-    batches come, so a task holds one of them (and the rows of a state that takes them in one
-    call).  A state's task yields count rows; a binary column ``data`` of them goes to the
-    driver."""
+    state's task) of the states to write; ``warnings``, how many warning columns there are.
+
+    Rows are handled as Spark's Arrow batches come, so a task holds one of them at a time;
+    each state's task runs once for the Spark task, in a thread of its own, over an iterator
+    of its rows that the batches feed (:class:`_Feed`), as the per-batch way's job runs it: a
+    Kafka state flushes once, at the end, and packs its chunks from all its rows.  A state's
+    task yields count rows; a binary column ``data`` of them goes to the driver."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         begin_task()
         out = PassResult(warnings=[0] * warnings)
-        held: dict[int, list[pa.RecordBatch]] = {i: [] for i, _, once in states if once}
-        for batch in batches:
-            table = pa.Table.from_batches([batch])
-            _read(table, out, warnings)
-            if out.refused:
-                continue  # the per-batch way writes it all; read on, so the counts are whole
-            query = table.column(_QUERY)
-            for index, task, _ in states:
-                column = table.column(f"_sqe_state{index}")
-                column = table.filter(pc.and_(pc.equal(query, index), pc.is_valid(column))
-                                      ).column(f"_sqe_state{index}").combine_chunks()
-                out.states.setdefault(index, {})
-                if not len(column):
-                    continue  # no row for this state (as write_empty: no call)
-                rows = pa.RecordBatch.from_struct_array(column)
-                if index in held:
-                    held[index].append(rows)
-                else:
-                    _send(task, [rows], index, out)
-        if not out.refused:
-            for index, task, once in states:
-                if once and held[index]:
-                    _send(task, held[index], index, out)
+        feeds: dict[int, _Feed] = {}
+        try:
+            for batch in batches:
+                table = pa.Table.from_batches([batch])
+                _read(table, out, warnings)
+                if out.refused:
+                    continue  # the per-batch way writes it all; read on: the counts are whole
+                query = table.column(_QUERY)
+                for index, task in states:
+                    column = table.column(f"_sqe_state{index}")
+                    column = table.filter(pc.and_(pc.equal(query, index), pc.is_valid(column))
+                                          ).column(f"_sqe_state{index}").combine_chunks()
+                    out.states.setdefault(index, {})
+                    if len(column):  # a state without a row is never called (write_empty)
+                        if index not in feeds:
+                            feeds[index] = _Feed(task)
+                        feeds[index].put(pa.RecordBatch.from_struct_array(column))
+        finally:
+            ended = [(index, feed, feed.close()) for index, feed in feeds.items()]
+        for index, feed, error in ended:
+            if error is not None:
+                raise error
+            _counted(feed.sent, index, out)
         pieces = [(i, d) for i, ds in out.data.items() for d in ds]
         yield pa.RecordBatch.from_pydict(
             {"result": [_dumps(out)] + [None] * len(pieces),
@@ -97,15 +101,57 @@ def pass_task(states: Sequence[tuple[int, RowTask, bool]], warnings: int
     return run
 
 
-def _send(task: RowTask, rows: list[pa.RecordBatch], index: int, out: PassResult) -> None:
-    """Run a state's ``task`` over ``rows``, adding up its counts and keeping its data."""
+class _Feed:
+    """A state's task running in a thread of its own over the rows :meth:`put` gives it, one
+    Arrow batch at a time (at most two waiting), until :meth:`close`."""
+
+    _END = None
+
+    def __init__(self, task: RowTask) -> None:
+        self.sent: list[pa.RecordBatch] = []
+        self.error: BaseException | None = None
+        self._rows: queue.Queue[pa.RecordBatch | None] = queue.Queue(maxsize=2)
+        self._ended = False  # the task saw the end of its rows
+        self._thread = threading.Thread(target=self._run, args=(task,), daemon=True,
+                                         name="sqe-one-pass-state")
+        self._thread.start()
+
+    def _given(self) -> Iterator[pa.RecordBatch]:
+        while (rows := self._rows.get()) is not None:
+            yield rows
+        self._ended = True
+
+    def _run(self, task: RowTask) -> None:
+        try:
+            self.sent.extend(task(self._given()))
+        except BaseException as exc:  # given to the Spark task's thread by close()
+            self.error = exc
+        finally:
+            while not self._ended and self._rows.get() is not None:  # put() and close() go on
+                pass
+
+    def put(self, rows: pa.RecordBatch) -> None:
+        """Give the task ``rows``; raise its error, should it have failed."""
+        if self.error is not None:
+            raise self.error
+        self._rows.put(rows)
+
+    def close(self) -> BaseException | None:
+        """End the task's rows and wait for it; its error, or None."""
+        self._rows.put(self._END)
+        self._thread.join()
+        return self.error
+
+
+def _counted(sent: list[pa.RecordBatch], index: int, out: PassResult) -> None:
+    """A state task's count rows added up into ``out``, and its data kept."""
     counts = out.states.setdefault(index, {})
-    for sent in task(iter(rows)):
-        if "data" in sent.schema.names:
-            out.data.setdefault(index, []).extend(d for d in sent.column("data").to_pylist()
+    for batch in sent:
+        if "data" in batch.schema.names:
+            out.data.setdefault(index, []).extend(d for d in batch.column("data").to_pylist()
                                                   if d)
-            sent = sent.drop_columns(["data"])
-        for row in sent.to_pylist():
+            batch = batch.drop_columns(["data"])
+        for row in batch.to_pylist():
             add_counts(counts, row)
 
 

@@ -184,11 +184,6 @@ class KafkaSink(Sink):
         """Produce the rows, flush, count (the task of :meth:`write`)."""
         return producer_task(self.config)
 
-    def pass_at_once(self) -> bool:
-        """With chunking: the chunks depend on the task's input range only, not on how Spark
-        cut it into Arrow batches (a retried batch writes the same chunks)."""
-        return self.config.chunking
-
     def pass_done(self, counts: Mapping[str, int], data: Sequence[bytes]) -> int:
         return self._sent(counts.get("written", 0), counts.get("partitions", 0))
 

@@ -1,0 +1,90 @@
+"""The executor side of a one-pass batch over made-up Arrow batches (no Spark): counts, marks,
+refusals, each state's task run once over all its rows in a thread of its own, and a state's
+error raised in the Spark task."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+
+from sqe.engine.one_pass_task import merge_results, pass_task
+from sqe.wire.columns import TALLY
+
+_RAW = pa.struct([("x", pa.int64())])
+
+
+def _batch(query: list[int], offsets: list[int | None], pids: list[int | None],
+           refused: bool = False) -> pa.RecordBatch:
+    """Rows as the one-pass plan makes them: record rows (query -1) and one state's rows."""
+    n = len(query)
+    cols = {"_q": pa.array(query, pa.int32()), "_sqe_bad": pa.array([False] * n)}
+    for name, values, kind in (("_offset", offsets, pa.int64()), ("_pid", pids, pa.int64()),
+                               ("_source_partition", [0] * n, pa.int32()),
+                               ("_source_offset", offsets, pa.int64())):
+        cols[f"_sqe_raw{name}"] = pa.array([v if q == -1 else None
+                                            for q, v in zip(query, values, strict=True)], kind)
+    for name in TALLY:
+        cols[f"_sqe_raw{name}"] = pa.array([None] * n, pa.int64())
+    cols["_sqe_state0"] = pa.array([{"x": i} if q == 0 else None for i, q in enumerate(query)],
+                                   _RAW)
+    cols["_sqe_refused0"] = pa.array([refused and q == 0 for q in query])
+    return pa.RecordBatch.from_pydict(cols)
+
+
+def _rows() -> list[pa.RecordBatch]:
+    return [_batch([-1, 0, -1, 0], [5, None, 6, None], [7, None, 7, None]),
+            _batch([-1, 0], [9, None], [None, None])]
+
+
+def _counting(seen: list[int], calls: list[str]):
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        calls.append(threading.current_thread().name)
+        n = 0
+        for b in batches:
+            seen.extend(b.column("x").to_pylist())
+            n += b.num_rows
+        yield pa.RecordBatch.from_pydict({"written": [n], "data": [b"csv" * n]})
+    return task
+
+
+def test_each_state_task_runs_once_in_a_thread_over_all_its_rows():
+    seen: list[int] = []
+    calls: list[str] = []
+    [out] = list(pass_task([(0, _counting(seen, calls))], 0)(iter(_rows())))
+    result = merge_results(out.to_pylist(), 0)
+    assert calls == ["sqe-one-pass-state"] and seen == [1, 3, 1]
+    assert (result.records, result.unparseable_keys, result.refused) == (3, 1, 0)
+    assert result.marks == {(7, 0): 6}
+    assert result.states == {0: {"written": 3}} and result.data == {0: [b"csvcsvcsv"]}
+    assert json.loads(out.column("result")[0].as_py())["records"] == 3
+
+
+def test_a_refused_row_writes_nothing_and_counts_are_whole():
+    seen: list[int] = []
+    rows = [_batch([-1, 0], [5, None], [7, None], refused=True), *_rows()]
+    [out] = list(pass_task([(0, _counting(seen, []))], 0)(iter(rows)))
+    result = merge_results(out.to_pylist(), 0)
+    assert seen == [] and result.refused == 1 and result.records == 4
+
+
+def test_a_state_task_that_fails_fails_the_spark_task_and_leaves_no_thread():
+    def fails(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        next(batches)
+        raise RuntimeError("the state is away")
+        yield  # a generator
+
+    def stops_early(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        next(batches)  # reads one batch, then ends without the rest
+        yield pa.RecordBatch.from_pydict({"written": [1]})
+
+    many = _rows() * 20  # more than the feed holds at once
+    before = threading.active_count()
+    with pytest.raises(RuntimeError, match="the state is away"):
+        list(pass_task([(0, fails)], 0)(iter(many)))
+    [out] = list(pass_task([(0, stops_early)], 0)(iter(many)))
+    assert merge_results(out.to_pylist(), 0).states == {0: {"written": 1}}
+    assert threading.active_count() == before
