@@ -30,12 +30,12 @@ from pyspark.sql import DataFrame
 from sqe.engine.batch_commit import dropped
 from sqe.engine.batch_report import BatchReport, partition_offsets
 from sqe.engine.checkpoint import StreamCheckpoint
-from sqe.engine.one_pass import OnePassPlan, raw_rows
+from sqe.engine.one_pass import OnePassPlan
 from sqe.engine.one_pass_batch import write_one_pass
 from sqe.engine.per_batch import PerBatchWay
 from sqe.engine.pipeline import StreamPipeline
 from sqe.engine.spark_api import describe_jobs
-from sqe.errors import SourceError, StaleBatchError
+from sqe.errors import SourceError, StaleBatchError, StateError
 from sqe.ledger.hwm import HwmStore
 from sqe.source.kafka import KafkaSource
 from sqe.state.sink import Batch
@@ -130,12 +130,15 @@ class BatchProcessor:
 
     def _read_again(self, rows: DataFrame, spark_batch: int) -> DataFrame:
         """The source's rows of a one-pass batch, read again from its offsets (a batch read:
-        no query runs on them); from the batch itself (where a row a query fails on fails
-        again) when its offsets are not known (a checkpoint of an older SQE)."""
+        no query runs on them)."""
         ck, source = self.checkpoint, self.p.source
         span = ck.batch_range(spark_batch) if ck is not None else None
-        if span is None or source is None:
-            return raw_rows(rows)
+        if span is None or source is None:  # batch 0 of a checkpoint an older SQE began
+            raise StateError(f"{self.p.consumer} batch {self._batch_id}: it has a record "
+                             "that the per-batch way must judge, and where it starts is not "
+                             "recorded (a checkpoint that an older SQE began and whose first "
+                             "batch never committed); nothing of it is committed: delete the "
+                             "checkpoint and run again, and the batch starts over")
         start, end = span
         moved = self.p.starting_at(start, "the batch's start").source
         assert moved is not None

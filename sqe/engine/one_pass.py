@@ -8,10 +8,10 @@ batch, so a batch is one Spark job and no DataFrame is built through py4j:
 
 * the source's rows (replays dropped in its ``read()``) are stamped with the StreamMetadata
   they carry and deserialized with the stream's declared types;
-* each record becomes one row for itself (``_q`` = -1: its source columns, prefixed
-  :data:`RAW`, for the high-water marks, the counters and, should the batch need it, the
-  ``foreachBatch`` way) and one row per query whose ``where`` keeps it (``_q`` = the query's
-  index: the query's fields, in one namespace shared by the queries);
+* each record becomes one row for itself (``_q`` = -1: the source columns the high-water
+  marks and the counters need, prefixed :data:`RAW`) and one row per query (``_q`` = the
+  query's index: the query's fields, in one namespace shared by the queries, computed in the
+  rows its ``where`` keeps);
 * each state adds its columns (:meth:`~sqe.state.sink.Sink.columns`) and gives, as Spark
   built-ins, the columns its executor task writes (:meth:`~sqe.state.sink.Sink.pass_columns`),
   as one struct column per state.
@@ -39,15 +39,17 @@ from sqe.errors import TopologyError
 from sqe.lang.compiler import aggregates_of, compile_projection
 from sqe.ledger.hwm import HwmStore
 from sqe.source.deserializers import Summary, deserialize
-from sqe.wire.columns import CARRIED, SCHEMA, carried_offset
+from sqe.wire.columns import CARRIED, TALLY, carried_offset
 
-__all__ = ["BAD", "OnePassPlan", "QUERY", "RAW", "plan_one_pass", "raw_rows", "state_column",
+__all__ = ["BAD", "MARKED", "OnePassPlan", "QUERY", "RAW", "plan_one_pass", "state_column",
            "why_not_one_pass"]
 
 #: The column that tells a record's own row (-1) from a query's row (the query's index).
 QUERY = "_q"
 #: The prefix of a record row's source columns (NULL in a query's row).
 RAW = "_sqe_raw"
+#: The source columns a record row carries: what a task counts and finds the marks by.
+MARKED = ("_offset", "_pid", "_source_partition", "_source_offset", *TALLY)
 #: True in a record row whose value the deserializer cannot read (not a JSON object).
 BAD = "_sqe_bad"
 #: True in a record's row, and in a query's row when the query's ``where`` keeps it.
@@ -76,15 +78,6 @@ class OnePassPlan:
     states: tuple[tuple[int, QueryStep], ...]
     #: the warning counter of each warning column, in order (``_sqe_warn<k>``)
     warnings: tuple[str, ...]
-
-
-def raw_rows(frame: DataFrame) -> DataFrame:
-    """The source's rows of a batch of :attr:`OnePassPlan.frame`, as the source gave them.
-    Spark computes the batch's whole plan for them (``foreachBatch`` gives the batch as a
-    planned RDD), so a row a query fails on fails this too: a batch is better read again
-    from its offsets (:class:`~sqe.source.kafka.KafkaBatchReader`)."""
-    return frame.where(F.col(QUERY) == -1).select(
-        *[F.col(_raw(name)).alias(name) for name in SCHEMA.names])
 
 
 def why_not_one_pass(p: StreamPipeline) -> str | None:
@@ -165,7 +158,7 @@ def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
                else F.lit(False))
         rows = frame.select(
             QUERY, kept.alias(KEPT),
-            *[F.when(q == -1, F.col(n)).alias(_raw(n)) for n in SCHEMA.names],
+            *[F.when(q == -1, F.col(n)).alias(_raw(n)) for n in MARKED],
             F.when(q == -1, bad).otherwise(False).alias(BAD),
             *[F.when(((q == -1) & data) if owner < 0 else ((q == owner) & kept_by[owner]),
                      F.coalesce(c, F.lit(False))).otherwise(False).alias(f"{_WARN}{k}")
@@ -190,7 +183,7 @@ def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
                 structs.append(F.when(mine, F.coalesce(reduce(lambda a, b: a | b, rejects),
                                                        F.lit(False))).otherwise(False)
                                .alias(f"{REFUSED}{i}"))
-        frame = rows.select(QUERY, BAD, *[_raw(n) for n in SCHEMA.names],
+        frame = rows.select(QUERY, BAD, *[_raw(n) for n in MARKED],
                             *[f"{_WARN}{k}" for k in range(len(warnings))], *structs)
     except AnalysisException as exc:
         raise TopologyError(f"stream {p.stream.streamName}: Spark cannot plan its queries as "
