@@ -173,7 +173,9 @@ _DECLARED = [
            "(e.g. {event_id: string, amount: bigint}) or a list of names.  Queries may then "
            "read only these fields and the record columns (checked by sqe validate), and "
            "the values are extracted as the declared types instead of types inferred per "
-           "batch.", scope="stream", check=check_declared_fields),
+           "batch.  With every type declared, each micro-batch is one Spark job (queries "
+           "that read the stream directly and do not aggregate).", scope="stream",
+           check=check_declared_fields),
     # -- FIXED streams (test and demo data declared in the file) ---------------------
     Option("jw.sqe.spout.fixed.fields", "list", None,
            "Field names of a FIXED stream.", scope="stream"),
