@@ -121,12 +121,13 @@ def report(result: dict[str, Any]) -> list[str]:
 def rate_report(result: dict[str, Any]) -> list[str]:
     """The rate runs' table, SQE's batches, the highest rate each system held."""
     cells = [("system", "rate/s", "sent", "delivered", "p50 s", "p99 s", "max s",
-              "p50 1st/last third s", "in flight at end", "drain s", "held")]
+              "p50 1st/last third s", "p99 after 1st third s", "in flight at end", "drain s", "held")]
     for r in result["rows"]:
         cells.append((r["system"], f"{r['rate']:,g}", f"{r['sent']:,}",
                       f"{r.get('delivered', 0):,}", num(r.get("p50_s")), num(r.get("p99_s")),
                       num(r.get("max_s")), f"{num(r.get('p50_first_third_s'))} / "
                       f"{num(r.get('p50_last_third_s'))}",
+                      num(r.get("p99_after_first_third_s")),
                       f"{r.get('in_flight_at_end', 0):,}", num(r.get("drain_s"), ".1f"),
                       "-" if "grew" not in r else "yes" if not_held(r) is None else "NO"))
     lines = columns(cells)

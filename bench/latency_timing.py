@@ -254,6 +254,7 @@ def latencies(producer: Producer, arrivals: Arrivals) -> dict[str, Any]:
         return {"delivered": 0}
     third = max(1, len(lat) // 3)
     early, late = statistics.median(lat[:third]), statistics.median(lat[-third:])
+    warm = lat[third:] or lat  # once the first third is past: the JVM's and the caches' warm-up
     by_second: dict[int, list[float]] = {}
     for (i, t) in timed:
         if t is not None:
@@ -262,6 +263,7 @@ def latencies(producer: Producer, arrivals: Arrivals) -> dict[str, Any]:
     return {"delivered": len(lat), "p50_s": quantile(lat, 0.5), "p99_s": quantile(lat, 0.99),
             "max_s": max(lat), "mean_s": statistics.fmean(lat),
             "p50_first_third_s": early, "p50_last_third_s": late,
+            "p99_after_first_third_s": quantile(warm, 0.99),
             "grew": late > GROWTH[0] * early + GROWTH[1],
             "in_flight_at_end": sum(1 for t in got if t > producer.end_ns),
             "drain_s": max(0.0, (max(got) - producer.end_ns) / 1e9),

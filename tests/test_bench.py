@@ -269,6 +269,25 @@ def test_a_rate_is_held_only_when_little_is_in_flight_at_the_end_and_latency_sta
     assert held([behind], "sqe") is None
 
 
+def test_latency_figures_keep_the_warm_up_apart(monkeypatch):
+    """bench/latency.py's figures: the warm-up events are left out, and a slow first third (the
+    JVM compiling as it goes) weighs on p99 but not on the p99 after it."""
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from types import SimpleNamespace
+
+    from latency_timing import latencies
+
+    s = 10**9
+    sent = [i * s // 100 for i in range(302)]  # 100 a second, 2 warm-up events first
+    producer = SimpleNamespace(warm=2, sent_ns=sent, begin_ns=0, end_ns=sent[-1])
+    slow = {f"e{i}": sent[i] + (3 * s if i < 102 else s // 10) for i in range(2, 302)}
+    row = latencies(producer, SimpleNamespace(first=slow))
+    assert row["delivered"] == 300
+    assert row["p99_s"] == pytest.approx(3.0) and row["p50_first_third_s"] == pytest.approx(3.0)
+    assert row["p99_after_first_third_s"] == pytest.approx(0.1)
+    assert row["p50_last_third_s"] == pytest.approx(0.1) and not row["grew"]
+
+
 def test_trigger_parts_splits_each_trigger_by_spark_s_event_log(monkeypatch, tmp_path):
     """bench/trigger_parts.py over a made-up event log: a trigger's parts add up to it, the
     jobs SQE named are the batch's, the cycle is start to start."""
