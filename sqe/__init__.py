@@ -37,7 +37,7 @@ from sqe.version import __version__
 _EXPORTS = {
     # load, validate, run
     "load_topology": "sqe.api", "validate": "sqe.api", "run": "sqe.api",
-    "RunResult": "sqe.api",
+    "RunResult": "sqe.api", "prepare": "sqe.api", "PreparedRun": "sqe.api",
     # what they take and give
     "Topology": "sqe.lang.topology", "SetCommand": "sqe.lang.topology",
     "CreateStream": "sqe.lang.topology", "Query": "sqe.lang.topology",
@@ -64,7 +64,8 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "__version__", "load_topology", "validate", "run", "RunResult", "Topology", "SetCommand",
+    "__version__", "load_topology", "validate", "run", "RunResult", "prepare", "PreparedRun",
+    "Topology", "SetCommand",
     "CreateStream", "Query", "InsertInto", "Select", "From", "ConfigFile", "TopologyPlan",
     "Settings", "StreamSettings", "StateSettings", "KafkaStateSettings", "RedisStateSettings",
     "PostgresStateSettings", "RedisEndpoint", "BatchReport", "Tally", "RunWatcher",
@@ -76,7 +77,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from sqe.api import RunResult, load_topology, run, validate
+    from sqe.api import PreparedRun, RunResult, load_topology, prepare, run, validate
     from sqe.config.plan import TopologyPlan
     from sqe.config.redis_endpoint import RedisEndpoint
     from sqe.config.settings import ConfigFile, Settings

@@ -32,7 +32,7 @@ from pyspark.sql import SparkSession
 from sqe.config.plan import TopologyPlan, plan_topology
 from sqe.config.settings import ConfigFile, load_config, spark_conf_options
 from sqe.engine.batch_report import BatchReport
-from sqe.engine.checkpoint import not_a_directory
+from sqe.engine.checkpoint import default_checkpoint, not_a_directory
 from sqe.engine.pipeline import state_problems
 from sqe.engine.recovery import Rerun
 from sqe.engine.runner import Mode, run_topology
@@ -44,7 +44,7 @@ from sqe.lang.topology import Topology, read_topology
 from sqe.lang.topology import load_topology as _load
 from sqe.state.registry import SINKS
 
-__all__ = ["RunResult", "load_topology", "run", "validate"]
+__all__ = ["PreparedRun", "RunResult", "load_topology", "prepare", "run", "validate"]
 
 TopologyArg = str | Path | Topology
 ConfigArg = str | Path | ConfigFile
@@ -108,6 +108,61 @@ def validate(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
 
 
 @dataclass(frozen=True)
+class PreparedRun:
+    """A topology validated with its options, and the checkpoint its run keeps: what
+    :func:`prepare` gives and :func:`run` takes, so that a caller who looks at the plan first
+    (its warnings, the session it asks for) validates nothing twice.
+
+    Attributes:
+        topology: the topology's commands (``.name`` is the one in PIDs and consumer names).
+        plan: every stream's and state's settings, ``plan.warnings`` and the Spark conf the
+            config files give.
+        checkpoint: the checkpoint directory (one sub-directory per stream).
+        config: the config files it was validated with.
+        conf: the options that won over them.
+        name: the name given instead of the file's stem, if one was.
+    """
+
+    topology: Topology
+    plan: TopologyPlan
+    checkpoint: str
+    config: tuple[ConfigFile, ...] = ()
+    conf: Mapping[str, Any] | None = None
+    name: str | None = None
+
+
+def prepare(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
+            conf: Mapping[str, Any] | None = None, name: str | None = None,
+            checkpoint: str | Path | None = None) -> PreparedRun:
+    """Validate a topology for a run and settle its checkpoint, without starting Spark.
+
+    Args:
+        topology: a topology file, or a :class:`Topology` from :func:`load_topology`.
+        config: config files (``--config``): their ``SQE:`` options and ``Spark:`` conf.
+        conf: options that win over the files (``--conf KEY=VALUE``).
+        name: the topology name in PIDs and consumer names (default: the file's stem).
+        checkpoint: the checkpoint directory (default ``checkpoints/<name>``).
+
+    Returns:
+        What :func:`run` takes in place of the topology.
+
+    Raises:
+        TopologyError: the topology, an option or a config file is wrong; every problem
+            together, each located.
+        OptionError: a config file cannot be read as one, or the checkpoint cannot be a
+            directory.
+    """
+    configs = tuple(_configs(config))
+    topo = _topology(topology, name)
+    plan = validate(topo, config=configs, conf=conf)
+    where = str(checkpoint) if checkpoint is not None else default_checkpoint(topo.name)
+    unusable = not_a_directory(where)
+    if unusable:
+        raise OptionError(f"{topo.path}: {unusable}")
+    return PreparedRun(plan.topology, plan, where, configs, conf, name)
+
+
+@dataclass(frozen=True)
 class RunResult:
     """What :func:`run` did: every batch's report, and where its checkpoint is.
 
@@ -143,7 +198,7 @@ class RunResult:
         return sum(r.entries_merged for r in self.reports)
 
 
-def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
+def run(topology: TopologyArg | PreparedRun, *, config: Sequence[ConfigArg] = (),
         conf: Mapping[str, Any] | None = None, name: str | None = None,
         checkpoint: str | Path | None = None, once: bool = False,
         runtime: float | None = None, resume_from_store: bool = False,
@@ -156,7 +211,9 @@ def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
     Without ``once`` or ``runtime`` it runs until ``stop`` is set, or for ever.
 
     Args:
-        topology: a topology file, or a :class:`Topology` from :func:`load_topology`.
+        topology: a topology file, a :class:`Topology` from :func:`load_topology`, or a
+            :class:`PreparedRun` from :func:`prepare` (which holds ``config``, ``conf``,
+            ``name`` and ``checkpoint``: give none of them with it).
         config: config files (``--config``): their ``SQE:`` options and ``Spark:`` conf.
         conf: options that win over the files (``--conf KEY=VALUE``).
         name: the topology name in PIDs and consumer names (default: the file's stem).
@@ -187,7 +244,8 @@ def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
     Raises:
         TopologyError: the topology or its options are wrong (before Spark starts).
         OptionError: an option or the checkpoint path cannot be used.
-        ValueError: ``once`` and ``runtime`` are both given.
+        ValueError: ``once`` and ``runtime`` are both given, or a :class:`PreparedRun` with
+            one of the arguments it holds.
         RunStopped: ``stop`` was set, or the process got SIGINT/SIGTERM; the message says
             where each stream stopped.
         CheckpointMismatch: the checkpoint does not belong to the stores' commits.
@@ -197,23 +255,30 @@ def run(topology: TopologyArg, *, config: Sequence[ConfigArg] = (),
     """
     if once and runtime is not None:
         raise ValueError("once and runtime exclude each other")
-    configs = _configs(config)
-    topo = _topology(topology, name)
-    plan = validate(topo, config=configs, conf=conf)  # bad input fails before Spark starts
+    if isinstance(topology, PreparedRun):
+        given = [k for k, v in (("config", config), ("conf", conf), ("name", name),
+                                ("checkpoint", checkpoint)) if v]
+        if given:
+            raise ValueError(f"a prepared run holds its {' and '.join(given)}: give them to "
+                             "prepare(), not to run()")
+        prepared = topology
+    else:
+        prepared = prepare(topology, config=config, conf=conf, name=name, checkpoint=checkpoint)
+    topo, plan, where = prepared.topology, prepared.plan, prepared.checkpoint
     if spark is None:
         spark = build_session(f"sqe {topo.name}", plan.spark_conf, origins=plan.spark_origins,
                               remote=remote)
         if not verbose:
             quiet_failure_traces(spark)
+    # Options the session carries as spark.jw.sqe.* beyond the config files' (spark-submit's
+    # --conf, a session of the caller's) are the top layer: only then is the plan made again.
     from_spark = spark_conf_options(session_conf(spark))
-    if from_spark:
-        plan = validate(topo, config=configs, conf=conf, spark_conf=from_spark)
-    where = str(checkpoint if checkpoint is not None else Path("checkpoints") / topo.name)
-    unusable = not_a_directory(where)
-    if unusable:
-        raise OptionError(f"{topo.path}: {unusable}")
+    if from_spark and from_spark != {k: str(v) for k, v in
+                                     spark_conf_options(plan.spark_conf).items()}:
+        plan = validate(topo, config=prepared.config, conf=prepared.conf, spark_conf=from_spark)
     mode: Mode = "once" if once else ("runtime" if runtime is not None else "forever")
-    hint = rerun or _call_hint(topo, [c.path for c in configs], conf, name, where, once, runtime)
+    hint = rerun or _call_hint(topo, [c.path for c in prepared.config], prepared.conf,
+                               prepared.name, where, once, runtime)
     reports = run_topology(plan, spark, topo.name, where, mode, runtime, resume=resume_from_store,
                            rerun=hint, stop=stop, watchers=watchers, adopt_layout=adopt_layout)
     return RunResult(topo.name, where, reports)

@@ -14,7 +14,6 @@ import shlex
 import signal
 import sys
 import threading
-from pathlib import Path
 
 import redis
 
@@ -29,7 +28,7 @@ from sqe.config.registry import CLIENT_PROPERTIES, REGISTRY, RETIRED
 from sqe.config.secrets import mask_value
 from sqe.config.settings import Settings, load_config, parse_conf_pairs
 from sqe.config.views import StreamSettings
-from sqe.engine.checkpoint import CheckpointFiles, not_a_directory
+from sqe.engine.checkpoint import CheckpointFiles
 from sqe.engine.lock import CheckpointLock
 from sqe.engine.metrics import PrometheusWatcher
 from sqe.engine.recovery import Rerun
@@ -69,21 +68,17 @@ def validate(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """``sqe run``: the topology on Spark; a failure is one sentence and exit 1."""
-    configs = [load_config(c) for c in args.config]
-    conf = parse_conf_pairs(args.conf)
-    topology = read_topology(args.topology, args.name, state_names=tuple(SINKS))
-    plan = api.validate(topology, config=configs, conf=conf)  # bad input: exit 2, no Spark
+    # Validated once, the checkpoint settled: bad input is exit 2 before a JVM starts.
+    prepared = api.prepare(args.topology, config=[load_config(c) for c in args.config],
+                           conf=parse_conf_pairs(args.conf), name=args.name,
+                           checkpoint=args.checkpoint)
+    topology, plan = prepared.topology, prepared.plan
     for warning in plan.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     logging.basicConfig(level=logging.INFO, format="sqe: %(message)s", stream=sys.stderr)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     set_log_level(args.log_level)
-    checkpoint = args.checkpoint or str(Path("checkpoints") / topology.name)
-    unusable = not_a_directory(checkpoint)
-    if unusable:
-        print(f"error: {topology.path}: {unusable}", file=sys.stderr)
-        return 2
-    held = _held_elsewhere(checkpoint)
+    held = _held_elsewhere(prepared.checkpoint)
     if held:  # say so at once, before a JVM starts
         print(f"error: {topology.path}: {held}", file=sys.stderr)
         return 1
@@ -94,8 +89,7 @@ def run(args: argparse.Namespace) -> int:
         quiet_failure_traces(spark)
     stop, signals = _stop_on_signals()  # after the SparkContext, which sets a SIGINT handler
     try:
-        result = api.run(topology, config=configs, conf=conf, checkpoint=args.checkpoint,
-                         once=args.once, runtime=args.runtime, spark=spark,
+        result = api.run(prepared, once=args.once, runtime=args.runtime, spark=spark,
                          resume_from_store=args.resume_from_store, stop=stop,
                          adopt_layout=args.adopt_layout,
                          rerun=_rerun_command(args), watchers=watchers)

@@ -38,7 +38,7 @@ from sqe.cli.live import duration_text
 from sqe.config.plan import TopologyPlan
 from sqe.config.settings import load_config, parse_conf_pairs
 from sqe.engine.batch_report import BatchReport, partition_offsets
-from sqe.engine.checkpoint import CheckpointFiles, StreamCheckpoint
+from sqe.engine.checkpoint import CheckpointFiles, StreamCheckpoint, default_checkpoint
 from sqe.engine.lock import CheckpointLock
 from sqe.engine.pipeline import StreamStores, stream_source, stream_stores
 from sqe.engine.progress import ProgressError, progress_path, read_progress
@@ -301,7 +301,7 @@ def status(args: argparse.Namespace) -> int:
     """``sqe status TOPOLOGY``: see the module docstring; returns the exit code."""
     plan = api.validate(args.topology, config=[load_config(c) for c in args.config],
                         conf=parse_conf_pairs(args.conf), name=args.name)
-    checkpoint = args.checkpoint or os.path.join("checkpoints", plan.topology.name)
+    checkpoint = args.checkpoint or default_checkpoint(plan.topology.name)
     if "://" in checkpoint and not checkpoint.startswith("file:"):
         print(f"error: checkpoint {checkpoint} is not on this machine; sqe status reads a "
               "local checkpoint (run it where the checkpoint is, or on a copy)", file=sys.stderr)

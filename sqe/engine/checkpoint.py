@@ -88,6 +88,12 @@ def _local_path(spark: SparkSession | None, location: str) -> Path | None:
     return Path(location).absolute()
 
 
+def default_checkpoint(topology: str) -> str:
+    """Where a run of ``topology`` (its name) keeps its checkpoint when none is given:
+    ``checkpoints/<name>`` under the working directory."""
+    return str(Path("checkpoints") / topology)
+
+
 def not_a_directory(location: str) -> str | None:
     """Why ``location`` cannot be a checkpoint on this machine's disk (a file where it or a
     directory above it would be), or ``None`` when it can be (or it is on a remote one)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,64 @@ def test_every_argument_of_every_command_has_help_text():
         return found
 
     assert bare(_parser(), "sqe") == []
+
+
+@pytest.mark.parametrize("session_options,plans", [
+    ({}, 1),  # the session carries nothing beyond the config files: validated once
+    ({"spark.jw.sqe.spout.kafka.maxRecordsPerBatch": "500"}, 1),  # what the files gave it
+    ({"spark.jw.sqe.spout.kafka.maxRecordsPerBatch": "700"}, 2),  # spark-submit --conf: on top
+])
+def test_sqe_run_validates_once_and_enters_the_api_once(monkeypatch, tmp_path, session_options,
+                                                        plans):
+    """``sqe run`` followed from the CLI: the topology is validated and the checkpoint settled
+    once (sqe.prepare), the run enters the API once with that; only options a session carries
+    beyond the config files' (spark-submit's ``--conf spark.jw.sqe.*``) plan it again.  The
+    JVM is what is left out: the session and the streaming run are stand-ins that record."""
+    from sqe import api
+    from sqe.cli import commands
+
+    # sqe run's own SIGINT/SIGTERM handlers would outlive the test
+    monkeypatch.setattr(commands, "_stop_on_signals", lambda: (threading.Event(), []))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("Spark:\n  spark.jw.sqe.spout.kafka.maxRecordsPerBatch: 500\n")
+    planned, runs = [], []
+    real_plan = api.plan_topology
+
+    def plan_topology(*args, **kwargs):
+        planned.append(args)
+        return real_plan(*args, **kwargs)
+
+    def run_topology(plan, spark, name, checkpoint, mode, runtime, **kwargs):
+        runs.append((plan, name, checkpoint, mode))
+        return []
+
+    monkeypatch.setattr(api, "plan_topology", plan_topology)
+    monkeypatch.setattr(api, "run_topology", run_topology)
+    monkeypatch.setattr(api, "session_conf", lambda spark: list(session_options.items()))
+    monkeypatch.setattr(commands, "build_session", lambda *a, **k: object())
+    monkeypatch.setattr(commands, "quiet_failure_traces", lambda spark: None)
+    code = main(["run", "topologies/enrich.yaml", "--config", "conf/local.yaml", "--config",
+                 str(cfg), "--once", "--progress", "off"])
+    assert code == 0
+    assert len(planned) == plans
+    [(plan, name, checkpoint, mode)] = runs
+    assert (name, checkpoint, mode) == ("enrich", str(Path("checkpoints") / "enrich"), "once")
+    expected = int(session_options.get("spark.jw.sqe.spout.kafka.maxRecordsPerBatch", "500"))
+    assert plan.streams["Events"].max_records == expected
+
+
+def test_a_prepared_run_keeps_its_own_options(tmp_path):
+    """sqe.prepare settles what a run needs without Spark; sqe.run given one refuses the
+    arguments the prepared run already holds, rather than running with one of the two."""
+    import sqe
+
+    prepared = sqe.prepare("topologies/enrich.yaml", config=["conf/local.yaml"],
+                           checkpoint=tmp_path / "ck")
+    assert (prepared.checkpoint, prepared.topology.name) == (str(tmp_path / "ck"), "enrich")
+    assert prepared.plan.streams["Events"].brokers
+    with pytest.raises(ValueError, match="a prepared run holds its config and checkpoint: give "
+                                         r"them to prepare\(\), not to run\(\)"):
+        sqe.run(prepared, config=["conf/local.yaml"], checkpoint="elsewhere", once=True)
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(sqe.OptionError, match="cannot be a directory"):
+        sqe.prepare("topologies/enrich.yaml", checkpoint=tmp_path / "afile")
