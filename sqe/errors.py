@@ -6,8 +6,12 @@ topic/partition/offset).  The CLI prints the message as one sentence and
 never a stack trace.  Errors about bad values also derive from
 :class:`ValueError`, so code that validates inputs can catch them as such
 (the CLI exits 2); failures at run time derive from :class:`RuntimeError`
-(the CLI exits 1).  Every error class of the package is defined here, so one import
-reaches them all (the modules that raise them re-export them where they were).
+(the CLI exits 1); :class:`RefusedOption` alone is neither, since validation raises and
+catches it inside itself and no user meets it.  Every error class of the package is defined
+here, so one import reaches them all (the modules that raise them re-export them where they
+were), except ``sqe.config.redis_busy.RedisBusyError``: a :class:`StateError` that is also
+redis-py's ``ResponseError``, so that every handler of Redis errors locates it, defined beside
+the retry that raises it so that importing this module costs no redis-py.
 """
 
 from __future__ import annotations
@@ -84,7 +88,7 @@ class ReplicaLagError(StateError):
     a failover could lose it, so the batch does not count as done."""
 
 
-class StaleBatchError(SqeError, RuntimeError):
+class StaleBatchError(StateError):
     """A batch id lower than the committed one, or the same id ending at other source offsets:
     another writer of the consumer is ahead, and the message names it."""
 
@@ -126,7 +130,7 @@ class TopologyChanged(RunError):
     """A change to the topology that the checkpoint or the stores cannot follow; nothing read."""
 
 
-class BadRecordError(SqeError):
+class BadRecordError(SqeError, RuntimeError):
     """A record a step cannot take, under ``badRecordPolicy: fail`` (one sentence)."""
 
 

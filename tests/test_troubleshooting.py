@@ -169,13 +169,12 @@ def _run_exit(error: BaseException, signum: int) -> int:
 
     topology = SimpleNamespace(name="load", path="topologies/load.yaml")
     plan = SimpleNamespace(warnings=(), spark_conf={}, spark_origins={})
+    prepared = SimpleNamespace(topology=topology, plan=plan, checkpoint="checkpoints/load")
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(commands.api, "load_topology", lambda *_a, **_k: topology)
-        m.setattr(commands.api, "validate", lambda *_a, **_k: plan)
+        m.setattr(commands.api, "prepare", lambda *_a, **_k: prepared)
         m.setattr(commands.api, "run", run)
         m.setattr(logging, "basicConfig", lambda **_k: None)
         m.setattr(commands, "set_log_level", lambda _level: None)
-        m.setattr(commands, "not_a_directory", lambda _path: None)
         m.setattr(commands, "_held_elsewhere", lambda _path: None)
         m.setattr(commands, "_watchers", lambda _args: [])
         m.setattr(commands, "build_session", lambda *_a, **_k: object())
@@ -256,3 +255,25 @@ def test_links_stay_in_docs_and_lead_to_headings() -> None:
             headings = [re.sub(r"^#+\s+", "", line) for line in target.read_text().splitlines()
                         if re.match(r"#{1,6}\s", line)]
             assert anchor in {_slug(h) for h in headings}, f"{link}: no such heading"
+
+
+def test_one_error_tree_every_error_a_user_meets_is_a_value_or_a_run_time_error() -> None:
+    """Every class of sqe.errors but their base and the one validation keeps to itself has
+    ValueError (bad input, exit 2) or RuntimeError (failed at run time, exit 1) as a base; the
+    refusals of a store are StateErrors, and Redis's BUSY past the wait is one too while its
+    handlers still see a Redis error."""
+    import redis
+
+    from sqe.config.redis_busy import RedisBusyError
+    from sqe.errors import RefusedOption, StaleBatchError, StateError
+
+    for name in sqe.errors.__all__:
+        cls = getattr(sqe.errors, name)
+        assert issubclass(cls, SqeError), name
+        if cls not in (SqeError, RefusedOption):
+            assert issubclass(cls, ValueError) != issubclass(cls, RuntimeError), name
+    assert not issubclass(RefusedOption, ValueError | RuntimeError)
+    assert issubclass(StaleBatchError, StateError) and issubclass(BadRecordError, RuntimeError)
+    assert issubclass(RedisBusyError, StateError) and issubclass(RedisBusyError,
+                                                                 redis.ResponseError)
+    assert _cli_exit(RedisBusyError("it answered BUSY for 30 s")) == 1

@@ -33,6 +33,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from sqe.errors import StateError
+
 __all__ = ["BUSY_WAIT_S", "BusyRetry", "RedisBusyError", "is_busy"]
 
 BUSY_WAIT_S = 120.0
@@ -48,8 +50,9 @@ _LOG = logging.getLogger("sqe.redis")
 T = TypeVar("T")
 
 
-class RedisBusyError(redis.ResponseError):
-    """Redis kept refusing commands with ``BUSY`` for longer than the client waits."""
+class RedisBusyError(StateError, redis.ResponseError):
+    """Redis kept refusing commands with ``BUSY`` for longer than the client waits: a
+    :class:`~sqe.errors.StateError`, and a Redis error for the handlers that locate those."""
 
 
 def is_busy(exc: BaseException) -> bool:
