@@ -152,7 +152,7 @@ class StreamSettings(_View):
         return consumer_properties(self.settings)
 
     @property
-    def filtering(self) -> bool:
+    def post_filtering(self) -> bool:
         """Whether messages are post-filtered (by filterValues or postFilter)."""
         return bool(self.filter_values) or self.post_filter is not None
 

@@ -247,7 +247,7 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
     marks = TaskMarks.from_store(cfg) if stream.filter_replays else None
     policies = (stream.corrupt_policy, stream.bad_record_policy)
     dead = DeadLetters(stream) if "deadletter" in policies else None
-    headers = stream.filtering and not stream.chunks  # plain records carry the filter value
+    headers = stream.post_filtering and not stream.chunks  # plain records carry the filter value
     try:
         consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
         tally = Tally()

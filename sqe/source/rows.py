@@ -142,7 +142,7 @@ def _plain_rows(cfg: SourceConfig, part: RangePartition, rec: Records, marks: Ta
         keep, marks.now = filter_replays_decoded(pid, spart, soff, judged & ~out, marks.now)
         keep &= ~out
         tally.replays_dropped += int((~keep & ~out).sum())
-    if cfg.stream.filtering:
+    if cfg.stream.post_filtering:
         passed = _post_mask(batch, cfg)
         tally.messages_filtered += int((keep & ~passed).sum())
         keep &= passed
@@ -299,7 +299,7 @@ def _chunk_rows(cfg: SourceConfig, part: RangePartition, rec: Records, marks: Ta
         accepted[rejected] = False
         _, chunk_hwm = filter_replays_decoded(pid, spart, last, accepted, marks.now)
         marks.now = _merge(chunk_hwm, message_hwm)
-    if cfg.stream.filtering:
+    if cfg.stream.post_filtering:
         passed = _post_mask(batch, cfg)
         if cfg.stream.filter_values:  # decoded because of the Bloom filter, yet nothing matched
             hits = np.bincount(chunk_no, weights=passed, minlength=len(first))
