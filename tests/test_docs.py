@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -60,14 +61,16 @@ def test_pages_name_only_existing_commands():
 
 
 def _python_blocks(page: Path) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+    """The page's Python blocks, each as it runs (one inside a list item is indented)."""
+    return [textwrap.dedent(block)
+            for block in re.findall(r"```python\n(.*?)```", page.read_text(), re.S)]
 
 
 @pytest.mark.spark
 def test_python_blocks_of_the_readme_and_the_api_page_run_as_written(spark, tmp_path,
                                                                      monkeypatch, capsys):
     pages = {README: _python_blocks(README), DOCS / "api.md": _python_blocks(DOCS / "api.md")}
-    assert [len(blocks) for blocks in pages.values()] == [1, 2], \
+    assert [len(blocks) for blocks in pages.values()] == [1, 3], \
         "the Python examples of README.md or docs/api.md moved"
     for page, blocks in pages.items():  # each page as a reader runs it: in a fresh directory
         work = tmp_path / page.stem
@@ -79,6 +82,7 @@ def test_python_blocks_of_the_readme_and_the_api_page_run_as_written(spark, tmp_
         for block in blocks:
             exec(compile(block, str(page.relative_to(ROOT)), "exec"), namespace)
         assert (work / "checkpoints" / "hello" / "sqe-progress.jsonl").is_file()
+    assert (tmp_path / "api" / "checkpoints" / "hello-again" / "sqe-progress.jsonl").is_file()
     out = capsys.readouterr().out.splitlines()
     assert out.count("3 2") == 2
     assert any(line.startswith("Greetings batch 0: 3 records read") for line in out)

@@ -20,8 +20,12 @@ def sqe(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_validate_shipped_topologies_with_and_without_config():
+    """Every shipped topology validates alone and with every shipped config (conf/cluster.yaml
+    is the one docs/deploy.md submits with)."""
     files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "topologies").glob("*.yaml"))
-    for extra in ([], ["--config", "conf/local.yaml"]):
+    configs = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "conf").glob("*.yaml"))
+    assert "conf/cluster.yaml" in configs
+    for extra in ([], *(["--config", c] for c in configs)):
         out = sqe("validate", *files, *extra)
         assert out.returncode == 0, out.stderr
         assert out.stdout.count("OK ") == len(files)
