@@ -111,6 +111,8 @@ class Staged:
     store: RedisEndpoint  # the HWM store
     #: Stages several states' rows of one store in one Spark job; returns rows per key.
     send: Callable[[Sequence[Staged]], dict[str, int]]
+    replicas: int = 0  # the HWM store's replicas that must hold the staged rows
+    replica_timeout: float = 10.0  # seconds they have to acknowledge them
 
 
 def stage_together(staged: Sequence[Staged]) -> dict[str, int]:

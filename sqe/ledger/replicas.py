@@ -5,7 +5,11 @@ the replica that a failover promotes.  :func:`wait_for_replicas` writes one smal
 on a connection to the primary after the batch's writes, then sends ``WAIT`` on that
 same connection: Redis replicates in order, so a replica that acknowledges this write
 holds everything the primary took before it, the batch's writes from every task
-included.  Fewer acknowledgements than asked within the timeout is a
+included, as long as the primary is still the one the tasks wrote to.  A failover between
+the tasks' writes and that wait would promote a replica without them, and the wait would
+then be answered by the new primary: so a task that stages rows waits too, on the
+connection it wrote them through (:func:`held_by_replicas`), and a primary that died after
+taking them fails the task.  Fewer acknowledgements than asked within the timeout is a
 :class:`~sqe.errors.ReplicaLagError`: the batch does not count, Spark runs it again,
 and the stores' batch-id records make the second run write nothing twice.
 
@@ -19,7 +23,7 @@ from typing import Any
 
 from sqe.errors import ReplicaLagError
 
-__all__ = ["wait_for_replicas"]
+__all__ = ["held_by_replicas", "wait_for_replicas"]
 
 
 def wait_for_replicas(client: Any, ack_key: str, batch_id: int, replicas: int,
@@ -44,3 +48,21 @@ def wait_for_replicas(client: Any, ack_key: str, batch_id: int, replicas: int,
             "done (a failover now could lose it); the run stops, and its next run finishes the "
             "batch without writing it twice once the replicas catch up (INFO replication on "
             "the primary shows them)")
+
+
+def held_by_replicas(connection: Any, replicas: int, timeout_s: float, what: str) -> None:
+    """Return once ``replicas`` replicas hold every write sent through ``connection`` (a
+    redis-py ``Connection``, taken from its pool for the writes: ``WAIT`` counts the writes of
+    the connection it is sent on), else raise :class:`ReplicaLagError` after ``timeout_s``;
+    ``what`` opens its sentence.  A task that stages rows ends with it, so a failover after the
+    task cannot promote a replica without them."""
+    if replicas <= 0:
+        return
+    connection.send_command("WAIT", replicas, int(timeout_s * 1000))
+    acked = int(connection.read_response())
+    if acked < replicas:
+        raise ReplicaLagError(
+            f"{what}: {acked} of the {replicas} replica(s) that must hold the batch's rows "
+            f"acknowledged them within {timeout_s:g} s, so the batch does not count (a failover "
+            "now could lose them); the batch fails, and is written again when it is retried "
+            "once the replicas catch up (INFO replication on the primary shows them)")

@@ -46,6 +46,7 @@ from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.ledger.hwm import HwmStore, Stage
+from sqe.ledger.replicas import held_by_replicas
 from sqe.state.redis.aggregates import AggregateSink
 from sqe.state.redis.layout import RedisLayout, joined, replicated
 from sqe.state.redis.protocol import send_hsets
@@ -94,6 +95,8 @@ class RedisSink(Sink):
         self._stage: Stage | None = None  # where this batch's rows are staged, if they are
         self._store: RedisEndpoint | None = None  # the HWM store that holds the stage
         self._pass_staged = False  # the one-pass plan stages the rows (pass_columns)
+        #: the HWM store's replicas that must hold the staged rows, and their timeout
+        self._replicas: tuple[int, float] = (0, 10.0)
 
     @classmethod
     def create(cls, target: SinkTarget) -> Sink:
@@ -140,6 +143,7 @@ class RedisSink(Sink):
                 self._stage = Stage(batch.stage_key(), self.config.datatype,
                                     self.config.expire_seconds)
                 self._store = store.endpoint
+                self._replicas = (store.replicas, store.replica_timeout)
                 store.client.delete(self._stage.key)  # what a crashed attempt staged
         except redis.RedisError as exc:
             raise StateError(f"Redis state {self.config.name}: "
@@ -149,7 +153,7 @@ class RedisSink(Sink):
     def write(self, frame: DataFrame) -> int:
         if self._stage is None or self._store is None:
             return write_redis(frame, self.config)
-        return stage_redis(frame, self.config, self._store, self._stage.key)
+        return stage_redis(frame, self.config, self._store, self._stage.key, *self._replicas)
 
     def write_empty(self, frame: DataFrame) -> int:
         return 0  # nothing to write or stage; commit stages nothing new
@@ -160,7 +164,8 @@ class RedisSink(Sink):
         if self._stage is None or self._store is None:
             return None
         return Staged(self.config.name, self._stage.key,
-                      staged_rows(frame, self.config, self._stage.key), self._store, stage_all)
+                      staged_rows(frame, self.config, self._stage.key), self._store, stage_all,
+                      *self._replicas)
 
     def pass_columns(self, frame: DataFrame, hwm: HwmStore | None) -> list[Column]:
         """The staged form of the rows (``_rf``, ``_rv``) when the state shares the HWM store's
@@ -183,7 +188,7 @@ class RedisSink(Sink):
             c = self.config
             return _writer_task(c.name, c.endpoint, c.datatype, c.expire_seconds)
         stage, task = self._stage.key, _stage_task(f"Redis state {self.config.name}",
-                                                   self._store)
+                                                   self._store, *self._replicas)
 
         def staged(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for out in task(b.append_column("_stage", repeated(stage, b.num_rows))
@@ -263,12 +268,21 @@ def _writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_secon
     return write
 
 
-def _stage_task(names: str, store: RedisEndpoint) -> Any:
+def _stage_task(names: str, store: RedisEndpoint, replicas: int = 0,
+                timeout_s: float = 10.0) -> Any:
     """The function each Spark task runs to stage rows: each row's ``_rf``/``_rv`` pair into the
     hash its ``_stage`` names, as a few long HSETs per hash built by Arrow
     (:mod:`sqe.state.redis.protocol`), each followed by the hash's EXPIRE; one count row per
     hash.  Every stage key of a batch carries its consumer's hash tag, so one connection (one
-    Cluster node) takes them all."""
+    Cluster node) takes them all.
+
+    With ``replicas`` (the HWM store's), the task ends with ``WAIT`` on that same connection:
+    it succeeds only once that many replicas hold its rows, else raises
+    :class:`~sqe.errors.ReplicaLagError`.  Without it, a failover between the staging and the
+    commit would promote a replica without the rows, and the commit there would count the
+    batch done with nothing to apply.  The connection is the one the rows went through, so a
+    primary that died after taking them fails the task rather than answering for another.
+    """
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         begin_task()
@@ -291,6 +305,9 @@ def _stage_task(names: str, store: RedisEndpoint) -> Any:
                             staged[key] = staged.get(key, 0) + send_hsets(
                                 connection, key.encode(), rows.column("_rf"), rows.column("_rv"),
                                 STAGE_TTL_SECONDS)
+                    if replicas > 0 and connection is not None:
+                        held_by_replicas(connection, replicas, timeout_s,
+                                         f"{names} (staged in the HWM store)")
                 except BaseException:
                     if connection is not None:
                         connection.disconnect()  # replies may be left unread on it
@@ -334,12 +351,17 @@ def stage_all(staged: Sequence[Staged]) -> dict[str, int]:
     """
     names = " and ".join(f"Redis state {item.name}" for item in staged)
     rows = reduce(DataFrame.union, [item.rows for item in staged])
-    sent = rows.mapInArrow(_stage_task(names, staged[0].store), "stage string, written long")
+    replicas = max(item.replicas for item in staged)  # one store: one consumer's setting
+    timeout_s = max(item.replica_timeout for item in staged)
+    sent = rows.mapInArrow(_stage_task(names, staged[0].store, replicas, timeout_s),
+                           "stage string, written long")
     return {str(stage): c["written"] for stage, c in task_counts(sent, "stage").items()}
 
 
-def stage_redis(df: DataFrame, cfg: RedisStateConfig, store: RedisEndpoint, stage_key: str) -> int:
+def stage_redis(df: DataFrame, cfg: RedisStateConfig, store: RedisEndpoint, stage_key: str,
+                replicas: int = 0, replica_timeout: float = 10.0) -> int:
     """Stage ``df``'s rows in hash ``stage_key`` of the HWM store; returns the rows staged
-    (:func:`stage_all` of one state)."""
+    (:func:`stage_all` of one state; ``replicas`` of the store must hold them)."""
     rows = staged_rows(df, cfg, stage_key)
-    return stage_all([Staged(cfg.name, stage_key, rows, store, stage_all)]).get(stage_key, 0)
+    return stage_all([Staged(cfg.name, stage_key, rows, store, stage_all, replicas,
+                             replica_timeout)]).get(stage_key, 0)

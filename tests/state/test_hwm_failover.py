@@ -4,12 +4,14 @@ failover to a replica that was behind takes back no batch that counted as done. 
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
 from sqe.config.redis_clients import kept_client
 from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.errors import ReplicaLagError
-from sqe.ledger.hwm import HwmStore
+from sqe.ledger.hwm import HwmStore, Stage
+from sqe.state.redis.sink import _stage_task
 
 pytestmark = pytest.mark.redis
 
@@ -82,3 +84,42 @@ def test_a_client_a_worker_keeps_follows_the_sentinel_to_the_new_primary(replica
         assert again.execute_command("ROLE")[0] == b"master"
         again.set("k", "w")  # a replica would refuse it
         assert again.get("k") == b"w"
+
+
+def _staged(stage: str, rows: dict[str, str]) -> list[pa.RecordBatch]:
+    """Rows of a HASH state ``events`` as a staging task gets them (``_stage``, ``_rf``: the
+    key's length, ``:``, the key and the field; ``_rv``: the value)."""
+    key = "events"
+    return [pa.RecordBatch.from_pydict({
+        "_stage": [stage] * len(rows),
+        "_rf": [f"{len(key)}:{key}{field}" for field in rows],
+        "_rv": [value.encode() for value in rows.values()]})]
+
+
+def test_a_staging_task_counts_only_once_the_replica_holds_its_rows(replicated):
+    """The failover between a batch's staging and its commit: the replica that is promoted
+    must hold the staged rows, or the commit there counts the batch with nothing to apply and
+    its rows are lost.  So a staging task waits for the replicas on the connection it staged
+    through, and fails when they do not acknowledge; the re-run stages again."""
+    store = _store(replicated.url)
+    endpoint = RedisEndpoint(replicated.url)
+    stage = store.stage_key(0, None, 0)
+    task = _stage_task("Redis state events", endpoint, replicas=1, timeout_s=1)
+    [counts] = list(task(iter(_staged(stage, {"a": "1", "b": "2"}))))
+    assert counts.to_pydict() == {"stage": [stage], "written": [2]}  # the replica holds them
+    replicated.cut_replica()  # from here on nothing reaches it
+    again = store.stage_key(1, None, 0)
+    with pytest.raises(ReplicaLagError) as lag:
+        list(task(iter(_staged(again, {"c": "3"}))))
+    assert str(lag.value) == (
+        "Redis state events (staged in the HWM store): 0 of the 1 replica(s) that must hold "
+        "the batch's rows acknowledged them within 1 s, so the batch does not count (a "
+        "failover now could lose them); the batch fails, and is written again when it is "
+        "retried once the replicas catch up (INFO replication on the primary shows them)")
+    # batch 0 is whole on both: committed on the primary, applied, and held by the replica
+    replicated.resume_replica()
+    replicated.wait_in_sync()
+    assert store.commit(0, {(7, 0): 10}, [Stage(stage, "HASH")], offsets=OFFSETS[0]) is True
+    with kept_client(endpoint) as client:
+        assert client.hgetall("events") == {b"a": b"1", b"b": b"2"}
+    store.client.close()
