@@ -19,6 +19,7 @@ from sqe.engine.runner import run_topology
 from sqe.lang.topology import load_topology
 from sqe.wire.keys import StreamMetadata
 from tests.engine.test_run_replays import _jobs, _plan
+from tests.support import redis_string_query
 from tests.support.kafka_io import produce, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
@@ -64,13 +65,7 @@ def _commands(source: str, out: str, types: dict | None, **stream: object) -> li
                                        {"C": "dd.MM.yyyy"}]}]},
                    "from": {"objectName": "In"},
                    "where": {">": ["amount", 1]}}},
-        {"Query": {"insertInto": {"objectName": "last", "stateName": "REDIS",
-                                  "fields": ["event_id", "region"],
-                                  "options": {"jw.sqe.state.redis.datatype": "STRING",
-                                              "jw.sqe.state.redis.keyname.fields":
-                                                  ["event_id"]}},
-                   "select": {"expressions": ["event_id", "region"]},
-                   "from": {"objectName": "In"}}}]
+        redis_string_query("last", "event_id", "region")]
 
 
 def _conf(kafka_bootstrap: str) -> dict[str, str]:

@@ -15,7 +15,7 @@ from sqe.engine.pipeline import stream_stores
 from sqe.engine.runner import run_topology
 from sqe.lang.topology import load_topology
 from sqe.wire.keys import StreamMetadata, kafka_secondary_id, pid_for
-from tests.support import DATA
+from tests.support import DATA, redis_string_query
 from tests.support.kafka_io import cluster_id, produce, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
@@ -159,13 +159,7 @@ def test_the_redis_states_of_a_batch_are_staged_in_one_spark_job(
                                                   ["event_id"]}},
                    "select": {"expressions": ["region", "event_id", "n"]},
                    "from": {"objectName": "In"}}},
-        {"Query": {"insertInto": {"stateName": "REDIS", "objectName": "last_region",
-                                  "fields": ["event_id", "region"],
-                                  "options": {"jw.sqe.state.redis.datatype": "STRING",
-                                              "jw.sqe.state.redis.keyname.fields":
-                                                  ["event_id"]}},
-                   "select": {"expressions": ["event_id", "region"]},
-                   "from": {"objectName": "In"}}}]
+        redis_string_query("last_region", "event_id", "region")]
     plan = _plan(tmp_path / "staged.yaml", commands, kafka_bootstrap, redis_url)
 
     [report] = run_topology(plan, spark, "staged", tmp_path / "ck", "once")
