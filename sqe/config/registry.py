@@ -140,6 +140,12 @@ _DECLARED = [
     *_redis_security("jw.sqe.spout.kafka.filterReplays.redis", "the high-water mark store",
                      "stream"),
     *_replicas("jw.sqe.spout.kafka.filterReplays.redis", "the high-water mark store", "stream"),
+    Option("jw.sqe.spout.kafka.filterReplays.redis.commitRetrySeconds", "int", 30,
+           "Seconds a batch's commit is sent again, on a new connection, when the connection "
+           "to the high-water mark store drops or times out (a reset, a reply lost after the "
+           "commit ran, a failover): a commit is idempotent by its batch id, so such a blip "
+           "heals inside the run, with a warning; a store away longer fails the batch and "
+           "ends the run.  0: the first such error does.", scope="stream", minimum=0),
     # -- chunks: Bloom-filtered reading (sqe.wire.chunk) ----------------------------------
     Option("jw.sqe.spout.kafka.chunks", "bool", False,
            "The topic holds SQE chunks (written with jw.sqe.state.kafka.chunking): each record "

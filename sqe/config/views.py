@@ -118,6 +118,7 @@ class StreamSettings(_View):
     hwm_login = _login_keys(_HWM)
     hwm_wait = OptionKey[int](f"{_HWM}.replicas")
     hwm_replica_timeout = OptionKey[int](f"{_HWM}.replicaTimeout")
+    hwm_commit_retry = OptionKey[int](f"{_HWM}.commitRetrySeconds")
     chunks = OptionKey[bool]("jw.sqe.spout.kafka.chunks")
     filter_values = OptionKey("jw.sqe.spout.kafka.filterValues", _tuple)
     match_unfiltered = OptionKey[bool]("jw.sqe.spout.kafka.matchUnfiltered")

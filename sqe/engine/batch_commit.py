@@ -4,6 +4,8 @@ ways a batch is written (:mod:`sqe.engine.per_batch`, :mod:`sqe.engine.one_pass_
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Mapping
 
 import redis
@@ -14,20 +16,60 @@ from sqe.state.sink import Batch
 
 __all__ = ["commit_hwm", "dropped"]
 
+log = logging.getLogger("sqe")
+_FIRST_PAUSE_S = 0.1
+_LONGEST_PAUSE_S = 2.0
+
 
 def commit_hwm(batch: Batch, updates: Mapping[tuple[int, int], int]) -> None:
     """Commit ``batch`` (its marks ``updates``, its stages, offsets and checkpoint) to its HWM
     store; nothing without one.  A Redis error is a :class:`StateError`: the batch is re-run
-    and its output filtered as replays."""
-    if batch.store is None:
+    and its output filtered as replays.
+
+    A connection that drops or times out (a reset, a reply lost after the script ran, a
+    failover) is not the end of the run: the commit is sent again on a new connection for up
+    to the store's ``commit_retry_s`` seconds, with a warning.  It is idempotent by batch id:
+    a commit that did run the first time answers "already committed" the second, and the rows
+    it recorded to apply are applied then.  Staged rows are on the store's replicas before the
+    commit (each staging task waits for them), so a commit sent again to a promoted replica
+    finds them."""
+    store = batch.store
+    if store is None:
         return
-    try:
-        batch.store.commit(batch.batch_id, updates, batch.stages, batch.offsets,
-                           batch.checkpoint)
-    except redis.RedisError as exc:
-        raise StateError(f"cannot commit the HWMs of {batch.consumer}: "
-                         f"{batch.store.describe_error(exc)}; the batch is re-run and its output "
-                         "filtered as replays") from None
+    deadline = time.monotonic() + store.commit_retry_s
+    pause, tries = _FIRST_PAUSE_S, 0
+    while True:
+        try:
+            store.commit(batch.batch_id, updates, batch.stages, batch.offsets, batch.checkpoint)
+            break
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            tries += 1
+            if time.monotonic() + pause > deadline:
+                raise StateError(f"cannot commit the HWMs of {batch.consumer}: "
+                                 f"{store.describe_error(exc)}{_tried(tries)}; the batch is "
+                                 "re-run and its output filtered as replays") from None
+            log.warning("batch %d of %s: the HWM store's connection failed at the commit (%s); "
+                        "sending the commit again on a new connection", batch.batch_id,
+                        batch.consumer, store.describe_error(exc))
+            time.sleep(pause)
+            pause = min(pause * 2, _LONGEST_PAUSE_S)
+        except redis.RedisError as exc:
+            raise StateError(f"cannot commit the HWMs of {batch.consumer}: "
+                             f"{store.describe_error(exc)}; the batch is re-run and its output "
+                             "filtered as replays") from None
+    if tries:
+        try:  # what a commit that ran before its reply was lost recorded to apply
+            store.finish_applying()
+        except redis.RedisError as exc:
+            log.warning("batch %d of %s is committed; applying its staged rows failed (%s), "
+                        "and the next batch or run applies them first", batch.batch_id,
+                        batch.consumer, store.describe_error(exc))
+        log.warning("batch %d of %s: committed after %d failed attempt(s)", batch.batch_id,
+                    batch.consumer, tries)
+
+
+def _tried(tries: int) -> str:
+    return f" (sent {tries} times, the last after the commit's retry time)" if tries > 1 else ""
 
 
 def dropped(store: HwmStore, batch_id: int, checkpoint: str | None, sinks: int,

@@ -1,0 +1,102 @@
+"""A blip heals inside the run: a batch's HWM commit whose connection drops is sent again.
+
+A real Redis behind the tests' own TCP proxy (:mod:`tests.support.fault_proxy`): the reply to
+the commit script is lost after Redis ran it, or every connection is cut, or nothing passes
+for a while.  The commit is idempotent by batch id, so sending it again commits the batch
+once, its staged rows applied once; a store away longer than the retry time fails the batch
+in one sentence.
+"""
+
+from __future__ import annotations
+
+import logging
+from urllib.parse import urlsplit
+
+import pytest
+import redis
+
+from sqe.config.redis_endpoint import RedisEndpoint
+from sqe.engine.batch_commit import commit_hwm
+from sqe.errors import StateError
+from sqe.ledger.hwm import HwmStore, Stage
+from sqe.ledger.hwm_lua import COMMIT
+from sqe.state.sink import Batch
+from tests.support.fault_proxy import FaultProxy
+
+pytestmark = pytest.mark.redis
+
+OFFSETS = '{"0": 10}'
+
+
+@pytest.fixture
+def proxied(redis_url):
+    """The test's Redis database through a fault proxy: (proxy, URL through it, direct)."""
+    parts = urlsplit(redis_url)
+    proxy = FaultProxy((parts.hostname or "127.0.0.1", parts.port or 6379))
+    database = parts.path.lstrip("/") or "0"
+    try:
+        yield proxy, f"redis://127.0.0.1:{proxy.port}/{database}", redis.Redis.from_url(redis_url)
+    finally:
+        proxy.stop()
+
+
+def _batch(url: str, retry_s: float, staged: dict[bytes, bytes] | None = None) -> Batch:
+    store = HwmStore.from_url(RedisEndpoint(url), "t.In", 3600)
+    store.commit_retry_s = retry_s
+    batch = Batch("t.In", 0, store, OFFSETS, "/ck/In")
+    if staged is not None:
+        key = batch.stage_key()
+        store.client.hset(key, mapping=staged)
+        batch.stages.append(Stage(key, "HASH"))
+    return batch
+
+
+def _sha() -> bytes:
+    return redis.Redis().register_script(COMMIT).sha.encode()  # no connection: only the sha
+
+
+def test_a_commit_whose_reply_is_lost_is_sent_again_and_counts_once(proxied, caplog):
+    proxy, url, direct = proxied
+    batch = _batch(url, retry_s=10, staged={b"6:eventsa": b"1", b"6:eventsb": b"2"})
+    proxy.lose_reply_to(_sha())  # Redis runs the commit; its answer never arrives
+    with caplog.at_level(logging.WARNING, logger="sqe"):
+        commit_hwm(batch, {(7, 0): 10})
+    assert proxy.replies_lost == 1
+    assert direct.get("sqe:{t.In}:batch") == b"0"
+    assert direct.hgetall("events") == {b"a": b"1", b"b": b"2"}  # applied now, once
+    assert not direct.exists("sqe:{t.In}:apply")
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("batch 0 of t.In: the HWM store's connection failed at the commit "
+                            "(") and m.endswith("); sending the commit again on a new "
+                                                "connection") for m in said), said
+    assert "batch 0 of t.In: committed after 1 failed attempt(s)" in said
+    batch.store.client.close()  # type: ignore[union-attr]
+
+
+def test_every_connection_cut_and_a_short_blackhole_heal_inside_the_retry_time(proxied):
+    proxy, url, direct = proxied
+    batch = _batch(url, retry_s=10)
+    batch.store.client.ping()  # type: ignore[union-attr]  # a connection to cut
+    proxy.cut()
+    proxy.blackhole(1.0)
+    commit_hwm(batch, {(7, 0): 10})
+    assert direct.get("sqe:{t.In}:batch") == b"0"
+    assert direct.hget("sqe:{t.In}:hwm", "7:0") == b"10"
+    batch.store.client.close()  # type: ignore[union-attr]
+
+
+def test_a_store_away_longer_than_the_retry_time_fails_the_batch_in_one_sentence(proxied):
+    proxy, url, direct = proxied
+    batch = _batch(url, retry_s=0)  # 0: no second attempt
+    proxy.lose_reply_to(_sha())
+    with pytest.raises(StateError) as failed:
+        commit_hwm(batch, {(7, 0): 10})
+    text = str(failed.value)
+    assert text.startswith("cannot commit the HWMs of t.In: ") and "\n" not in text
+    assert text.endswith("; the batch is re-run and its output filtered as replays")
+    # it did run: the re-run of the batch finds it committed and writes nothing twice
+    assert direct.get("sqe:{t.In}:batch") == b"0"
+    again = HwmStore.from_url(RedisEndpoint(url), "t.In", 3600)
+    assert again.admit(0, OFFSETS) is False
+    again.client.close()
+    batch.store.client.close()  # type: ignore[union-attr]
