@@ -58,7 +58,8 @@ _EXPORTS = {
     # errors
     **{name: "sqe.errors" for name in (
         "SqeError", "OptionError", "TopologyError", "PrerequisiteError", "SourceError",
-        "StateError", "ReplicaLagError", "StaleBatchError", "RunError", "RunStopped",
+        "StateError", "ReplicaLagError", "StaleBatchError", "RedisBusyError", "RunError",
+        "RunStopped",
         "CheckpointMismatch", "TopologyChanged", "BadRecordError", "ProgressError",
         "ReportError", "ChunkError")},
 }
@@ -71,7 +72,8 @@ __all__ = [
     "PostgresStateSettings", "RedisEndpoint", "BatchReport", "Tally", "RunWatcher",
     "StreamView", "PartitionLag", "PrometheusWatcher", "Rerun", "StreamMetadata", "decode_keys",
     "encode_keys", "pid_for", "SqeError", "OptionError", "TopologyError", "PrerequisiteError",
-    "SourceError", "StateError", "ReplicaLagError", "StaleBatchError", "RunError", "RunStopped",
+    "SourceError", "StateError", "ReplicaLagError", "StaleBatchError", "RedisBusyError",
+    "RunError", "RunStopped",
     "CheckpointMismatch", "TopologyChanged", "BadRecordError", "ProgressError", "ReportError",
     "ChunkError",
 ]
@@ -99,6 +101,7 @@ if TYPE_CHECKING:
         OptionError,
         PrerequisiteError,
         ProgressError,
+        RedisBusyError,
         ReplicaLagError,
         ReportError,
         RunError,

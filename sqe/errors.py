@@ -9,12 +9,13 @@ never a stack trace.  Errors about bad values also derive from
 (the CLI exits 1); :class:`RefusedOption` alone is neither, since validation raises and
 catches it inside itself and no user meets it.  Every error class of the package is defined
 here, so one import reaches them all (the modules that raise them re-export them where they
-were), except ``sqe.config.redis_busy.RedisBusyError``: a :class:`StateError` that is also
-redis-py's ``ResponseError``, so that every handler of Redis errors locates it, defined beside
-the retry that raises it so that importing this module costs no redis-py.
+were).  :class:`RedisBusyError` is also redis-py's ``ResponseError``, so that every handler of
+Redis errors locates it.
 """
 
 from __future__ import annotations
+
+import redis
 
 __all__ = [
     "SqeError",
@@ -26,6 +27,7 @@ __all__ = [
     "StateError",
     "ReplicaLagError",
     "StaleBatchError",
+    "RedisBusyError",
     "RunError",
     "RunStopped",
     "CheckpointMismatch",
@@ -112,6 +114,11 @@ class StaleBatchError(StateError):
                    f"committed{made}; that run is ahead of this one, which is refused so that "
                    "nothing is written twice: stop one of the two runs, or give this one a "
                    "--name of its own")
+
+
+class RedisBusyError(StateError, redis.ResponseError):
+    """Redis kept refusing commands with ``BUSY`` (a Lua script or function running) for longer
+    than SQE waits; a Redis error too, for the handlers that say which store it was."""
 
 
 class RunError(SqeError, RuntimeError):

@@ -33,7 +33,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from sqe.errors import StateError
+from sqe.errors import RedisBusyError
 
 __all__ = ["BUSY_WAIT_S", "BusyRetry", "RedisBusyError", "is_busy"]
 
@@ -48,11 +48,6 @@ _WARN_AFTER_S = 1.0
 _BUSY = re.compile(r"(?:^|caused error: )BUSY ")
 _LOG = logging.getLogger("sqe.redis")
 T = TypeVar("T")
-
-
-class RedisBusyError(StateError, redis.ResponseError):
-    """Redis kept refusing commands with ``BUSY`` for longer than the client waits: a
-    :class:`~sqe.errors.StateError`, and a Redis error for the handlers that locate those."""
 
 
 def is_busy(exc: BaseException) -> bool:
