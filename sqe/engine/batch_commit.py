@@ -69,7 +69,8 @@ def commit_hwm(batch: Batch, updates: Mapping[tuple[int, int], int]) -> None:
 
 
 def _tried(tries: int) -> str:
-    return f" (sent {tries} times, the last after the commit's retry time)" if tries > 1 else ""
+    return (f" (sent {tries} times within jw.sqe.spout.kafka.filterReplays.redis."
+            "commitRetrySeconds)") if tries > 1 else ""
 
 
 def dropped(store: HwmStore, batch_id: int, checkpoint: str | None, sinks: int,
