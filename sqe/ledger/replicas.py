@@ -9,7 +9,9 @@ included, as long as the primary is still the one the tasks wrote to.  A failove
 the tasks' writes and that wait would promote a replica without them, and the wait would
 then be answered by the new primary: so a task that stages rows waits too, on the
 connection it wrote them through (:func:`held_by_replicas`), and a primary that died after
-taking them fails the task.  Fewer acknowledgements than asked within the timeout is a
+taking them fails the task; a task that writes a state directly, through a pool, waits once
+its writes are sent and fails when the primary is not the one it started with
+(:func:`written_and_held`).  Fewer acknowledgements than asked within the timeout is a
 :class:`~sqe.errors.ReplicaLagError`: the batch does not count, Spark runs it again,
 and the stores' batch-id records make the second run write nothing twice.
 
@@ -21,9 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqe.errors import ReplicaLagError
+from sqe.errors import ReplicaLagError, StateError
 
-__all__ = ["held_by_replicas", "wait_for_replicas"]
+__all__ = ["held_by_replicas", "primary_id", "wait_for_replicas", "written_and_held"]
 
 
 def wait_for_replicas(client: Any, ack_key: str, batch_id: int, replicas: int,
@@ -59,7 +61,36 @@ def held_by_replicas(connection: Any, replicas: int, timeout_s: float, what: str
     if replicas <= 0:
         return
     connection.send_command("WAIT", replicas, int(timeout_s * 1000))
-    acked = int(connection.read_response())
+    _enough(int(connection.read_response()), replicas, timeout_s, what)
+
+
+def primary_id(client: Any) -> str:
+    """The ``run_id`` of the server ``client`` writes to now: what :func:`written_and_held`
+    compares, to see a failover in the middle of a task's writes."""
+    return str(client.info("server")["run_id"])
+
+
+def written_and_held(client: Any, first: str, ack_key: str, replicas: int, timeout_s: float,
+                     ttl_s: int, what: str) -> None:
+    """Return once ``replicas`` replicas hold what a task wrote through ``client``'s pool since
+    :func:`primary_id` returned ``first``: a write of ``ack_key`` and ``WAIT`` on one
+    connection, with the server's ``run_id`` read on it.  A different ``run_id`` is a failover
+    during the task (its first writes may be on a server that is gone): a
+    :class:`~sqe.errors.StateError`, and the batch is written again; too few replicas, a
+    :class:`ReplicaLagError`."""
+    pipe = client.pipeline(transaction=False)
+    pipe.info("server")
+    pipe.set(ack_key, 1, ex=ttl_s)
+    pipe.execute_command("WAIT", replicas, int(timeout_s * 1000))
+    info, _, acked = pipe.execute()
+    if str(info["run_id"]) != first:
+        raise StateError(f"{what}: the Redis primary changed while the task wrote (a "
+                         "failover), so its first writes may be on a server that is gone; the "
+                         "batch fails, and is written again when it is retried")
+    _enough(int(acked), replicas, timeout_s, what)
+
+
+def _enough(acked: int, replicas: int, timeout_s: float, what: str) -> None:
     if acked < replicas:
         raise ReplicaLagError(
             f"{what}: {acked} of the {replicas} replica(s) that must hold the batch's rows "

@@ -22,10 +22,10 @@ from sqe.errors import StateError
 from sqe.ledger.replicas import wait_for_replicas
 from sqe.wire.columns import field_column
 
-__all__ = ["RedisLayout", "joined", "record_key", "replicated"]
+__all__ = ["ACK_TTL_SECONDS", "RedisLayout", "ack_key", "joined", "record_key", "replicated"]
 
 #: How long the key written for WAIT lives (it is written again by every batch).
-_ACK_TTL_SECONDS = 86_400
+ACK_TTL_SECONDS = 86_400
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,11 @@ def record_key(consumer: str, state: str) -> str:
     return f"sqe:{{{tag}}}:state:{state}"
 
 
+def ack_key(consumer: str, state: str) -> str:
+    """The key written for ``WAIT`` after a batch's writes to Redis state ``state``."""
+    return f"{record_key(consumer, state)}:ack"
+
+
 def replicated(layout: RedisLayout, replicas: int, timeout_s: int, consumer: str,
                batch_id: int) -> None:
     """Return once ``replicas`` replicas of the state's server hold what its primary holds,
@@ -68,8 +73,8 @@ def replicated(layout: RedisLayout, replicas: int, timeout_s: int, consumer: str
         return
     client = layout.endpoint.connect()
     try:
-        wait_for_replicas(client, f"{record_key(consumer, layout.name)}:ack", batch_id,
-                          replicas, timeout_s, _ACK_TTL_SECONDS,
+        wait_for_replicas(client, ack_key(consumer, layout.name), batch_id,
+                          replicas, timeout_s, ACK_TTL_SECONDS,
                           f"Redis state {layout.name} at {layout.url}: batch {batch_id} of "
                           f"{consumer}")
     except redis.RedisError as exc:

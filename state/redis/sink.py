@@ -46,9 +46,9 @@ from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.ledger.hwm import HwmStore, Stage
-from sqe.ledger.replicas import held_by_replicas
+from sqe.ledger.replicas import held_by_replicas, primary_id, written_and_held
 from sqe.state.redis.aggregates import AggregateSink
-from sqe.state.redis.layout import RedisLayout, joined, replicated
+from sqe.state.redis.layout import ACK_TTL_SECONDS, RedisLayout, ack_key, joined, replicated
 from sqe.state.redis.protocol import send_hsets
 from sqe.state.sink import Batch, RowTask, Sink, SinkTarget, Staged, task_counts
 from sqe.wire.arrays import counts_batch, repeated
@@ -152,7 +152,7 @@ class RedisSink(Sink):
 
     def write(self, frame: DataFrame) -> int:
         if self._stage is None or self._store is None:
-            return write_redis(frame, self.config)
+            return write_redis(frame, self.config, *self._direct_wait())
         return stage_redis(frame, self.config, self._store, self._stage.key, *self._replicas)
 
     def write_empty(self, frame: DataFrame) -> int:
@@ -186,7 +186,8 @@ class RedisSink(Sink):
                              "batch fails and the run plans it again when restarted")
         if self._stage is None or self._store is None:
             c = self.config
-            return _writer_task(c.name, c.endpoint, c.datatype, c.expire_seconds)
+            return _writer_task(c.name, c.endpoint, c.datatype, c.expire_seconds,
+                                *self._direct_wait())
         stage, task = self._stage.key, _stage_task(f"Redis state {self.config.name}",
                                                    self._store, *self._replicas)
 
@@ -195,6 +196,12 @@ class RedisSink(Sink):
                             for b in batches):
                 yield out.select(["written"])
         return staged
+
+    def _direct_wait(self) -> tuple[int, float, str]:
+        """What a task writing the rows directly waits for: the state's replicas, their
+        timeout, and the key it writes for ``WAIT``."""
+        s = self.target.settings.redis
+        return s.replicas, s.replica_timeout, ack_key(self.batch.consumer, self.config.name)
 
     def commit(self) -> None:
         """Hand the staged rows to the HWM commit, or wait for the replicas of the server the
@@ -235,15 +242,23 @@ def _staged_columns(df: DataFrame, cfg: RedisStateConfig) -> tuple[Column, Colum
             value.cast("binary").alias("_rv"))
 
 
-def _writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_seconds: int) -> Any:
+def _writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_seconds: int,
+                 replicas: int = 0, timeout_s: float = 10.0, ack: str = "") -> Any:
     """The function each Spark task runs: ``_rk``/``_rf``/``_rv`` rows sent as SET or HSET,
-    one command per row in pipelines (the scalar way; a stage goes :func:`_stage_task`'s)."""
+    one command per row in pipelines (the scalar way; a stage goes :func:`_stage_task`'s).
+
+    With ``replicas`` (not on a Redis Cluster, whose driver-side wait stays the only one), the
+    task ends once that many replicas hold its writes, on the primary it started with
+    (:func:`sqe.ledger.replicas.written_and_held`, writing ``ack``): a failover between the
+    tasks' writes and the batch's commit cannot promote a replica without them."""
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         begin_task()
         written = 0
         try:
             with kept_client(endpoint) as client:
+                held = replicas > 0 and not isinstance(client, RedisCluster)
+                first = primary_id(client) if held else ""
                 for batch in batches:
                     keys = batch.column("_rk").to_pylist()
                     fields = batch.column("_rf").to_pylist()
@@ -260,6 +275,9 @@ def _writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_secon
                                 pipe.expire(keys[i], expire_seconds)
                         pipe.execute()
                     written += batch.num_rows
+                if held:
+                    written_and_held(client, first, ack, replicas, timeout_s, ACK_TTL_SECONDS,
+                                     f"Redis state {name} at {endpoint.display}")
         except redis.RedisError as exc:
             raise StateError(f"Redis state {name}: {endpoint.describe_error(exc)}; the batch "
                              "fails and is written again when it is retried") from None
@@ -328,10 +346,13 @@ def _send(rows: DataFrame, task: Any) -> int:
     return task_counts(rows.mapInArrow(task, "written long")).get(None, {}).get("written", 0)
 
 
-def write_redis(df: DataFrame, cfg: RedisStateConfig) -> int:
-    """Write ``df`` to Redis from the executors; returns the number of rows written."""
+def write_redis(df: DataFrame, cfg: RedisStateConfig, replicas: int = 0,
+                timeout_s: float = 10.0, ack: str = "") -> int:
+    """Write ``df`` to Redis from the executors; returns the number of rows written (each task
+    held by ``replicas`` replicas, :func:`_writer_task`)."""
     return _send(prepare_redis(df, cfg),
-                 _writer_task(cfg.name, cfg.endpoint, cfg.datatype, cfg.expire_seconds))
+                 _writer_task(cfg.name, cfg.endpoint, cfg.datatype, cfg.expire_seconds,
+                              replicas, timeout_s, ack))
 
 
 def staged_rows(df: DataFrame, cfg: RedisStateConfig, stage_key: str) -> DataFrame:

@@ -9,9 +9,9 @@ import pytest
 
 from sqe.config.redis_clients import kept_client
 from sqe.config.redis_endpoint import RedisEndpoint
-from sqe.errors import ReplicaLagError
+from sqe.errors import ReplicaLagError, StateError
 from sqe.ledger.hwm import HwmStore, Stage
-from sqe.state.redis.sink import _stage_task
+from sqe.state.redis.sink import _stage_task, _writer_task
 
 pytestmark = pytest.mark.redis
 
@@ -123,3 +123,37 @@ def test_a_staging_task_counts_only_once_the_replica_holds_its_rows(replicated):
     with kept_client(endpoint) as client:
         assert client.hgetall("events") == {b"a": b"1", b"b": b"2"}
     store.client.close()
+
+
+def _direct(rows: dict[str, str]) -> pa.RecordBatch:
+    """Rows of the HASH state ``events`` as a direct write task gets them."""
+    return pa.RecordBatch.from_pydict({"_rk": ["events"] * len(rows), "_rf": list(rows),
+                                       "_rv": [value.encode() for value in rows.values()]})
+
+
+def test_a_direct_write_counts_only_on_the_primary_it_began_with_once_the_replica_holds_it(
+        replicated):
+    """A Redis state written directly (a server of its own): each task ends once the replicas
+    hold its writes, on the primary it began with.  A failover in the middle of a task, whose
+    first rows went to a primary that died before the replica had them, fails the task (its
+    later rows went to the promoted replica, and the wait there would pass)."""
+    task = _writer_task("events", RedisEndpoint(replicated.url), "HASH", 0, replicas=1,
+                        timeout_s=1, ack="sqe:{t.In}:state:events:ack")
+    [counts] = list(task(iter([_direct({"a": "1"})])))
+    assert counts.to_pydict()["written"] == [1]
+    replicated.cut_replica()
+
+    def rows():
+        yield _direct({"b": "2"})  # to the primary only
+        replicated.kill_primary()
+        replicated.resume_replica()
+        replicated.wait_promoted()
+        yield _direct({"c": "3"})  # to the promoted replica, which never got "b"
+
+    with pytest.raises(StateError) as failed:
+        list(task(rows()))
+    where = RedisEndpoint(replicated.url).display
+    assert str(failed.value) == (
+        f"Redis state events at {where}: the Redis primary changed while the task wrote (a "
+        "failover), so its first writes may be on a server that is gone; the batch fails, and "
+        "is written again when it is retried")
