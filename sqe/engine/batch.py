@@ -80,8 +80,8 @@ class BatchProcessor:
             return None
         if self._kept is None:
             self._kept = HwmStore.from_url(s.hwm_store, self.p.consumer, s.hwm_ttl,
-                                           s.hwm_replicas, s.hwm_replica_timeout)
-            self._kept.commit_retry_s = s.hwm_commit_retry
+                                           s.hwm_replicas, s.hwm_replica_timeout,
+                                           s.hwm_commit_retry)
         return self._kept
 
     def close(self) -> None:

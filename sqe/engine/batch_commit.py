@@ -45,18 +45,14 @@ def commit_hwm(batch: Batch, updates: Mapping[tuple[int, int], int]) -> None:
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             tries += 1
             if time.monotonic() + pause > deadline:
-                raise StateError(f"cannot commit the HWMs of {batch.consumer}: "
-                                 f"{store.describe_error(exc)}{_tried(tries)}; the batch is "
-                                 "re-run and its output filtered as replays") from None
+                raise _not_committed(batch, store, exc, tries) from None
             log.warning("batch %d of %s: the HWM store's connection failed at the commit (%s); "
                         "sending the commit again on a new connection", batch.batch_id,
                         batch.consumer, store.describe_error(exc))
             time.sleep(pause)
             pause = min(pause * 2, _LONGEST_PAUSE_S)
         except redis.RedisError as exc:
-            raise StateError(f"cannot commit the HWMs of {batch.consumer}: "
-                             f"{store.describe_error(exc)}; the batch is re-run and its output "
-                             "filtered as replays") from None
+            raise _not_committed(batch, store, exc, 1) from None
     if tries:
         try:  # what a commit that ran before its reply was lost recorded to apply
             store.finish_applying()
@@ -68,9 +64,13 @@ def commit_hwm(batch: Batch, updates: Mapping[tuple[int, int], int]) -> None:
                     batch.consumer, tries)
 
 
-def _tried(tries: int) -> str:
-    return (f" (sent {tries} times within jw.sqe.spout.kafka.filterReplays.redis."
-            "commitRetrySeconds)") if tries > 1 else ""
+def _not_committed(batch: Batch, store: HwmStore, exc: Exception, tries: int) -> StateError:
+    """The sentence of a commit that failed, after ``tries`` attempts."""
+    tried = (f" (sent {tries} times within jw.sqe.spout.kafka.filterReplays.redis."
+             "commitRetrySeconds)") if tries > 1 else ""
+    return StateError(f"cannot commit the HWMs of {batch.consumer}: "
+                      f"{store.describe_error(exc)}{tried}; the batch is re-run and its output "
+                      "filtered as replays")
 
 
 def dropped(store: HwmStore, batch_id: int, checkpoint: str | None, sinks: int,

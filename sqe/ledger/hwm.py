@@ -133,7 +133,7 @@ class HwmStore:
 
     def __init__(self, client: redis.Redis, consumer: str, ttl_seconds: int,
                  endpoint: RedisEndpoint | None = None, replicas: int = 0,
-                 replica_timeout: float = 10.0) -> None:
+                 replica_timeout: float = 10.0, commit_retry_s: float = 0.0) -> None:
         if ttl_seconds < 1:
             raise ValueError(f"HWM ttl must be at least 1 second, got {ttl_seconds}")
         tag = _tag(consumer)
@@ -150,7 +150,7 @@ class HwmStore:
         self.apply_keys = [f"sqe:{{{tag}}}:apply", f"sqe:{{{tag}}}:applied"]
         self.replicas, self.replica_timeout = replicas, replica_timeout
         #: seconds a commit whose connection drops is sent again (sqe.engine.batch_commit)
-        self.commit_retry_s = 0.0
+        self.commit_retry_s = commit_retry_s
         self._same: dict[str, bool] = {}  # same_database's answers, by the other's address
         self._commit = client.register_script(COMMIT)
         self._load = client.register_script(LOAD)
@@ -159,12 +159,14 @@ class HwmStore:
 
     @classmethod
     def from_url(cls, url: str | RedisEndpoint, consumer: str, ttl_seconds: int,
-                 replicas: int = 0, replica_timeout: float = 10.0) -> HwmStore:
+                 replicas: int = 0, replica_timeout: float = 10.0,
+                 commit_retry_s: float = 0.0) -> HwmStore:
         """A store on the Redis at ``url`` (a URL, or an endpoint with credentials and TLS),
-        whose commits count once ``replicas`` replicas have them (:meth:`replicated`)."""
+        whose commits count once ``replicas`` replicas have them (:meth:`replicated`), and
+        are sent again for ``commit_retry_s`` seconds when their connection drops."""
         endpoint = url if isinstance(url, RedisEndpoint) else RedisEndpoint(url)
         return cls(endpoint.connect(), consumer, ttl_seconds, endpoint, replicas,
-                   replica_timeout)
+                   replica_timeout, commit_retry_s)
 
     def load(self) -> HwmSnapshot:
         """The committed batch id and every HWM updated within the TTL, read atomically.

@@ -39,10 +39,7 @@ def wait_for_replicas(client: Any, ack_key: str, batch_id: int, replicas: int,
         return
     if hasattr(client, "get_node_from_key"):  # a Cluster: the node that holds the key
         client = client.get_redis_connection(client.get_node_from_key(ack_key))
-    pipe = client.pipeline(transaction=False)
-    pipe.set(ack_key, int(batch_id), ex=ttl_s or None)
-    pipe.execute_command("WAIT", replicas, int(timeout_s * 1000))
-    acked = int(pipe.execute()[1])
+    acked, _ = _ack_and_wait(client, ack_key, int(batch_id), replicas, timeout_s, ttl_s)
     if acked < replicas:
         raise ReplicaLagError(
             f"{what} is committed on the primary, but {acked} of the {replicas} replica(s) "
@@ -78,16 +75,26 @@ def written_and_held(client: Any, first: str, ack_key: str, replicas: int, timeo
     during the task (its first writes may be on a server that is gone): a
     :class:`~sqe.errors.StateError`, and the batch is written again; too few replicas, a
     :class:`ReplicaLagError`."""
-    pipe = client.pipeline(transaction=False)
-    pipe.info("server")
-    pipe.set(ack_key, 1, ex=ttl_s)
-    pipe.execute_command("WAIT", replicas, int(timeout_s * 1000))
-    info, _, acked = pipe.execute()
-    if str(info["run_id"]) != first:
+    acked, primary = _ack_and_wait(client, ack_key, 1, replicas, timeout_s, ttl_s,
+                                   with_primary=True)
+    if primary != first:
         raise StateError(f"{what}: the Redis primary changed while the task wrote (a "
                          "failover), so its first writes may be on a server that is gone; the "
                          "batch fails, and is written again when it is retried")
-    _enough(int(acked), replicas, timeout_s, what)
+    _enough(acked, replicas, timeout_s, what)
+
+
+def _ack_and_wait(client: Any, ack_key: str, value: int, replicas: int, timeout_s: float,
+                  ttl_s: int | None, with_primary: bool = False) -> tuple[int, str | None]:
+    """``ack_key`` written, then ``WAIT`` on the same connection (one pipeline): the replicas
+    that acknowledged, and with ``with_primary`` the ``run_id`` of the server that answered."""
+    pipe = client.pipeline(transaction=False)
+    if with_primary:
+        pipe.info("server")
+    pipe.set(ack_key, value, ex=ttl_s or None)
+    pipe.execute_command("WAIT", replicas, int(timeout_s * 1000))
+    replies = pipe.execute()
+    return int(replies[-1]), str(replies[0]["run_id"]) if with_primary else None
 
 
 def _enough(acked: int, replicas: int, timeout_s: float, what: str) -> None:

@@ -95,8 +95,6 @@ class RedisSink(Sink):
         self._stage: Stage | None = None  # where this batch's rows are staged, if they are
         self._store: RedisEndpoint | None = None  # the HWM store that holds the stage
         self._pass_staged = False  # the one-pass plan stages the rows (pass_columns)
-        #: the HWM store's replicas that must hold the staged rows, and their timeout
-        self._replicas: tuple[int, float] = (0, 10.0)
 
     @classmethod
     def create(cls, target: SinkTarget) -> Sink:
@@ -143,7 +141,6 @@ class RedisSink(Sink):
                 self._stage = Stage(batch.stage_key(), self.config.datatype,
                                     self.config.expire_seconds)
                 self._store = store.endpoint
-                self._replicas = (store.replicas, store.replica_timeout)
                 store.client.delete(self._stage.key)  # what a crashed attempt staged
         except redis.RedisError as exc:
             raise StateError(f"Redis state {self.config.name}: "
@@ -153,7 +150,7 @@ class RedisSink(Sink):
     def write(self, frame: DataFrame) -> int:
         if self._stage is None or self._store is None:
             return write_redis(frame, self.config, *self._direct_wait())
-        return stage_redis(frame, self.config, self._store, self._stage.key, *self._replicas)
+        return stage_redis(frame, self.config, self._store, self._stage.key, *self._stage_wait())
 
     def write_empty(self, frame: DataFrame) -> int:
         return 0  # nothing to write or stage; commit stages nothing new
@@ -165,7 +162,7 @@ class RedisSink(Sink):
             return None
         return Staged(self.config.name, self._stage.key,
                       staged_rows(frame, self.config, self._stage.key), self._store, stage_all,
-                      *self._replicas)
+                      *self._stage_wait())
 
     def pass_columns(self, frame: DataFrame, hwm: HwmStore | None) -> list[Column]:
         """The staged form of the rows (``_rf``, ``_rv``) when the state shares the HWM store's
@@ -189,13 +186,18 @@ class RedisSink(Sink):
             return _writer_task(c.name, c.endpoint, c.datatype, c.expire_seconds,
                                 *self._direct_wait())
         stage, task = self._stage.key, _stage_task(f"Redis state {self.config.name}",
-                                                   self._store, *self._replicas)
+                                                   self._store, *self._stage_wait())
 
         def staged(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for out in task(b.append_column("_stage", repeated(stage, b.num_rows))
                             for b in batches):
                 yield out.select(["written"])
         return staged
+
+    def _stage_wait(self) -> tuple[int, float]:
+        """What a task staging the rows waits for: the HWM store's replicas and timeout."""
+        store = self.batch.store
+        return (store.replicas, store.replica_timeout) if store is not None else (0, 10.0)
 
     def _direct_wait(self) -> tuple[int, float, str]:
         """What a task writing the rows directly waits for: the state's replicas, their

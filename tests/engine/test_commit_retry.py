@@ -41,8 +41,7 @@ def proxied(redis_url):
 
 
 def _batch(url: str, retry_s: float, staged: dict[bytes, bytes] | None = None) -> Batch:
-    store = HwmStore.from_url(RedisEndpoint(url), "t.In", 3600)
-    store.commit_retry_s = retry_s
+    store = HwmStore.from_url(RedisEndpoint(url), "t.In", 3600, commit_retry_s=retry_s)
     batch = Batch("t.In", 0, store, OFFSETS, "/ck/In")
     if staged is not None:
         key = batch.stage_key()
