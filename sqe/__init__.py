@@ -38,6 +38,8 @@ _EXPORTS = {
     # load, validate, run
     "load_topology": "sqe.api", "validate": "sqe.api", "run": "sqe.api",
     "RunResult": "sqe.api", "prepare": "sqe.api", "PreparedRun": "sqe.api",
+    # a hop of plain PySpark code
+    "Hop": "sqe.hop", "HopBatch": "sqe.hop",
     # what they take and give
     "Topology": "sqe.lang.topology", "SetCommand": "sqe.lang.topology",
     "CreateStream": "sqe.lang.topology", "Query": "sqe.lang.topology",
@@ -66,6 +68,7 @@ _EXPORTS = {
 
 __all__ = [
     "__version__", "load_topology", "validate", "run", "RunResult", "prepare", "PreparedRun",
+    "Hop", "HopBatch",
     "Topology", "SetCommand",
     "CreateStream", "Query", "InsertInto", "Select", "From", "ConfigFile", "TopologyPlan",
     "Settings", "StreamSettings", "StateSettings", "KafkaStateSettings", "RedisStateSettings",
@@ -113,6 +116,7 @@ if TYPE_CHECKING:
         TopologyChanged,
         TopologyError,
     )
+    from sqe.hop import Hop, HopBatch
     from sqe.lang.topology import CreateStream, From, InsertInto, Query, Select, SetCommand, Topology
     from sqe.source.lag import PartitionLag
     from sqe.wire.columns import Tally

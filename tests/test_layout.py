@@ -32,6 +32,7 @@ ALLOWED: dict[str, set[str]] = {
                    "sqe.ledger", "sqe.state", "sqe.source"},
     "sqe.api": {"sqe.errors", "sqe.wire", "sqe.lang", "sqe.config", "sqe.ledger", "sqe.state",
                 "sqe.source", "sqe.engine"},
+    "sqe.hop": {"sqe.errors", "sqe.lang", "sqe.config", "sqe.state", "sqe.source", "sqe.engine"},
     "sqe.cli": {"sqe", "sqe.errors", "sqe.faults", "sqe.wire", "sqe.lang", "sqe.config",
                 "sqe.ledger", "sqe.state", "sqe.source", "sqe.engine", "sqe.api"},
     "sqe": {"sqe.api", "sqe.config", "sqe.errors", "sqe.version", "sqe.lang", "sqe.wire"},  # the face

@@ -11,7 +11,7 @@ later, deletes what its Redis states staged.
 Then the batch is written and committed: in one pass when the stream was planned once
 (:mod:`sqe.engine.one_pass_batch`: one Spark job), else the per-batch way
 (:mod:`sqe.engine.per_batch`), which also takes a one-pass batch that needs it (a record it
-cannot take).
+cannot take); a hop's batch, by the user's function (:mod:`sqe.engine.hop_batch`).
 
 The batch's counters are a :class:`~sqe.engine.batch_report.BatchReport`, logged and
 given to the runner (which appends it to the progress file and tells the run's watchers).
@@ -50,9 +50,11 @@ class BatchProcessor:
 
     def __init__(self, pipeline: StreamPipeline, on_done: Callable[[BatchReport], None],
                  checkpoint: StreamCheckpoint | None = None, base: int = 0,
-                 plan: OnePassPlan | None = None) -> None:
+                 plan: OnePassPlan | None = None,
+                 way: Callable[[DataFrame, Batch, BatchReport], None] | None = None) -> None:
         self.p = pipeline
         self.plan = plan  # the stream planned once: its batches are written in one pass
+        self.way = way  # writes each batch instead (a hop's: the user's function)
         self.on_done = on_done  # given each batch's report once it is committed (or skipped)
         self.checkpoint = checkpoint  # where Spark keeps this stream's offsets
         self.base = base  # the id the stores count this checkpoint's batch 0 as
@@ -112,7 +114,9 @@ class BatchProcessor:
                     return
             batch = Batch(self.p.consumer, batch_id, store, offsets,
                           ck.location if ck is not None else None)
-            if self.plan is None:
+            if self.way is not None:
+                self.way(rows, batch, report)
+            elif self.plan is None:
                 self._per_batch.run(rows, batch, report)
             elif not write_one_pass(self.plan, rows, batch, report, self._name_jobs):
                 # the per-batch way finds the record behind it, in the batch read again

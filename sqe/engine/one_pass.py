@@ -38,11 +38,11 @@ from sqe.engine.pipeline import QueryStep, StreamPipeline
 from sqe.errors import TopologyError
 from sqe.lang.compiler import aggregates_of, compile_projection
 from sqe.ledger.hwm import HwmStore
-from sqe.source.deserializers import Summary, deserialize
+from sqe.source.deserializers import Deserialized, Summary, deserialize
 from sqe.wire.columns import CARRIED, TALLY, carried_offset
 
 __all__ = ["BAD", "MARKED", "OnePassPlan", "QUERY", "RAW", "plan_one_pass", "state_column",
-           "why_not_one_pass"]
+           "stream_records", "why_not_one_pass"]
 
 #: The column that tells a record's own row (-1) from a query's row (the query's index).
 QUERY = "_q"
@@ -101,6 +101,17 @@ def why_not_one_pass(p: StreamPipeline) -> str | None:
     return None
 
 
+def stream_records(p: StreamPipeline, source: DataFrame) -> Deserialized:
+    """Stream ``p``'s ``source`` rows, each stamped with the StreamMetadata it carries to the
+    next hop (:data:`~sqe.wire.columns.CARRIED`) and deserialized by the stream's declared
+    fields, planned once (no batch is looked at)."""
+    stamped = source.select(
+        "*", F.lit(p.pid).cast("long").alias(CARRIED[0]),
+        F.col("_partition").alias(CARRIED[1]), carried_offset().alias(CARRIED[2]))
+    return deserialize(stamped, p.stream.deserializer, p.wanted_fields,
+                       p.settings.declared_fields, summary=Summary(None, 0))
+
+
 def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
                   ) -> OnePassPlan | str:
     """Stream ``p`` over its ``source`` frame as one streaming DataFrame, or why it cannot be
@@ -108,11 +119,7 @@ def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
     why = why_not_one_pass(p)
     if why is not None:
         return why
-    stamped = source.select(
-        "*", F.lit(p.pid).cast("long").alias(CARRIED[0]),
-        F.col("_partition").alias(CARRIED[1]), carried_offset().alias(CARRIED[2]))
-    des = deserialize(stamped, p.stream.deserializer, p.wanted_fields,
-                      p.settings.declared_fields, summary=Summary(None, 0))
+    des = stream_records(p, source)
     base = des.frame
     data = F.col("_offset").isNotNull()
     if not p.steps:

@@ -24,12 +24,12 @@ bad-record policy, fails naming it or dead-letters it and runs again without it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import reduce
 
 from pyspark.errors.exceptions.captured import CapturedException
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from sqe.engine.bad_records import (
@@ -57,7 +57,7 @@ from sqe.source.replay import beyond_bound_frame, beyond_bound_reason, filter_re
 from sqe.state.sink import Batch, Sink, Staged, stage_together
 from sqe.wire.columns import CARRIED, TALLY, Tally, carried_offset, data_rows
 
-__all__ = ["PerBatchWay"]
+__all__ = ["PerBatchWay", "batch_marks"]
 
 log = logging.getLogger("sqe")
 
@@ -72,6 +72,31 @@ class _Rejected(Exception):
     def __init__(self, bad: list[BadRecord]) -> None:
         super().__init__(f"{len(bad)} bad records")
         self.bad = bad
+
+
+def batch_marks(frame: DataFrame, report: BatchReport, extra: Sequence[Column] = ()
+                ) -> tuple[dict[tuple[int, int], int], int, list[Row]]:
+    """One Spark job over a batch's source rows (``frame``: the source's columns; a counter
+    column it lacks counts 0): its counters added to ``report``, the new high-water mark of
+    each (pid, source partition) it holds, how many record rows it holds, and the groups'
+    rows (with the ``extra`` aggregates)."""
+    have = set(frame.columns)
+    groups = (frame.groupBy("_pid", "_source_partition")
+              .agg(F.count("_offset").alias("n"), F.max("_source_offset").alias("hi"),
+                   *[(F.sum(c) if c in have else F.lit(0)).alias(c) for c in TALLY], *extra)
+              .collect())
+    updates, kept = {}, 0
+    for g in groups:
+        kept += g["n"]
+        counts = Tally.from_row(g)
+        report.source.add(counts)
+        report.records_read += g["n"] + counts.replays_dropped + counts.keys_beyond_bound
+        report.replays_dropped += counts.replays_dropped
+        if g["_pid"] is None:
+            report.unparseable_keys += g["n"]
+        elif g["hi"] is not None:
+            updates[(g["_pid"], g["_source_partition"])] = g["hi"]
+    return updates, kept, groups
 
 
 class PerBatchWay:
@@ -111,20 +136,7 @@ class PerBatchWay:
             frame.unpersist()
             frame = filtered
         summing = summary_columns(*self._deserializer())
-        groups = (frame.groupBy("_pid", "_source_partition")
-                  .agg(F.count("_offset").alias("n"), F.max("_source_offset").alias("hi"),
-                       *[F.sum(c).alias(c) for c in TALLY], *summing).collect())
-        updates, kept = {}, 0
-        for g in groups:
-            kept += g["n"]
-            counts = Tally.from_row(g)
-            report.source.add(counts)
-            report.records_read += g["n"] + counts.replays_dropped + counts.keys_beyond_bound
-            report.replays_dropped += counts.replays_dropped
-            if g["_pid"] is None:
-                report.unparseable_keys += g["n"]
-            elif g["hi"] is not None:
-                updates[(g["_pid"], g["_source_partition"])] = g["hi"]
+        updates, kept, groups = batch_marks(frame, report, summing)
         return frame, updates, kept, Summary.of_groups(groups) if summing else None
 
     def run(self, rows: DataFrame, batch: Batch, report: BatchReport) -> None:

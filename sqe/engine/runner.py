@@ -21,7 +21,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast
 
@@ -47,15 +46,15 @@ from sqe.engine.connect_session import abandon, server_lost, start_query
 from sqe.engine.lock import CheckpointLock
 from sqe.engine.pipeline import StreamPipeline, build_pipelines
 from sqe.engine.planner_python import bridge_planner_python
-from sqe.engine.progress import ProgressLog, last_report, progress_path
+from sqe.engine.progress import ProgressLog, progress_path
 from sqe.engine.progress_follow import ProgressFollower
-from sqe.engine.recovery import Rerun, lost_commits, plan_start
+from sqe.engine.recovery import Rerun
 from sqe.engine.spark_api import driver_directory, is_connect, python_exec
+from sqe.engine.start import PreparedStream, default_rerun, prepare_stream
 from sqe.engine.stream_frame import planned_once, source_frame
 from sqe.engine.triggers import TriggerTimes, trigger_kwargs
 from sqe.engine.watch import RunWatcher, StreamView, Watchers
-from sqe.errors import ProgressError, RunError, RunStopped, SqeError
-from sqe.ledger.commits import Commit
+from sqe.errors import RunError, RunStopped, SqeError
 from sqe.source.fixed import FixedSource
 from sqe.source.kafka import KafkaSource
 
@@ -149,72 +148,7 @@ def _raise_failure(queries: list[StreamingQuery]) -> None:
             raise cast(BaseException, failure)
 
 
-def _default_rerun(plan: TopologyPlan) -> Rerun:
-    def hint(flags: dict[str, str | None]) -> str:
-        if "reset" in flags:
-            return f"sqe reset {plan.topology.path} --name {plan.topology.name}"
-        return "the same run with " + ", ".join(
-            f"{k.lstrip('-').replace('-', '_')}={'True' if v is None else repr(v)}"
-            for k, v in flags.items())
-
-    return hint
-
-
-@dataclass
-class _Stream:
-    """One stream of a run: its pipeline, checkpoint and the id its batch 0 has."""
-
-    pipeline: StreamPipeline
-    checkpoint: StreamCheckpoint
-    base: int
-
-
-def _prepare(p: StreamPipeline, checkpoint: StreamCheckpoint, resume: bool, rerun: Rerun
-             ) -> _Stream:
-    p.stores.finish_applying()
-    commits = p.stores.committed()
-    start = plan_start(p.consumer, checkpoint, commits, resume, rerun)
-    if p.filtering:
-        _check_hwm_store(p, checkpoint, commits)
-    if start.base != checkpoint.base():
-        checkpoint.set_base(start.base)
-    if start.offsets is not None:
-        log.info(f"{p.consumer}: resuming from what its stores committed: batch {start.base} "
-                 f"reads from offsets {start.offsets}")
-        p = p.starting_at(start.offsets)
-    if p.source is not None:  # batch 0 starts where it started, however often it runs
-        pinned = checkpoint.start_offsets()
-        if checkpoint.is_empty():
-            pinned = start.offsets or p.initial_offsets()
-            if pinned is not None:
-                checkpoint.set_start_offsets(pinned)
-        if pinned is not None and pinned != start.offsets:
-            p = p.starting_at(pinned, f"{checkpoint.location}/sqe-start-offsets")
-    return _Stream(p, checkpoint, start.base)
-
-
-def _check_hwm_store(p: StreamPipeline, checkpoint: StreamCheckpoint,
-                     commits: list[Commit]) -> None:
-    """Say so when the HWM store holds fewer batches than the progress file shows it
-    committed (:func:`~sqe.engine.recovery.lost_commits`)."""
-    root = checkpoint.location.rsplit("/", 1)[0]
-    where = progress_path(root)
-    if where is None:
-        return
-    store = f"the HWM store at {p.settings.hwm_store.display}"
-    try:
-        last = last_report(where, lambda r: r.stream == p.stream.streamName and r.filtering)
-    except ProgressError as exc:
-        log.warning(f"warning: {p.consumer}: cannot check {store} against the progress file: "
-                    f"{exc}")
-        return
-    held = next((c for c in commits if c.store.startswith("HWM store")), None)
-    lost = lost_commits(p.consumer, store, held, last.batch_id if last else None, str(where))
-    if lost is not None:
-        log.warning(lost)
-
-
-def _view(topology: str, s: _Stream) -> StreamView:
+def _view(topology: str, s: PreparedStream) -> StreamView:
     """What the run's watchers are told of stream ``s`` as it starts."""
     p, done = s.pipeline, s.checkpoint.last_committed()
     return StreamView(topology, p.stream.streamName, p.consumer,
@@ -223,7 +157,7 @@ def _view(topology: str, s: _Stream) -> StreamView:
                       else None)
 
 
-def _stopped(streams: list[_Stream]) -> str:
+def _stopped(streams: list[PreparedStream]) -> str:
     """Where each stream stopped, and where its next run starts."""
     parts = []
     for s in streams:
@@ -289,7 +223,7 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
         if python is not None and where is not None:
             undo = bridge_planner_python(python, where)
         return _run(plan, spark, name, root, mode, runtime, on_start, resume,
-                    rerun or _default_rerun(plan), stop, watchers, adopt_layout)
+                    rerun or default_rerun(plan), stop, watchers, adopt_layout)
     finally:
         if undo is not None:
             undo()
@@ -311,7 +245,8 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
         log.warning(f"warning: {warning}")
     for note in found.notes:
         log.info(note)
-    streams = [_prepare(p, checkpoints[p.stream.streamName], resume, rerun) for p in pipelines]
+    streams = [prepare_stream(p, checkpoints[p.stream.streamName], resume, rerun)
+               for p in pipelines]
     write_records(files, pipelines, found)
     hub = Watchers(watchers, {s.pipeline.stream.streamName: s.pipeline.source for s in streams
                               if s.pipeline.source is not None})

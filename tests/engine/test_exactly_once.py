@@ -26,7 +26,7 @@ from sqe.cli.sample_events import produce_events
 from sqe.faults import kill_group, start_with_fault, wait_for_fault
 from sqe.wire.keys import StreamMetadata
 from tests.support import ROOT
-from tests.support.kafka_io import produce, read_topic
+from tests.support.kafka_io import Record, produce, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis, pytest.mark.postgres]
 
@@ -120,6 +120,26 @@ def _assert_each_event_once(chain: Chain, expected: set[str]) -> None:
     assert view["stages"] == []
 
 
+def crash_enrich_and_run_it_again(chain: Chain, expected: set[str]) -> list[Record]:
+    """Kill enrich in the middle of its only batch, after part of it reached `enriched`, and
+    run it again: `enriched` then provably holds replays, each event keyed once by its source
+    (its StreamMetadata) and placed by source partition.  Returns `enriched`'s records."""
+    proc, _ = chain.start_with_fault("enrich", "kafka-state-sent@400")
+    chain.wait(proc, "enrich", "kafka-state-sent@400")
+    time.sleep(1.0)  # let the other task reach the point too
+    kill_group(proc)
+    sent_before_crash = len(read_topic(chain.kafka, chain.enriched))
+    assert 400 <= sent_before_crash < len(expected)
+    done = chain.run("enrich")
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = read_topic(chain.kafka, chain.enriched)
+    keys = [StreamMetadata.from_bytes(r.key) for r in records]
+    assert len(set(keys)) == len(expected) and len(records) - len(expected) == sent_before_crash
+    assert all(k.partition == r.partition for k, r in zip(keys, records, strict=True))
+    assert {json.loads(r.value)["event_id"] for r in records} == expected
+    return records
+
+
 @pytest.mark.slow
 @pytest.mark.smoke
 def test_sigkill_of_enrich_mid_batch_and_of_load_before_its_commit(
@@ -129,23 +149,8 @@ def test_sigkill_of_enrich_mid_batch_and_of_load_before_its_commit(
     produce_events(kafka_bootstrap, events, EVENTS, partitions=2)
     expected = {f"e{i}" for i in range(EVENTS)}
 
-    # 1. enrich dies in the middle of its only batch, after part of it reached `enriched`.
-    proc, _ = chain.start_with_fault("enrich", "kafka-state-sent@400")
-    chain.wait(proc, "enrich", "kafka-state-sent@400")
-    time.sleep(1.0)  # let the other task reach the point too
-    kill_group(proc)
-    sent_before_crash = len(read_topic(kafka_bootstrap, enriched))
-    assert 400 <= sent_before_crash < EVENTS
-
-    # 2. the restart re-runs the batch: `enriched` now provably holds replays.
-    done = chain.run("enrich")
-    assert done.returncode == 0, done.stderr[-3000:]
-    records = read_topic(kafka_bootstrap, enriched)
-    keys = Counter(StreamMetadata.from_bytes(r.key) for r in records)
-    assert len(keys) == EVENTS
+    records = crash_enrich_and_run_it_again(chain, expected)
     replays = len(records) - EVENTS
-    assert replays == sent_before_crash > 0
-    assert {json.loads(r.value)["event_id"] for r in records} == expected
 
     # 3. load dies after its sinks were written, before its HWM commit.
     batch = ("--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=2000")

@@ -1,0 +1,222 @@
+"""A micro-batch of a hop written by the user's own PySpark code (:class:`sqe.hop.Hop`).
+
+A hop is a stream whose queries are the user's function: Spark's ``foreachBatch`` gives it
+the batch's rows (the ``sqe-kafka`` source's columns, with whatever the user's transform
+added), and the function hands each of the hop's states its frame with
+:meth:`HopBatch.write`.  Everything around the function is the engine's own: the batch is
+admitted by :class:`~sqe.engine.batch.BatchProcessor` against the stores' commit record,
+:class:`UserWay` finds its new high-water marks in one Spark job over the rows, writes each
+state through the sink protocol (:mod:`sqe.state.sink`) and commits the marks, the batch id
+and the staged rows in one step (:func:`~sqe.engine.batch_commit.commit_hwm`), as a topology's
+batch does.
+
+What exactly-once asks of the user's code, checked here in one sentence each: the rows keep
+the source's columns (the marks are found from ``_pid``, ``_source_partition`` and
+``_source_offset``, and a Kafka state keys each row by the ``_sqe_*`` columns
+:meth:`sqe.hop.Hop.read` adds); each state is written once in every batch; a Kafka state's
+rows stay in source order per source partition (a frame that a shuffle or a sort reordered is
+put back in that order, with a warning), and a transform Spark knows to be non-deterministic is
+warned of (a batch run again after a failure may write other rows than the first attempt).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, cast
+
+from pyspark.sql import DataFrame
+
+from sqe.engine.batch_commit import commit_hwm
+from sqe.engine.batch_report import BatchReport
+from sqe.engine.per_batch import batch_marks
+from sqe.engine.pipeline import QueryStep, StreamPipeline
+from sqe.engine.spark_api import describe_jobs, is_connect
+from sqe.errors import StateError
+from sqe.faults import fault_point
+from sqe.state.kafka.sink import KafkaSink
+from sqe.state.sink import Batch, Sink, Staged, stage_together
+from sqe.wire.columns import CARRIED, data_rows
+
+__all__ = ["MARKED_BY", "HopBatch", "UserWay", "reorders"]
+
+log = logging.getLogger("sqe")
+
+#: The source columns a hop's rows must keep: the high-water marks are found by them.
+MARKED_BY = ("_offset", "_pid", "_source_partition", "_source_offset")
+_KEEP = ("keep the source's columns through the transform (select('*', ...) and withColumn "
+         "keep them; a select of named columns or an aggregation drops them)")
+#: A shuffle or a sort in a physical plan: what reorders the rows of a source partition.
+_REORDERS = re.compile(r"\bExchange (?:hashpartitioning|rangepartitioning|RoundRobinPartitioning"
+                       r"|SinglePartition)|\bSort \[")
+
+
+def reorders(plan: str) -> bool:
+    """Whether a physical plan's text has a shuffle or a sort (a broadcast is neither)."""
+    return _REORDERS.search(plan) is not None
+
+
+def _physical_plan(frame: DataFrame) -> str:
+    """``frame``'s physical plan as text."""
+    if is_connect(frame.sparkSession):
+        return str(cast(Any, frame)._explain_string(extended=False))
+    return str(cast(Any, frame)._jdf.queryExecution().executedPlan().toString())
+
+
+def _deterministic(frame: DataFrame) -> bool:
+    """Whether Spark knows ``frame``'s plan to be deterministic (over Spark Connect, where the
+    client cannot ask, True)."""
+    if is_connect(frame.sparkSession):
+        return True
+    return bool(cast(Any, frame)._jdf.queryExecution().analyzed().deterministic())
+
+
+class HopBatch:
+    """One micro-batch of a hop, as the user's function gets it: ``id`` (as the stores count
+    it, the number to make the user's own writes idempotent by) and :meth:`write`."""
+
+    def __init__(self, way: UserWay, batch: Batch, report: BatchReport) -> None:
+        self._way = way
+        self._batch = batch
+        self._report = report
+        self.opened: list[Sink] = []
+        self.staged: list[Staged] = []
+        self.written: set[str] = set()
+
+    @property
+    def id(self) -> int:
+        """The batch's id, as the stores count it."""
+        return self._batch.batch_id
+
+    @property
+    def consumer(self) -> str:
+        """The hop's consumer (``<topology>.<stream>``)."""
+        return self._way.p.consumer
+
+    def write(self, state: str, frame: DataFrame) -> None:
+        """Write ``frame`` to the hop's state named ``state`` (its ``objectName``), committed
+        with the batch's high-water marks and id once the function returns; a state that
+        holds this batch already (Spark ran it again) is not written twice."""
+        step = self._way.step(state)
+        if state in self.written:
+            raise StateError(f"{self._where(state)}: written twice in one batch; give each "
+                             "state one frame per batch (union them first)")
+        self.written.add(state)
+        sink = step.sink
+        assert sink is not None
+        frame = self._way.fit(step, frame, self._where(state))
+        sink.open(self._batch)
+        self.opened.append(sink)
+        if sink.holds():
+            if state not in self._report.already_written:
+                self._report.already_written.append(state)
+            self._report.written[state] = 0
+            return
+        describe_jobs(frame.sparkSession, f"sqe {self.consumer} batch {self.id}: write "
+                                          f"{sink.describe()}")
+        staged = sink.staged(frame)
+        if staged is not None:
+            self.staged.append(staged)
+        else:
+            self._report.written[state] = sink.write(frame)
+
+    def _where(self, state: str) -> str:
+        return f"hop {self.consumer} batch {self.id}, state {state}"
+
+
+class UserWay:
+    """The way a hop's batch is written: the user's function instead of compiled queries."""
+
+    def __init__(self, pipeline: StreamPipeline,
+                 function: Callable[[DataFrame, HopBatch], Any]) -> None:
+        self.p = pipeline
+        self.function = function
+        self._said: set[tuple[str, str]] = set()  # warnings said once per run: (state, what)
+
+    def step(self, state: str) -> QueryStep:
+        """The hop's step that writes ``state``."""
+        for step in self.p.steps:
+            if step.query.insertInto.objectName == state:
+                return step
+        names = ", ".join(s.query.insertInto.objectName for s in self.p.steps) or "none"
+        raise StateError(f"hop {self.p.consumer}: it has no state {state} (its states: "
+                         f"{names}); name each state in the hop's into=[...]")
+
+    def fit(self, step: QueryStep, frame: DataFrame, where: str) -> DataFrame:
+        """``frame`` as ``step``'s state takes it: its fields present, and for a Kafka state
+        the carried columns, in source order per source partition."""
+        fields = step.query.insertInto.fields
+        lower = {c.lower() for c in frame.columns}
+        missing = [f for f in fields if f.lower() not in lower]
+        if missing:
+            raise StateError(f"{where}: the frame has no column {', '.join(missing)} of the "
+                             f"state's fields {', '.join(fields)}")
+        frame = step.with_state_columns(frame)
+        if not isinstance(step.sink, KafkaSink):
+            return frame
+        lost = [c for c in CARRIED if c not in frame.columns]
+        if lost:
+            raise StateError(f"{where}: a Kafka state keys each row by the columns "
+                             f"{', '.join(CARRIED)} that Hop.read gives, and the frame has no "
+                             f"{', '.join(lost)}; {_KEEP}")
+        if not _deterministic(frame):
+            self._warn(where, "random", "its frame is not deterministic (rand(), uuid(), a "
+                       "UDF marked nondeterministic, ...): a batch run again after a failure "
+                       "may write other rows than the first attempt, and the next hop keeps "
+                       "the first attempt's rows of each source offset")
+        if reorders(_physical_plan(frame)):
+            self._warn(where, "order", "its frame is shuffled or sorted after the read, which "
+                       "breaks the source order the next hop's replay filter needs; SQE "
+                       "repartitions it by source partition and sorts it by source offset "
+                       "(a shuffle per batch): keep the transform row-wise, or broadcast the "
+                       "table it joins, to avoid it")
+            frame = frame.repartition(CARRIED[1]).sortWithinPartitions(CARRIED[1], CARRIED[2])
+        return frame
+
+    def _warn(self, where: str, what: str, text: str) -> None:
+        state = where.rsplit("state ", 1)[-1]
+        if (state, what) not in self._said:
+            self._said.add((state, what))
+            log.warning(f"warning: hop {self.p.consumer}, state {state}: {text}")
+
+    def __call__(self, rows: DataFrame, batch: Batch, report: BatchReport) -> None:
+        """Write and commit batch ``rows`` through the user's function."""
+        where = f"hop {self.p.consumer} batch {batch.batch_id}"
+        lost = [c for c in MARKED_BY if c not in rows.columns]
+        if lost:
+            raise StateError(f"{where}: its rows have no column {', '.join(lost)}, by which "
+                             f"the batch's high-water marks are found; {_KEEP}")
+        frame = rows.persist()
+        attempt = replace(batch, stages=[])
+        out = HopBatch(self, attempt, report)
+        try:
+            describe_jobs(frame.sparkSession, f"sqe {self.p.consumer} batch {batch.batch_id}: "
+                                              "count and find the new high-water marks")
+            updates, _, _ = batch_marks(frame, report)
+            self.function(data_rows(frame), out)
+            unwritten = [s.query.insertInto.objectName for s in self.p.steps
+                         if s.query.insertInto.objectName not in out.written]
+            if unwritten:
+                raise StateError(f"{where}: the function wrote no frame to state "
+                                 f"{', '.join(unwritten)}; write each of the hop's states in "
+                                 "every batch (a frame with no row when it has none), so that "
+                                 "every store records every batch")
+            _stage(out.staged, report)
+            for sink in out.opened:
+                sink.commit()
+        finally:
+            for sink in out.opened:
+                sink.close()
+            frame.unpersist()
+        fault_point("before-commit", attempt.batch_id)
+        commit_hwm(attempt, updates)
+
+
+def _stage(staged: Sequence[Staged], report: BatchReport) -> None:
+    """Every staged state's rows, in one Spark job per store, counted into ``report``."""
+    if staged:
+        written = stage_together(staged)
+        for item in staged:
+            report.written[item.name] = written.get(item.key, 0)

@@ -1,0 +1,96 @@
+"""Where a stream starts: agreed with its checkpoint and its stores before its query starts.
+
+:func:`prepare_stream` applies what the stores' last commit left to apply, holds the
+checkpoint against what the stores committed (:func:`~sqe.engine.recovery.plan_start`: a
+checkpoint behind them starts from their offsets only when asked, one ahead of the HWM store is
+said), and pins batch 0 to the offsets it first started at, so a batch run again reads what it
+read the first time.  ``sqe run`` prepares each stream so (:mod:`sqe.engine.runner`), and so
+does a hop of plain PySpark code (:class:`sqe.hop.Hop`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from sqe.config.plan import TopologyPlan
+from sqe.engine.checkpoint import StreamCheckpoint
+from sqe.engine.pipeline import StreamPipeline
+from sqe.engine.progress import last_report, progress_path
+from sqe.engine.recovery import Rerun, lost_commits, plan_start
+from sqe.errors import ProgressError
+from sqe.ledger.commits import Commit
+
+__all__ = ["PreparedStream", "default_rerun", "prepare_stream"]
+
+log = logging.getLogger("sqe")
+
+
+def default_rerun(plan: TopologyPlan) -> Rerun:
+    """How a refusal names the commands that recover (``sqe reset`` for the topology, or the
+    same run with other arguments)."""
+    def hint(flags: dict[str, str | None]) -> str:
+        if "reset" in flags:
+            return f"sqe reset {plan.topology.path} --name {plan.topology.name}"
+        return "the same run with " + ", ".join(
+            f"{k.lstrip('-').replace('-', '_')}={'True' if v is None else repr(v)}"
+            for k, v in flags.items())
+
+    return hint
+
+
+@dataclass
+class PreparedStream:
+    """One stream of a run: its pipeline, checkpoint and the id its batch 0 has."""
+
+    pipeline: StreamPipeline
+    checkpoint: StreamCheckpoint
+    base: int
+
+
+def prepare_stream(p: StreamPipeline, checkpoint: StreamCheckpoint, resume: bool,
+                   rerun: Rerun) -> PreparedStream:
+    """Stream ``p`` ready to start on ``checkpoint``: what its stores left applied, its start
+    agreed with them (:func:`~sqe.engine.recovery.plan_start`), and its batch 0 pinned to the
+    offsets it first started at."""
+    p.stores.finish_applying()
+    commits = p.stores.committed()
+    start = plan_start(p.consumer, checkpoint, commits, resume, rerun)
+    if p.filtering:
+        _check_hwm_store(p, checkpoint, commits)
+    if start.base != checkpoint.base():
+        checkpoint.set_base(start.base)
+    if start.offsets is not None:
+        log.info(f"{p.consumer}: resuming from what its stores committed: batch {start.base} "
+                 f"reads from offsets {start.offsets}")
+        p = p.starting_at(start.offsets)
+    if p.source is not None:  # batch 0 starts where it started, however often it runs
+        pinned = checkpoint.start_offsets()
+        if checkpoint.is_empty():
+            pinned = start.offsets or p.initial_offsets()
+            if pinned is not None:
+                checkpoint.set_start_offsets(pinned)
+        if pinned is not None and pinned != start.offsets:
+            p = p.starting_at(pinned, f"{checkpoint.location}/sqe-start-offsets")
+    return PreparedStream(p, checkpoint, start.base)
+
+
+def _check_hwm_store(p: StreamPipeline, checkpoint: StreamCheckpoint,
+                     commits: list[Commit]) -> None:
+    """Say so when the HWM store holds fewer batches than the progress file shows it
+    committed (:func:`~sqe.engine.recovery.lost_commits`)."""
+    root = checkpoint.location.rsplit("/", 1)[0]
+    where = progress_path(root)
+    if where is None:
+        return
+    store = f"the HWM store at {p.settings.hwm_store.display}"
+    try:
+        last = last_report(where, lambda r: r.stream == p.stream.streamName and r.filtering)
+    except ProgressError as exc:
+        log.warning(f"warning: {p.consumer}: cannot check {store} against the progress file: "
+                    f"{exc}")
+        return
+    held = next((c for c in commits if c.store.startswith("HWM store")), None)
+    lost = lost_commits(p.consumer, store, held, last.batch_id if last else None, str(where))
+    if lost is not None:
+        log.warning(lost)

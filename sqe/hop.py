@@ -1,0 +1,164 @@
+"""SQE from plain PySpark: one hop of an exactly-once chain, without a topology file.
+
+A :class:`Hop` is a stream read by a consumer (``<topology>.<stream>``) and the states it
+writes, with the options of a topology (config files, ``conf``, each state's own); the user's
+PySpark code, between :meth:`Hop.read` and the function :meth:`Hop.exactly_once` wraps, is
+the hop's query.  It runs on the engine that runs topology files: the same source and replay
+filter, the same admission of each batch against the stores, the same states and commit.
+
+Example (the second hop of the README's chain, with a user transform)::
+
+    import sqe
+    from pyspark.sql import functions as F
+
+    hop = sqe.Hop(
+        "load.enriched", topic="enriched", checkpoint="checkpoints/load",
+        config=["conf/local.yaml"], deserializer="json",
+        conf={"jw.sqe.spout.kafka.filterReplays": True,
+              "jw.sqe.spout.fields": {"event_id": "string", "region": "string",
+                                      "amount_cents": "bigint"}},
+        into=[sqe.InsertInto(objectName="events_by_region", stateName="REDIS",
+                             fields=["region", "event_id", "amount_cents"],
+                             options={"jw.sqe.state.redis.datatype": "HASH",
+                                      "jw.sqe.state.redis.keyname.fields": ["region"],
+                                      "jw.sqe.state.redis.fieldname.fields": ["event_id"]})])
+    rows = hop.read(spark)                       # the stream's records, replays dropped
+
+    def load(batch_rows, batch):                 # batch.id: as the stores count it
+        batch.write("events_by_region", batch_rows.where(F.col("amount_cents") > 0))
+
+    query = (rows.writeStream.option("checkpointLocation", hop.checkpoint)
+             .foreachBatch(hop.exactly_once(load)).start())
+
+Problems with the hop's options are raised by the constructor as one
+:class:`~sqe.errors.TopologyError` (each located as ``hop <consumer>: command N``: command 1
+is the stream, command N+1 the N-th state of ``into``); what the user's code gets wrong at
+run time fails the batch in one sentence, nothing of it committed (:mod:`sqe.engine.hop_batch`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from sqe.config.plan import TopologyPlan, plan_topology
+from sqe.config.settings import ConfigFile, load_config
+from sqe.engine.batch import BatchProcessor
+from sqe.engine.batch_report import BatchReport
+from sqe.engine.checkpoint import StreamCheckpoint, local_checkpoint, use_file_system_manager
+from sqe.engine.hop_batch import HopBatch, UserWay
+from sqe.engine.one_pass import stream_records
+from sqe.engine.pipeline import build_pipelines, state_problems
+from sqe.engine.start import PreparedStream, default_rerun, prepare_stream
+from sqe.engine.stream_frame import source_frame
+from sqe.errors import OptionError, RunError, TopologyError
+from sqe.lang.topology import InsertInto, Topology, parse_commands
+from sqe.source.kafka import KafkaSource
+from sqe.state.registry import SINKS
+
+__all__ = ["Hop", "HopBatch"]
+
+#: How many batch reports a hop keeps (:attr:`Hop.reports`).
+KEPT = 100
+
+
+class Hop:
+    """One hop of a chain, written by the user's PySpark code (see the module docstring).
+
+    Args:
+        consumer: ``<topology>.<stream>``: the name of its high-water marks and commit record,
+            and (with the topic's cluster) of the pid its Kafka states key their rows by.
+        topic: the Kafka topic it reads.
+        into: its states, as a topology's ``insertInto`` (objects or maps).
+        checkpoint: the streaming query's checkpoint (give :attr:`checkpoint` to
+            ``writeStream.option("checkpointLocation", ...)``).
+        config: config files, as ``sqe run --config``.
+        conf: options over them, as ``sqe run --conf``.
+        deserializer: ``json`` (with ``jw.sqe.spout.fields`` and their types) gives the
+            records' fields as columns; None gives the record's bytes (``_value``).
+    """
+
+    def __init__(self, consumer: str, topic: str,
+                 into: Sequence[InsertInto | Mapping[str, Any]] = (), *,
+                 checkpoint: str | Path, config: Sequence[str | Path | ConfigFile] = (),
+                 conf: Mapping[str, Any] | None = None, deserializer: str | None = None
+                 ) -> None:
+        name, dot, stream = consumer.partition(".")
+        if not (name and dot and stream):
+            raise OptionError(f"hop {consumer!r}: a consumer is <topology>.<stream>, e.g. "
+                              "load.enriched")
+        self.consumer = consumer
+        self.name = name
+        self._location = str(checkpoint)
+        self.plan = _plan(consumer, stream, topic, into, config, conf, deserializer)
+        self.reports: list[BatchReport] = []  # the last KEPT batches' reports, oldest first
+        self._prepared: PreparedStream | None = None
+
+    @property
+    def checkpoint(self) -> str:
+        """The streaming query's checkpoint location (as resolved by :meth:`read`)."""
+        return self._prepared.checkpoint.location if self._prepared else self._location
+
+    def read(self, spark: SparkSession) -> DataFrame:
+        """The hop's streaming DataFrame: its records (replays dropped with filterReplays),
+        with the source's columns (``_partition``, ``_offset``, ``_pid``, ...), the
+        StreamMetadata each carries to the next hop (``_sqe_pid``, ``_sqe_partition``,
+        ``_sqe_offset``) and, with ``deserializer="json"``, the declared fields.  Its start is
+        agreed with the stores first, as ``sqe run``'s is."""
+        spark.dataSource.register(KafkaSource)
+        root = local_checkpoint(spark, self._location)
+        use_file_system_manager(spark, root)
+        (p,) = build_pipelines(self.plan, self.name)
+        self._prepared = prepare_stream(p, StreamCheckpoint(spark, root), False,
+                                        default_rerun(self.plan))
+        return stream_records(self._prepared.pipeline,
+                              source_frame(spark, self._prepared.pipeline)).frame
+
+    def exactly_once(self, function: Callable[[DataFrame, HopBatch], Any]
+                     ) -> Callable[[DataFrame, int], None]:
+        """The ``foreachBatch`` function that runs ``function(rows, batch)`` in each batch:
+        ``rows`` the batch's records, ``batch.write(state, frame)`` hands a state its frame;
+        the batch's marks, id and staged rows are committed once it returns, and a batch the
+        stores hold already is not run again."""
+        if self._prepared is None:
+            raise RunError(f"hop {self.consumer}: call read(spark) before exactly_once(...): "
+                           "the read agrees the hop's start with its stores")
+        s = self._prepared
+        return BatchProcessor(s.pipeline, self._done, s.checkpoint, s.base,
+                              way=UserWay(s.pipeline, function))
+
+    def _done(self, report: BatchReport) -> None:
+        self.reports = [*self.reports[-(KEPT - 1):], report]
+
+
+def _plan(consumer: str, stream: str, topic: str,
+          into: Sequence[InsertInto | Mapping[str, Any]],
+          config: Sequence[str | Path | ConfigFile], conf: Mapping[str, Any] | None,
+          deserializer: str | None) -> TopologyPlan:
+    """The hop as a topology (its stream, and one query per state whose select the user's
+    function stands for), planned and checked as a topology file is."""
+    source = f"hop {consumer}"
+    raw: list[Any] = [{"CreateStream": {
+        "streamName": stream, "objectName": topic, "spoutName": "KAFKA",
+        **({"deserializer": deserializer} if deserializer else {})}}]
+    for target in into:
+        spec = (target.model_dump(by_alias=True, exclude_none=True)
+                if isinstance(target, InsertInto) else dict(target))
+        fields = spec.get("fields")
+        width = len(fields) if isinstance(fields, list) and fields else 1
+        raw.append({"Query": {"insertInto": spec, "select": {"expressions": [None] * width},
+                              "from": {"objectName": stream}}})
+    commands = parse_commands(raw, source, tuple(SINKS))
+    topology = Topology(source, consumer.partition(".")[0], commands)
+    plan = plan_topology(topology, [c if isinstance(c, ConfigFile) else load_config(c)
+                                    for c in config], conf, check=state_problems)
+    s = plan.streams[stream]
+    declared = s.declared_fields
+    if deserializer == "json" and (declared is None or None in declared.values()):
+        raise TopologyError(f"{source}: deserializer json needs every field declared with its "
+                            "type in jw.sqe.spout.fields (a streaming DataFrame's types are "
+                            "planned once, not inferred per batch)")
+    return plan

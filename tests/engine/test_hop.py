@@ -1,0 +1,159 @@
+"""SQE from plain PySpark (:class:`sqe.Hop`): the README's chain as examples/pyspark_chain.py,
+with a join with a static table and a pandas UDF, through the crashes of test_exactly_once, and
+what a user's code gets wrong said in one sentence."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+
+import sqe
+from sqe.cli.local_services import service_conf
+from sqe.cli.sample_events import produce_events
+from sqe.engine.hop_batch import reorders
+from sqe.faults import kill_group
+from tests.engine.test_exactly_once import (
+    Chain,
+    _assert_each_event_once,
+    _postgres_rows,
+    _redis_view,
+    crash_enrich_and_run_it_again,
+)
+from tests.support import ROOT
+
+EVENTS = 3000
+
+
+class PySparkChain(Chain):
+    """examples/pyspark_chain.py on fresh topics, as subprocesses (each hop's --once run)."""
+
+    def __init__(self, tmp: Path, kafka: str, events: str, enriched: str, redis_url: str,
+                 dsn: str) -> None:
+        self.tmp, self.kafka, self.redis_url, self.dsn = tmp, kafka, redis_url, dsn
+        self.events, self.enriched = events, enriched
+
+    def command(self, name: str, checkpoint: str | None = None, *extra: str) -> list[str]:
+        return [sys.executable, str(ROOT / "examples/pyspark_chain.py"), name, "--once",
+                "--events", self.events, "--enriched", self.enriched,
+                "--checkpoint", str(self.tmp / (checkpoint or "ck")),
+                "--config", str(ROOT / "conf/local.yaml"),
+                *service_conf(self.kafka, self.redis_url, self.dsn), *extra]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+@pytest.mark.postgres
+def test_the_chain_in_plain_pyspark_is_exactly_once_through_crashes(
+        kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
+    events, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")
+    chain = PySparkChain(tmp_path, kafka_bootstrap, events, enriched, redis_url, postgres_dsn)
+    produce_events(kafka_bootstrap, events, EVENTS, partitions=2)
+    expected = {f"e{i}" for i in range(EVENTS)}
+
+    records = crash_enrich_and_run_it_again(chain, expected)
+    values = [json.loads(r.value) for r in records]
+    assert all(v["amount_cents"] == v["amount"] * 100 for v in values)  # the pandas UDF
+    assert all(v["tier"] == ("gold" if int(v["user"][1:]) % 10 == 0 else "basic")
+               for v in values)  # the static table
+
+    # 3. load dies after its states were written, before its HWM commit; the restart runs the
+    #    batch again: Postgres holds it already, Redis applies it once, replays are dropped.
+    batch = ("--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=2000")
+    proc, _ = chain.start_with_fault("load", "before-commit", "wait", *batch)
+    chain.wait(proc, "load", "before-commit")
+    kill_group(proc)
+    assert 0 < len(_postgres_rows(postgres_dsn)) <= 2000
+    assert _redis_view(redis_url)["log"] == {}
+    done = chain.run("load", *batch)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "loaded_events held this batch already" in done.stderr + done.stdout
+    dropped = [int(n) for n in re.findall(r"(\d+) replays dropped", done.stdout)]
+    assert sum(dropped) == len(records) - EVENTS
+    _assert_each_event_once(chain, expected)
+
+    # 4. a second query of the same consumer, on a checkpoint of its own, is refused.
+    other = chain.run("load", checkpoint="other")
+    assert other.returncode == 1
+    assert "has no batch yet, but consumer 'load.enriched' has committed batch" in other.stderr
+    assert "Traceback" not in other.stderr
+
+
+def test_a_shuffle_or_a_sort_is_found_in_a_plan_and_a_broadcast_is_not():
+    assert reorders("+- Exchange hashpartitioning(user#1, 2), ENSURE_REQUIREMENTS, [plan_id=7]")
+    assert reorders("*(2) Sort [user#1 ASC NULLS FIRST], false, 0")
+    assert reorders("Exchange RoundRobinPartitioning(4), REPARTITION_BY_NUM")
+    assert not reorders("BroadcastExchange HashedRelationBroadcastMode(List(input[0]))")
+    assert not reorders("*(1) Project [user#1]\n+- BroadcastHashJoin [user#1], [user#9]")
+
+
+def test_a_hop_with_a_bad_option_or_state_is_refused_in_located_sentences(tmp_path):
+    with pytest.raises(sqe.OptionError, match="a consumer is <topology>.<stream>"):
+        sqe.Hop("enriched", topic="t", checkpoint=tmp_path)
+    with pytest.raises(sqe.TopologyError) as info:
+        sqe.Hop("load.enriched", topic="t", checkpoint=tmp_path, deserializer="json",
+                conf={"jw.sqe.spout.kafka.brokers": "localhost:9092"},
+                into=[{"objectName": "x", "stateName": "REDIS", "fields": []},
+                      sqe.InsertInto(objectName="y", stateName="KAFKA", fields=["a"])])
+    text = str(info.value)
+    assert "hop load.enriched: command 2" in text and "fields" in text
+    with pytest.raises(sqe.TopologyError, match="deserializer json needs every field declared"):
+        sqe.Hop("load.enriched", topic="t", checkpoint=tmp_path, deserializer="json",
+                conf={"jw.sqe.spout.kafka.brokers": "localhost:9092"})
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+def test_what_a_users_code_gets_wrong_fails_the_batch_in_one_sentence(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    topic = kafka_topic(2, "enriched")
+    produce_events(kafka_bootstrap, topic, 50, partitions=2)
+    conf = {"jw.sqe.spout.kafka.brokers": kafka_bootstrap,
+            "jw.sqe.spout.kafka.startingOffsets": "earliest",
+            "jw.sqe.spout.kafka.filterReplays": True,
+            "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url,
+            "jw.sqe.spout.fields": {"event_id": "string", "region": "string",
+                                    "amount": "bigint"}}
+    url = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs
+    into = [sqe.InsertInto(objectName="by_region", stateName="REDIS",
+                           fields=["region", "event_id", "amount"],
+                           options={"jw.sqe.state.redis.host": url["host"],
+                                    "jw.sqe.state.redis.port": url["port"],
+                                    "jw.sqe.state.redis.database": url.get("db", 0),
+                                    "jw.sqe.state.redis.datatype": "HASH",
+                                    "jw.sqe.state.redis.keyname.fields": ["region"],
+                                    "jw.sqe.state.redis.fieldname.fields": ["event_id"]})]
+
+    def failure(name: str, transform, write) -> str:  # type: ignore[no-untyped-def]
+        hop = sqe.Hop(f"wrong.{name}", topic=topic, checkpoint=tmp_path / name,
+                      deserializer="json", conf=conf, into=into)
+        query = (transform(hop.read(spark)).writeStream
+                 .option("checkpointLocation", hop.checkpoint).trigger(availableNow=True)
+                 .foreachBatch(hop.exactly_once(write)).start())
+        with pytest.raises(Exception) as info:
+            query.awaitTermination()
+        return str(info.value)
+
+    def write(rows, batch):  # type: ignore[no-untyped-def]
+        batch.write("by_region", rows)
+
+    selected = failure("selected", lambda r: r.select("region", "event_id", "amount"), write)
+    assert ("hop wrong.selected batch 0: its rows have no column _offset, _pid, "
+            "_source_partition, _source_offset, by which the batch's high-water marks are "
+            "found; keep the source's columns through the transform" in selected)
+    missing = failure("missing", lambda r: r, lambda rows, batch: batch.write(
+        "by_region", rows.drop("event_id")))
+    assert ("hop wrong.missing batch 0, state by_region: the frame has no column event_id of "
+            "the state's fields region, event_id, amount" in missing)
+    unwritten = failure("unwritten", lambda r: r, lambda rows, batch: None)
+    assert "the function wrote no frame to state by_region" in unwritten
+    unknown = failure("unknown", lambda r: r, lambda rows, batch: batch.write("nope", rows))
+    assert "it has no state nope (its states: by_region)" in unknown
+    assert redis.Redis.from_url(redis_url).keys("by_region*") == []  # nothing was committed
