@@ -25,7 +25,7 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from pyspark.sql import DataFrame
 
@@ -73,9 +73,26 @@ def _deterministic(frame: DataFrame) -> bool:
     return bool(cast(Any, frame)._jdf.queryExecution().analyzed().deterministic())
 
 
-class HopBatch:
-    """One micro-batch of a hop, as the user's function gets it: ``id`` (as the stores count
-    it, the number to make the user's own writes idempotent by) and :meth:`write`."""
+class HopBatch(Protocol):
+    """One micro-batch of a hop, as the user's function gets it (see :class:`sqe.Hop`)."""
+
+    @property
+    def id(self) -> int:
+        """The batch's id, as the stores count it: the number to make the user's own writes
+        idempotent by."""
+
+    @property
+    def consumer(self) -> str:
+        """The hop's consumer (``<topology>.<stream>``)."""
+
+    def write(self, state: str, frame: DataFrame) -> None:
+        """Write ``frame`` to the hop's state named ``state`` (its ``objectName``), committed
+        with the batch's high-water marks and id once the function returns; a state that
+        holds this batch already (Spark ran it again) is not written twice."""
+
+
+class _OpenBatch:
+    """A :class:`HopBatch` being written: the sinks it opened and the rows they staged."""
 
     def __init__(self, way: UserWay, batch: Batch, report: BatchReport) -> None:
         self._way = way
@@ -87,18 +104,13 @@ class HopBatch:
 
     @property
     def id(self) -> int:
-        """The batch's id, as the stores count it."""
         return self._batch.batch_id
 
     @property
     def consumer(self) -> str:
-        """The hop's consumer (``<topology>.<stream>``)."""
         return self._way.p.consumer
 
     def write(self, state: str, frame: DataFrame) -> None:
-        """Write ``frame`` to the hop's state named ``state`` (its ``objectName``), committed
-        with the batch's high-water marks and id once the function returns; a state that
-        holds this batch already (Spark ran it again) is not written twice."""
         step = self._way.step(state)
         if state in self.written:
             raise StateError(f"{self._where(state)}: written twice in one batch; give each "
@@ -190,7 +202,7 @@ class UserWay:
                              f"the batch's high-water marks are found; {_KEEP}")
         frame = rows.persist()
         attempt = replace(batch, stages=[])
-        out = HopBatch(self, attempt, report)
+        out = _OpenBatch(self, attempt, report)
         try:
             describe_jobs(frame.sparkSession, f"sqe {self.p.consumer} batch {batch.batch_id}: "
                                               "count and find the new high-water marks")
