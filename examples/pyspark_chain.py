@@ -9,7 +9,7 @@ the ``foreachBatch`` function (``hop.exactly_once``).
     python examples/pyspark_chain.py load --config conf/local.yaml
 
 ``--once`` reads what is there and stops; ``--conf K=V`` sets an option over the config
-files, as ``sqe run --conf`` does.  The page "SQE from PySpark" in the docs explains each line.
+files, as ``sqe run --conf`` does; ``--remote sc://HOST:PORT`` runs the hop over Spark Connect.  The page "SQE from PySpark" in the docs explains each line.
 """
 
 from __future__ import annotations
@@ -101,12 +101,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--enriched", default="enriched")
     parser.add_argument("--checkpoint", default="checkpoints/pyspark-chain")
     parser.add_argument("--once", action="store_true")
+    parser.add_argument("--remote", help="a Spark Connect server, e.g. sc://localhost:15002")
     a = parser.parse_args(argv)
     a.conf = parse_conf_pairs(a.conf)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master("local[2]").appName(f"pyspark-chain {a.hop}")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
-             .getOrCreate())
+    builder = (SparkSession.builder.remote(a.remote) if a.remote
+               else SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false"))
+    spark = (builder.appName(f"pyspark-chain {a.hop}")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     try:
         (enrich if a.hop == "enrich" else load)(spark, a)
     except sqe.SqeError as exc:  # a refusal before the query starts: one sentence

@@ -85,6 +85,24 @@ def test_the_chain_in_plain_pyspark_is_exactly_once_through_crashes(
     assert "Traceback" not in other.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+@pytest.mark.postgres
+@pytest.mark.connect
+def test_the_chain_in_plain_pyspark_over_spark_connect(
+        connect_server, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
+    events, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")
+    chain = PySparkChain(tmp_path, kafka_bootstrap, events, enriched, redis_url, postgres_dsn)
+    produce_events(kafka_bootstrap, events, 1000, partitions=2)
+    remote = ("--remote", connect_server.url)
+    for hop in ("enrich", "load"):
+        done = chain.run(hop, *remote)
+        assert done.returncode == 0, done.stderr[-3000:]
+    _assert_each_event_once(chain, {f"e{i}" for i in range(1000)})
+
+
 def test_a_shuffle_or_a_sort_is_found_in_a_plan_and_a_broadcast_is_not():
     assert reorders("+- Exchange hashpartitioning(user#1, 2), ENSURE_REQUIREMENTS, [plan_id=7]")
     assert reorders("*(2) Sort [user#1 ASC NULLS FIRST], false, 0")
