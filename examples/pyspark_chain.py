@@ -9,7 +9,8 @@ the ``foreachBatch`` function (``hop.exactly_once``).
     python examples/pyspark_chain.py load --config conf/local.yaml
 
 ``--once`` reads what is there and stops; ``--conf K=V`` sets an option over the config
-files, as ``sqe run --conf`` does; ``--remote sc://HOST:PORT`` runs the hop over Spark Connect.  The page "SQE from PySpark" in the docs explains each line.
+files, as ``sqe run --conf`` does; ``--remote sc://HOST:PORT`` runs the hop over Spark
+Connect.  The page "SQE from PySpark" in the docs explains each line.
 """
 
 from __future__ import annotations

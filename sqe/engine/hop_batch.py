@@ -15,8 +15,9 @@ the source's columns (the marks are found from ``_pid``, ``_source_partition`` a
 ``_source_offset``, and a Kafka state keys each row by the ``_sqe_*`` columns
 :meth:`sqe.hop.Hop.read` adds); each state is written once in every batch; a Kafka state's
 rows stay in source order per source partition (a frame that a shuffle or a sort reordered is
-put back in that order, with a warning), and a transform Spark knows to be non-deterministic is
-warned of (a batch run again after a failure may write other rows than the first attempt).
+put back in that order, with a warning; over Spark Connect, where no plan can be read, every
+Kafka state's frame is), and a transform Spark knows to be non-deterministic is warned of (a
+batch run again after a failure may write other rows than the first attempt).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol, cast
+from urllib.parse import urlsplit
 
 from pyspark.sql import DataFrame
 
@@ -58,19 +60,27 @@ def reorders(plan: str) -> bool:
     return _REORDERS.search(plan) is not None
 
 
-def _physical_plan(frame: DataFrame) -> str:
-    """``frame``'s physical plan as text."""
+def _plans(frame: DataFrame, checkpoint: str | None) -> list[tuple[str, bool]]:
+    """The physical plan's text and whether Spark knows the plan to be deterministic, of
+    ``frame`` and of the batch of the streaming query on ``checkpoint`` being written
+    (``foreachBatch`` gets that batch as rows Spark computed already, so its own plan does not
+    show the streaming part); empty over Spark Connect, where the client cannot ask."""
     if is_connect(frame.sparkSession):
-        return str(cast(Any, frame)._explain_string(extended=False))
-    return str(cast(Any, frame)._jdf.queryExecution().executedPlan().toString())
-
-
-def _deterministic(frame: DataFrame) -> bool:
-    """Whether Spark knows ``frame``'s plan to be deterministic (over Spark Connect, where the
-    client cannot ask, True)."""
-    if is_connect(frame.sparkSession):
-        return True
-    return bool(cast(Any, frame)._jdf.queryExecution().analyzed().deterministic())
+        return []
+    plans = [cast(Any, frame)._jdf.queryExecution()]
+    wanted = urlsplit(checkpoint).path.rstrip("/") if checkpoint else None
+    # foreachBatch runs in the query's own clone of the session, whose manager holds no
+    # query: the queries are the default session's
+    jvm = cast(Any, frame.sparkSession)._jvm
+    default = jvm.org.apache.spark.sql.SparkSession.getDefaultSession()
+    for query in default.get().streams().active() if default.isDefined() else []:
+        running = query.streamingQuery()
+        if wanted and urlsplit(str(running.resolvedCheckpointRoot())).path.rstrip("/") == wanted:
+            last = running.lastExecution()
+            if last is not None:
+                plans.append(last)
+    return [(str(p.executedPlan().toString()), bool(p.analyzed().deterministic()))
+            for p in plans]
 
 
 class HopBatch(Protocol):
@@ -118,7 +128,7 @@ class _OpenBatch:
         self.written.add(state)
         sink = step.sink
         assert sink is not None
-        frame = self._way.fit(step, frame, self._where(state))
+        frame = self._way.fit(step, frame, self._where(state), self._batch.checkpoint)
         sink.open(self._batch)
         self.opened.append(sink)
         if sink.holds():
@@ -156,9 +166,12 @@ class UserWay:
         raise StateError(f"hop {self.p.consumer}: it has no state {state} (its states: "
                          f"{names}); name each state in the hop's into=[...]")
 
-    def fit(self, step: QueryStep, frame: DataFrame, where: str) -> DataFrame:
+    def fit(self, step: QueryStep, frame: DataFrame, where: str, checkpoint: str | None = None
+            ) -> DataFrame:
         """``frame`` as ``step``'s state takes it: its fields present, and for a Kafka state
-        the carried columns, in source order per source partition."""
+        the carried columns, in source order per source partition (put back in it where a
+        plan shows a shuffle or a sort, and over Spark Connect, where no plan can be read;
+        ``checkpoint``: the streaming query's)."""
         fields = step.query.insertInto.fields
         lower = {c.lower() for c in frame.columns}
         missing = [f for f in fields if f.lower() not in lower]
@@ -173,17 +186,19 @@ class UserWay:
             raise StateError(f"{where}: a Kafka state keys each row by the columns "
                              f"{', '.join(CARRIED)} that Hop.read gives, and the frame has no "
                              f"{', '.join(lost)}; {_KEEP}")
-        if not _deterministic(frame):
+        plans = _plans(frame, checkpoint)
+        if not all(deterministic for _, deterministic in plans):
             self._warn(where, "random", "its frame is not deterministic (rand(), uuid(), a "
                        "UDF marked nondeterministic, ...): a batch run again after a failure "
                        "may write other rows than the first attempt, and the next hop keeps "
                        "the first attempt's rows of each source offset")
-        if reorders(_physical_plan(frame)):
-            self._warn(where, "order", "its frame is shuffled or sorted after the read, which "
-                       "breaks the source order the next hop's replay filter needs; SQE "
-                       "repartitions it by source partition and sorts it by source offset "
-                       "(a shuffle per batch): keep the transform row-wise, or broadcast the "
-                       "table it joins, to avoid it")
+        if not plans or any(reorders(text) for text, _ in plans):
+            if plans:
+                self._warn(where, "order", "its frame is shuffled or sorted after the read, "
+                           "which breaks the source order the next hop's replay filter needs; "
+                           "SQE repartitions it by source partition and sorts it by source "
+                           "offset (a shuffle per batch): keep the transform row-wise, or "
+                           "broadcast the table it joins, to avoid it")
             frame = frame.repartition(CARRIED[1]).sortWithinPartitions(CARRIED[1], CARRIED[2])
         return frame
 

@@ -5,18 +5,21 @@ what a user's code gets wrong said in one sentence."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
 from pathlib import Path
 
 import pytest
 import redis
+from pyspark.sql import functions as F
 
 import sqe
 from sqe.cli.local_services import service_conf
 from sqe.cli.sample_events import produce_events
 from sqe.engine.hop_batch import reorders
 from sqe.faults import kill_group
+from sqe.wire.keys import StreamMetadata
 from tests.engine.test_exactly_once import (
     Chain,
     _assert_each_event_once,
@@ -25,6 +28,7 @@ from tests.engine.test_exactly_once import (
     crash_enrich_and_run_it_again,
 )
 from tests.support import ROOT
+from tests.support.kafka_io import read_topic
 
 EVENTS = 3000
 
@@ -175,3 +179,47 @@ def test_what_a_users_code_gets_wrong_fails_the_batch_in_one_sentence(
     unknown = failure("unknown", lambda r: r, lambda rows, batch: batch.write("nope", rows))
     assert "it has no state nope (its states: by_region)" in unknown
     assert redis.Redis.from_url(redis_url).keys("by_region*") == []  # nothing was committed
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.parametrize("shuffled_in", ["the stream", "the function"])
+def test_a_kafka_states_frame_that_a_shuffle_reordered_is_written_in_source_order(
+        shuffled_in, spark, kafka_bootstrap, kafka_topic, tmp_path, caplog):
+    source, dest = kafka_topic(2, "events"), kafka_topic(2, "out")
+    produce_events(kafka_bootstrap, source, 600, partitions=2)
+    hop = sqe.Hop("shuffled.events", topic=source, checkpoint=tmp_path / "ck",
+                  deserializer="json",
+                  conf={"jw.sqe.spout.kafka.brokers": kafka_bootstrap,
+                        "jw.sqe.state.kafka.brokers": kafka_bootstrap,
+                        "jw.sqe.spout.kafka.startingOffsets": "earliest",
+                        "jw.sqe.spout.kafka.maxRecordsPerBatch": 200,
+                        "jw.sqe.spout.fields": {"event_id": "string"}},
+                  into=[sqe.InsertInto(objectName=dest, stateName="KAFKA",
+                                       fields=["event_id", "noise"],
+                                       options={"jw.sqe.state.kafka.keytype": "StreamMetadata",
+                                                "jw.sqe.state.kafka.partitionClass":
+                                                    "SourcePartitionPartitioner"})])
+    rows = hop.read(spark).withColumn("noise", F.rand())
+    if shuffled_in == "the stream":
+        rows = rows.repartition(3)  # spreads each source partition over three tasks
+
+    def write(batch_rows, batch):  # type: ignore[no-untyped-def]
+        batch.write(dest, batch_rows.repartition(3) if shuffled_in == "the function"
+                    else batch_rows)
+
+    with caplog.at_level(logging.WARNING, logger="sqe"):
+        (rows.writeStream.option("checkpointLocation", hop.checkpoint)
+         .trigger(availableNow=True).foreachBatch(hop.exactly_once(write)).start()
+         .awaitTermination())
+    records = read_topic(kafka_bootstrap, dest)
+    keys = [StreamMetadata.from_bytes(r.key) for r in records]
+    assert len(set(keys)) == len(records) == 600
+    assert all(k.partition == r.partition for k, r in zip(keys, records, strict=True))
+    for partition in (0, 1):  # each source partition's records in source order
+        offsets = [k.offset for k in keys if k.partition == partition]
+        assert offsets == sorted(offsets)
+    said = [r.getMessage() for r in caplog.records if r.name == "sqe"]
+    assert sum("is shuffled or sorted after the read" in m for m in said) == 1, said
+    assert sum("is not deterministic" in m for m in said) == 1, said
+    assert len(hop.reports) == 3
