@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import DataStreamWriter
 
 from sqe.config.plan import TopologyPlan, plan_topology
 from sqe.config.settings import ConfigFile, load_config
@@ -50,8 +51,9 @@ from sqe.engine.batch import BatchProcessor
 from sqe.engine.batch_report import BatchReport
 from sqe.engine.checkpoint import StreamCheckpoint, local_checkpoint, use_file_system_manager
 from sqe.engine.hop_batch import HopBatch, UserWay
+from sqe.engine.hop_sink import HopSink, HopSpec, sink_frame
 from sqe.engine.one_pass import stream_records
-from sqe.engine.pipeline import build_pipelines, state_problems
+from sqe.engine.pipeline import StreamPipeline, build_pipelines, state_problems
 from sqe.engine.start import PreparedStream, default_rerun, prepare_stream
 from sqe.engine.stream_frame import source_frame
 from sqe.errors import OptionError, RunError, TopologyError
@@ -74,7 +76,8 @@ class Hop:
         topic: the Kafka topic it reads.
         into: its states, as a topology's ``insertInto`` (objects or maps).
         checkpoint: the streaming query's checkpoint (give :attr:`checkpoint` to
-            ``writeStream.option("checkpointLocation", ...)``).
+            ``writeStream.option("checkpointLocation", ...)``); None where Spark Declarative
+            Pipelines keeps it (the hop's start is then not checked against its stores).
         config: config files, as ``sqe run --config``.
         conf: options over them, as ``sqe run --conf``.
         deserializer: ``json`` (with ``jw.sqe.spout.fields`` and their types) gives the
@@ -83,7 +86,8 @@ class Hop:
 
     def __init__(self, consumer: str, topic: str,
                  into: Sequence[InsertInto | Mapping[str, Any]] = (), *,
-                 checkpoint: str | Path, config: Sequence[str | Path | ConfigFile] = (),
+                 checkpoint: str | Path | None = None,
+                 config: Sequence[str | Path | ConfigFile] = (),
                  conf: Mapping[str, Any] | None = None, deserializer: str | None = None
                  ) -> None:
         name, dot, stream = consumer.partition(".")
@@ -92,13 +96,14 @@ class Hop:
                               "load.enriched")
         self.consumer = consumer
         self.name = name
-        self._location = str(checkpoint)
+        self._location = str(checkpoint) if checkpoint is not None else None
         self.plan = _plan(consumer, stream, topic, into, config, conf, deserializer)
         self.reports: list[BatchReport] = []  # the last KEPT batches' reports, oldest first
         self._prepared: PreparedStream | None = None
+        self._pipeline: StreamPipeline | None = None
 
     @property
-    def checkpoint(self) -> str:
+    def checkpoint(self) -> str | None:
         """The streaming query's checkpoint location (as resolved by :meth:`read`)."""
         return self._prepared.checkpoint.location if self._prepared else self._location
 
@@ -109,13 +114,48 @@ class Hop:
         ``_sqe_offset``) and, with ``deserializer="json"``, the declared fields.  Its start is
         agreed with the stores first, as ``sqe run``'s is."""
         spark.dataSource.register(KafkaSource)
-        root = local_checkpoint(spark, self._location)
-        use_file_system_manager(spark, root)
+        spark.dataSource.register(HopSink)
         (p,) = build_pipelines(self.plan, self.name)
-        self._prepared = prepare_stream(p, StreamCheckpoint(spark, root), False,
-                                        default_rerun(self.plan))
-        return stream_records(self._prepared.pipeline,
-                              source_frame(spark, self._prepared.pipeline)).frame
+        if self._location is not None:
+            root = local_checkpoint(spark, self._location)
+            use_file_system_manager(spark, root)
+            self._prepared = prepare_stream(p, StreamCheckpoint(spark, root), False,
+                                            default_rerun(self.plan))
+            p = self._prepared.pipeline
+        self._pipeline = p
+        return stream_records(p, source_frame(spark, p)).frame
+
+    def sink_frame(self, rows: DataFrame) -> DataFrame:
+        """``rows`` (the hop's records as the user's transform left them) as the ``sqe-hop``
+        sink writes them: every state gets every row and takes its fields."""
+        p = self._read_first("sink_frame")
+        store = p.stores.hwm_store()
+        try:
+            return sink_frame(p, rows, store)
+        finally:
+            if store is not None:
+                store.client.close()
+
+    def sink_options(self) -> dict[str, str]:
+        """The options of the ``sqe-hop`` sink that writes this hop's states, for
+        ``writeStream.format("sqe-hop").options(...)`` or Declarative Pipelines'
+        ``create_sink(name, "sqe-hop", options)``."""
+        p = self._read_first("sink_options")
+        return {"hop": HopSpec(p, self._prepared.base if self._prepared else 0).dump()}
+
+    def write_stream(self, rows: DataFrame) -> DataStreamWriter:
+        """``rows`` written to the hop's states by the ``sqe-hop`` sink: the streaming writer,
+        with its checkpoint, to start (``.start()``, after a trigger if wanted)."""
+        writer = (self.sink_frame(rows).writeStream.format(HopSink.name())
+                  .options(**self.sink_options()).queryName(self.consumer))
+        return writer.option("checkpointLocation", self.checkpoint) if self.checkpoint \
+            else writer
+
+    def _read_first(self, what: str) -> StreamPipeline:
+        if self._pipeline is None:
+            raise RunError(f"hop {self.consumer}: call read(spark) before {what}(...): the "
+                           "read plans the hop's stream")
+        return self._pipeline
 
     def exactly_once(self, function: Callable[[DataFrame, HopBatch], Any]
                      ) -> Callable[[DataFrame, int], None]:
@@ -123,6 +163,9 @@ class Hop:
         ``rows`` the batch's records, ``batch.write(state, frame)`` hands a state its frame;
         the batch's marks, id and staged rows are committed once it returns, and a batch the
         stores hold already is not run again."""
+        if self._location is None:
+            raise RunError(f"hop {self.consumer}: exactly_once(...) needs the hop's checkpoint "
+                           "(Hop(..., checkpoint=...)), which its batches are counted by")
         if self._prepared is None:
             raise RunError(f"hop {self.consumer}: call read(spark) before exactly_once(...): "
                            "the read agrees the hop's start with its stores")

@@ -213,6 +213,12 @@ class Sink(ABC):
         the :meth:`pass_columns`), in the batch's one pass."""
         raise NotImplementedError(f"{self.describe()} is not written in one pass")
 
+    def pass_planned(self, columns: Sequence[str]) -> None:
+        """The task columns planned for this state (:meth:`pass_columns`'s names), given to a
+        copy of the sink that did not plan them (Spark's own sink protocol, where each task
+        gets the sink anew); nothing by default."""
+        return None
+
     def pass_done(self, counts: Mapping[str, int], data: Sequence[bytes]) -> int:
         """The rows written, from the counts the :meth:`pass_task` tasks yielded (added up) and
         the ``data`` they gave for the driver (a binary column ``data``), on the driver before

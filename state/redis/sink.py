@@ -173,6 +173,11 @@ class RedisSink(Sink):
         key, field, value = _command_columns(frame, self.config)
         return [key.alias("_rk"), field.alias("_rf"), value.alias("_rv")]
 
+    def pass_planned(self, columns: Sequence[str]) -> None:
+        """Whether the rows were planned staged (``_rf``, ``_rv``) or as commands (with
+        ``_rk``)."""
+        self._pass_staged = "_rk" not in columns
+
     def pass_task(self) -> RowTask:
         """Stage the open batch's rows under its stage key, or write them directly, as
         :meth:`pass_columns` planned."""

@@ -28,7 +28,7 @@ from tests.engine.test_exactly_once import (
     crash_enrich_and_run_it_again,
 )
 from tests.support import ROOT
-from tests.support.kafka_io import read_topic
+from tests.support.kafka_io import produce, read_topic
 
 EVENTS = 3000
 
@@ -223,3 +223,65 @@ def test_a_kafka_states_frame_that_a_shuffle_reordered_is_written_in_source_orde
     assert sum("is shuffled or sorted after the read" in m for m in said) == 1, said
     assert sum("is not deterministic" in m for m in said) == 1, said
     assert len(hop.reports) == 3
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+def test_the_sqe_hop_sink_writes_a_chain_once_and_a_batch_run_again_commits_nothing(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    events, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")
+    produce_events(kafka_bootstrap, events, 400, partitions=2)
+    url = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs
+    common = {"jw.sqe.spout.kafka.brokers": kafka_bootstrap,
+              "jw.sqe.state.kafka.brokers": kafka_bootstrap,
+              "jw.sqe.spout.kafka.startingOffsets": "earliest",
+              "jw.sqe.spout.kafka.maxRecordsPerBatch": 150,
+              "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url,
+              "jw.sqe.state.redis.host": url["host"], "jw.sqe.state.redis.port": url["port"],
+              "jw.sqe.state.redis.database": url.get("db", 0)}
+    enrich = sqe.Hop("enrich.events", topic=events, checkpoint=tmp_path / "enrich",
+                     deserializer="json", conf={**common, "jw.sqe.spout.fields": {
+                         "event_id": "string", "region": "string", "amount": "bigint"}},
+                     into=[sqe.InsertInto(objectName=enriched, stateName="KAFKA",
+                                          fields=["event_id", "region", "cents"],
+                                          options={"jw.sqe.state.kafka.keytype": "StreamMetadata",
+                                                   "jw.sqe.state.kafka.partitionClass":
+                                                       "SourcePartitionPartitioner"})])
+    rows = enrich.read(spark).withColumn("cents", F.col("amount") * 100)
+    enrich.write_stream(rows).trigger(availableNow=True).start().awaitTermination()
+    records = read_topic(kafka_bootstrap, enriched)
+    assert len(records) == 400
+    produce(kafka_bootstrap, enriched, [(r.key, r.value, r.partition) for r in records[:50]])
+
+    def load() -> sqe.Hop:
+        hop = sqe.Hop(
+            "load.enriched", topic=enriched, checkpoint=tmp_path / "load", deserializer="json",
+            conf={**common, "jw.sqe.spout.kafka.filterReplays": True,
+                  "jw.sqe.spout.fields": {"event_id": "string", "region": "string",
+                                          "cents": "bigint"}},
+            into=[sqe.InsertInto(objectName="by_region", stateName="REDIS",
+                                 fields=["region", "event_id", "cents"],
+                                 options={"jw.sqe.state.redis.datatype": "HASH",
+                                          "jw.sqe.state.redis.keyname.fields": ["region"],
+                                          "jw.sqe.state.redis.fieldname.fields": ["event_id"]})])
+        hop.write_stream(hop.read(spark)).trigger(availableNow=True).start().awaitTermination()
+        return hop
+
+    hop = load()
+    client = redis.Redis.from_url(redis_url)
+    loaded = [e for k in client.keys("*") if not k.startswith(b"sqe:")
+              for e in client.hkeys(k)]
+    assert sorted(loaded) == sorted(f"e{i}".encode() for i in range(400))
+    last = int(client.get("sqe:{load.enriched}:batch") or -1)
+    assert last >= 2 and client.keys("sqe:*:stage:*") == []
+
+    # Spark runs the last batch again (its commit log lost): the store holds it, and the
+    # sink writes and commits nothing.
+    assert hop.checkpoint is not None
+    (Path(hop.checkpoint.removeprefix("file:")) / "commits" / str(last)).unlink()
+    before = {k: client.hgetall(k) for k in client.keys("*") if not k.startswith(b"sqe:")}
+    load()
+    assert {k: client.hgetall(k) for k in client.keys("*") if not k.startswith(b"sqe:")} == before
+    assert int(client.get("sqe:{load.enriched}:batch")) == last
+    assert client.keys("sqe:*:stage:*") == []

@@ -1,0 +1,301 @@
+"""A hop's states as Spark's own streaming sink: the ``sqe-hop`` Python data source writer.
+
+``df.writeStream.format("sqe-hop")`` and Spark Declarative Pipelines' ``create_sink(name,
+"sqe-hop", options)`` take it.  It is the one-pass batch (:mod:`sqe.engine.one_pass_batch`)
+cut where Spark's sink protocol cuts: each write task runs the one-pass task
+(:func:`~sqe.engine.one_pass_task.pass_task`) over its rows, and Spark's
+``commit(messages, batchId)``, on the driver once every task succeeded, adds up what they
+found and commits the marks, the batch id and the staged rows to the HWM store in one step
+(:func:`~sqe.engine.batch_commit.commit_hwm`).  Nothing on the driver scales with the records.
+
+The frame it writes is :func:`sink_frame` of the hop's rows: every state gets every row (each
+takes its fields).  The sink is planned per batch on no driver of the user's, so what differs
+from the one-pass batch is where its parts are decided:
+
+* the batch id is Spark's (``streaming.sql.batchId``, a task's local property) plus the hop's
+  base, and the writer that stages rows is the streaming query (its id survives restarts from
+  the same checkpoint) and the task's partition: each task stages under keys of its own, which
+  a retry of the task clears first, and the commit applies the keys its successful tasks name;
+* a task whose batch the store holds already writes nothing (Spark ran a committed batch
+  again), and the commit of a batch the store holds commits nothing;
+* a Kafka state needs each source partition's records in one task, in order: a transform that
+  spread one over several tasks (a shuffle) fails the batch in one sentence before its commit.
+
+States written so: Kafka, and Redis states that are not aggregates; the others are refused
+when the frame is planned.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import pickle
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import reduce
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from sqe.engine.batch_commit import commit_hwm
+from sqe.engine.batch_report import BatchReport
+from sqe.engine.hop_batch import MARKED_BY
+from sqe.engine.one_pass import BAD, QUERY, RAW, REFUSED, state_column
+from sqe.engine.one_pass_task import merge_results, pass_task
+from sqe.engine.pipeline import StreamPipeline
+from sqe.errors import StateError, TopologyError
+from sqe.ledger.hwm import HwmStore, Stage
+from sqe.state.kafka.sink import KafkaSink
+from sqe.state.sink import Batch, RowTask, Sink
+from sqe.wire.columns import CARRIED, TALLY
+
+__all__ = ["HopSink", "HopSpec", "sink_frame"]
+
+log = logging.getLogger("sqe")
+
+@dataclass(frozen=True)
+class HopSpec:
+    """What the sink's tasks and its commit need: the hop's pipeline (its states' sinks) and
+    the id the stores count Spark's batch 0 as; travels in the sink's options."""
+
+    pipeline: StreamPipeline
+    base: int = 0
+
+    def dump(self) -> str:
+        """The spec as the sink's option ``hop``."""
+        return base64.b64encode(pickle.dumps(self)).decode()
+
+    @classmethod
+    def load(cls, text: str) -> HopSpec:
+        """The spec of a sink's option ``hop``."""
+        spec = pickle.loads(base64.b64decode(text))
+        if not isinstance(spec, cls):
+            raise TypeError(f"option hop holds a {type(spec).__name__}, not a hop")
+        return spec
+
+    def store(self) -> HwmStore | None:
+        """The hop's HWM store (its client closed by the caller), or None."""
+        return self.pipeline.stores.hwm_store()
+
+    def sinks(self) -> list[Sink]:
+        """The states' sinks, in the order of the hop's ``into``."""
+        return [step.sink for step in self.pipeline.steps if step.sink is not None]
+
+
+def sink_frame(p: StreamPipeline, frame: DataFrame, hwm: HwmStore | None) -> DataFrame:
+    """The rows the ``sqe-hop`` sink writes for hop ``p``: each of ``frame``'s rows once for its
+    marks (``_q`` = -1) and once per state, with the state's task columns, as a one-pass plan's.
+    ``hwm``: the hop's HWM store (a Redis state in its database stages its rows)."""
+    where = f"hop {p.consumer}"
+    lost = [c for c in MARKED_BY if c not in frame.columns]
+    if lost:
+        raise TopologyError(f"{where}: its rows have no column {', '.join(lost)}, by which a "
+                            "batch's high-water marks are found; keep the source's columns "
+                            "through the transform")
+    q = F.col(QUERY)
+    rows = frame.select("*", F.explode(F.sequence(F.lit(-1), F.lit(len(p.steps) - 1)))
+                        .alias(QUERY))
+    have = set(frame.columns)
+    raw = [F.when(q == -1, F.col(n) if n in have else F.lit(None).cast("long"))
+           .alias(f"{RAW}{n}") for n in ("_offset", "_pid", "_source_partition",
+                                         "_source_offset", *TALLY)]
+    states: list[Column] = []
+    for i, step in enumerate(p.steps):
+        sink = step.sink
+        assert sink is not None
+        name = step.query.insertInto.objectName
+        missing = [f for f in step.query.insertInto.fields if f not in have]
+        if missing:
+            raise TopologyError(f"{where}, state {name}: the rows have no column "
+                                f"{', '.join(missing)} of the state's fields")
+        with_extra = step.with_state_columns(rows)
+        cols = sink.pass_columns(with_extra, hwm)
+        if cols is None:
+            raise TopologyError(f"{where}, state {name}: {sink.describe()} cannot be written by "
+                                "the sqe-hop sink (Kafka, and Redis states that do not "
+                                "aggregate, can); write it from hop.exactly_once instead")
+        rows = with_extra
+        mine = (q == i) & F.col("_offset").isNotNull()  # a record's row, not a tally's
+        states.append(F.when(mine, F.struct(*cols)).alias(state_column(i)))
+        rejects = [c for c, _ in sink.rejects(with_extra)]
+        if rejects:
+            states.append(F.when(mine, F.coalesce(reduce(lambda a, b: a | b, rejects),
+                                                    F.lit(False))).otherwise(False)
+                          .alias(f"{REFUSED}{i}"))
+    return rows.select(QUERY, F.lit(False).alias(BAD), *raw, *states)
+
+
+@dataclass
+class HopMessage(WriterCommitMessage):
+    """What one write task found and staged, for the commit on the driver."""
+
+    results: bytes = b""  # the one-pass task's result rows (Arrow IPC)
+    stages: list[Stage] = field(default_factory=list)
+    writer: str = ""  # the streaming query's id, recorded with the commit
+    written: bool = False  # False: the store held the batch already, nothing was written
+    sources: dict[int, list[int]] = field(default_factory=dict)  # Kafka state -> partitions
+
+
+class HopWriter(DataSourceStreamArrowWriter):
+    """The ``sqe-hop`` sink's writer (see the module docstring)."""
+
+    def __init__(self, spec: HopSpec) -> None:
+        self.spec = spec
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> HopMessage:
+        from pyspark import TaskContext  # an executor's, only in a task
+
+        ctx = TaskContext.get()
+        assert ctx is not None
+        query = ctx.getLocalProperty("sql.streaming.queryId") or "unknown"
+        batch_id = self.spec.base + int(ctx.getLocalProperty("streaming.sql.batchId") or 0)
+        store = self.spec.store()
+        opened: list[Sink] = []
+        try:
+            done = store.last_commit() if store is not None else None
+            if done is not None and done.batch_id >= batch_id:
+                for _ in iterator:  # committed already: Spark ran the batch again
+                    pass
+                return HopMessage(writer=query)
+            first = next(iterator, None)
+            batch = Batch(self.spec.pipeline.consumer, batch_id, store, None,
+                          f"{query}/{ctx.partitionId()}")
+            tasks: list[tuple[int, RowTask]] = []
+            for index, sink in enumerate(self.spec.sinks()):
+                sink.open(batch)
+                opened.append(sink)
+                if first is not None:
+                    sink.pass_planned(_task_columns(first, index))
+                if not sink.holds():
+                    tasks.append((index, sink.pass_task()))
+            kafka = [i for i, sink in enumerate(opened) if isinstance(sink, KafkaSink)]
+            sources: dict[int, set[int]] = {i: set() for i in kafka}
+            rows = _watched(iter([] if first is None else [first]), iterator, sources=sources)
+            results = list(pass_task(tasks, 0)(rows))
+            for sink in opened:
+                sink.commit()
+            return HopMessage(_ipc(results), list(batch.stages), query, True,
+                              {i: sorted(parts) for i, parts in sources.items()})
+        finally:
+            for sink in opened:
+                sink.close()
+            if store is not None:
+                store.client.close()
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        """Commit the batch whose tasks sent ``messages`` (on the driver, once they all
+        succeeded)."""
+        mine = [m for m in messages if isinstance(m, HopMessage)]
+        batch_id = self.spec.base + batchId
+        consumer = self.spec.pipeline.consumer
+        _one_task_per_source(consumer, batch_id, mine)
+        rows = [row for m in mine if m.written for row in _rows(m.results)]
+        result = merge_results(rows, 0)
+        if result.refused:
+            raise StateError(f"hop {consumer} batch {batch_id}: {result.refused} rows that a "
+                             "state cannot hold (a value no state takes); nothing of the batch "
+                             "is committed")
+        store = self.spec.store()
+        try:
+            batch = Batch(consumer, batch_id, store, None, mine[0].writer if mine else None,
+                          [s for m in mine for s in m.stages])
+            if store is not None and not store.admit(batch_id):
+                store.client.delete(*[s.key for s in batch.stages]) if batch.stages else None
+                return
+            commit_hwm(batch, result.marks)
+        finally:
+            if store is not None:
+                store.client.close()
+        report = BatchReport(self.spec.pipeline.stream.streamName, batch_id, filtering=True)
+        report.records_read = result.records + result.tally.replays_dropped
+        report.replays_dropped = result.tally.replays_dropped
+        for index, step in enumerate(self.spec.pipeline.steps):
+            report.written[step.query.insertInto.objectName] = result.states.get(
+                index, {}).get("written", 0)
+        log.info(report.line())
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        """A task failed: what the others staged goes (the batch is run again)."""
+        stages = [s.key for m in messages if isinstance(m, HopMessage) for s in m.stages]
+        store = self.spec.store() if stages else None
+        if store is not None:
+            try:
+                store.client.delete(*stages)
+            finally:
+                store.client.close()
+
+
+class HopSink(DataSource):
+    """The ``sqe-hop`` data source: a hop's states as a streaming sink (option ``hop``: the
+    :meth:`HopSpec.dump` that :meth:`sqe.hop.Hop.sink_options` gives)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "sqe-hop"
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return HopWriter(HopSpec.load(self.options["hop"]))
+
+
+def _task_columns(batch: pa.RecordBatch, index: int) -> list[str]:
+    """The task columns of state ``index`` in the frame the sink was given."""
+    column = state_column(index)
+    if column not in batch.schema.names:
+        return []
+    return [f.name for f in batch.schema.field(column).type]
+
+
+def _watched(*parts: Iterator[pa.RecordBatch], sources: dict[int, set[int]]
+             ) -> Iterator[pa.RecordBatch]:
+    """The batches of ``parts``, noting in ``sources`` the source partitions each Kafka
+    state's rows come from (its carried partition)."""
+    for part in parts:
+        for batch in part:
+            for index, seen in sources.items():
+                column = batch.column(state_column(index))
+                if isinstance(column, pa.StructArray) and column.null_count < len(column):
+                    carried = pc.struct_field(column, CARRIED[1])
+                    seen.update(v for v in pc.unique(carried.drop_null()).to_pylist())
+            yield batch
+
+
+def _one_task_per_source(consumer: str, batch_id: int, messages: Sequence[HopMessage]) -> None:
+    """Fail the batch, before its commit, when a source partition's records reached a Kafka
+    state from two tasks (the next hop's replay filter needs them in one, in order)."""
+    seen: dict[tuple[int, int], int] = {}
+    for task, m in enumerate(messages):
+        for state, parts in m.sources.items():
+            for part in parts:
+                other = seen.setdefault((state, part), task)
+                if other != task:
+                    raise StateError(
+                        f"hop {consumer} batch {batch_id}: the records of source partition "
+                        f"{part} reached a Kafka state from two tasks, so they cannot keep "
+                        "their source order; the transform shuffled them (a non-broadcast "
+                        "join, a repartition): keep it row-wise, or broadcast what it joins")
+
+
+def _ipc(batches: Sequence[pa.RecordBatch]) -> bytes:
+    if not batches:
+        return b""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batches[0].schema) as out:
+        for b in batches:
+            out.write_batch(b)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _rows(data: bytes) -> list[dict[str, Any]]:
+    if not data:
+        return []
+    return list(pa.ipc.open_stream(data).read_all().to_pylist())
