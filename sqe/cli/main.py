@@ -9,6 +9,7 @@ sentences on stderr, never as stack traces.
     sqe demo
     sqe services &                  # then: sqe services status, sqe services stop
     sqe run topologies/enrich.yaml --config conf/local.yaml --once
+    sqe pipelines run --spec examples/pipeline/spark-pipeline.yml
     sqe status topologies/load.yaml --config conf/local.yaml
     sqe hwm show load.Enriched --redis redis://localhost:6379/0
     sqe reset topologies/load.yaml --config conf/local.yaml
@@ -27,7 +28,7 @@ import sys
 from collections.abc import Sequence
 
 from sqe import __version__
-from sqe.cli import commands, reset, services, status
+from sqe.cli import commands, pipelines, reset, services, status
 from sqe.cli.suggest import SuggestingParser, parse_or_suggest
 from sqe.config.logs import LEVELS
 from sqe.errors import SqeError, TopologyError
@@ -149,6 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     h.set_defaults(func=commands.hwm)
 
     services.add_parser(sub)  # sqe services [start|status|stop]
+    pipelines.add_parser(sub)  # sqe pipelines run --spec ...
 
     dm = sub.add_parser("demo", help="the exactly-once chain end to end on local services, with "
                         "a crash of enrich mid-batch, and a report")

@@ -54,6 +54,7 @@ from sqe.engine.one_pass import BAD, QUERY, RAW, REFUSED, state_column
 from sqe.engine.one_pass_task import merge_results, pass_task
 from sqe.engine.pipeline import StreamPipeline
 from sqe.errors import StateError, TopologyError
+from sqe.faults import fault_point
 from sqe.ledger.hwm import HwmStore, Stage
 from sqe.state.kafka.sink import KafkaSink
 from sqe.state.sink import Batch, RowTask, Sink
@@ -210,8 +211,10 @@ class HopWriter(DataSourceStreamArrowWriter):
             batch = Batch(consumer, batch_id, store, None, mine[0].writer if mine else None,
                           [s for m in mine for s in m.stages])
             if store is not None and not store.admit(batch_id):
-                store.client.delete(*[s.key for s in batch.stages]) if batch.stages else None
+                if batch.stages:
+                    store.client.delete(*[s.key for s in batch.stages])
                 return
+            fault_point("before-commit", batch_id)
             commit_hwm(batch, result.marks)
         finally:
             if store is not None:
