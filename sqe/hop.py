@@ -101,6 +101,7 @@ class Hop:
         self.reports: list[BatchReport] = []  # the last KEPT batches' reports, oldest first
         self._prepared: PreparedStream | None = None
         self._pipeline: StreamPipeline | None = None
+        self._framed = False  # sink_frame planned the states for the sqe-hop sink
 
     @property
     def checkpoint(self) -> str | None:
@@ -131,16 +132,21 @@ class Hop:
         p = self._read_first("sink_frame")
         store = p.stores.hwm_store()
         try:
-            return sink_frame(p, rows, store)
+            frame = sink_frame(p, rows, store)
         finally:
             if store is not None:
                 store.client.close()
+        self._framed = True
+        return frame
 
     def sink_options(self) -> dict[str, str]:
         """The options of the ``sqe-hop`` sink that writes this hop's states, for
         ``writeStream.format("sqe-hop").options(...)`` or Declarative Pipelines'
         ``create_sink(name, "sqe-hop", options)``."""
         p = self._read_first("sink_options")
+        if not self._framed:  # the states learn the rows' types from it (Postgres's table)
+            raise RunError(f"hop {self.consumer}: call sink_frame(rows) before "
+                           "sink_options(): the sink's states are planned from the rows")
         return {"hop": HopSpec(p, self._prepared.base if self._prepared else 0).dump()}
 
     def write_stream(self, rows: DataFrame) -> DataStreamWriter:

@@ -135,6 +135,9 @@ class Sink(ABC):
     state_name: ClassVar[str]
     #: What :meth:`write` counts: rows written, or (``True``) aggregate entries merged.
     merges: ClassVar[bool] = False
+    #: Whether :meth:`pass_done` writes the rows (the data its tasks gave) in what :meth:`open`
+    #: began on the driver; then its tasks need no open batch.
+    written_by_pass_done: ClassVar[bool] = False
 
     def __init__(self, target: SinkTarget) -> None:
         self.target = target

@@ -21,8 +21,9 @@ from the one-pass batch is where its parts are decided:
 * a Kafka state needs each source partition's records in one task, in order: a transform that
   spread one over several tasks (a shuffle) fails the batch in one sentence before its commit.
 
-States written so: Kafka, and Redis states that are not aggregates; the others are refused
-when the frame is planned.
+States written so: Kafka, Redis states that are not aggregates (their tasks write or stage the
+rows) and Postgres (its tasks build the CSV that the commit copies in the batch's transaction,
+with the batch id, before the HWM commit); the others are refused when the frame is planned.
 """
 
 from __future__ import annotations
@@ -123,8 +124,8 @@ def sink_frame(p: StreamPipeline, frame: DataFrame, hwm: HwmStore | None) -> Dat
         cols = sink.pass_columns(with_extra, hwm)
         if cols is None:
             raise TopologyError(f"{where}, state {name}: {sink.describe()} cannot be written by "
-                                "the sqe-hop sink (Kafka, and Redis states that do not "
-                                "aggregate, can); write it from hop.exactly_once instead")
+                                "the sqe-hop sink (Kafka, Postgres and Redis states that do not "
+                                "aggregate can); write it from hop.exactly_once instead")
         rows = with_extra
         mine = (q == i) & F.col("_offset").isNotNull()  # a record's row, not a tally's
         states.append(F.when(mine, F.struct(*cols)).alias(state_column(i)))
@@ -173,13 +174,16 @@ class HopWriter(DataSourceStreamArrowWriter):
                           f"{query}/{ctx.partitionId()}")
             tasks: list[tuple[int, RowTask]] = []
             for index, sink in enumerate(self.spec.sinks()):
-                sink.open(batch)
-                opened.append(sink)
                 if first is not None:
                     sink.pass_planned(_task_columns(first, index))
+                if sink.written_by_pass_done:  # its rows go to the driver's commit
+                    tasks.append((index, sink.pass_task()))
+                    continue
+                sink.open(batch)
+                opened.append(sink)
                 if not sink.holds():
                     tasks.append((index, sink.pass_task()))
-            kafka = [i for i, sink in enumerate(opened) if isinstance(sink, KafkaSink)]
+            kafka = [i for i, sink in enumerate(self.spec.sinks()) if isinstance(sink, KafkaSink)]
             sources: dict[int, set[int]] = {i: set() for i in kafka}
             rows = _watched(iter([] if first is None else [first]), iterator, sources=sources)
             results = list(pass_task(tasks, 0)(rows))
@@ -214,6 +218,10 @@ class HopWriter(DataSourceStreamArrowWriter):
                 if batch.stages:
                     store.client.delete(*[s.key for s in batch.stages])
                 return
+            for index, sink in enumerate(self.spec.sinks()):
+                if sink.written_by_pass_done:  # e.g. Postgres: the rows and the batch id
+                    _write_on_driver(sink, batch, result.states.get(index, {}),
+                                     result.data.get(index, []))
             fault_point("before-commit", batch_id)
             commit_hwm(batch, result.marks)
         finally:
@@ -248,6 +256,19 @@ class HopSink(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return HopWriter(HopSpec.load(self.options["hop"]))
+
+
+def _write_on_driver(sink: Sink, batch: Batch, counts: dict[str, int], data: list[bytes]
+                     ) -> None:
+    """Write and commit a state whose :meth:`~sqe.state.sink.Sink.pass_done` writes the rows
+    its tasks gave, unless it holds the batch already."""
+    sink.open(batch)
+    try:
+        if not sink.holds():
+            sink.pass_done(counts, data)
+            sink.commit()
+    finally:
+        sink.close()
 
 
 def _task_columns(batch: pa.RecordBatch, index: int) -> list[str]:

@@ -271,6 +271,7 @@ class PostgresSink(Sink):
     docstring)."""
 
     state_name = "POSTGRES"
+    written_by_pass_done = True
 
     def where(self) -> str:
         """The Postgres connection string, its password masked."""

@@ -10,6 +10,7 @@ import re
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 import redis
 from pyspark.sql import functions as F
@@ -285,3 +286,48 @@ def test_the_sqe_hop_sink_writes_a_chain_once_and_a_batch_run_again_commits_noth
     assert {k: client.hgetall(k) for k in client.keys("*") if not k.startswith(b"sqe:")} == before
     assert int(client.get("sqe:{load.enriched}:batch")) == last
     assert client.keys("sqe:*:stage:*") == []
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.postgres
+def test_the_sqe_hop_sink_writes_postgres_and_refuses_what_it_cannot_take(
+        spark, kafka_bootstrap, kafka_topic, postgres_dsn, tmp_path):
+    source, dest = kafka_topic(2, "events"), kafka_topic(2, "out")
+    produce_events(kafka_bootstrap, source, 200, partitions=2)
+    conf = {"jw.sqe.spout.kafka.brokers": kafka_bootstrap,
+            "jw.sqe.state.kafka.brokers": kafka_bootstrap,
+            "jw.sqe.state.postgres.dsn": postgres_dsn,
+            "jw.sqe.spout.kafka.startingOffsets": "earliest",
+            "jw.sqe.spout.kafka.maxRecordsPerBatch": 80,
+            "jw.sqe.spout.fields": {"event_id": "string", "region": "string"}}
+
+    def hop(name: str, state: str) -> sqe.Hop:
+        return sqe.Hop(f"sink.{name}", topic=source, checkpoint=tmp_path / name,
+                       deserializer="json", conf=conf,
+                       into=[sqe.InsertInto(objectName=dest if state == "KAFKA" else name,
+                                            stateName=state, fields=["event_id", "region"])])
+
+    table = hop("sink_rows", "POSTGRES")  # its tasks build CSV, the commit copies it
+    table.write_stream(table.read(spark)).trigger(availableNow=True).start().awaitTermination()
+    with psycopg.connect(postgres_dsn) as conn:
+        ids = [r[0] for r in conn.execute("SELECT event_id FROM sink_rows").fetchall()]
+        batches = conn.execute("SELECT max(batch_id) FROM sqe_batches WHERE consumer = "
+                               "'sink.sink_rows'").fetchone()
+    assert sorted(ids) == sorted(f"e{i}" for i in range(200)) and batches == (2,)
+
+    console = hop("console", "CONSOLE")
+    with pytest.raises(sqe.TopologyError, match="hop sink.console, state console: Console "
+                       "state console cannot be written by the sqe-hop sink"):
+        console.sink_frame(console.read(spark))
+    selected = hop("selected", "KAFKA")
+    with pytest.raises(sqe.TopologyError, match="hop sink.selected: its rows have no column "
+                       "_offset, _pid, _source_partition, _source_offset"):
+        selected.sink_frame(selected.read(spark).select("event_id", "region"))
+    shuffled = hop("shuffled", "KAFKA")
+    query = shuffled.write_stream(shuffled.read(spark).repartition(3)).trigger(
+        availableNow=True).start()
+    with pytest.raises(Exception) as info:
+        query.awaitTermination()
+    assert ("hop sink.shuffled batch 0: the records of source partition" in str(info.value)
+            and "reached a Kafka state from two tasks" in str(info.value))
