@@ -37,7 +37,11 @@ once; then, between ``open`` and ``commit``, instead of ``write`` or ``staged``:
     rows = sink.pass_done(counts, data)  # its tasks' counts added up, and what they gave
 
 A row :meth:`Sink.rejects` refuses sends the batch the way of ``write`` (which finds it and
-applies the bad-record policy), nothing of it committed.
+applies the bad-record policy), nothing of it committed.  The same calls make Spark's own
+sink protocol (:mod:`sqe.engine.hop_sink`): each write task opens the batch, runs
+``pass_task`` and commits its part; ``pass_done`` and the HWM commit run in Spark's
+``commit(messages, batchId)`` on the driver (a state whose ``pass_done`` writes the rows,
+:attr:`Sink.written_by_pass_done`, is opened and committed there instead).
 
 A new state is one module with a :class:`Sink` subclass and one line in
 :mod:`sqe.state.registry`.
