@@ -1,0 +1,194 @@
+"""What a hop written in PySpark costs a batch, against the same hop as a topology file.
+
+    PYTHONPATH=. .venv/bin/python bench/hop_cost.py [--records 2000] [--batches 10]
+        [--repeat 2] [--brokers HOST:PORT] [--redis redis://HOST:PORT/DB] [--json]
+
+The load step of the README's chain (two Redis hashes in the HWM store's database, replays
+filtered) three ways, in one Spark session, over the same ``--records`` x (``--batches`` + 1)
+records of ``enriched`` (keyed by StreamMetadata, as enrich writes them), in batches of
+``--records`` (``jw.sqe.spout.kafka.maxRecordsPerBatch``):
+
+* ``topology``: topologies/load.yaml by ``sqe.run`` (its stream planned once: one Spark job
+  a batch);
+* ``exactly_once``: an ``sqe.Hop`` whose ``foreachBatch`` function writes both states
+  (``hop.exactly_once``: a job for the marks, then each state's writes);
+* ``sink``: the same hop through the ``sqe-hop`` sink (``hop.write_stream``: one job a batch,
+  the commit in Spark's ``commit(messages, batchId)``).
+
+Per variant: the median over repetitions (interleaved, order rotated) of the median cycle
+(one batch's start to the next's, first batch left out: the JVM's warm-up), the records per
+second that sustains, and the ratio to ``topology``.  Each run's Redis is checked: every
+record once.  Exit 1 when a run fails or its output is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from contextlib import ExitStack
+from datetime import datetime
+from pathlib import Path
+
+import chain
+import redis
+import yaml
+from kafka_write import BenchError
+from local_redis import local_services
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import sqe
+from sqe.wire.keys import StreamMetadata
+from tests.support.kafka_io import produce
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = ("topology", "exactly_once", "sink")
+FIELDS = {"event_id": "string", "region": "string", "amount_cents": "bigint"}
+
+
+def _states() -> list[sqe.InsertInto]:
+    """load.yaml's two Redis hashes."""
+    def hash_of(name: str, fields: list[str]) -> sqe.InsertInto:
+        return sqe.InsertInto(objectName=name, stateName="REDIS", fields=fields, options={
+            "jw.sqe.state.redis.datatype": "HASH",
+            "jw.sqe.state.redis.keyname.fields": fields[:1],
+            "jw.sqe.state.redis.fieldname.fields": fields[1:2]})
+    return [hash_of("events_by_region", ["region", "event_id", "amount_cents"]),
+            hash_of("load_log", ["log", "position", "event_id"])]
+
+
+def _cycles(starts: list[float]) -> float:
+    """The median time between batch starts, the first batch left out."""
+    gaps = [b - a for a, b in zip(starts[1:], starts[2:], strict=False)]
+    if not gaps:
+        raise BenchError("fewer than three batches ran: raise --batches")
+    return statistics.median(gaps)
+
+
+def _progress_starts(query: object) -> list[float]:
+    return [datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+            for p in query.recentProgress if p["numInputRows"]]  # type: ignore[attr-defined]
+
+
+def run_variant(variant: str, spark: SparkSession, topic: str, conf: dict[str, str],
+                work: Path, tag: str) -> float:
+    """One run of ``variant`` over ``topic``; its median cycle in seconds."""
+    if variant == "topology":
+        load = yaml.safe_load((ROOT / "topologies/load.yaml").read_text())
+        load[0]["CreateStream"]["objectName"] = topic
+        path = work / f"{tag}.yaml"
+        path.write_text(yaml.safe_dump(load, sort_keys=False))
+        result = sqe.run(path, config=[ROOT / "conf/local.yaml"], conf=conf, name=tag,
+                         checkpoint=work / tag, once=True, spark=spark)
+        return _cycles([r.started for r in result.reports if r.records_read])
+    hop = sqe.Hop(f"{tag}.enriched", topic=topic, checkpoint=work / tag, deserializer="json",
+                  config=[ROOT / "conf/local.yaml"],
+                  conf={**conf, "jw.sqe.spout.kafka.filterReplays": True,
+                        "jw.sqe.spout.fields": FIELDS},
+                  into=_states())
+    rows = (hop.read(spark).withColumn("log", F.lit("load_log"))
+            .withColumn("position", F.concat_ws(":", "_partition", "_offset")))
+    if variant == "sink":
+        query = hop.write_stream(rows).trigger(availableNow=True).start()
+    else:
+        def write(batch_rows: DataFrame, batch: sqe.HopBatch) -> None:
+            batch.write("events_by_region", batch_rows)
+            batch.write("load_log", batch_rows)
+        query = (rows.writeStream.option("checkpointLocation", hop.checkpoint)
+                 .trigger(availableNow=True).foreachBatch(hop.exactly_once(write)).start())
+    query.awaitTermination()
+    if variant == "exactly_once":  # the two clocks agree? (the topology's is the reports')
+        print(f"  exactly_once by its reports: "
+              f"{_cycles([r.started for r in hop.reports if r.records_read]):.3f} s, by Spark's "
+              f"progress: {_cycles(_progress_starts(query)):.3f} s", file=sys.stderr)
+    return _cycles(_progress_starts(query))
+
+
+def _check(url: str, expected: int, variant: str) -> None:
+    client = redis.Redis.from_url(url)
+    try:
+        log = client.hvals("load_log")
+        if len(log) != expected or len(set(log)) != expected:
+            raise BenchError(f"{variant}: load_log holds {len(log)} fields "
+                             f"({len(set(log))} events) for {expected} records")
+    finally:
+        client.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=2000)
+    parser.add_argument("--batches", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--brokers")
+    parser.add_argument("--redis")
+    parser.add_argument("--json", action="store_true")
+    a = parser.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    total = a.records * (a.batches + 1)
+    with ExitStack() as stack:
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hop-cost-")))
+        brokers, url = local_services(stack, work, a.brokers, a.redis)
+        host, port, db = _redis_parts(url)
+        conf = {"jw.sqe.spout.kafka.brokers": brokers, "jw.sqe.state.kafka.brokers": brokers,
+                "jw.sqe.spout.kafka.filterReplays.redis.url": url,
+                "jw.sqe.state.redis.host": host, "jw.sqe.state.redis.port": port,
+                "jw.sqe.state.redis.database": db,
+                "jw.sqe.spout.kafka.startingOffsets": "earliest",
+                "jw.sqe.spout.kafka.maxRecordsPerBatch": str(a.records)}
+        topic = chain.new_topic(brokers, "bench-hop-enriched")
+        produce(brokers, topic, _records(total, chain.PARTITIONS))
+        spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+        stack.callback(spark.stop)
+        cycles: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        try:
+            for rep in range(a.repeat):
+                for variant in VARIANTS[rep % 3:] + VARIANTS[:rep % 3]:
+                    chain.flush(url)
+                    cycles[variant].append(run_variant(variant, spark, topic, conf, work,
+                                                       f"{variant}{rep}"))
+                    _check(url, total, variant)
+        except (BenchError, sqe.SqeError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+    base = statistics.median(cycles["topology"])
+    out = {v: {"cycle_s": round(statistics.median(c), 3),
+               "records_per_s": round(a.records / statistics.median(c)),
+               "ratio": round(statistics.median(c) / base, 2)} for v, c in cycles.items()}
+    if a.json:
+        print(json.dumps({"records": a.records, "batches": a.batches, "variants": out}))
+    else:
+        print(f"load in batches of {a.records:,} records ({a.batches} after the first), "
+              f"median of {a.repeat}:")
+        for v, r in out.items():
+            print(f"  {v:13} cycle {r['cycle_s']:.3f} s  {r['records_per_s']:>7,}/s  "
+                  f"{r['ratio']:.2f}x topology")
+    return 0
+
+
+def _redis_parts(url: str) -> tuple[str, str, str]:
+    from urllib.parse import urlsplit
+    u = urlsplit(url)
+    return u.hostname or "localhost", str(u.port or 6379), u.path.strip("/") or "0"
+
+
+def _records(count: int, partitions: int) -> list[tuple[bytes, bytes, int]]:
+    """``count`` records as enrich writes them: StreamMetadata keys, one source partition per
+    destination partition."""
+    out = []
+    for i in range(count):
+        p = i % partitions
+        event = {"event_id": f"e{i}", "region": ["EU", "US", "APAC"][i % 3],
+                 "amount_cents": i * 100}
+        out.append((StreamMetadata(4242, p, i // partitions).to_bytes(),
+                    json.dumps(event).encode(), p))
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
