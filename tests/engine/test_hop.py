@@ -9,6 +9,7 @@ import logging
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -48,6 +49,14 @@ class PySparkChain(Chain):
                 "--checkpoint", str(self.tmp / (checkpoint or "ck")),
                 "--config", str(ROOT / "conf/local.yaml"),
                 *service_conf(self.kafka, self.redis_url, self.dsn), *extra]
+
+
+def _options(kafka: str, redis_url: str, dsn: str | None = None,
+             more: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A hop's options on these services (as ``sqe run --conf`` points a run at them), read from
+    the earliest offsets, with ``more``."""
+    pairs = (pair.split("=", 1) for pair in service_conf(kafka, redis_url, dsn)[1::2])
+    return {**dict(pairs), "jw.sqe.spout.kafka.startingOffsets": "earliest", **(more or {})}
 
 
 @pytest.mark.slow
@@ -138,19 +147,12 @@ def test_what_a_users_code_gets_wrong_fails_the_batch_in_one_sentence(
         spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
     topic = kafka_topic(2, "enriched")
     produce_events(kafka_bootstrap, topic, 50, partitions=2)
-    conf = {"jw.sqe.spout.kafka.brokers": kafka_bootstrap,
-            "jw.sqe.spout.kafka.startingOffsets": "earliest",
-            "jw.sqe.spout.kafka.filterReplays": True,
-            "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url,
-            "jw.sqe.spout.fields": {"event_id": "string", "region": "string",
-                                    "amount": "bigint"}}
-    url = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs
+    conf = _options(kafka_bootstrap, redis_url, more={
+        "jw.sqe.spout.kafka.filterReplays": True,
+        "jw.sqe.spout.fields": {"event_id": "string", "region": "string", "amount": "bigint"}})
     into = [sqe.InsertInto(objectName="by_region", stateName="REDIS",
                            fields=["region", "event_id", "amount"],
-                           options={"jw.sqe.state.redis.host": url["host"],
-                                    "jw.sqe.state.redis.port": url["port"],
-                                    "jw.sqe.state.redis.database": url.get("db", 0),
-                                    "jw.sqe.state.redis.datatype": "HASH",
+                           options={"jw.sqe.state.redis.datatype": "HASH",
                                     "jw.sqe.state.redis.keyname.fields": ["region"],
                                     "jw.sqe.state.redis.fieldname.fields": ["event_id"]})]
 
@@ -184,18 +186,17 @@ def test_what_a_users_code_gets_wrong_fails_the_batch_in_one_sentence(
 
 @pytest.mark.spark
 @pytest.mark.kafka
+@pytest.mark.redis
 @pytest.mark.parametrize("shuffled_in", ["the stream", "the function"])
 def test_a_kafka_states_frame_that_a_shuffle_reordered_is_written_in_source_order(
-        shuffled_in, spark, kafka_bootstrap, kafka_topic, tmp_path, caplog):
+        shuffled_in, spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, caplog):
     source, dest = kafka_topic(2, "events"), kafka_topic(2, "out")
     produce_events(kafka_bootstrap, source, 600, partitions=2)
     hop = sqe.Hop("shuffled.events", topic=source, checkpoint=tmp_path / "ck",
                   deserializer="json",
-                  conf={"jw.sqe.spout.kafka.brokers": kafka_bootstrap,
-                        "jw.sqe.state.kafka.brokers": kafka_bootstrap,
-                        "jw.sqe.spout.kafka.startingOffsets": "earliest",
-                        "jw.sqe.spout.kafka.maxRecordsPerBatch": 200,
-                        "jw.sqe.spout.fields": {"event_id": "string"}},
+                  conf=_options(kafka_bootstrap, redis_url, more={
+                      "jw.sqe.spout.kafka.maxRecordsPerBatch": 200,
+                      "jw.sqe.spout.fields": {"event_id": "string"}}),
                   into=[sqe.InsertInto(objectName=dest, stateName="KAFKA",
                                        fields=["event_id", "noise"],
                                        options={"jw.sqe.state.kafka.keytype": "StreamMetadata",
@@ -233,14 +234,8 @@ def test_the_sqe_hop_sink_writes_a_chain_once_and_a_batch_run_again_commits_noth
         spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
     events, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")
     produce_events(kafka_bootstrap, events, 400, partitions=2)
-    url = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs
-    common = {"jw.sqe.spout.kafka.brokers": kafka_bootstrap,
-              "jw.sqe.state.kafka.brokers": kafka_bootstrap,
-              "jw.sqe.spout.kafka.startingOffsets": "earliest",
-              "jw.sqe.spout.kafka.maxRecordsPerBatch": 150,
-              "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url,
-              "jw.sqe.state.redis.host": url["host"], "jw.sqe.state.redis.port": url["port"],
-              "jw.sqe.state.redis.database": url.get("db", 0)}
+    common = _options(kafka_bootstrap, redis_url,
+                      more={"jw.sqe.spout.kafka.maxRecordsPerBatch": 150})
     enrich = sqe.Hop("enrich.events", topic=events, checkpoint=tmp_path / "enrich",
                      deserializer="json", conf={**common, "jw.sqe.spout.fields": {
                          "event_id": "string", "region": "string", "amount": "bigint"}},
@@ -290,17 +285,15 @@ def test_the_sqe_hop_sink_writes_a_chain_once_and_a_batch_run_again_commits_noth
 
 @pytest.mark.spark
 @pytest.mark.kafka
+@pytest.mark.redis
 @pytest.mark.postgres
 def test_the_sqe_hop_sink_writes_postgres_and_refuses_what_it_cannot_take(
-        spark, kafka_bootstrap, kafka_topic, postgres_dsn, tmp_path):
+        spark, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
     source, dest = kafka_topic(2, "events"), kafka_topic(2, "out")
     produce_events(kafka_bootstrap, source, 200, partitions=2)
-    conf = {"jw.sqe.spout.kafka.brokers": kafka_bootstrap,
-            "jw.sqe.state.kafka.brokers": kafka_bootstrap,
-            "jw.sqe.state.postgres.dsn": postgres_dsn,
-            "jw.sqe.spout.kafka.startingOffsets": "earliest",
-            "jw.sqe.spout.kafka.maxRecordsPerBatch": 80,
-            "jw.sqe.spout.fields": {"event_id": "string", "region": "string"}}
+    conf = _options(kafka_bootstrap, redis_url, postgres_dsn, more={
+        "jw.sqe.spout.kafka.maxRecordsPerBatch": 80,
+        "jw.sqe.spout.fields": {"event_id": "string", "region": "string"}})
 
     def hop(name: str, state: str) -> sqe.Hop:
         return sqe.Hop(f"sink.{name}", topic=source, checkpoint=tmp_path / name,
