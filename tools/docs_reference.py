@@ -1,6 +1,7 @@
-"""The generated parts of the docs: the CLI reference (from ``sqe``'s parser) and the options
-table (from the option registry), written between markers in ``docs/cli.md`` and
-``docs/options.md``.
+"""The generated parts of the docs: the CLI reference (from ``sqe``'s parser), the options
+table (from the option registry) and the upgrade notes (``CHANGELOG.md``, its links made
+relative to ``docs/``), written between markers in ``docs/cli.md``, ``docs/options.md`` and
+``docs/upgrading.md``.
 
     python tools/docs_reference.py          # rewrite them
     python tools/docs_reference.py --check  # exit 1 when a page differs from the code
@@ -93,9 +94,24 @@ def options_markdown() -> str:
     return buffer.getvalue()
 
 
+def changelog_markdown() -> str:
+    """CHANGELOG.md below its title, its links made relative to docs/ (the upgrade notes)."""
+    text = (DOCS.parent / "CHANGELOG.md").read_text()
+    body = text[text.index("\n## "):].lstrip("\n")
+
+    def link(match: re.Match[str]) -> str:
+        target = match.group(1)
+        if re.match(r"[a-z]+:|#", target):
+            return match.group(0)
+        return "](" + (target[len("docs/"):] if target.startswith("docs/") else "../" + target) + ")"
+
+    return re.sub(r"\]\(([^)]+)\)", link, body)
+
+
 #: page -> (marker name, generator)
 GENERATED = {"cli.md": ("cli-reference", cli_markdown),
-             "options.md": ("options-table", options_markdown)}
+             "options.md": ("options-table", options_markdown),
+             "upgrading.md": ("changelog", changelog_markdown)}
 
 
 def _block(marker: str) -> re.Pattern[str]:
