@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -219,3 +220,52 @@ def test_a_prepared_run_keeps_its_own_options(tmp_path):
     (tmp_path / "afile").write_text("x")
     with pytest.raises(sqe.OptionError, match="cannot be a directory"):
         sqe.prepare("topologies/enrich.yaml", checkpoint=tmp_path / "afile")
+
+
+def test_sqe_pipelines_runs_spark_pipelines_jvm_with_the_fixed_entry_script(monkeypatch):
+    from sqe.cli import pipelines
+
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    command, env = pipelines.spark_pipelines_command(["run", "--spec", "p/spark-pipeline.yml"])
+    home = Path(env["SPARK_HOME"])
+    assert command[:2] == [str(home / "bin" / "spark-class"),
+                           "org.apache.spark.deploy.SparkPipelines"]
+    assert Path(command[2]).name == "pipelines_entry.py" and Path(command[2]).is_file()
+    assert command[3:] == ["run", "--spec", "p/spark-pipeline.yml"]
+    assert env["PYSPARK_PYTHON"] == sys.executable
+    assert str(home / "python") in env["PYTHONPATH"].split(os.pathsep)
+    assert any(Path(p).name.startswith("py4j-") for p in env["PYTHONPATH"].split(os.pathsep))
+
+
+def test_the_pipelines_entry_script_lets_metrics_pass_beside_a_commands_results(monkeypatch):
+    """The fix of SPARK-59135 that `sqe pipelines` applies: observed metrics (every Python data
+    source sends some) no longer stop the command's stream; anything else unknown still does."""
+    from pyspark.errors import PySparkValueError
+    from pyspark.sql.connect.client import core
+    from pyspark.sql.metrics import PlanMetrics
+
+    from sqe.cli import pipelines_entry
+
+    client = core.SparkConnectClient
+    monkeypatch.setattr(client, "execute_command_as_iterator", client.execute_command_as_iterator)
+    pipelines_entry._fixed()
+
+    class Stub:
+        def __init__(self, responses: list[object]) -> None:
+            self.responses = responses
+
+        def _execute_plan_request_with_metadata(self) -> object:
+            return type("Request", (), {"plan": None})()
+
+        def _set_command_in_plan(self, plan: object, command: object) -> None:
+            pass
+
+        def _execute_and_fetch_as_iterator(self, req: object, observations: object):  # type: ignore[no-untyped-def]
+            yield from self.responses
+
+    observed = core.PlanObservedMetrics("__python_accumulator__", [], [])
+    metrics = PlanMetrics("plan", 1, 0, [])
+    run = client.execute_command_as_iterator
+    assert list(run(Stub([{"a": 1}, observed, metrics, {"b": 2}]), None)) == [{"a": 1}, {"b": 2}]
+    with pytest.raises(PySparkValueError, match="UNKNOWN_RESPONSE"):
+        list(run(Stub([{"a": 1}, "something else"]), None))
