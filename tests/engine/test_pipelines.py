@@ -24,7 +24,7 @@ from tests.support.kafka_io import read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis, pytest.mark.slow]
 
-EVENTS = 2000
+EVENTS = 1000
 
 
 def _spec(tmp: Path, kafka: str, events: str, enriched: str, redis_url: str) -> Path:
