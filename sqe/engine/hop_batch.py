@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
@@ -33,13 +33,13 @@ from pyspark.sql import DataFrame
 
 from sqe.engine.batch_commit import commit_hwm
 from sqe.engine.batch_report import BatchReport
-from sqe.engine.per_batch import batch_marks
+from sqe.engine.per_batch import batch_marks, stage_counted, write_state
 from sqe.engine.pipeline import QueryStep, StreamPipeline
 from sqe.engine.spark_api import describe_jobs, is_connect
 from sqe.errors import StateError
 from sqe.faults import fault_point
 from sqe.state.kafka.sink import KafkaSink
-from sqe.state.sink import Batch, Sink, Staged, stage_together
+from sqe.state.sink import Batch, Sink, Staged
 from sqe.wire.columns import CARRIED, data_rows
 
 __all__ = ["MARKED_BY", "HopBatch", "UserWay", "reorders"]
@@ -126,23 +126,14 @@ class _OpenBatch:
             raise StateError(f"{self._where(state)}: written twice in one batch; give each "
                              "state one frame per batch (union them first)")
         self.written.add(state)
-        sink = step.sink
-        assert sink is not None
+        assert step.sink is not None
         frame = self._way.fit(step, frame, self._where(state), self._batch.checkpoint)
-        sink.open(self._batch)
-        self.opened.append(sink)
-        if sink.holds():
-            if state not in self._report.already_written:
-                self._report.already_written.append(state)
-            self._report.written[state] = 0
-            return
-        describe_jobs(frame.sparkSession, f"sqe {self.consumer} batch {self.id}: write "
-                                          f"{sink.describe()}")
-        staged = sink.staged(frame)
-        if staged is not None:
-            self.staged.append(staged)
-        else:
-            self._report.written[state] = sink.write(frame)
+        self.opened.append(step.sink)
+        self.staged += write_state(step, frame, self._batch, self._report, self.name_jobs)
+
+    def name_jobs(self, frame: DataFrame, what: str) -> None:
+        """Name the Spark jobs started next (Spark's UI and event log show the name)."""
+        describe_jobs(frame.sparkSession, f"sqe {self.consumer} batch {self.id}: {what}")
 
     def _where(self, state: str) -> str:
         return f"hop {self.consumer} batch {self.id}, state {state}"
@@ -219,8 +210,7 @@ class UserWay:
         attempt = replace(batch, stages=[])
         out = _OpenBatch(self, attempt, report)
         try:
-            describe_jobs(frame.sparkSession, f"sqe {self.p.consumer} batch {batch.batch_id}: "
-                                              "count and find the new high-water marks")
+            out.name_jobs(frame, "count and find the new high-water marks")
             updates, _, _ = batch_marks(frame, report)
             self.function(data_rows(frame), out)
             unwritten = [s.query.insertInto.objectName for s in self.p.steps
@@ -230,7 +220,7 @@ class UserWay:
                                  f"{', '.join(unwritten)}; write each of the hop's states in "
                                  "every batch (a frame with no row when it has none), so that "
                                  "every store records every batch")
-            _stage(out.staged, report)
+            stage_counted(out.staged, report, frame, out.name_jobs)
             for sink in out.opened:
                 sink.commit()
         finally:
@@ -239,11 +229,3 @@ class UserWay:
             frame.unpersist()
         fault_point("before-commit", attempt.batch_id)
         commit_hwm(attempt, updates)
-
-
-def _stage(staged: Sequence[Staged], report: BatchReport) -> None:
-    """Every staged state's rows, in one Spark job per store, counted into ``report``."""
-    if staged:
-        written = stage_together(staged)
-        for item in staged:
-            report.written[item.name] = written.get(item.key, 0)

@@ -52,6 +52,7 @@ from sqe.engine.batch_commit import commit_hwm
 from sqe.engine.batch_report import BatchReport
 from sqe.engine.hop_batch import MARKED_BY
 from sqe.engine.one_pass import BAD, QUERY, RAW, REFUSED, state_column
+from sqe.engine.one_pass_batch import count_source
 from sqe.engine.one_pass_task import merge_results, pass_task
 from sqe.engine.pipeline import StreamPipeline
 from sqe.errors import StateError, TopologyError
@@ -173,7 +174,8 @@ class HopWriter(DataSourceStreamArrowWriter):
             batch = Batch(self.spec.pipeline.consumer, batch_id, store, None,
                           f"{query}/{ctx.partitionId()}")
             tasks: list[tuple[int, RowTask]] = []
-            for index, sink in enumerate(self.spec.sinks()):
+            sinks = self.spec.sinks()
+            for index, sink in enumerate(sinks):
                 if first is not None:
                     sink.pass_planned(_task_columns(first, index))
                 if sink.written_by_pass_done:  # its rows go to the driver's commit
@@ -183,8 +185,8 @@ class HopWriter(DataSourceStreamArrowWriter):
                 opened.append(sink)
                 if not sink.holds():
                     tasks.append((index, sink.pass_task()))
-            kafka = [i for i, sink in enumerate(self.spec.sinks()) if isinstance(sink, KafkaSink)]
-            sources: dict[int, set[int]] = {i: set() for i in kafka}
+            sources: dict[int, set[int]] = {i: set() for i, sink in enumerate(sinks)
+                                            if isinstance(sink, KafkaSink)}
             rows = _watched(iter([] if first is None else [first]), iterator, sources=sources)
             results = list(pass_task(tasks, 0)(rows))
             for sink in opened:
@@ -227,10 +229,10 @@ class HopWriter(DataSourceStreamArrowWriter):
         finally:
             if store is not None:
                 store.client.close()
-        report = BatchReport(self.spec.pipeline.stream.streamName, batch_id, filtering=True)
-        report.records_read = result.records + result.tally.replays_dropped
-        report.replays_dropped = result.tally.replays_dropped
-        for index, step in enumerate(self.spec.pipeline.steps):
+        p = self.spec.pipeline
+        report = BatchReport(p.stream.streamName, batch_id, filtering=p.filtering)
+        count_source(result, report)
+        for index, step in enumerate(p.steps):
             report.written[step.query.insertInto.objectName] = result.states.get(
                 index, {}).get("written", 0)
         log.info(report.line())

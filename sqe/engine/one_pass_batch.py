@@ -29,7 +29,7 @@ from sqe.engine.one_pass_task import RESULT_SCHEMA, PassResult, merge_results, p
 from sqe.faults import fault_point
 from sqe.state.sink import Batch, RowTask, Sink
 
-__all__ = ["write_one_pass"]
+__all__ = ["count_source", "write_one_pass"]
 
 log = logging.getLogger("sqe")
 
@@ -80,13 +80,18 @@ def write_one_pass(plan: OnePassPlan, frame: DataFrame, batch: Batch, report: Ba
     return True
 
 
-def _count(plan: OnePassPlan, result: PassResult, report: BatchReport) -> None:
-    """``result``'s counts into ``report``, and each state's rows written."""
+def count_source(result: PassResult, report: BatchReport) -> None:
+    """What the one-pass tasks read (``result``: records, replays, counters) into ``report``."""
     report.source.add(result.tally)
     report.records_read += (result.records + result.tally.replays_dropped
                             + result.tally.keys_beyond_bound)
     report.replays_dropped += result.tally.replays_dropped
     report.unparseable_keys += result.unparseable_keys
+
+
+def _count(plan: OnePassPlan, result: PassResult, report: BatchReport) -> None:
+    """``result``'s counts into ``report``, and each state's rows written."""
+    count_source(result, report)
     report.warnings.clear()
     for name, count in zip(plan.warnings, result.warnings, strict=True):
         report.warnings[name] = report.warnings.get(name, 0) + count

@@ -57,7 +57,7 @@ from sqe.source.replay import beyond_bound_frame, beyond_bound_reason, filter_re
 from sqe.state.sink import Batch, Sink, Staged, stage_together
 from sqe.wire.columns import CARRIED, TALLY, Tally, carried_offset, data_rows
 
-__all__ = ["PerBatchWay", "batch_marks"]
+__all__ = ["PerBatchWay", "batch_marks", "stage_counted", "write_state"]
 
 log = logging.getLogger("sqe")
 
@@ -97,6 +97,43 @@ def batch_marks(frame: DataFrame, report: BatchReport, extra: Sequence[Column] =
         elif g["hi"] is not None:
             updates[(g["_pid"], g["_source_partition"])] = g["hi"]
     return updates, kept, groups
+
+
+def write_state(step: QueryStep, frame: DataFrame, batch: Batch, report: BatchReport,
+                name_jobs: Callable[[DataFrame, str], None], empty: bool = False
+                ) -> list[Staged]:
+    """Open the step's state for ``batch`` and write ``frame`` to it (``empty``: it has no row),
+    or return the rows it stages (written with the other states' staged rows in one job,
+    :func:`stage_counted`); a state that holds the batch already writes nothing."""
+    sink = step.sink
+    assert sink is not None
+    name = step.query.insertInto.objectName
+    name_jobs(frame, f"write {sink.describe()}")
+    if sink.merges and name not in report.merged:  # once, however often the batch is tried
+        report.merged.append(name)
+    sink.open(batch)
+    if sink.holds():
+        if name not in report.already_written:
+            report.already_written.append(name)
+        report.written[name] = 0
+        return []
+    staged = None if empty else sink.staged(frame)
+    if staged is not None:
+        return [staged]
+    report.written[name] = sink.write_empty(frame) if empty else sink.write(frame)
+    return []
+
+
+def stage_counted(staged: Sequence[Staged], report: BatchReport, frame: DataFrame,
+                  name_jobs: Callable[[DataFrame, str], None]) -> None:
+    """Every state's staged rows, one Spark job per store (named over ``frame``), and the
+    rows each staged into ``report``."""
+    if not staged:
+        return
+    name_jobs(frame, "stage " + ", ".join(s.name for s in staged))
+    written = stage_together(staged)
+    for item in staged:
+        report.written[item.name] = written.get(item.key, 0)
 
 
 class PerBatchWay:
@@ -223,12 +260,8 @@ class PerBatchWay:
             for step, frame in zip(self.p.steps, frames, strict=True):
                 if step.sink is not None:
                     opened.append(step.sink)
-                    staged += self._write(step, frame, batch, report, empty)
-            if staged:
-                self.name_jobs(frames[0], "stage " + ", ".join(s.name for s in staged))
-                written = stage_together(staged)
-                for item in staged:
-                    report.written[item.name] = written.get(item.key, 0)
+                    staged += write_state(step, frame, batch, report, self.name_jobs, empty)
+            stage_counted(staged, report, frames[0], self.name_jobs)
             for sink in opened:
                 sink.commit()
         finally:
@@ -297,26 +330,3 @@ class PerBatchWay:
             return
         self._fields_checked = True
         check_fields(self.p, des.present, des.missing)
-
-    def _write(self, step: QueryStep, frame: DataFrame, batch: Batch,
-               report: BatchReport, empty: bool) -> list[Staged]:
-        """Write the step's state, or return the rows it stages (written with the other
-        states' staged rows in one job)."""
-        sink = step.sink
-        assert sink is not None
-        name = step.query.insertInto.objectName
-        self.name_jobs(frame, f"write {sink.describe()}")
-        if sink.merges and name not in report.merged:  # once, however often the batch is tried
-            report.merged.append(name)
-        sink.open(batch)
-        if sink.holds():
-            if name not in report.already_written:
-                report.already_written.append(name)
-            report.written[name] = 0
-            return []
-        staged = None if empty else sink.staged(frame)
-        if staged is not None:
-            return [staged]
-        report.written[name] = sink.write_empty(frame) if empty else sink.write(frame)
-        return []
-
