@@ -56,6 +56,7 @@ from sqe.source.config import (
     parse_offsets,
 )
 from sqe.source.dead_letters import DeadLetters
+from sqe.source.hang_up import quiet_hang_up
 from sqe.source.marks import TaskMarks
 from sqe.source.offsets import limit_offsets, moved_partitions, offsets_json, plan_ranges
 from sqe.source.rows import Records, to_rows
@@ -385,6 +386,7 @@ class KafkaSource(DataSource):
         return SCHEMA
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
+        quiet_hang_up()  # in Spark's planning process: a stopped query prints no traceback
         return KafkaStreamReader(SourceConfig.from_options(self.options))
 
     def reader(self, schema: StructType) -> KafkaBatchReader:
