@@ -12,6 +12,12 @@
   runs as the ``postgres`` user through ``runuser``;
   :func:`private_postgres_unavailable` says why none can be made here.
 
+* :class:`ProxiedKafka`: the pip broker listening on 127.0.0.2 behind a
+  :class:`~tests.support.fault_proxy.FaultProxy` on the same port of 127.0.0.1, which
+  makes the broker's advertised address its own, so every client connection passes the
+  proxy; :meth:`~ProxiedKafka.crash` SIGKILLs the broker, :meth:`~ProxiedKafka.start`
+  starts it again on its port and data.
+
 Every process is started and stopped by its own PID.
 """
 
@@ -29,9 +35,16 @@ from pathlib import Path
 
 import redis
 
-from sqe.cli.local_services import free_port, redis_binary
+from sqe.cli.local_services import (
+    LocalService,
+    free_port,
+    noida_binary,
+    redis_binary,
+    wait_for_kafka,
+)
+from tests.support.fault_proxy import FaultProxy
 
-__all__ = ["RestartableRedis", "PrivatePostgres", "private_postgres_unavailable"]
+__all__ = ["RestartableRedis", "PrivatePostgres", "ProxiedKafka", "private_postgres_unavailable"]
 
 
 class RestartableRedis:
@@ -95,6 +108,45 @@ class RestartableRedis:
             self.process.wait(15)
         except subprocess.TimeoutExpired:
             self.crash()
+
+
+class ProxiedKafka:
+    """The pip broker on 127.0.0.2, reached through a fault proxy at ``address``."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.dir = workdir
+        self.port = free_port()
+        self.proxy = FaultProxy(("127.0.0.2", self.port), port=self.port,
+                                kafka=(b"127.0.0.2", b"127.0.0.1"))
+        self.address = f"127.0.0.1:{self.port}"
+        self.service: LocalService | None = None
+        self.starts = 0
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start the broker on its port and data and wait until it answers through the proxy."""
+        self.starts += 1
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / f"kafka.{self.starts}.log", "wb") as log:
+            process = subprocess.Popen(
+                [noida_binary(), "start", "--only", "kafka", "--kafka-port", str(self.port),
+                 "--host", "127.0.0.2", "--data-dir", str(self.dir / "data")],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=self.dir, start_new_session=True)
+        self.service = LocalService("kafka", self.address, process,
+                                    self.dir / f"kafka.{self.starts}.log")
+        wait_for_kafka(self.address, timeout, self.service)
+
+    def crash(self) -> None:
+        """SIGKILL the broker (the proxy stays: clients connect and find nobody)."""
+        if self.service is not None and self.service.process.poll() is None:
+            self.service.process.send_signal(signal.SIGKILL)
+            self.service.process.wait(30)
+
+    def stop(self) -> None:
+        """Stop the broker and the proxy for good."""
+        if self.service is not None:
+            self.service.stop()
+        self.proxy.stop()
 
 
 def _major(initdb: str) -> int:
