@@ -5,20 +5,18 @@ ways a batch is written (:mod:`sqe.engine.per_batch`, :mod:`sqe.engine.one_pass_
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 
 import redis
 
 from sqe.errors import StaleBatchError, StateError
 from sqe.ledger.hwm import HwmStore
+from sqe.ledger.retry import Unreachable, retried
 from sqe.state.sink import Batch
 
 __all__ = ["commit_hwm", "dropped"]
 
 log = logging.getLogger("sqe")
-_FIRST_PAUSE_S = 0.1
-_LONGEST_PAUSE_S = 2.0
 
 
 def commit_hwm(batch: Batch, updates: Mapping[tuple[int, int], int]) -> None:
@@ -36,23 +34,18 @@ def commit_hwm(batch: Batch, updates: Mapping[tuple[int, int], int]) -> None:
     store = batch.store
     if store is None:
         return
-    deadline = time.monotonic() + store.commit_retry_s
-    pause, tries = _FIRST_PAUSE_S, 0
-    while True:
-        try:
-            store.commit(batch.batch_id, updates, batch.stages, batch.offsets, batch.checkpoint)
-            break
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            tries += 1
-            if time.monotonic() + pause > deadline:
-                raise _not_committed(batch, store, exc, tries) from None
-            log.warning("batch %d of %s: the HWM store's connection failed at the commit (%s); "
-                        "sending the commit again on a new connection", batch.batch_id,
-                        batch.consumer, store.describe_error(exc))
-            time.sleep(pause)
-            pause = min(pause * 2, _LONGEST_PAUSE_S)
-        except redis.RedisError as exc:
-            raise _not_committed(batch, store, exc, 1) from None
+
+    def commit() -> None:
+        store.commit(batch.batch_id, updates, batch.stages, batch.offsets, batch.checkpoint)
+
+    try:
+        _, tries = retried(commit, store.commit_retry_s,
+                           f"batch {batch.batch_id} of {batch.consumer}", "the commit",
+                           store.describe_error)
+    except Unreachable as away:
+        raise _not_committed(batch, store, away.error, away.tries) from None
+    except redis.RedisError as exc:
+        raise _not_committed(batch, store, exc, 1) from None
     if tries:
         try:  # what a commit that ran before its reply was lost recorded to apply
             store.finish_applying()

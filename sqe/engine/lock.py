@@ -8,6 +8,13 @@ holder is gone -- a PID that no longer runs on this host, or a heartbeat older
 than :data:`STALE_SECONDS` from another host -- is taken over: deleted and created
 again atomically, so of two runs taking it over only one gets it.
 
+A run that was paused or cut off past :data:`STALE_SECONDS` (a long GC pause, a VM
+frozen, a network partition from the checkpoint's file system) may find at its next
+heartbeat that another run took its lock over.  It does not write the lock back: it
+notes the taker in :attr:`CheckpointLock.taken_over`, and the run stops at once, so
+that one run at a time writes the checkpoint (what the stopped run had in flight is
+fenced by the batch ids its commits carry).
+
 Example::
 
     >>> lock = CheckpointLock(files)                     # doctest: +SKIP
@@ -58,6 +65,8 @@ class CheckpointLock:
         self.since = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
+        #: Set by the heartbeat when another run holds the lock now: who, as a sentence.
+        self.taken_over: str | None = None
 
     def _content(self) -> str:
         return json.dumps({"host": self.host, "pid": self.pid, "since": self.since,
@@ -110,10 +119,35 @@ class CheckpointLock:
         raise RunError(f"checkpoint {self.files.location}: another run took its lock over at "
                        "the same time; try again")
 
+    def _ours(self, holder: dict[str, Any] | None) -> bool:
+        mine = (self.host, self.pid, self.since)
+        return holder is not None and \
+            (holder.get("host"), holder.get("pid"), holder.get("since")) == mine
+
+    def renew(self) -> bool:
+        """Refresh the heartbeat; False, with :attr:`taken_over` set, when another run holds
+        the lock now (it took it over while this one was stalled)."""
+        holder = self._holder()
+        if holder is not None and not self._ours(holder):
+            self.taken_over = (
+                f"checkpoint {self.files.location}: the run of PID {holder.get('pid')} on "
+                f"{holder.get('host')} took it over at {holder.get('since')}, while this run "
+                f"(PID {self.pid} on {self.host}) was stalled past {STALE_SECONDS:.0f} s "
+                "without a heartbeat (paused, or cut off from the checkpoint); this run "
+                "stops, so that one run writes the checkpoint, and the other goes on from "
+                "the last committed batch")
+            return False
+        if holder is None:
+            self.files.create(LOCK_FILE, self._content())  # deleted by hand: held again
+        else:
+            self.files.write(LOCK_FILE, self._content())
+        return True
+
     def _start_heartbeat(self) -> None:
         def beat() -> None:
             while not self._stop.wait(HEARTBEAT_SECONDS):
-                self.files.write(LOCK_FILE, self._content())
+                if not self.renew():
+                    return
 
         self._beat = threading.Thread(target=beat, name="sqe-lock-heartbeat", daemon=True)
         self._beat.start()
@@ -124,5 +158,5 @@ class CheckpointLock:
         if self._beat is not None:
             self._beat.join(timeout=5)
         holder = self._holder()
-        if holder and holder.get("host") == self.host and holder.get("pid") == self.pid:
+        if self._ours(holder):
             self.files.delete(LOCK_FILE)

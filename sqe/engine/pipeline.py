@@ -35,6 +35,7 @@ from sqe.lang.spark_functions import CompileContext
 from sqe.lang.topology import CreateStream, Query
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm import HwmStore
+from sqe.ledger.retry import Unreachable, retried
 from sqe.source.config import SourceConfig
 from sqe.source.fixed import fixed_options
 from sqe.source.kafka import KafkaStreamReader
@@ -164,7 +165,14 @@ class StreamStores:
         if store is None:
             return None
         try:
-            return action(store)
+            return retried(lambda: action(store), self.settings.hwm_commit_retry,
+                           f"consumer {self.consumer}", "the request",
+                           store.describe_error)[0]
+        except Unreachable as away:
+            raise SourceError(f"{store.describe()}: consumer {self.consumer}: "
+                              f"{store.describe_error(away.error)} (tried {away.tries} times "
+                              "within jw.sqe.spout.kafka.filterReplays.redis."
+                              "commitRetrySeconds)") from None
         except redis.RedisError as exc:
             raise SourceError(f"{store.describe()}: consumer {self.consumer}: "
                               f"{store.describe_error(exc)}") from None

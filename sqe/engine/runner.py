@@ -223,7 +223,7 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
         if python is not None and where is not None:
             undo = bridge_planner_python(python, where)
         return _run(plan, spark, name, root, mode, runtime, on_start, resume,
-                    rerun or default_rerun(plan), stop, watchers, adopt_layout)
+                    rerun or default_rerun(plan), stop, watchers, adopt_layout, lock)
     finally:
         if undo is not None:
             undo()
@@ -233,7 +233,8 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
 def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mode,
          runtime: float | None, on_start: Callable[[list[StreamingQuery]], None] | None,
          resume: bool, rerun: Rerun, stop: threading.Event | None,
-         watchers: Sequence[RunWatcher], adopt_layout: bool) -> list[BatchReport]:
+         watchers: Sequence[RunWatcher], adopt_layout: bool,
+         lock: CheckpointLock) -> list[BatchReport]:
     pipelines = build_pipelines(plan, name)
     for warning in persistence_warnings(pipelines):
         log.warning(f"warning: {warning}")
@@ -294,6 +295,8 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
         while True:
             _raise_failure(queries)
             timing.log_new(queries)
+            if lock.taken_over is not None:  # another run writes the checkpoint now
+                raise RunError(lock.taken_over)
             if stop is not None and stop.is_set():
                 _wait_idle(processors, queries, 60.0)
                 for q in queries:

@@ -20,6 +20,7 @@ from sqe.engine.batch_commit import commit_hwm
 from sqe.errors import StateError
 from sqe.ledger.hwm import HwmStore, Stage
 from sqe.ledger.hwm_lua import COMMIT
+from sqe.ledger.retry import Unreachable, retried
 from sqe.state.sink import Batch
 from tests.support.fault_proxy import FaultProxy
 
@@ -99,3 +100,25 @@ def test_a_store_away_longer_than_the_retry_time_fails_the_batch_in_one_sentence
     assert again.admit(0, OFFSETS) is False
     again.client.close()
     batch.store.client.close()  # type: ignore[union-attr]
+
+
+def test_a_request_at_the_start_whose_reply_is_lost_is_sent_again(proxied, caplog):
+    # what a run asks its HWM store before its first batch (its last commit, rows left to
+    # apply) goes through the same retry as the commit
+    proxy, url, direct = proxied
+    direct.set("sqe:{t.In}:probe", b"here")
+    client = redis.Redis.from_url(url)
+    proxy.lose_reply_to(b"sqe:{t.In}:probe")
+    with caplog.at_level(logging.WARNING, logger="sqe"):
+        value, tries = retried(lambda: client.get("sqe:{t.In}:probe"), 10, "consumer t.In",
+                               "the request", str)
+    assert (value, tries, proxy.replies_lost) == (b"here", 1, 1)
+    assert any(r.getMessage().startswith("consumer t.In: the HWM store's connection failed at "
+                                         "the request (") for r in caplog.records)
+    proxy.blackhole(3.0)
+    with pytest.raises(Unreachable) as away:
+        retried(lambda: redis.Redis.from_url(url, socket_timeout=0.5).get("x"), 1.0,
+                "consumer t.In", "the request", str)
+    assert away.value.tries >= 1 and isinstance(away.value.error, redis.TimeoutError)
+    client.close()
+    direct.delete("sqe:{t.In}:probe")

@@ -1,0 +1,264 @@
+"""Nemesis: the chain under steady input while overlapping faults, drawn from a seed, hit it.
+
+    PYTHONPATH=. .venv/bin/python bench/nemesis.py --seed 7 [--minutes 10] [--rate 200]
+        [--every 20] [--kinds kill,pause,...] [--schedule FILE] [--seeds 1,2,3]
+        [--drain-timeout 600] [--out DIR] [--json]
+
+For each seed, :class:`nemesis_world.World` starts the broker, a Redis pair with its
+Sentinel and a Postgres cluster, each behind a fault proxy on loopback, and the chain
+(enrich -> load into Redis and Postgres) as two long-running ``sqe run`` processes; a thread
+writes the sample events ``e0, e1, ...`` at ``--rate`` per second for ``--minutes``, and the
+faults of :func:`nemesis_schedule.draw` (``--seed``, about one per ``--every`` seconds, of
+``--kinds``) are inflicted at their times, each in its own thread, so they overlap.  A run
+that ends unbidden is recorded (its exit code and last sentence) and started again; a second
+run a takeover started is kept when the first ends.  Then the input ends, the chain drains,
+both runs get SIGTERM, and a checker compares each event id's count in the input topic with
+its count in load's Redis log (``load_log``) and in its Postgres table: lost, duplicated and
+unknown events per store.  Printed: the seed and the schedule (also in ``schedule.json``;
+``--schedule`` replays it exactly), each fault with the seconds the chain took to make
+progress again after it (load's next batch), every run's exit, the verdict.  Exit 1 when an
+event is lost, duplicated or unknown, or the chain does not drain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import TopicPartition
+from nemesis_schedule import KINDS, Fault, draw, load, save
+from nemesis_world import POSTGRES_TABLE, World
+from soak import Producer, last_error
+
+from sqe.errors import SqeError
+
+
+def supervise(world: World, begin: float, exits: list[dict[str, Any]],
+              progress: dict[str, list[float]]) -> None:
+    """One look at the runs: new batches noted, unbidden exits recorded and restarted."""
+    now = time.monotonic()
+    for name, run in world.runs.items():
+        for rival in list(run.rivals):
+            if rival.poll() is not None:
+                log = run.logs / f"{run.name}-rival-{run.rivals.index(rival) + 1}.err"
+                exits.append({"t": round(now - begin, 1), "run": f"{name}'s second run",
+                              "code": rival.returncode, "said": last_error(log)})
+                run.rivals.remove(rival)
+        if run.new_batches():
+            progress[name].append(now)
+        lock = world.locks[name]
+        if not lock.acquire(blocking=False):
+            continue  # a fault is at it
+        try:
+            if run.killed or run.process is None or run.process.poll() is None:
+                continue
+            exits.append({"t": round(now - begin, 1), "run": name,
+                          "code": run.process.returncode,
+                          "said": last_error(run.logs / f"{run.name}-{run.starts}.err")})
+            run.end()
+            live = [r for r in run.rivals if r.poll() is None]
+            if live:  # the second run a takeover started goes on as this run
+                run.process = live[0]
+                run.rivals.remove(live[0])
+            else:
+                time.sleep(2)
+                run.start(time.monotonic())
+        finally:
+            lock.release()
+
+
+def backlog(world: World, consumer: Any) -> dict[str, int]:
+    """Records each run has still to read (topic end offsets minus its last batch's)."""
+    left = {}
+    for name, run in world.runs.items():
+        total = 0
+        for p in range(4):
+            low, end = consumer.get_watermark_offsets(TopicPartition(run.topic, p), timeout=10)
+            total += max(0, end - run.offsets.get(str(p), low))
+        left[name] = total
+    return left
+
+
+def counts(world: World) -> dict[str, Counter[str]]:
+    """Each event id's count in the input topic, in load_log and in the Postgres table."""
+    import psycopg
+
+    from sqe.config.kafka_client import read_all
+
+    found: dict[str, Counter[str]] = {
+        "input": Counter(json.loads(m.value())["event_id"]
+                         for m in read_all(world.direct_brokers, world.events))}
+    client = world.redis.client()
+    try:
+        found["redis"] = Counter(v.decode() for v in client.hvals("load_log"))
+    finally:
+        client.close()
+    with psycopg.connect(world.postgres.dsn) as conn:
+        rows = conn.execute(f"SELECT event_id, count(*) FROM {POSTGRES_TABLE} "
+                            "GROUP BY event_id").fetchall()
+    found["postgres"] = Counter({event_id: n for event_id, n in rows})
+    return found
+
+
+def verdict(found: dict[str, Counter[str]]) -> dict[str, dict[str, int]]:
+    want = found["input"]
+    out = {}
+    for store in ("redis", "postgres"):
+        got = found[store]
+        out[store] = {"lost": sum(max(0, n - got[i]) for i, n in want.items()),
+                      "duplicated": sum(max(0, n - want[i]) for i, n in got.items() if i in want),
+                      "unknown": sum(n for i, n in got.items() if i not in want)}
+    return out
+
+
+def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[str, Any]:
+    from sqe.config.kafka_client import consumer_conf, new_consumer
+
+    seconds = args.minutes * 60
+    faults = load(args.schedule) if args.schedule else \
+        draw(seed, seconds, args.every, tuple(args.kinds))
+    out.mkdir(parents=True, exist_ok=True)
+    save(faults, out / "schedule.json")
+    say(f"nemesis seed {seed}: {len(faults)} faults over {args.minutes:g} min at "
+        f"{args.rate:g} events/s; schedule in {out / 'schedule.json'}")
+    for fault in faults:
+        say("  " + fault.describe())
+    world = World(out, say)
+    journals: list[dict[str, Any]] = []
+    exits: list[dict[str, Any]] = []
+    progress: dict[str, list[float]] = {"enrich": [], "load": []}
+    try:
+        world.start_chain(f"{seed}_{int(time.time())}")
+        producer = Producer(world.direct_brokers, world.events, args.rate, seconds)
+        consumer = new_consumer(consumer_conf(world.direct_brokers, "nemesis-lag", quiet=True),
+                                "nemesis lag")
+        begin = time.monotonic()
+        producer.start()
+        threads = []
+        pending = list(faults)
+        drained, left = False, {}
+        while True:
+            t = time.monotonic() - begin
+            while pending and pending[0].at <= t:
+                fault = pending.pop(0)
+                journal: dict[str, Any] = {"fault": fault}
+                journals.append(journal)
+                thread = threading.Thread(target=_inflict, args=(world, fault, journal, say),
+                                          daemon=True)
+                thread.start()
+                threads.append(thread)
+            supervise(world, begin, exits, progress)
+            input_done = not producer.is_alive() and not pending and \
+                not any(th.is_alive() for th in threads)
+            if input_done:
+                left = backlog(world, consumer)
+                drained = not any(left.values())
+                if drained or t > seconds + args.drain_timeout:
+                    break
+            time.sleep(0.5)
+        consumer.close()
+        stop_codes = {name: world.runs[name].end(graceful=True) for name in ("enrich", "load")}
+        found = counts(world)
+    finally:
+        world.stop()
+    faults_done = []
+    for journal in journals:
+        fault: Fault = journal["fault"]
+        ended = journal.get("ended")
+        after = [p for p in progress["load"] if ended is not None and p >= ended]
+        faults_done.append({**{k: v for k, v in journal.items()
+                               if k not in ("fault", "began", "ended")},
+                            "fault": fault.describe().strip(),
+                            "healed_s": round(after[0] - ended, 1) if after else None,
+                            "error": journal.get("error")})
+    result = {"seed": seed, "minutes": args.minutes, "rate": args.rate,
+              "events": sum(found["input"].values()), "faults": faults_done, "exits": exits,
+              "stop_codes": stop_codes, "drained": drained, "backlog_end": left,
+              "stores": verdict(found), "out": str(out)}
+    (out / "nemesis.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def _inflict(world: World, fault: Fault, journal: dict[str, Any], say: Any) -> None:
+    try:
+        world.inflict(fault, journal)
+    except Exception as exc:  # the fault could not be done or undone: said and recorded
+        journal["error"] = f"{type(exc).__name__}: {exc}"
+        say(f"fault {fault.describe().strip()} failed: {journal['error']}")
+
+
+def report(r: dict[str, Any]) -> list[str]:
+    heals = [f["healed_s"] for f in r["faults"] if f["healed_s"] is not None]
+    lines = [f"seed {r['seed']}: {r['events']:,} events, {len(r['faults'])} faults, slowest "
+             f"heal {max(heals, default=0):.1f} s; " + "; ".join(
+                 f"{store}: lost {v['lost']:,}, duplicated {v['duplicated']:,}, unknown "
+                 f"{v['unknown']:,}" for store, v in r["stores"].items())]
+    for f in r["faults"]:
+        healed = "no progress after it" if f["healed_s"] is None else \
+            f"load's next batch {f['healed_s']:.1f} s after"
+        lines.append(f"  {f['fault']}: {healed}" + (f" ({f['error']})" if f["error"] else ""))
+    for e in r["exits"]:
+        lines.append(f"  exit at {e['t']:.0f} s: {e['run']} exited {e['code']}: {e['said']}")
+    if not r["drained"]:
+        lines.append(f"  the chain did not drain: {r['backlog_end']} records left")
+    return lines
+
+
+def failed(r: dict[str, Any]) -> bool:
+    return not r["drained"] or any(n for v in r["stores"].values() for n in v.values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--seed", type=int, default=1, help="the schedule's seed (default 1)")
+    ap.add_argument("--seeds", help="several seeds, one run each: 1,2,3 (instead of --seed)")
+    ap.add_argument("--minutes", type=float, default=10.0, help="minutes of input (default 10)")
+    ap.add_argument("--rate", type=float, default=200.0, help="events per second (default 200)")
+    ap.add_argument("--every", type=float, default=20.0,
+                    help="seconds between faults, on average (default 20)")
+    ap.add_argument("--kinds", default=",".join(KINDS),
+                    help=f"the fault kinds to draw from (default all: {','.join(KINDS)})")
+    ap.add_argument("--schedule", type=Path, help="replay this schedule.json instead of drawing")
+    ap.add_argument("--drain-timeout", type=float, default=600.0,
+                    help="seconds the chain may take to drain once the input ends (default 600)")
+    ap.add_argument("--out", type=Path, help="for logs and results (default: a new /tmp dir)")
+    ap.add_argument("--json", action="store_true", help="also print the results as JSON last")
+    args = ap.parse_args(argv)
+    args.kinds = [k for k in args.kinds.split(",") if k]
+    unknown = sorted(set(args.kinds) - set(KINDS))
+    if unknown:
+        ap.error(f"--kinds: unknown {', '.join(unknown)}; known: {', '.join(KINDS)}")
+    if args.minutes <= 0 or args.rate <= 0 or args.every <= 0:
+        ap.error("--minutes, --rate and --every must be over 0")
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]
+    except ValueError:
+        ap.error(f"--seeds: expected numbers separated by commas, got {args.seeds!r}")
+    out = (args.out or Path(tempfile.mkdtemp(prefix="sqe-nemesis-"))).resolve()
+    results = []
+    for seed in seeds:
+        try:
+            results.append(r := one_seed(args, seed, out / f"seed-{seed}",
+                                         lambda text: print(text, flush=True)))
+        except (SqeError, RuntimeError, OSError) as exc:
+            print(f"error: seed {seed}: {exc}", file=sys.stderr)
+            return 1
+        for line in report(r):
+            print(line, flush=True)
+    if args.json:
+        print(json.dumps(results))
+    return 1 if any(failed(r) for r in results) else 0
+
+
+if __name__ == "__main__":
+    with suppress(KeyboardInterrupt):
+        sys.exit(main())
+    sys.exit(130)

@@ -1,0 +1,111 @@
+"""The nemesis's fault schedule: drawn from a seed, printed, and read back to replay a run.
+
+A :class:`Fault` is one thing done to the chain at ``at`` seconds into the input, for
+``hold`` seconds where it lasts (a pause, a store away, a blackhole), on a ``target``:
+
+==================  ==================  ====================================================
+kind                target              what happens
+==================  ==================  ====================================================
+``kill``            enrich, load        SIGKILL of the run's process group; restarted
+                                        after ``hold`` s on its checkpoint
+``pause``           enrich, load        SIGSTOP of the run's processes, SIGCONT after ``hold``
+``takeover``        enrich, load        SIGSTOP for ``hold`` s (past the checkpoint lock's
+                                        takeover); meanwhile a second run on the same
+                                        checkpoint from another host name; then SIGCONT
+``restart``         kafka, postgres     the server stopped at once (SIGKILL, ``pg_ctl -m
+                                        immediate``), started again after ``hold`` s
+``failover``        redis               the primary SIGKILLed, its replica promoted by the
+                                        Sentinel (``lagging``: the replica cut off first)
+``cut``             kafka, redis,       every connection through the store's proxy closed
+                    postgres
+``lost-reply``      kafka, redis,       the next commit request (Produce, EVALSHA, COMMIT)
+                    postgres            runs; its reply is dropped and the connection closed
+``blackhole``       kafka, redis,       nothing passes the proxy either way for ``hold`` s
+                    postgres
+``delay``           kafka, redis,       every chunk through the proxy waits ``latency`` s,
+                    postgres            for ``hold`` s
+==================  ==================  ====================================================
+
+Faults are drawn at random times, so they overlap: a kill of load during a Redis failover,
+a broker restart during a blackhole of Postgres.  :func:`draw` is a pure function of its
+arguments; ``--schedule FILE`` replays a printed schedule exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+DRIVERS = ("enrich", "load")
+STORES = ("kafka", "redis", "postgres")
+#: kind -> (targets, weight, shortest and longest hold in seconds)
+KINDS: dict[str, tuple[tuple[str, ...], int, float, float]] = {
+    "kill": (DRIVERS, 4, 1.0, 10.0),
+    "pause": (DRIVERS, 2, 2.0, 20.0),
+    "takeover": (DRIVERS, 1, 80.0, 100.0),
+    "restart": (("kafka", "postgres"), 2, 1.0, 15.0),
+    "failover": (("redis",), 2, 0.0, 0.0),
+    "cut": (STORES, 3, 0.0, 0.0),
+    "lost-reply": (STORES, 3, 0.0, 0.0),
+    "blackhole": (STORES, 2, 1.0, 8.0),
+    "delay": (STORES, 2, 5.0, 20.0),
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault of a schedule (see the module docstring)."""
+
+    at: float
+    kind: str
+    target: str
+    hold: float = 0.0
+    lagging: bool = False  # failover: the replica cut off before the primary dies
+    latency: float = 0.0  # delay: seconds added to each chunk
+
+    def describe(self) -> str:
+        extra = {"failover": " with the replica behind" if self.lagging else "",
+                 "delay": f" of {self.latency * 1000:.0f} ms"}.get(self.kind, "")
+        held = f" for {self.hold:.1f} s" if self.hold else ""
+        return f"{self.at:7.1f} s  {self.kind} {self.target}{extra}{held}"
+
+
+def draw(seed: int, seconds: float, every: float = 20.0,
+         kinds: tuple[str, ...] = tuple(KINDS)) -> list[Fault]:
+    """About one fault per ``every`` seconds of ``seconds`` of input, of ``kinds``, from
+    ``seed``; none in the first 20 s (the runs start) or in the last 10 % (the chain must
+    still make progress before the input ends).  A takeover needs a run of over 4 minutes."""
+    rng = random.Random(seed)
+    usable = [k for k in kinds if k != "takeover" or seconds >= 240]
+    weights = [KINDS[k][1] for k in usable]
+    start, end = 20.0, max(25.0, seconds * 0.9)
+    count = max(1, round((end - start) / every))
+    faults = []
+    for _ in range(count):
+        kind = rng.choices(usable, weights)[0]
+        targets, _, low, high = KINDS[kind]
+        faults.append(Fault(at=round(rng.uniform(start, end), 1), kind=kind,
+                            target=rng.choice(targets), hold=round(rng.uniform(low, high), 1),
+                            lagging=kind == "failover" and rng.random() < 0.5,
+                            latency=round(rng.uniform(0.05, 0.5), 2) if kind == "delay" else 0.0))
+    return sorted(faults, key=lambda f: f.at)
+
+
+def save(faults: list[Fault], path: Path) -> None:
+    path.write_text(json.dumps([asdict(f) for f in faults], indent=1))
+
+
+def load(path: Path) -> list[Fault]:
+    """A schedule :func:`save` wrote (the nemesis's ``schedule.json``)."""
+    try:
+        rows = json.loads(path.read_text())
+        faults = [Fault(**row) for row in rows]
+    except (OSError, ValueError, TypeError) as exc:
+        raise ValueError(f"{path}: not a nemesis schedule ({exc})") from None
+    unknown = [f.kind for f in faults if f.kind not in KINDS]
+    if unknown:
+        raise ValueError(f"{path}: unknown fault kinds {sorted(set(unknown))}; known: "
+                         f"{', '.join(KINDS)}")
+    return sorted(faults, key=lambda f: f.at)

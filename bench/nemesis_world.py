@@ -1,0 +1,204 @@
+"""What the nemesis runs and breaks: the chain, its stores behind fault proxies, and the faults.
+
+:class:`World` starts, on loopback only, the pip broker behind a Kafka-aware proxy, two Redis
+servers with a Sentinel (each server behind a proxy; the HWM store and load's Redis states
+through the Sentinel, so a commit waits for the replica), a private Postgres cluster behind a
+proxy, and the two ``sqe run`` processes of the chain (enrich into a Kafka topic, load into
+Redis and Postgres).  :meth:`World.inflict` does one :class:`~nemesis_schedule.Fault` and
+undoes it after its hold; faults on one target wait for each other, faults on different
+targets overlap.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+import chain
+import yaml
+from nemesis_schedule import Fault
+from soak import Topology, tree_pids
+
+from sqe.engine.lock import HEARTBEAT_SECONDS
+from tests.support.fault_proxy import FaultProxy
+from tests.support.fault_services import PrivatePostgres, ProxiedKafka
+from tests.support.proxied_redis import ProxiedRedisPair
+
+#: The request whose reply a ``lost-reply`` fault drops, per store.
+COMMIT_REQUEST: dict[str, bytes | int] = {"kafka": 0, "redis": b"EVALSHA", "postgres": b"COMMIT"}
+POSTGRES_TABLE = "loaded_events"
+OTHER_HOST = "nemesis-other-host"
+
+
+class Run(Topology):
+    """A long-running ``sqe run`` the nemesis kills, pauses and races with a second run."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.rivals: list[subprocess.Popen[bytes]] = []
+        self.killed = False  # the nemesis ended it: its exit is no news
+
+    def pids(self) -> list[int]:
+        return tree_pids(self.process.pid) if self.process is not None else []
+
+    def signal_all(self, number: int) -> None:
+        for pid in self.pids():
+            with suppress(ProcessLookupError):
+                os.kill(pid, number)
+
+    def start_rival(self) -> subprocess.Popen[bytes]:
+        """A second run on this checkpoint from another host name (its own UTS namespace),
+        as a scheduler would start on another machine when this one looks dead."""
+        self.logs.mkdir(parents=True, exist_ok=True)
+        n = len(self.rivals) + 1
+        script = f'hostname {OTHER_HOST} && exec "$@"'
+        with open(self.logs / f"{self.name}-rival-{n}.err", "wb") as err:
+            rival = subprocess.Popen(["unshare", "-u", "sh", "-c", script, "sh", *self.command],
+                                     stdout=subprocess.DEVNULL, stderr=err,
+                                     stdin=subprocess.DEVNULL, env=chain.child_env(),
+                                     cwd=chain.ROOT, start_new_session=True)
+        self.rivals.append(rival)
+        return rival
+
+
+class World:
+    """The services and the chain (see the module docstring)."""
+
+    def __init__(self, out: Path, say: Any) -> None:
+        self.out, self.say = out, say
+        self.kafka = ProxiedKafka(out / "kafka")
+        self.kafka.start()
+        self.redis = ProxiedRedisPair(out / "redis")
+        self.postgres = PrivatePostgres()
+        self.postgres.start()
+        self.pg_proxy = FaultProxy(("127.0.0.1", self.postgres.port))
+        self.proxies: dict[str, Any] = {"kafka": self.kafka.proxy, "postgres": self.pg_proxy}
+        self.locks = {t: threading.Lock() for t in ("enrich", "load", "kafka", "redis",
+                                                    "postgres")}
+        self.runs: dict[str, Run] = {}
+        self.events = self.enriched = ""
+
+    @property
+    def brokers(self) -> str:
+        return self.kafka.address
+
+    @property
+    def direct_brokers(self) -> str:
+        """The broker itself, past its proxy (for the producer of the input and the checker)."""
+        return f"127.0.0.2:{self.kafka.port}"
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.pg_proxy.port}/postgres"
+
+    def proxy(self, store: str) -> FaultProxy:
+        return self.redis.primary().proxy if store == "redis" else self.proxies[store]
+
+    def start_chain(self, tag: str) -> None:
+        self.events = chain.new_topic(self.direct_brokers, "nemesis-events")
+        self.enriched = chain.new_topic(self.direct_brokers, "nemesis-enriched")
+        conf = [f"jw.sqe.spout.kafka.brokers={self.brokers}",
+                f"jw.sqe.state.kafka.brokers={self.brokers}",
+                f"jw.sqe.spout.kafka.filterReplays.redis.url={self.redis.url}",
+                f"jw.sqe.state.redis.url={self.redis.url}",
+                f"jw.sqe.state.postgres.dsn={self.dsn}",
+                "jw.sqe.spout.kafka.maxRecordsPerBatch=5000"]
+        args = [a for pair in conf for a in ("--conf", pair)]
+        enrich = chain.topology_copy("enrich", self.events, self.enriched, self.out)
+        load = chain.topology_copy("load", self.enriched, None, self.out)
+        commands = yaml.safe_load(load.read_text())
+        commands.append({"Query": {
+            "insertInto": {"objectName": POSTGRES_TABLE, "stateName": "POSTGRES",
+                           "fields": ["event_id", "region", "amount_cents", "position"]},
+            "select": {"expressions": ["event_id", "region", "amount_cents",
+                                       {"sql": "concat(_partition, ':', _offset)"}]},
+            "from": {"objectName": "Enriched"}}})
+        load.write_text(yaml.safe_dump(commands, sort_keys=False))
+        for step, path, topic in (("enrich", enrich, self.events),
+                                  ("load", load, self.enriched)):
+            self.runs[step] = Run(f"nemesis_{step}_{tag}", path, topic, self.out, args)
+            self.runs[step].start(time.monotonic())
+
+    # -- the faults ------------------------------------------------------------------------
+    def inflict(self, fault: Fault, journal: dict[str, Any]) -> None:
+        """Do ``fault``, hold it, undo it; what happened goes into ``journal``."""
+        with self.locks[fault.target]:
+            journal["began"] = time.monotonic()
+            getattr(self, "_" + fault.kind.replace("-", "_"))(fault, journal)
+            journal["ended"] = time.monotonic()
+
+    def _kill(self, fault: Fault, journal: dict[str, Any]) -> None:
+        run = self.runs[fault.target]
+        run.killed = True
+        journal["exit"] = run.end()
+        time.sleep(fault.hold)
+        run.killed = False
+        run.start(time.monotonic())
+
+    def _pause(self, fault: Fault, journal: dict[str, Any]) -> None:
+        run = self.runs[fault.target]
+        run.signal_all(signal.SIGSTOP)
+        time.sleep(fault.hold)
+        run.signal_all(signal.SIGCONT)
+
+    def _takeover(self, fault: Fault, journal: dict[str, Any]) -> None:
+        run = self.runs[fault.target]
+        run.signal_all(signal.SIGSTOP)
+        time.sleep(max(0.0, fault.hold - 2 * HEARTBEAT_SECONDS))
+        rival = run.start_rival()
+        time.sleep(min(fault.hold, 2 * HEARTBEAT_SECONDS))
+        run.signal_all(signal.SIGCONT)
+        journal["rival_pid"] = rival.pid
+
+    def _restart(self, fault: Fault, journal: dict[str, Any]) -> None:
+        if fault.target == "kafka":
+            self.kafka.crash()
+            time.sleep(fault.hold)
+            self.kafka.start(timeout=120)
+        else:
+            self.postgres.stop("immediate")
+            time.sleep(fault.hold)
+            self.postgres.start()
+
+    def _failover(self, fault: Fault, journal: dict[str, Any]) -> None:
+        journal["promoted_s"] = round(self.redis.fail_over(fault.lagging), 1)
+
+    def _cut(self, fault: Fault, journal: dict[str, Any]) -> None:
+        self.proxy(fault.target).cut()
+
+    def _lost_reply(self, fault: Fault, journal: dict[str, Any]) -> None:
+        proxy = self.proxy(fault.target)
+        before = proxy.replies_lost
+        proxy.lose_reply_to(COMMIT_REQUEST[fault.target])
+        deadline = time.monotonic() + 60
+        while proxy.replies_lost == before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        proxy.lose_reply_to(b"\0never\0")  # disarmed: no request holds it
+        journal["reply_lost"] = proxy.replies_lost > before
+
+    def _blackhole(self, fault: Fault, journal: dict[str, Any]) -> None:
+        self.proxy(fault.target).blackhole(fault.hold)
+        time.sleep(fault.hold)
+
+    def _delay(self, fault: Fault, journal: dict[str, Any]) -> None:
+        self.proxy(fault.target).delay(fault.latency, fault.hold)
+        time.sleep(fault.hold)
+
+    def stop(self) -> None:
+        for run in self.runs.values():
+            run.signal_all(signal.SIGCONT)
+            run.end()
+            for rival in run.rivals:
+                with suppress(ProcessLookupError):
+                    os.killpg(rival.pid, signal.SIGKILL)
+        for stop in (self.kafka.stop, self.redis.stop, self.pg_proxy.stop, self.postgres.close):
+            try:
+                stop()
+            except Exception as exc:  # the next service still stops; this one is named
+                self.say(f"warning: could not stop {stop.__qualname__}: {exc}")

@@ -1,0 +1,56 @@
+"""A call to the HWM store sent again on a new connection while the store is briefly away.
+
+A connection that drops or times out -- a reset, a reply lost after the server did the work,
+a failover, a blackhole of a few seconds -- is not the end of a run: every call SQE makes
+to its HWM store is idempotent (reads; a commit by batch id; applying staged rows from where
+the last application stopped), so :func:`retried` sends it again, after pauses that double
+from 0.1 s to 2 s, for up to ``seconds`` (``jw.sqe.spout.kafka.filterReplays.redis.
+commitRetrySeconds``), warning each time.  Any other Redis error, or a store away longer,
+is raised to the caller, which says it in one sentence.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import redis
+
+__all__ = ["Unreachable", "retried"]
+
+log = logging.getLogger("sqe")
+T = TypeVar("T")
+
+_FIRST_PAUSE_S = 0.1
+_LONGEST_PAUSE_S = 2.0
+
+
+class Unreachable(Exception):
+    """The store stayed away: ``error`` is the last connection error after ``tries`` tries."""
+
+    def __init__(self, error: redis.RedisError, tries: int) -> None:
+        super().__init__(str(error))
+        self.error, self.tries = error, tries
+
+
+def retried(call: Callable[[], T], seconds: float, who: str, action: str,
+            describe: Callable[[BaseException], str]) -> tuple[T, int]:
+    """``call()`` and the connection failures it took; each failure within ``seconds`` is
+    warned about (``who``: the connection failed at ``action``, ``describe(error)``) and the
+    call sent again.  Raises :class:`Unreachable` when the store is still away after
+    ``seconds``."""
+    deadline = time.monotonic() + seconds
+    pause, tries = _FIRST_PAUSE_S, 0
+    while True:
+        try:
+            return call(), tries
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            tries += 1
+            if time.monotonic() + pause > deadline:
+                raise Unreachable(exc, tries) from None
+            log.warning("%s: the HWM store's connection failed at %s (%s); sending %s again "
+                        "on a new connection", who, action, describe(exc), action)
+            time.sleep(pause)
+            pause = min(pause * 2, _LONGEST_PAUSE_S)
