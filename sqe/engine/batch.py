@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 import redis
 from pyspark.sql import DataFrame
@@ -37,6 +38,7 @@ from sqe.engine.pipeline import StreamPipeline
 from sqe.engine.spark_api import describe_jobs
 from sqe.errors import SourceError, StaleBatchError, StateError
 from sqe.ledger.hwm import HwmStore
+from sqe.ledger.retry import Unreachable, retried
 from sqe.source.kafka import KafkaSource
 from sqe.state.sink import Batch
 
@@ -103,7 +105,13 @@ class BatchProcessor:
         try:
             if store is not None:
                 try:  # a lower batch id, or the same with other offsets: StaleBatchError
-                    todo = store.admit(batch_id, offsets)
+                    todo = retried(partial(store.admit, batch_id, offsets),
+                                   store.commit_retry_s, f"batch {batch_id} of "
+                                   f"{self.p.consumer}", "its admission",
+                                   store.describe_error)[0]
+                except Unreachable as away:
+                    raise SourceError(f"cannot read the HWM store of {self.p.consumer}: "
+                                      f"{store.describe_error(away.error)}") from None
                 except redis.RedisError as exc:
                     raise SourceError(f"cannot read the HWM store of {self.p.consumer}: "
                                       f"{store.describe_error(exc)}") from None

@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from sqe.config.redis_clients import kept_client
 from sqe.errors import SourceError
 from sqe.ledger.hwm import HwmStore
+from sqe.ledger.retry import Unreachable, retried
 from sqe.source.config import SourceConfig
 from sqe.source.replay import pair_groups
 
@@ -70,7 +71,7 @@ class TaskMarks:
         def fetch(pairs: list[Pair]) -> Mapping[Pair, int]:
             with kept_client(endpoint) as client:
                 return read_marks(HwmStore(client, str(cfg.hwm_consumer), cfg.stream.hwm_ttl,
-                                           endpoint), pairs)
+                                           endpoint), pairs, cfg.stream.hwm_commit_retry)
 
         return cls(fetch)
 
@@ -106,11 +107,18 @@ def frame_marks(rows: Any, store: HwmStore) -> dict[Pair, int]:
     return read_marks(store, [(int(r[0]), int(r[1])) for r in pairs])
 
 
-def read_marks(store: HwmStore, pairs: Iterable[Pair]) -> dict[Pair, int]:
-    """``store.marks(pairs)``; a Redis error is one sentence naming the consumer and the
-    store (never its password)."""
+def read_marks(store: HwmStore, pairs: Iterable[Pair], retry_s: float = 0.0
+               ) -> dict[Pair, int]:
+    """``store.marks(pairs)``, sent again through a connection that drops for up to
+    ``retry_s`` seconds (:func:`~sqe.ledger.retry.retried`); a Redis error is one sentence
+    naming the consumer and the store (never its password)."""
+    asked = list(pairs)
     try:
-        return store.marks(pairs)
+        return retried(lambda: store.marks(asked), retry_s, f"consumer {store.consumer}",
+                       "reading high-water marks", store.describe_error)[0]
+    except Unreachable as away:
+        raise SourceError(f"cannot read the high-water marks of consumer {store.consumer}: "
+                          f"{store.describe_error(away.error)}") from None
     except redis.RedisError as exc:
         raise SourceError(f"cannot read the high-water marks of consumer {store.consumer}: "
                           f"{store.describe_error(exc)}") from None

@@ -1,0 +1,61 @@
+"""The nemesis (bench/nemesis.py): its schedule is a pure function of the seed and replays
+from its file, and its short form, overlapping faults on every store and both drivers, ends
+with every event once in Redis and in Postgres."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support import ROOT
+from tests.support.fault_services import private_postgres_unavailable
+from tests.test_bench import run_bench
+
+
+@pytest.fixture(autouse=True)
+def _bench_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+
+
+def test_a_seed_draws_one_schedule_that_replays_from_its_file(tmp_path) -> None:
+    from nemesis_schedule import KINDS, draw, load, save
+
+    first, again, other = draw(7, 600), draw(7, 600), draw(8, 600)
+    assert first == again and first != other
+    assert 20 <= len(first) <= 40 and all(20 <= f.at <= 540 for f in first)
+    assert {f.kind for f in first} <= set(KINDS)
+    assert [f.at for f in first] == sorted(f.at for f in first)
+    save(first, tmp_path / "schedule.json")
+    assert load(tmp_path / "schedule.json") == first
+    assert all(f.kind != "takeover" for f in draw(3, 120))  # needs minutes to happen
+
+
+def test_a_schedule_file_that_is_not_one_is_said_in_one_sentence(tmp_path) -> None:
+    from nemesis_schedule import Fault, load
+
+    bad = tmp_path / "schedule.json"
+    bad.write_text('[{"at": 1, "kind": "meteor", "target": "redis"}]')
+    with pytest.raises(ValueError, match=r"schedule.json: unknown fault kinds \['meteor'\]"):
+        load(bad)
+    bad.write_text("{")
+    with pytest.raises(ValueError, match="schedule.json: not a nemesis schedule"):
+        load(bad)
+    assert "lost-reply redis" in Fault(5.0, "lost-reply", "redis").describe()
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+@pytest.mark.postgres
+def test_the_short_nemesis_loses_and_doubles_nothing(tmp_path) -> None:
+    why = private_postgres_unavailable()
+    if why:
+        pytest.skip(f"the nemesis restarts a Postgres of its own: {why}")
+    results = run_bench("nemesis.py", "--seeds", "11", "--minutes", "1.5", "--rate", "100",
+                        "--every", "7", "--out", str(tmp_path), timeout=1200, check=False)
+    for r in results:
+        assert r["drained"], r
+        assert r["faults"] and all(f["error"] is None for f in r["faults"]), r["faults"]
+        for store, found in r["stores"].items():
+            assert found == {"lost": 0, "duplicated": 0, "unknown": 0}, (r["seed"], store, r)
+        assert r["events"] >= 8000
