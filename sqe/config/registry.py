@@ -247,6 +247,10 @@ _DECLARED = [
     Option("jw.sqe.state.postgres.dsn", "str", None,
            "Postgres connection string of the Postgres state (libpq URI or key=value), e.g. "
            "postgresql://postgres@localhost:5432/postgres.", scope="state"),
+    Option("jw.sqe.state.postgres.commitRetrySeconds", "int", 30,
+           "Seconds a batch's Postgres transaction is sent again on a new connection after "
+           "its connection dropped (a restart, a reset, a reply lost after the COMMIT ran); "
+           "idempotent by batch id. 0: the batch fails at once.", scope="state", minimum=0),
 ]
 
 #: Every declared option by key.

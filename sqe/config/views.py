@@ -231,6 +231,7 @@ class PostgresStateSettings(_View):
     """The options of a Postgres state."""
 
     dsn = OptionKey[str | None]("jw.sqe.state.postgres.dsn")
+    commit_retry = OptionKey[int]("jw.sqe.state.postgres.commitRetrySeconds")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""A call to the HWM store sent again on a new connection while the store is briefly away.
+"""A call to a store sent again on a new connection while the store is briefly away.
 
 A connection that drops or times out -- a reset, a reply lost after the server did the work,
 a failover, a blackhole of a few seconds -- is not the end of a run: every call SQE makes
@@ -18,7 +18,7 @@ from typing import TypeVar
 
 import redis
 
-__all__ = ["Unreachable", "retried"]
+__all__ = ["REDIS_BLIPS", "Unreachable", "retried"]
 
 log = logging.getLogger("sqe")
 T = TypeVar("T")
@@ -27,30 +27,35 @@ _FIRST_PAUSE_S = 0.1
 _LONGEST_PAUSE_S = 2.0
 
 
+#: What a Redis call raises when its connection drops or times out.
+REDIS_BLIPS: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
+
+
 class Unreachable(Exception):
     """The store stayed away: ``error`` is the last connection error after ``tries`` tries."""
 
-    def __init__(self, error: redis.RedisError, tries: int) -> None:
+    def __init__(self, error: Exception, tries: int) -> None:
         super().__init__(str(error))
         self.error, self.tries = error, tries
 
 
 def retried(call: Callable[[], T], seconds: float, who: str, action: str,
-            describe: Callable[[BaseException], str]) -> tuple[T, int]:
-    """``call()`` and the connection failures it took; each failure within ``seconds`` is
-    warned about (``who``: the connection failed at ``action``, ``describe(error)``) and the
-    call sent again.  Raises :class:`Unreachable` when the store is still away after
-    ``seconds``."""
+            describe: Callable[[BaseException], str], errors: tuple[type[Exception], ...]
+            = REDIS_BLIPS, store: str = "the HWM store") -> tuple[T, int]:
+    """``call()`` and the connection failures (``errors``) it took; each failure within
+    ``seconds`` is warned about (``who``: ``store``'s connection failed at ``action``,
+    ``describe(error)``) and the call sent again.  Raises :class:`Unreachable` when the
+    store is still away after ``seconds``."""
     deadline = time.monotonic() + seconds
     pause, tries = _FIRST_PAUSE_S, 0
     while True:
         try:
             return call(), tries
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
+        except errors as exc:
             tries += 1
             if time.monotonic() + pause > deadline:
                 raise Unreachable(exc, tries) from None
-            log.warning("%s: the HWM store's connection failed at %s (%s); sending %s again "
-                        "on a new connection", who, action, describe(exc), action)
+            log.warning("%s: %s's connection failed at %s (%s); sending %s again on a new "
+                        "connection", who, store, action, describe(exc), action)
             time.sleep(pause)
             pause = min(pause * 2, _LONGEST_PAUSE_S)

@@ -26,25 +26,21 @@ consumer cannot interleave; a retry consults the batch table and skips the write
 
 from __future__ import annotations
 
-import io
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.csv as pcsv
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sqe.config.extras import missing, optional
 from sqe.config.secrets import redact_url
-from sqe.config.worker_task import begin_task
 from sqe.errors import StaleBatchError, StateError
 from sqe.faults import fault_point
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm import HwmStore
+from sqe.ledger.retry import Unreachable, retried
 from sqe.state.postgres.batches import (
     batch_committed,
     connect,
@@ -55,8 +51,8 @@ from sqe.state.postgres.batches import (
     reset_batch,
 )
 from sqe.state.postgres.ddl import creation_lock
+from sqe.state.postgres.encoding import csv_column, csv_task, pass_csv, pg_type
 from sqe.state.sink import Batch, RowTask, Sink, SinkTarget
-from sqe.wire.arrays import binaries, from_numpy
 from sqe.wire.columns import field_column
 
 if TYPE_CHECKING:
@@ -65,6 +61,8 @@ if TYPE_CHECKING:
 else:  # the postgres extra: PostgresSink.problems says when it is missing
     psycopg = optional("psycopg")
     sql = optional("psycopg.sql")
+
+T_ = TypeVar("T_")
 
 __all__ = ["PostgresSink", "PostgresStateConfig", "PostgresWrite", "pg_type", "write_postgres"]
 
@@ -76,11 +74,13 @@ class PostgresStateConfig:
     table: str
     dsn: str
     fields: tuple[str, ...]
+    retry_s: float = 30.0  # jw.sqe.state.postgres.commitRetrySeconds
 
     @classmethod
     def of(cls, target: SinkTarget) -> PostgresStateConfig:
         """The config of a query's Postgres state (its DSN checked by :meth:`PostgresSink.problems`)."""
-        return cls(target.name, target.settings.postgres.dsn or "", target.fields)
+        settings = target.settings.postgres
+        return cls(target.name, settings.dsn or "", target.fields, settings.commit_retry)
 
     @property
     def schema_and_table(self) -> tuple[str | None, str]:
@@ -101,59 +101,6 @@ class PostgresWrite:
 
     rows: int
     skipped: bool
-
-
-def pg_type(dtype: T.DataType) -> str:
-    """The Postgres column type a Spark type is stored as."""
-    simple: list[tuple[type, str]] = [
-        (T.StringType, "text"), (T.LongType, "bigint"), (T.IntegerType, "integer"),
-        (T.ShortType, "smallint"), (T.ByteType, "smallint"), (T.DoubleType, "double precision"),
-        (T.FloatType, "real"), (T.BooleanType, "boolean"), (T.DateType, "date"),
-        (T.TimestampNTZType, "timestamp"), (T.TimestampType, "timestamptz"),
-        (T.BinaryType, "bytea"), (T.NullType, "text"),
-    ]
-    for cls, name in simple:
-        if isinstance(dtype, cls):
-            return name
-    if isinstance(dtype, T.DecimalType):
-        return f"numeric({dtype.precision},{dtype.scale})"
-    if isinstance(dtype, (T.StructType, T.ArrayType, T.MapType, T.VariantType)):
-        return "jsonb"
-    return "text"
-
-
-def _csv_column(df: DataFrame, name: str) -> Column:
-    """``name`` in the form Postgres parses from CSV (bytea as hex, nested values as JSON)."""
-    dtype = df.schema[name].dataType
-    col = field_column(name)
-    if isinstance(dtype, T.BinaryType):
-        return F.concat(F.lit("\\x"), F.hex(col)).alias(name)
-    if isinstance(dtype, (T.StructType, T.ArrayType, T.MapType, T.VariantType)):
-        return F.to_json(col).alias(name)
-    if isinstance(dtype, T.NullType):
-        return col.cast("string").alias(name)
-    return col.alias(name)
-
-
-def _csv_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    begin_task()
-    out = io.BytesIO()
-    rows = 0
-    options = pcsv.WriteOptions(include_header=False)
-    for batch in batches:
-        if batch.num_rows:
-            pcsv.write_csv(batch, out, options)
-            rows += batch.num_rows
-    yield pa.RecordBatch.from_arrays(
-        [binaries([out.getvalue()]), from_numpy(np.array([rows], dtype=np.int64))],
-        names=["csv", "rows"])
-
-
-def _pass_csv(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """:func:`_csv_task` as a one-pass state task: its CSV as ``data``, its rows ``written``."""
-    for out in _csv_task(batches):
-        yield pa.RecordBatch.from_arrays([out.column("csv"), out.column("rows")],
-                                         names=["data", "written"])
 
 
 def _ident(name: str) -> Any:
@@ -193,11 +140,15 @@ class _Transaction:
         self.cfg, self.batch = cfg, batch
         self.where = f"Postgres state {cfg.table}"
         self.copied = False
+        self.sent: tuple[T.StructType, Sequence[bytes], int] | None = None  # what COPY got
         try:
             self.conn = connect(cfg.dsn)
         except psycopg.Error as exc:
-            raise StateError(f"{self.where}: cannot connect ({error_text(exc)}); the batch "
-                             "fails and is written when it is retried") from None
+            text = f"{self.where}: cannot connect ({error_text(exc)}); the batch fails and " \
+                "is written when it is retried"
+            if isinstance(exc, psycopg.OperationalError):
+                raise ConnectionLost(text, f"connect: {error_text(exc)}") from None
+            raise StateError(text) from None
         schema, table = cfg.schema_and_table
         try:
             with self.conn.cursor() as cur:
@@ -220,15 +171,18 @@ class _Transaction:
                                                                   self.batch.offsets)
 
     def _failed(self, exc: Exception) -> StateError:
-        return StateError(f"{self.where}: {error_text(exc)}; nothing of batch "
-                          f"{self.batch.batch_id} was committed")
+        text = f"{self.where}: {error_text(exc)}; nothing of batch {self.batch.batch_id} " \
+            "was committed"
+        if isinstance(exc, psycopg.OperationalError):
+            return ConnectionLost(text, error_text(exc))
+        return StateError(text)
 
     def copy(self, frame: DataFrame, empty: bool = False) -> int:
         """COPY the rows in and record the batch id (not committed yet); ``empty``: the frame is
         known to hold no row (the table is made if missing, and no Spark job runs)."""
         chunks = [] if empty else (
-            frame.select(*[_csv_column(frame, f) for f in self.cfg.fields])
-            .mapInArrow(_csv_task, "csv binary, rows long").collect())
+            frame.select(*[csv_column(frame, f) for f in self.cfg.fields])
+            .mapInArrow(csv_task, "csv binary, rows long").collect())
         return self.copy_csv(frame.schema, [r["csv"] for r in chunks if r["rows"]],
                              sum(r["rows"] for r in chunks))
 
@@ -236,6 +190,7 @@ class _Transaction:
         """COPY ``rows`` rows in, as CSV ``chunks`` of fields typed as ``schema`` says (the
         table is made if missing), and record the batch id (not committed yet)."""
         cfg = self.cfg
+        self.sent = (schema, chunks, rows)
         try:
             with self.conn.cursor() as cur:
                 _ensure_table(cur, cfg, schema)
@@ -266,6 +221,15 @@ class _Transaction:
         self.conn.close()
 
 
+class ConnectionLost(StateError):
+    """The batch's connection to Postgres dropped (a restart, a reset, a reply lost): the
+    transaction is sent again on a new connection.  ``reason``: the driver's words."""
+
+    def __init__(self, text: str, reason: str) -> None:
+        super().__init__(text)
+        self.reason = reason
+
+
 class PostgresSink(Sink):
     """A Postgres state: the batch's rows and its id in one SQL transaction (see the module
     docstring)."""
@@ -281,6 +245,7 @@ class PostgresSink(Sink):
         super().__init__(target)
         self.config = PostgresStateConfig.of(target)
         self._tx: _Transaction | None = None
+        self._lost: ConnectionLost | None = None  # at the COPY: the commit sends it again
         self._schema = T.StructType()  # the fields' types, as the one-pass plan saw them
 
     @classmethod
@@ -302,7 +267,9 @@ class PostgresSink(Sink):
 
     def open(self, batch: Batch) -> None:
         super().open(batch)
-        self._tx = _Transaction(self.config, batch)
+        self._lost = None
+        self._tx = self._sent_again(lambda: _Transaction(self.config, batch), batch,
+                                    "opening the transaction")
 
     def holds(self) -> bool:
         return self._transaction.holds
@@ -325,33 +292,80 @@ class PostgresSink(Sink):
                             f"{self.describe()}: field {name} holds the NUL character (\\u0000), "
                             "which Postgres text cannot hold"))
             elif pg_type(dtype) == "jsonb":
-                out.append((F.contains(_csv_column(frame, name), F.lit("\\u0000")),
+                out.append((F.contains(csv_column(frame, name), F.lit("\\u0000")),
                             f"{self.describe()}: field {name} holds the NUL character (\\u0000), "
                             "which Postgres jsonb cannot hold"))
         return out
 
+    def _copying(self, copy: Callable[[_Transaction], int]) -> int:
+        """``copy`` of the batch's rows; a connection lost meanwhile is left to the commit,
+        which sends the whole transaction again."""
+        try:
+            return copy(self._transaction)
+        except ConnectionLost as lost:
+            if self._transaction.sent is None:  # the rows are not in hand: the batch fails
+                raise
+            self._lost = lost
+            return self._transaction.sent[2]
+
     def write(self, frame: DataFrame) -> int:
-        return self._transaction.copy(frame)
+        return self._copying(lambda tx: tx.copy(frame))
 
     def pass_columns(self, frame: DataFrame, hwm: HwmStore | None) -> list[Column]:
         """The fields as Postgres parses them from CSV; the table's types come from
         ``frame``'s."""
         self._schema = T.StructType([frame.schema[f] for f in self.config.fields])
-        return [_csv_column(frame, f) for f in self.config.fields]
+        return [csv_column(frame, f) for f in self.config.fields]
 
     def pass_task(self) -> RowTask:
         """The CSV of the task's rows, built by Arrow, for the driver's COPY."""
-        return _pass_csv
+        return pass_csv
 
     def pass_done(self, counts: Mapping[str, int], data: Sequence[bytes]) -> int:
         """COPY the tasks' CSV in the batch's transaction, with the batch id."""
-        return self._transaction.copy_csv(self._schema, data, counts.get("written", 0))
+        return self._copying(lambda tx: tx.copy_csv(self._schema, data,
+                                                    counts.get("written", 0)))
 
     def write_empty(self, frame: DataFrame) -> int:
-        return self._transaction.copy(frame, empty=True)
+        return self._copying(lambda tx: tx.copy(frame, empty=True))
 
     def commit(self) -> None:
-        self._transaction.commit()
+        """The SQL COMMIT; a connection lost at the COPY or the COMMIT sends the transaction
+        again on a new connection (``commitRetrySeconds``): a table that holds the batch by
+        then (the COMMIT ran, its reply was lost) gets nothing twice."""
+        lost, self._lost = self._lost, None
+        if lost is None:
+            try:
+                self._transaction.commit()
+                return
+            except ConnectionLost as exc:
+                lost = exc
+        tx = self._transaction
+        first, sent, batch = [lost], tx.sent, tx.batch
+
+        def again() -> None:
+            if first:
+                raise first.pop()
+            self._transaction.close()
+            self._tx = _Transaction(self.config, batch)
+            if not self._tx.holds and sent is not None:
+                self._tx.copy_csv(*sent)
+            self._tx.commit()
+
+        self._sent_again(again, batch, "the transaction")
+
+    def _sent_again(self, call: Callable[[], T_], batch: Batch, action: str) -> T_:
+        """``call()``, made again on a new connection while Postgres is away for up to
+        ``commitRetrySeconds``; longer, the batch fails in one sentence."""
+        try:
+            return retried(call, self.config.retry_s, f"batch {batch.batch_id} of "
+                           f"{batch.consumer}", action,
+                           lambda exc: getattr(exc, "reason", str(exc)),
+                           errors=(ConnectionLost,), store=self.describe())[0]
+        except Unreachable as away:
+            tried = f" (tried {away.tries} times within jw.sqe.state.postgres." \
+                "commitRetrySeconds)" if away.tries > 1 else ""
+            raise StateError(f"{away.error}{tried}") from None
 
     def close(self) -> None:
         if self._tx is not None:

@@ -150,3 +150,72 @@ def test_the_batch_table_records_the_commit_and_a_reset_keeps_the_batch_id(spark
     assert write_postgres(df, PostgresStateConfig("a", postgres_dsn, ("id",)), "r.In", 10).rows == 1
     assert _rows(postgres_dsn, "SELECT consumer, batch_id, reset FROM sqe_batches ORDER BY 1") == [
         ("keep.In", 3, False), ("r.In", 10, False)]
+
+
+def _proxied_sink(postgres_dsn: str, retry_s: int = 30):  # type: ignore[no-untyped-def]
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from tests.support.fault_proxy import FaultProxy
+
+    info = conninfo_to_dict(postgres_dsn)
+    proxy = FaultProxy((str(info.get("host") or "127.0.0.1"), int(info.get("port") or 5432)))
+    dsn = make_conninfo(postgres_dsn, host="127.0.0.1", port=proxy.port)
+    sink = PostgresSink(SinkTarget("retried", ("id",), StateSettings(Settings.defaults().overlay(
+        {"jw.sqe.state.postgres.dsn": dsn, "jw.sqe.state.postgres.commitRetrySeconds": retry_s},
+        "test")), where="t.yaml: command 2"))
+    return proxy, sink
+
+
+def test_a_lost_commit_reply_or_a_cut_copy_is_sent_again_and_written_once(spark, postgres_dsn,
+                                                                         caplog):
+    import logging
+
+    from sqe.state.sink import Batch
+
+    df = spark.createDataFrame([(1,), (2,)], "id long")
+    proxy, sink = _proxied_sink(postgres_dsn)
+    try:
+        sink.open(Batch("retry.In", 0, offsets='{"0": 2}'))
+        assert sink.write(df) == 2
+        proxy.lose_reply_to(b"COMMIT")  # Postgres commits; its answer never arrives
+        with caplog.at_level(logging.WARNING, logger="sqe"):
+            sink.commit()
+        sink.close()
+        assert proxy.replies_lost == 1
+        assert any(r.getMessage().startswith(
+            "batch 0 of retry.In: Postgres state retried's connection failed at the "
+            "transaction (") for r in caplog.records)
+        sink.open(Batch("retry.In", 1, offsets='{"0": 4}'))
+        proxy.cut()  # the COPY's connection is gone: the commit sends the whole batch again
+        assert sink.write(df) == 2
+        sink.commit()
+        sink.close()
+        assert _rows(postgres_dsn, "SELECT id FROM retried ORDER BY id") == [(1,), (1,), (2,),
+                                                                             (2,)]
+        assert sink.committed("retry.In").batch_id == 1
+    finally:
+        sink.close()
+        proxy.stop()
+
+
+def test_postgres_away_longer_than_the_retry_time_fails_the_batch_in_one_sentence(
+        spark, postgres_dsn):
+    from sqe.state.sink import Batch
+
+    df = spark.createDataFrame([(1,)], "id long")
+    proxy, sink = _proxied_sink(postgres_dsn, retry_s=0)
+    try:
+        sink.open(Batch("away.In", 0, offsets='{"0": 1}'))
+        sink.write(df)
+        proxy.lose_reply_to(b"COMMIT")
+        with pytest.raises(StateError) as failed:
+            sink.commit()
+        assert str(failed.value).startswith("Postgres state retried: ") and \
+            "\n" not in str(failed.value)
+        sink.close()
+        # it did commit: the re-run of the batch finds it and writes nothing
+        sink.open(Batch("away.In", 0, offsets='{"0": 1}'))
+        assert sink.holds()
+    finally:
+        sink.close()
+        proxy.stop()

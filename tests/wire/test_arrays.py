@@ -143,7 +143,7 @@ from sqe.wire.arrays import binaries, from_numpy, strings
 from sqe.wire.keys import encode_keys
 from sqe.state.kafka.produce import records as _records
 from sqe.state.kafka.sink import KafkaStateConfig
-from sqe.state.postgres.sink import _csv_task
+from sqe.state.postgres.encoding import csv_task
 from sqe.state.redis.protocol import hset_commands
 assert "pandas" not in sys.modules, "imported with the modules"
 
@@ -179,7 +179,7 @@ for chunking in (False, True):
     state = KafkaStateConfig("out", "127.0.0.1:1", "streammetadata", ("v",), chunking=chunking)
     assert sum(len(k) for k, _, _ in _records(iter([rows]), state))
 assert sum(c.rows for c in hset_commands(b"h", strings(["f"] * n), binaries(values))) == n
-assert list(_csv_task(iter([pa.RecordBatch.from_arrays([binaries(values)], names=["v"])])))
+assert list(csv_task(iter([pa.RecordBatch.from_arrays([binaries(values)], names=["v"])])))
 print("pandas" in sys.modules)
 """
 
