@@ -53,13 +53,17 @@ class Run(Topology):
                 os.kill(pid, number)
 
     def start_rival(self) -> subprocess.Popen[bytes]:
-        """A second run on this checkpoint from another host name (its own UTS namespace),
-        as a scheduler would start on another machine when this one looks dead."""
+        """A second run on this checkpoint from another host name (its own UTS and mount
+        namespaces: ``unshare``, which needs root), as a scheduler would start on another
+        machine when this one looks dead."""
         self.logs.mkdir(parents=True, exist_ok=True)
         n = len(self.rivals) + 1
-        script = f'hostname {OTHER_HOST} && exec "$@"'
+        hosts = self.logs / "hosts"  # the other host name resolves, as on a real host
+        hosts.write_text(Path("/etc/hosts").read_text() + f"\n127.0.0.1 {OTHER_HOST}\n")
+        script = f'hostname {OTHER_HOST} && mount --bind {hosts} /etc/hosts && exec "$@"'
         with open(self.logs / f"{self.name}-rival-{n}.err", "wb") as err:
-            rival = subprocess.Popen(["unshare", "-u", "sh", "-c", script, "sh", *self.command],
+            rival = subprocess.Popen(["unshare", "-u", "-m", "sh", "-c", script, "sh",
+                                      *self.command],
                                      stdout=subprocess.DEVNULL, stderr=err,
                                      stdin=subprocess.DEVNULL, env=chain.child_env(),
                                      cwd=chain.ROOT, start_new_session=True)

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkRuntimeError
 from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import SparkSession
 
@@ -31,7 +32,7 @@ from sqe.engine.connect_session import connect_session
 from sqe.engine.prereq import require_java
 from sqe.engine.spark_api import is_connect
 from sqe.engine.worker_python import local_worker_python
-from sqe.errors import OptionError
+from sqe.errors import OptionError, RunError
 
 __all__ = ["build_session", "python_env", "quiet_failure_traces", "remote_of", "LOCAL_DEFAULTS",
            "PLANNING_DEFAULTS", "REDACTION_DEFAULTS",
@@ -163,6 +164,12 @@ def build_session(
         if refused is None:
             raise
         raise OptionError(refused) from None
+    except PySparkRuntimeError as exc:
+        if exc.getCondition() != "JAVA_GATEWAY_EXITED":
+            raise
+        raise RunError("Spark's JVM exited before it started; its own output just above says "
+                       "why (for example a host name it cannot resolve, or a Java it cannot "
+                       "run)") from None
     session.sparkContext.setLogLevel(spark_log_level())
     note_jvm(session)
     return session

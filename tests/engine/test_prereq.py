@@ -44,3 +44,23 @@ def test_a_broker_that_never_answers_is_reported():
     address = f"127.0.0.1:{free_port()}"
     with pytest.raises(PrerequisiteError, match=f"Kafka at {address} did not become ready in 2 s"):
         wait_for_kafka(address, timeout=2)
+
+
+def test_a_jvm_that_exits_before_it_starts_is_one_sentence(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+
+    # a java that answers -version like Java 17, then runs nothing (as a JVM that cannot
+    # resolve its host name ends)
+    env = dict(os.environ, JAVA_HOME=str(_fake_java(tmp_path, 'openjdk version "17.0.9"')))
+    done = subprocess.run([sys.executable, "-m", "sqe.cli.main", "run",
+                           str(ROOT / "topologies" / "hello.yaml"), "--once",
+                           "--checkpoint", str(tmp_path / "ck")],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "error: Spark's JVM exited before it started; its own output just above says why" \
+        in done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
