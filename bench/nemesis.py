@@ -1,7 +1,7 @@
 """Nemesis: the chain under steady input while overlapping faults, drawn from a seed, hit it.
 
     PYTHONPATH=. .venv/bin/python bench/nemesis.py --seed 7 [--minutes 10] [--rate 200]
-        [--every 20] [--kinds kill,pause,...] [--schedule FILE] [--seeds 1,2,3]
+        [--every 20] [--kinds kill,pause,...] [--schedule FILE] [--seeds 1,2,3] [--cluster]
         [--drain-timeout 600] [--out DIR] [--json]
 
 For each seed, :class:`nemesis_world.World` starts the broker, a Redis pair with its
@@ -125,15 +125,15 @@ def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[s
     from sqe.config.kafka_client import consumer_conf, new_consumer
 
     seconds = args.minutes * 60
-    faults = load(args.schedule) if args.schedule else \
-        draw(seed, seconds, args.every, tuple(args.kinds))
+    kinds = tuple(k for k in args.kinds if k != "lose-worker" or args.cluster)
+    faults = load(args.schedule) if args.schedule else draw(seed, seconds, args.every, kinds)
     out.mkdir(parents=True, exist_ok=True)
     save(faults, out / "schedule.json")
     say(f"nemesis seed {seed}: {len(faults)} faults over {args.minutes:g} min at "
         f"{args.rate:g} events/s; schedule in {out / 'schedule.json'}")
     for fault in faults:
         say("  " + fault.describe())
-    world = World(out, say)
+    world = World(out, say, cluster=args.cluster)
     journals: list[dict[str, Any]] = []
     exits: list[dict[str, Any]] = []
     progress: dict[str, list[float]] = {"enrich": [], "load": []}
@@ -229,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kinds", default=",".join(KINDS),
                     help=f"the fault kinds to draw from (default all: {','.join(KINDS)})")
     ap.add_argument("--schedule", type=Path, help="replay this schedule.json instead of drawing")
+    ap.add_argument("--cluster", action="store_true",
+                    help="run load's executors on a standalone cluster of two workers, and "
+                         "draw lose-worker faults")
     ap.add_argument("--drain-timeout", type=float, default=600.0,
                     help="seconds the chain may take to drain once the input ends (default 600)")
     ap.add_argument("--out", type=Path, help="for logs and results (default: a new /tmp dir)")

@@ -16,6 +16,9 @@ kind                target              what happens
                                         immediate``), started again after ``hold`` s
 ``failover``        redis               the primary SIGKILLed, its replica promoted by the
                                         Sentinel (``lagging``: the replica cut off first)
+``lose-worker``     cluster             with ``--cluster``: a worker of load's standalone
+                                        cluster SIGKILLed with its executor, another
+                                        started after ``hold`` s
 ``cut``             kafka, redis,       every connection through the store's proxy closed
                     postgres
 ``lost-reply``      kafka, redis,       the next commit request (Produce, EVALSHA, COMMIT)
@@ -47,6 +50,7 @@ KINDS: dict[str, tuple[tuple[str, ...], int, float, float]] = {
     "takeover": (DRIVERS, 1, 80.0, 100.0),
     "restart": (("kafka", "postgres"), 2, 1.0, 15.0),
     "failover": (("redis",), 2, 0.0, 0.0),
+    "lose-worker": (("cluster",), 2, 5.0, 30.0),
     "cut": (STORES, 3, 0.0, 0.0),
     "lost-reply": (STORES, 3, 0.0, 0.0),
     "blackhole": (STORES, 2, 1.0, 8.0),
@@ -79,6 +83,8 @@ def draw(seed: int, seconds: float, every: float = 20.0,
     still make progress before the input ends).  A takeover needs a run of over 4 minutes."""
     rng = random.Random(seed)
     usable = [k for k in kinds if k != "takeover" or seconds >= 240]
+    if not usable:
+        return []
     weights = [KINDS[k][1] for k in usable]
     start, end = 20.0, max(25.0, seconds * 0.9)
     count = max(1, round((end - start) / every))

@@ -29,6 +29,7 @@ from sqe.engine.lock import HEARTBEAT_SECONDS
 from tests.support.fault_proxy import FaultProxy
 from tests.support.fault_services import PrivatePostgres, ProxiedKafka
 from tests.support.proxied_redis import ProxiedRedisPair
+from tests.support.spark_cluster import StandaloneCluster
 
 #: The request whose reply a ``lost-reply`` fault drops, per store.
 COMMIT_REQUEST: dict[str, bytes | int] = {"kafka": 0, "redis": b"EVALSHA", "postgres": b"COMMIT"}
@@ -74,8 +75,15 @@ class Run(Topology):
 class World:
     """The services and the chain (see the module docstring)."""
 
-    def __init__(self, out: Path, say: Any) -> None:
+    def __init__(self, out: Path, say: Any, cluster: bool = False) -> None:
         self.out, self.say = out, say
+        self.cluster: StandaloneCluster | None = None
+        if cluster:  # load's executors on a standalone cluster of two workers
+            self.cluster = StandaloneCluster(out / "cluster")
+            self.cluster.workdir.mkdir(parents=True, exist_ok=True)
+            self.cluster.start_master()
+            for _ in range(2):
+                self.cluster.start_worker(cores=1, memory="1g")
         self.kafka = ProxiedKafka(out / "kafka")
         self.kafka.start()
         self.redis = ProxiedRedisPair(out / "redis")
@@ -84,7 +92,7 @@ class World:
         self.pg_proxy = FaultProxy(("127.0.0.1", self.postgres.port))
         self.proxies: dict[str, Any] = {"kafka": self.kafka.proxy, "postgres": self.pg_proxy}
         self.locks = {t: threading.Lock() for t in ("enrich", "load", "kafka", "redis",
-                                                    "postgres")}
+                                                    "postgres", "cluster")}
         self.runs: dict[str, Run] = {}
         self.events = self.enriched = ""
 
@@ -124,9 +132,17 @@ class World:
                                        {"sql": "concat(_partition, ':', _offset)"}]},
             "from": {"objectName": "Enriched"}}})
         load.write_text(yaml.safe_dump(commands, sort_keys=False))
+        on_cluster: list[str] = []
+        if self.cluster is not None:
+            spark = self.out / "cluster.yaml"
+            spark.write_text(yaml.safe_dump({"Spark": {
+                "spark.master": self.cluster.url, "spark.executor.memory": "1g",
+                "spark.cores.max": "2", "spark.executor.cores": "1"}}))
+            on_cluster = ["--config", str(spark)]
         for step, path, topic in (("enrich", enrich, self.events),
                                   ("load", load, self.enriched)):
-            self.runs[step] = Run(f"nemesis_{step}_{tag}", path, topic, self.out, args)
+            more = on_cluster if step == "load" else []
+            self.runs[step] = Run(f"nemesis_{step}_{tag}", path, topic, self.out, args + more)
             self.runs[step].start(time.monotonic())
 
     # -- the faults ------------------------------------------------------------------------
@@ -173,6 +189,15 @@ class World:
     def _failover(self, fault: Fault, journal: dict[str, Any]) -> None:
         journal["promoted_s"] = round(self.redis.fail_over(fault.lagging), 1)
 
+    def _lose_worker(self, fault: Fault, journal: dict[str, Any]) -> None:
+        if self.cluster is None:
+            journal["skipped"] = "no --cluster"
+            return
+        alive = [w for w in self.cluster.workers if w.popen.poll() is None]
+        alive[0].kill()  # the worker and its executor, with its Python workers
+        time.sleep(fault.hold)
+        self.cluster.start_worker(cores=1, memory="1g")
+
     def _cut(self, fault: Fault, journal: dict[str, Any]) -> None:
         self.proxy(fault.target).cut()
 
@@ -201,7 +226,8 @@ class World:
             for rival in run.rivals:
                 with suppress(ProcessLookupError):
                     os.killpg(rival.pid, signal.SIGKILL)
-        for stop in (self.kafka.stop, self.redis.stop, self.pg_proxy.stop, self.postgres.close):
+        stops = [self.kafka.stop, self.redis.stop, self.pg_proxy.stop, self.postgres.close]
+        for stop in stops + ([self.cluster.stop] if self.cluster is not None else []):
             try:
                 stop()
             except Exception as exc:  # the next service still stops; this one is named

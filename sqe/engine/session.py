@@ -135,11 +135,12 @@ def build_session(
         return connect_session(server, app_name, conf or {}, origins or {})
     require_java()
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
-    local = not submitted and (master is None or master.startswith("local"))
+    chosen = master or (conf or {}).get("spark.master")  # a config file's Spark: map may
+    local = not submitted and (chosen is None or chosen.startswith("local"))
     os.environ.update(python_env(local, os.environ))
     builder = SparkSession.builder.appName(app_name)
-    if master:
-        builder = builder.master(master)
+    if chosen:
+        builder = builder.master(chosen)
     elif not submitted:
         builder = builder.master("local[*]")
         for key, value in LOCAL_DEFAULTS.items():
