@@ -48,12 +48,11 @@ def supervise(world: World, begin: float, exits: list[dict[str, Any]],
     """One look at the runs: new batches noted, unbidden exits recorded and restarted."""
     now = time.monotonic()
     for name, run in world.runs.items():
-        for rival in list(run.rivals):
+        for rival, log in list(run.rivals):
             if rival.poll() is not None:
-                log = run.logs / f"{run.name}-rival-{run.rivals.index(rival) + 1}.err"
                 exits.append({"t": round(now - begin, 1), "run": f"{name}'s second run",
                               "code": rival.returncode, "said": last_error(log)})
-                run.rivals.remove(rival)
+                run.rivals.remove((rival, log))
         if run.new_batches():
             progress[name].append(now)
         lock = world.locks[name]
@@ -63,14 +62,12 @@ def supervise(world: World, begin: float, exits: list[dict[str, Any]],
             if run.killed or run.process is None or run.process.poll() is None:
                 continue
             exits.append({"t": round(now - begin, 1), "run": name,
-                          "code": run.process.returncode,
-                          "said": last_error(run.logs / f"{run.name}-{run.starts}.err")})
-            run.end()
-            live = [r for r in run.rivals if r.poll() is None]
+                          "code": run.process.returncode, "said": last_error(run.log)})
+            live = [r for r in run.rivals if r[0].poll() is None]
             if live:  # the second run a takeover started goes on as this run
-                run.process = live[0]
-                run.rivals.remove(live[0])
+                run.adopt(*live[0])
             else:
+                run.end()
                 time.sleep(2)
                 run.start(time.monotonic())
         finally:
@@ -206,7 +203,10 @@ def report(r: dict[str, Any]) -> list[str]:
     for f in r["faults"]:
         healed = "no progress after it" if f["healed_s"] is None else \
             f"load's next batch {f['healed_s']:.1f} s after"
-        lines.append(f"  {f['fault']}: {healed}" + (f" ({f['error']})" if f["error"] else ""))
+        noted = [f"{k.replace('_', ' ')}: {v}" for k, v in f.items()
+                 if k not in ("fault", "healed_s", "error")]
+        lines.append(f"  {f['fault']}: {healed}" + "".join(f"; {n}" for n in noted)
+                     + (f" (failed: {f['error']})" if f["error"] else ""))
     for e in r["exits"]:
         lines.append(f"  exit at {e['t']:.0f} s: {e['run']} exited {e['code']}: {e['said']}")
     if not r["drained"]:

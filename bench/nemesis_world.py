@@ -23,7 +23,7 @@ from typing import Any
 import chain
 import yaml
 from nemesis_schedule import Fault
-from soak import Topology, tree_pids
+from soak import Topology, last_error, tree_pids
 
 from sqe.engine.lock import HEARTBEAT_SECONDS
 from tests.support.fault_proxy import FaultProxy
@@ -42,8 +42,19 @@ class Run(Topology):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self.rivals: list[subprocess.Popen[bytes]] = []
+        self.rivals: list[tuple[subprocess.Popen[bytes], Path]] = []  # and their logs
         self.killed = False  # the nemesis ended it: its exit is no news
+        self.log = self.logs / f"{self.name}-0.err"  # the running process's stderr
+
+    def start(self, now: float) -> None:
+        super().start(now)
+        self.log = self.logs / f"{self.name}-{self.starts}.err"
+
+    def adopt(self, rival: subprocess.Popen[bytes], log: Path) -> None:
+        """The second run goes on as this run (the first ended)."""
+        self.end()
+        self.process, self.log = rival, log
+        self.rivals = [r for r in self.rivals if r[0] is not rival]
 
     def pids(self) -> list[int]:
         return tree_pids(self.process.pid) if self.process is not None else []
@@ -58,17 +69,18 @@ class Run(Topology):
         namespaces: ``unshare``, which needs root), as a scheduler would start on another
         machine when this one looks dead."""
         self.logs.mkdir(parents=True, exist_ok=True)
-        n = len(self.rivals) + 1
+        n = len(self.rivals) + 1 + sum(1 for f in self.logs.glob(f"{self.name}-rival-*"))
         hosts = self.logs / "hosts"  # the other host name resolves, as on a real host
         hosts.write_text(Path("/etc/hosts").read_text() + f"\n127.0.0.1 {OTHER_HOST}\n")
         script = f'hostname {OTHER_HOST} && mount --bind {hosts} /etc/hosts && exec "$@"'
-        with open(self.logs / f"{self.name}-rival-{n}.err", "wb") as err:
+        log = self.logs / f"{self.name}-rival-{n}.err"
+        with open(log, "wb") as err:
             rival = subprocess.Popen(["unshare", "-u", "-m", "sh", "-c", script, "sh",
                                       *self.command],
                                      stdout=subprocess.DEVNULL, stderr=err,
                                      stdin=subprocess.DEVNULL, env=chain.child_env(),
                                      cwd=chain.ROOT, start_new_session=True)
-        self.rivals.append(rival)
+        self.rivals.append((rival, log))
         return rival
 
 
@@ -174,7 +186,15 @@ class World:
         rival = run.start_rival()
         time.sleep(min(fault.hold, 2 * HEARTBEAT_SECONDS))
         run.signal_all(signal.SIGCONT)
-        journal["rival_pid"] = rival.pid
+        # the first run finds the taker's lock at its next heartbeat and stops
+        deadline = time.monotonic() + 3 * HEARTBEAT_SECONDS
+        first = run.process
+        while first is not None and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        journal["first_run"] = "still running" if first is None or first.poll() is None else \
+            f"exited {first.returncode}: {last_error(run.log)}"
+        if rival.poll() is None:
+            run.adopt(rival, run.rivals[-1][1])
 
     def _restart(self, fault: Fault, journal: dict[str, Any]) -> None:
         if fault.target == "kafka":
@@ -223,7 +243,7 @@ class World:
         for run in self.runs.values():
             run.signal_all(signal.SIGCONT)
             run.end()
-            for rival in run.rivals:
+            for rival, _ in run.rivals:
                 with suppress(ProcessLookupError):
                     os.killpg(rival.pid, signal.SIGKILL)
         stops = [self.kafka.stop, self.redis.stop, self.pg_proxy.stop, self.postgres.close]
