@@ -55,21 +55,28 @@ def supervise(world: World, begin: float, exits: list[dict[str, Any]],
                 run.rivals.remove((rival, log))
         if run.new_batches():
             progress[name].append(now)
+            run.failures = 0
         lock = world.locks[name]
         if not lock.acquire(blocking=False):
             continue  # a fault is at it
         try:
-            if run.killed or run.process is None or run.process.poll() is None:
+            if run.killed:
+                continue
+            if run.process is None:  # ended unbidden: started again after a pause
+                if now >= run.restart_at:
+                    run.start(now)
+                continue
+            if run.process.poll() is None:
                 continue
             exits.append({"t": round(now - begin, 1), "run": name,
                           "code": run.process.returncode, "said": last_error(run.log)})
             live = [r for r in run.rivals if r[0].poll() is None]
             if live:  # the second run a takeover started goes on as this run
                 run.adopt(*live[0])
-            else:
+            else:  # 2 s, then twice as long after each exit without a batch, up to 30 s
                 run.end()
-                time.sleep(2)
-                run.start(time.monotonic())
+                run.failures += 1
+                run.restart_at = now + min(30.0, 2.0 * 2 ** (run.failures - 1))
         finally:
             lock.release()
 

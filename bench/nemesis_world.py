@@ -45,6 +45,7 @@ class Run(Topology):
         self.rivals: list[tuple[subprocess.Popen[bytes], Path]] = []  # and their logs
         self.killed = False  # the nemesis ended it: its exit is no news
         self.log = self.logs / f"{self.name}-0.err"  # the running process's stderr
+        self.failures, self.restart_at = 0, 0.0  # exits without a batch since; when to start
 
     def start(self, now: float) -> None:
         super().start(now)
