@@ -188,6 +188,7 @@ def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[s
     result = {"seed": seed, "minutes": args.minutes, "rate": args.rate,
               "events": sum(found["input"].values()), "faults": faults_done, "exits": exits,
               "stop_codes": stop_codes, "drained": drained, "backlog_end": left,
+              "producer_error": producer.error,
               "stores": verdict(found), "out": str(out)}
     (out / "nemesis.json").write_text(json.dumps(result, indent=1))
     return result
@@ -218,6 +219,8 @@ def report(r: dict[str, Any]) -> list[str]:
         lines.append(f"  exit at {e['t']:.0f} s: {e['run']} exited {e['code']}: {e['said']}")
     if not r["drained"]:
         lines.append(f"  the chain did not drain: {r['backlog_end']} records left")
+    if r["producer_error"]:  # events it could not send are not in the input: not expected
+        lines.append(f"  the input's producer: {r['producer_error']}")
     return lines
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "SourceError",
     "StateError",
     "ReplicaLagError",
+    "StoreConnectionLost",
     "StaleBatchError",
     "RedisBusyError",
     "RunError",
@@ -88,6 +89,15 @@ class StateError(SqeError, RuntimeError):
 class ReplicaLagError(StateError):
     """A commit that the Redis primary holds but too few of its replicas acknowledged in time:
     a failover could lose it, so the batch does not count as done."""
+
+
+class StoreConnectionLost(StateError):
+    """A store's connection dropped under a batch (a restart, a reset, a reply lost): what
+    the batch sent is sent again on a new connection.  ``reason``: the driver's words."""
+
+    def __init__(self, text: str, reason: str | None = None) -> None:
+        super().__init__(text)
+        self.reason = reason or text
 
 
 class StaleBatchError(StateError):

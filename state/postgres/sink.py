@@ -36,7 +36,7 @@ from pyspark.sql import types as T
 
 from sqe.config.extras import missing, optional
 from sqe.config.secrets import redact_url
-from sqe.errors import StaleBatchError, StateError
+from sqe.errors import StaleBatchError, StateError, StoreConnectionLost
 from sqe.faults import fault_point
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm import HwmStore
@@ -147,7 +147,7 @@ class _Transaction:
             text = f"{self.where}: cannot connect ({error_text(exc)}); the batch fails and " \
                 "is written when it is retried"
             if isinstance(exc, psycopg.OperationalError):
-                raise ConnectionLost(text, f"connect: {error_text(exc)}") from None
+                raise StoreConnectionLost(text, f"connect: {error_text(exc)}") from None
             raise StateError(text) from None
         schema, table = cfg.schema_and_table
         try:
@@ -174,7 +174,7 @@ class _Transaction:
         text = f"{self.where}: {error_text(exc)}; nothing of batch {self.batch.batch_id} " \
             "was committed"
         if isinstance(exc, psycopg.OperationalError):
-            return ConnectionLost(text, error_text(exc))
+            return StoreConnectionLost(text, error_text(exc))
         return StateError(text)
 
     def copy(self, frame: DataFrame, empty: bool = False) -> int:
@@ -221,15 +221,6 @@ class _Transaction:
         self.conn.close()
 
 
-class ConnectionLost(StateError):
-    """The batch's connection to Postgres dropped (a restart, a reset, a reply lost): the
-    transaction is sent again on a new connection.  ``reason``: the driver's words."""
-
-    def __init__(self, text: str, reason: str) -> None:
-        super().__init__(text)
-        self.reason = reason
-
-
 class PostgresSink(Sink):
     """A Postgres state: the batch's rows and its id in one SQL transaction (see the module
     docstring)."""
@@ -245,7 +236,7 @@ class PostgresSink(Sink):
         super().__init__(target)
         self.config = PostgresStateConfig.of(target)
         self._tx: _Transaction | None = None
-        self._lost: ConnectionLost | None = None  # at the COPY: the commit sends it again
+        self._lost: StoreConnectionLost | None = None  # at the COPY: the commit sends it again
         self._schema = T.StructType()  # the fields' types, as the one-pass plan saw them
 
     @classmethod
@@ -302,7 +293,7 @@ class PostgresSink(Sink):
         which sends the whole transaction again."""
         try:
             return copy(self._transaction)
-        except ConnectionLost as lost:
+        except StoreConnectionLost as lost:
             if self._transaction.sent is None:  # the rows are not in hand: the batch fails
                 raise
             self._lost = lost
@@ -338,7 +329,7 @@ class PostgresSink(Sink):
             try:
                 self._transaction.commit()
                 return
-            except ConnectionLost as exc:
+            except StoreConnectionLost as exc:
                 lost = exc
         tx = self._transaction
         first, sent, batch = [lost], tx.sent, tx.batch
@@ -361,7 +352,7 @@ class PostgresSink(Sink):
             return retried(call, self.config.retry_s, f"batch {batch.batch_id} of "
                            f"{batch.consumer}", action,
                            lambda exc: getattr(exc, "reason", str(exc)),
-                           errors=(ConnectionLost,), store=self.describe())[0]
+                           errors=(StoreConnectionLost,), store=self.describe())[0]
         except Unreachable as away:
             tried = f" (tried {away.tries} times within jw.sqe.state.postgres." \
                 "commitRetrySeconds)" if away.tries > 1 else ""

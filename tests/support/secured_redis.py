@@ -9,6 +9,7 @@ with the ``openssl`` command.
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Sequence
@@ -55,11 +56,21 @@ def make_tls_files(directory: Path) -> TlsFiles:
 
 
 def _low_free_port() -> int:
-    """A free port below 55536 (a cluster node also listens on its port + 10000)."""
+    """A free port below 55536 whose port + 10000 is free too (a cluster node also listens
+    there: its cluster bus)."""
     while True:
         port = free_port()
-        if port <= 55535:
+        if port <= 55535 and _free(port + 10000):
             return port
+
+
+def _free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def start_redis(directory: Path, args: Sequence[str], probe: dict, port: int | None = None,
