@@ -66,6 +66,9 @@ REDACTION_DEFAULTS: Mapping[str, str] = {
 #: driver's time planning a batch; SQE's failures name the topology's steps themselves.
 PLANNING_DEFAULTS: Mapping[str, str] = {
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # a run reports its own progress (sqe run --progress); Spark's stage bars would cut
+    # into those lines, on a cluster as locally
+    "spark.ui.showConsoleProgress": "false",
 }
 
 
