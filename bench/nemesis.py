@@ -37,8 +37,8 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 from nemesis_schedule import KINDS, Fault, draw, load, save
-from nemesis_world import POSTGRES_TABLE, World
-from soak import Producer, last_error
+from nemesis_world import POSTGRES_TABLE, SteadyProducer, World
+from soak import last_error
 
 from sqe.errors import SqeError
 
@@ -143,7 +143,7 @@ def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[s
     progress: dict[str, list[float]] = {"enrich": [], "load": []}
     try:
         world.start_chain(f"{seed}_{int(time.time())}")
-        producer = Producer(world.direct_brokers, world.events, args.rate, seconds)
+        producer = SteadyProducer(world.direct_brokers, world.events, args.rate, seconds)
         consumer = new_consumer(consumer_conf(world.direct_brokers, "nemesis-lag", quiet=True),
                                 "nemesis lag")
         begin = time.monotonic()

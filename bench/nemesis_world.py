@@ -11,6 +11,7 @@ targets overlap.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -23,7 +24,7 @@ from typing import Any
 import chain
 import yaml
 from nemesis_schedule import Fault
-from soak import Topology, last_error, tree_pids
+from soak import Producer, Topology, last_error, tree_pids
 
 from sqe.engine.lock import HEARTBEAT_SECONDS
 from tests.support.fault_proxy import FaultProxy
@@ -83,6 +84,39 @@ class Run(Topology):
                                      cwd=chain.ROOT, start_new_session=True)
         self.rivals.append((rival, log))
         return rival
+
+
+class SteadyProducer(Producer):
+    """soak's writer of the sample events, which goes on through a broker away: a failed
+    send is noted in ``troubles`` and the client made again a second later (the events of
+    that round may or may not be in the topic; the checker counts what the topic holds)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.troubles: list[str] = []
+
+    def run(self) -> None:
+        from sqe.cli.sample_events import sample_events
+        from sqe.config.kafka_client import Sender, producer_conf
+
+        events, start = sample_events(10**12), time.monotonic()
+        sender = None
+        while not self.halt.wait(0.05) and time.monotonic() - start < self.seconds:
+            try:
+                if sender is None:
+                    sender = Sender.start(producer_conf(self.brokers, {"log_level": 2}),
+                                          "nemesis events")
+                n = int(self.rate * (time.monotonic() - start)) - self.sent
+                sender.send_many(self.topic, [json.dumps(next(events)).encode()
+                                              for _ in range(n)], [None] * n, [-1] * n)
+                self.sent += n
+                sender.producer.poll(0)
+            except Exception as exc:  # noted; the next round sends with a new client
+                self.troubles.append(f"{time.monotonic() - start:.0f} s: {exc}")
+                sender = None
+                time.sleep(1)
+        problem = sender.finish(60) if sender is not None else None
+        self.error = "; ".join(self.troubles + ([problem] if problem else [])) or None
 
 
 class World:

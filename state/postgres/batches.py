@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqe.config.extras import optional, require
 from sqe.config.secrets import redact_url
-from sqe.errors import StateError
+from sqe.errors import StateError, StoreConnectionLost
 from sqe.ledger.commits import Commit
 from sqe.state.postgres.ddl import creation_lock
 
@@ -141,7 +141,10 @@ def batch_committed(dsn: str, schema: str | None, consumer: str, target: str, wh
                                 ).format(qualified(schema, BATCH_TABLE)), [consumer, target])
             return _commit(cur.fetchone(), where)
     except psycopg.Error as exc:
-        raise StateError(f"{where} at {redact_url(dsn)}: {error_text(exc)}") from None
+        text = f"{where} at {redact_url(dsn)}: {error_text(exc)}"
+        if isinstance(exc, psycopg.OperationalError):  # sent again by the caller, for a while
+            raise StoreConnectionLost(text, error_text(exc)) from None
+        raise StateError(text) from None
 
 
 def reset_batch(dsn: str, schema: str | None, consumer: str, target: str, where: str

@@ -259,16 +259,17 @@ class PostgresSink(Sink):
     def open(self, batch: Batch) -> None:
         super().open(batch)
         self._lost = None
-        self._tx = self._sent_again(lambda: _Transaction(self.config, batch), batch,
-                                    "opening the transaction")
+        self._tx = self._sent_again(lambda: _Transaction(self.config, batch),
+                                    _of(batch), "opening the transaction")
 
     def holds(self) -> bool:
         return self._transaction.holds
 
     def committed(self, consumer: str) -> Commit | None:
         schema, _ = self.config.schema_and_table
-        return batch_committed(self.config.dsn, schema, consumer, self.config.table,
-                               self.describe())
+        return self._sent_again(lambda: batch_committed(
+            self.config.dsn, schema, consumer, self.config.table, self.describe()),
+            f"consumer {consumer}", "reading its last batch")
 
     def reset(self, consumer: str) -> Commit | None:
         schema, _ = self.config.schema_and_table
@@ -343,14 +344,13 @@ class PostgresSink(Sink):
                 self._tx.copy_csv(*sent)
             self._tx.commit()
 
-        self._sent_again(again, batch, "the transaction")
+        self._sent_again(again, _of(batch), "the transaction")
 
-    def _sent_again(self, call: Callable[[], T_], batch: Batch, action: str) -> T_:
+    def _sent_again(self, call: Callable[[], T_], who: str, action: str) -> T_:
         """``call()``, made again on a new connection while Postgres is away for up to
         ``commitRetrySeconds``; longer, the batch fails in one sentence."""
         try:
-            return retried(call, self.config.retry_s, f"batch {batch.batch_id} of "
-                           f"{batch.consumer}", action,
+            return retried(call, self.config.retry_s, who, action,
                            lambda exc: getattr(exc, "reason", str(exc)),
                            errors=(StoreConnectionLost,), store=self.describe())[0]
         except Unreachable as away:
@@ -363,6 +363,10 @@ class PostgresSink(Sink):
             self._tx.close()
             self._tx = None
         super().close()
+
+
+def _of(batch: Batch) -> str:
+    return f"batch {batch.batch_id} of {batch.consumer}"
 
 
 def write_postgres(df: DataFrame, cfg: PostgresStateConfig, consumer: str, batch_id: int,
