@@ -12,7 +12,9 @@ kind                target              what happens
 ``takeover``        enrich, load        SIGSTOP for ``hold`` s (past the checkpoint lock's
                                         takeover); meanwhile a second run on the same
                                         checkpoint from another host name; then SIGCONT
-``restart``         kafka, postgres     the server stopped at once (SIGKILL, ``pg_ctl -m
+``restart``         kafka, postgres     the server stopped (the broker by SIGTERM: the pip
+                                        broker loses acknowledged records to a SIGKILL,
+                                        which Kafka does not; Postgres ``pg_ctl -m
                                         immediate``), started again after ``hold`` s
 ``failover``        redis               the primary SIGKILLed, its replica promoted by the
                                         Sentinel (``lagging``: the replica cut off first)

@@ -58,7 +58,13 @@ from sqe.source.config import (
 from sqe.source.dead_letters import DeadLetters
 from sqe.source.hang_up import quiet_hang_up
 from sqe.source.marks import TaskMarks
-from sqe.source.offsets import limit_offsets, moved_partitions, offsets_json, plan_ranges
+from sqe.source.offsets import (
+    limit_offsets,
+    moved_partitions,
+    offsets_json,
+    plan_ranges,
+    undelivered,
+)
 from sqe.source.rows import Records, to_rows
 from sqe.wire.columns import SCHEMA, Tally
 from sqe.wire.headers import FILTER_HEADER
@@ -268,10 +274,7 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
             if messages:
                 deadline = time.monotonic() + stream.read_timeout
             elif position < part.end and time.monotonic() > deadline:
-                raise SourceError(
-                    f"reading {part.topic}/{part.partition}: offsets {position}..{part.end} "
-                    f"were not delivered within {stream.read_timeout} s "
-                    f"(brokers {stream.bootstrap}); nothing of this batch was committed")
+                raise SourceError(undelivered(consumer, part, position, stream))
             if len(rec) >= _ROWS_PER_ARROW_BATCH or (position >= part.end and len(rec)):
                 batch, counts = to_rows(cfg, part, rec, marks, dead)
                 tally.add(counts)

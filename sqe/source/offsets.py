@@ -6,7 +6,8 @@ A partition the topic gained since the last batch starts at its earliest offset;
 partition that is gone, or one that now ends before the offset the stream stands at, means
 the topic was deleted and created again or its records removed: :func:`moved_partitions`
 says so in one sentence, so the stream stops instead of waiting for offsets that will
-never come or skipping records.
+never come or skipping records.  A range that stops delivering before its end is said by
+:func:`undelivered`: the broker's log may end there now (acknowledged records lost).
 
 Example::
 
@@ -21,9 +22,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from confluent_kafka import KafkaException, TopicPartition
+
 from sqe.source.config import RangeGroup, RangePartition, SourceConfig, group_ranges
 
-__all__ = ["limit_offsets", "moved_partitions", "offsets_json", "plan_ranges"]
+__all__ = ["limit_offsets", "moved_partitions", "offsets_json", "plan_ranges", "undelivered"]
 
 
 def offsets_json(offsets: Mapping[int, int]) -> dict[str, int]:
@@ -86,3 +89,25 @@ def plan_ranges(cfg: SourceConfig, start: Mapping[Any, Any], end: Mapping[Any, A
     ranges = [RangePartition(cfg.topic, p, begin.get(p, 0), e)
               for p, e in sorted(stop.items()) if e > begin.get(p, 0)]
     return group_ranges(ranges, cfg.stream.min_records_per_task)
+
+
+def undelivered(consumer: Any, part: Any, position: int, stream: Any) -> str:
+    """Why ``part`` stopped delivering at ``position``, before its planned end: the broker's
+    log may end there now (records it had acknowledged, lost: a broker restarted without
+    them, an unclean leader election), or it does not answer."""
+    where = f"reading {part.topic}/{part.partition}"
+    try:
+        _, high = consumer.get_watermark_offsets(
+            TopicPartition(part.topic, part.partition), timeout=10)
+    except KafkaException:
+        high = None
+    if high is not None and high <= position:
+        return (f"{where}: the partition ends at offset {high} now, before {part.end}, the end "
+                "this batch was planned to read when the broker had those records: the broker "
+                f"lost records {high}..{part.end - 1} it had acknowledged (a broker restarted "
+                "without them, or an unclean leader election); nothing of this batch was "
+                f"committed, and it reads offsets {high}..{part.end - 1} once the partition "
+                "holds them again")
+    return (f"{where}: offsets {position}..{part.end} were not delivered within "
+            f"{stream.read_timeout} s (brokers {stream.bootstrap}); nothing of this batch "
+            "was committed")

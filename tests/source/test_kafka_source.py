@@ -418,3 +418,28 @@ def test_a_batch_read_reads_exactly_the_offsets_between_its_start_and_end(spark,
         read(startingOffsets="earliest", endingOffsets='{"0": 4}').collect()
     with pytest.raises(SourceError, match="endingOffsets must be JSON offsets"):
         SourceConfig.from_options({"topic": topic, "endingOffsets": "latest"})
+
+
+@pytest.mark.kafka
+def test_a_range_past_the_end_of_the_log_says_the_broker_lost_acknowledged_records(
+        kafka_bootstrap, kafka_topic):
+    from types import SimpleNamespace
+
+    from confluent_kafka import Consumer
+
+    from sqe.source.offsets import undelivered
+
+    topic = kafka_topic(1, "short")
+    produce(kafka_bootstrap, topic, [(None, b"x", 0)] * 5)
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "short",
+                         **CLIENT_DEFAULTS})
+    stream = SimpleNamespace(read_timeout=120, bootstrap=kafka_bootstrap)
+    try:  # planned to 9 when the broker had 9 records; it has 5 now
+        lost = undelivered(consumer, SimpleNamespace(topic=topic, partition=0, end=9), 5, stream)
+        assert f"reading {topic}/0: the partition ends at offset 5 now, before 9" in lost
+        assert "the broker lost records 5..8 it had acknowledged" in lost and "\n" not in lost
+        late = undelivered(consumer, SimpleNamespace(topic=topic, partition=0, end=5), 3, stream)
+        assert late == (f"reading {topic}/0: offsets 3..5 were not delivered within 120 s "
+                        f"(brokers {kafka_bootstrap}); nothing of this batch was committed")
+    finally:
+        consumer.close()
