@@ -38,7 +38,7 @@ from sqe.engine.pipeline import StreamPipeline
 from sqe.engine.spark_api import describe_jobs
 from sqe.errors import SourceError, StaleBatchError, StateError
 from sqe.ledger.hwm import HwmStore
-from sqe.ledger.retry import Unreachable, retried
+from sqe.ledger.retry import Unreachable, cause, retried
 from sqe.source.kafka import KafkaSource
 from sqe.state.sink import Batch
 
@@ -109,12 +109,9 @@ class BatchProcessor:
                                    store.commit_retry_s, f"batch {batch_id} of "
                                    f"{self.p.consumer}", "its admission",
                                    store.describe_error)[0]
-                except Unreachable as away:
+                except (Unreachable, redis.RedisError) as exc:
                     raise SourceError(f"cannot read the HWM store of {self.p.consumer}: "
-                                      f"{store.describe_error(away.error)}") from None
-                except redis.RedisError as exc:
-                    raise SourceError(f"cannot read the HWM store of {self.p.consumer}: "
-                                      f"{store.describe_error(exc)}") from None
+                                      f"{store.describe_error(cause(exc))}") from None
                 if not todo:  # committed already: Spark re-ran a finished batch
                     report.skipped = True
                     failed = False

@@ -18,7 +18,7 @@ from typing import TypeVar
 
 import redis
 
-__all__ = ["REDIS_BLIPS", "Unreachable", "retried"]
+__all__ = ["REDIS_BLIPS", "Unreachable", "cause", "retried"]
 
 log = logging.getLogger("sqe")
 T = TypeVar("T")
@@ -41,21 +41,31 @@ class Unreachable(Exception):
 
 def retried(call: Callable[[], T], seconds: float, who: str, action: str,
             describe: Callable[[BaseException], str], errors: tuple[type[Exception], ...]
-            = REDIS_BLIPS, store: str = "the HWM store") -> tuple[T, int]:
+            = REDIS_BLIPS, store: str = "the HWM store", failed: Exception | None = None
+            ) -> tuple[T, int]:
     """``call()`` and the connection failures (``errors``) it took; each failure within
     ``seconds`` is warned about (``who``: ``store``'s connection failed at ``action``,
-    ``describe(error)``) and the call sent again.  Raises :class:`Unreachable` when the
-    store is still away after ``seconds``."""
+    ``describe(error)``) and the call sent again.  ``failed``: the first try was made
+    already and failed so.  Raises :class:`Unreachable` when the store is still away after
+    ``seconds``."""
     deadline = time.monotonic() + seconds
     pause, tries = _FIRST_PAUSE_S, 0
     while True:
-        try:
-            return call(), tries
-        except errors as exc:
-            tries += 1
-            if time.monotonic() + pause > deadline:
-                raise Unreachable(exc, tries) from None
-            log.warning("%s: %s's connection failed at %s (%s); sending %s again on a new "
-                        "connection", who, store, action, describe(exc), action)
-            time.sleep(pause)
-            pause = min(pause * 2, _LONGEST_PAUSE_S)
+        if failed is None:
+            try:
+                return call(), tries
+            except errors as exc:
+                failed = exc
+        tries += 1
+        if time.monotonic() + pause > deadline:
+            raise Unreachable(failed, tries) from None
+        log.warning("%s: %s's connection failed at %s (%s); sending %s again on a new "
+                    "connection", who, store, action, describe(failed), action)
+        failed = None
+        time.sleep(pause)
+        pause = min(pause * 2, _LONGEST_PAUSE_S)
+
+
+def cause(error: Exception) -> Exception:
+    """The store's own error behind ``error`` (the last one, when it stayed away)."""
+    return error.error if isinstance(error, Unreachable) else error

@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 from sqe.config.redis_clients import kept_client
 from sqe.errors import SourceError
 from sqe.ledger.hwm import HwmStore
-from sqe.ledger.retry import Unreachable, retried
+from sqe.ledger.retry import Unreachable, cause, retried
 from sqe.source.config import SourceConfig
 from sqe.source.replay import pair_groups
 
@@ -116,9 +116,6 @@ def read_marks(store: HwmStore, pairs: Iterable[Pair], retry_s: float = 0.0
     try:
         return retried(lambda: store.marks(asked), retry_s, f"consumer {store.consumer}",
                        "reading high-water marks", store.describe_error)[0]
-    except Unreachable as away:
+    except (Unreachable, redis.RedisError) as exc:
         raise SourceError(f"cannot read the high-water marks of consumer {store.consumer}: "
-                          f"{store.describe_error(away.error)}") from None
-    except redis.RedisError as exc:
-        raise SourceError(f"cannot read the high-water marks of consumer {store.consumer}: "
-                          f"{store.describe_error(exc)}") from None
+                          f"{store.describe_error(cause(exc))}") from None

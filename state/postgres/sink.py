@@ -332,27 +332,27 @@ class PostgresSink(Sink):
                 return
             except StoreConnectionLost as exc:
                 lost = exc
-        tx = self._transaction
-        first, sent, batch = [lost], tx.sent, tx.batch
+        sent, batch = self._transaction.sent, self._transaction.batch
 
         def again() -> None:
-            if first:
-                raise first.pop()
             self._transaction.close()
             self._tx = _Transaction(self.config, batch)
             if not self._tx.holds and sent is not None:
                 self._tx.copy_csv(*sent)
             self._tx.commit()
 
-        self._sent_again(again, _of(batch), "the transaction")
+        self._sent_again(again, _of(batch), "the transaction", failed=lost)
 
-    def _sent_again(self, call: Callable[[], T_], who: str, action: str) -> T_:
+    def _sent_again(self, call: Callable[[], T_], who: str, action: str,
+                    failed: StoreConnectionLost | None = None) -> T_:
         """``call()``, made again on a new connection while Postgres is away for up to
-        ``commitRetrySeconds``; longer, the batch fails in one sentence."""
+        ``commitRetrySeconds`` (``failed``: the first try failed so already); longer, the
+        batch fails in one sentence."""
         try:
             return retried(call, self.config.retry_s, who, action,
                            lambda exc: getattr(exc, "reason", str(exc)),
-                           errors=(StoreConnectionLost,), store=self.describe())[0]
+                           errors=(StoreConnectionLost,), store=self.describe(),
+                           failed=failed)[0]
         except Unreachable as away:
             tried = f" (tried {away.tries} times within jw.sqe.state.postgres." \
                 "commitRetrySeconds)" if away.tries > 1 else ""
