@@ -7,12 +7,15 @@ import ast
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.support import ROOT
 
-#: The one import name the package installs, and the repository folders that are its
-#: sub-packages (sqe/state and sqe/partitioners link to them).
-PACKAGES = {"sqe": "sqe", "state": "sqe.state", "partitioners": "sqe.partitioners"}
+#: The one import name the package installs, every module a real file under sqe/.
+PACKAGE = "sqe"
+
+#: The repository folders of data (no Python) that pyproject.toml maps into the package.
+DATA_PACKAGES = {"sqe.topologies": "topologies", "sqe.conf": "conf"}
 
 #: Layer -> the layers it may import (besides itself), bottom up.  A module's layer is the
 #: longest prefix of its dotted name found here.
@@ -48,11 +51,9 @@ MAX_LINES = 400
 
 def _modules() -> list[tuple[str, Path]]:
     out = []
-    for folder, package in PACKAGES.items():
-        for path in sorted((ROOT / folder).rglob("*.py")):  # not through sqe/'s links
-            parts = path.relative_to(ROOT / folder).with_suffix("").parts
-            name = ".".join([package, *(parts[:-1] if parts[-1] == "__init__" else parts)])
-            out.append((name, path))
+    for path in sorted((ROOT / PACKAGE).rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        out.append((".".join(parts[:-1] if parts[-1] == "__init__" else parts), path))
     return out
 
 
@@ -78,20 +79,20 @@ def _imports(tree: ast.Module) -> list[tuple[str, bool]]:
             visit(child, inner)
 
     visit(tree, False)
-    return [(m, nested) for m, nested in found if m.split(".")[0] in PACKAGES]
+    return [(m, nested) for m, nested in found if m.split(".")[0] == PACKAGE]
 
 
-def test_the_package_installs_one_import_name():
-    for folder, package in PACKAGES.items():
-        if folder != package:
-            link = ROOT / package.replace(".", "/")
-            assert link.is_symlink() and link.resolve() == (ROOT / folder).resolve(), (
-                f"{link.relative_to(ROOT)} must link to {folder}/")
-    for _, path in MODULES:
-        assert not any(m.split(".")[0] in ("state", "partitioners") for m, _ in
-                       _imports(ast.parse(path.read_text()))), (
-            f"{path.relative_to(ROOT)} imports a top-level state/partitioners module: "
-            "they install as sqe.state and sqe.partitioners")
+def test_the_package_installs_one_import_name_with_no_link():
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    links = [p for p in (ROOT / PACKAGE).rglob("*") if p.is_symlink()]
+    assert links == [], f"links in the package: {links}; tools do not see through them"
+    assert setuptools["package-dir"] == DATA_PACKAGES
+    for package, folder in DATA_PACKAGES.items():
+        assert not list((ROOT / folder).rglob("*.py")), f"{folder}/ ({package}) holds data only"
+    found = {".".join(init.parent.relative_to(ROOT).parts)
+             for init in (ROOT / PACKAGE).rglob("__init__.py")}
+    assert set(setuptools["packages"]) == found | set(DATA_PACKAGES), (
+        "pyproject.toml's packages must list every package of the tree")
 
 
 MODULES = _modules()

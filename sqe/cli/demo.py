@@ -43,7 +43,9 @@ __all__ = ["DemoReport", "run_demo", "shipped_file"]
 def shipped_file(relative: str) -> Path:
     """A file the package ships (``topologies/enrich.yaml``, ``conf/local.yaml``: the
     repository's, which the installed package carries as data)."""
-    path = Path(str(resources.files("sqe").joinpath(relative)))
+    path = Path(str(resources.files("sqe").joinpath(relative)))  # installed: sqe/topologies
+    if not path.is_file():  # run from a checkout: the repository's own folder beside sqe/
+        path = Path(str(resources.files("sqe"))).resolve().parent / relative
     if not path.is_file():
         raise RunError(f"{relative} is missing from the installed sqe package at "
                        f"{path.parent}; reinstall sqe-spark")
