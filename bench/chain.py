@@ -285,7 +285,7 @@ def committed_records(brokers: str, topic: str, timeout: float = 120.0) -> int:
     partition (transaction markers take offsets but are no records)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    from sqe.config.kafka_client import consumer_conf
+    from sqe.clients.kafka import consumer_conf
 
     client = Consumer(consumer_conf(brokers, "bench-chain-count", {
         "isolation.level": "read_committed", "enable.partition.eof": True}, quiet=True))
@@ -588,7 +588,7 @@ def empty_batches(s: Services, batches: int, remote: bool = False) -> dict[str, 
     when ``remote``)."""
     from confluent_kafka import Producer
 
-    from sqe.config.kafka_client import producer_conf
+    from sqe.clients.kafka import producer_conf
 
     topic = new_topic(s.brokers, "bench-chain-quiet")
     flush(s.redis_url)

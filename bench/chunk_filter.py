@@ -18,7 +18,7 @@ Three readers, the same data, one run:
 * (c) Bloom stage + post-filter: ``filterValues: [region-7]``.
 
 Measured twice: the read stage alone (what ``read()`` does after the fetch:
-:func:`sqe.source.rows.to_rows` on the fetched records, 5 repetitions), and
+:func:`sqe.source.kafka.rows.to_rows` on the fetched records, 5 repetitions), and
 the whole ``read_range`` of a real topic through the broker (fetch included,
 3 repetitions; a local pip broker is started unless ``--brokers`` is given;
 ``--no-broker`` skips it).  Prints medians in messages of the topic per second
@@ -38,9 +38,9 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-from sqe.source.config import RangePartition, SourceConfig
 from sqe.source.kafka import read_range
-from sqe.source.rows import Records, to_rows
+from sqe.source.kafka.config import RangePartition, SourceConfig
+from sqe.source.kafka.rows import Records, to_rows
 from sqe.wire.chunk.pack import encode_chunks
 from sqe.wire.columns import Tally
 
@@ -110,7 +110,7 @@ def through_broker(rec: Records, brokers: str, reps: int) -> dict[str, dict]:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from sqe.config.kafka_client import Sender, producer_conf
+    from sqe.clients.kafka import Sender, producer_conf
 
     topic = f"bench-chunks-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": brokers})

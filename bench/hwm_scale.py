@@ -162,7 +162,7 @@ def _produce(brokers: str, records: int) -> str:
     from confluent_kafka import KafkaException, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from sqe.config.kafka_client import Sender, error_text, producer_conf
+    from sqe.clients.kafka import Sender, error_text, producer_conf
     from sqe.wire.keys import StreamMetadata
 
     topic = f"bench-scale-{uuid.uuid4().hex[:8]}"

@@ -109,7 +109,7 @@ def create_topic(admin: Any, brokers: str, partitions: int, prefix: str) -> str:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewTopic
 
-    from sqe.config.kafka_client import error_text
+    from sqe.clients.kafka import error_text
 
     topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
     try:
@@ -124,7 +124,7 @@ def topic_size(brokers: str, topic: str) -> int:
     """Offsets used in ``topic`` (records, plus transaction markers where there are any)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from sqe.config.kafka_client import consumer_conf
+    from sqe.clients.kafka import consumer_conf
 
     client = Consumer(consumer_conf(brokers, "bench-size", quiet=True))
     try:
@@ -142,7 +142,7 @@ def committed_records(brokers: str, topic: str, expected: int, timeout: float = 
     """Records a ``read_committed`` consumer sees in ``topic`` (stops at ``expected``)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from sqe.config.kafka_client import consumer_conf
+    from sqe.clients.kafka import consumer_conf
 
     client = Consumer(consumer_conf(brokers, "bench-count", {"isolation.level": "read_committed"},
                                     quiet=True))
@@ -163,7 +163,7 @@ def produce_all(producer: Any, topic: str, keys: list[bytes], value: bytes,
     acknowledgements; the first delivery error fails the run."""
     from confluent_kafka import KafkaException
 
-    from sqe.config.kafka_client import error_text
+    from sqe.clients.kafka import error_text
 
     failures: list[str] = []
 
@@ -251,7 +251,8 @@ class Writers:
         return seconds
 
     def _state(self, topic: str) -> None:
-        from sqe.state.kafka.sink import KafkaStateConfig, write_kafka
+        from sqe.state.kafka.config import KafkaStateConfig
+        from sqe.state.kafka.sink import write_kafka
 
         cfg = KafkaStateConfig(topic=topic, brokers=self.brokers, keytype="StreamMetadata",
                                fields=("value",),
@@ -263,7 +264,7 @@ class Writers:
     def _producer(self, txn_records: int | None) -> Any:
         from confluent_kafka import KafkaException, Producer
 
-        from sqe.config.kafka_client import error_text, producer_conf
+        from sqe.clients.kafka import error_text, producer_conf
 
         extra: dict[str, Any] = {"log_level": 2}
         if txn_records:

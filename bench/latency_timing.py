@@ -46,7 +46,7 @@ from typing import Any
 
 import redis
 
-from sqe.config.redis_busy import is_busy
+from sqe.clients.redis_busy import is_busy
 
 TICK_S = 0.005
 LINGER_MS = 5
@@ -67,7 +67,7 @@ class Producer(threading.Thread):
     def __init__(self, brokers: str, topic: str, rate: float, seconds: float,
                  partitions: int, events: int | None = None) -> None:
         from sqe.cli.sample_events import sample_events
-        from sqe.config.kafka_client import Sender, producer_conf
+        from sqe.clients.kafka import Sender, producer_conf
 
         super().__init__(daemon=True)
         self.topic, self.rate, self.partitions = topic, rate, partitions

@@ -97,7 +97,7 @@ def counts(world: World) -> dict[str, Counter[str]]:
     """Each event id's count in the input topic, in load_log and in the Postgres table."""
     import psycopg
 
-    from sqe.config.kafka_client import read_all
+    from sqe.clients.kafka import read_all
 
     found: dict[str, Counter[str]] = {
         "input": Counter(json.loads(m.value())["event_id"]
@@ -126,7 +126,7 @@ def verdict(found: dict[str, Counter[str]]) -> dict[str, dict[str, int]]:
 
 
 def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[str, Any]:
-    from sqe.config.kafka_client import consumer_conf, new_consumer
+    from sqe.clients.kafka import consumer_conf, new_consumer
 
     seconds = args.minutes * 60
     kinds = tuple(k for k in args.kinds if k != "lose-worker" or args.cluster)

@@ -97,7 +97,7 @@ class SteadyProducer(Producer):
 
     def run(self) -> None:
         from sqe.cli.sample_events import sample_events
-        from sqe.config.kafka_client import Sender, producer_conf
+        from sqe.clients.kafka import Sender, producer_conf
 
         events, start = sample_events(10**12), time.monotonic()
         sender = None

@@ -181,7 +181,7 @@ def produce_topic(data: Data, brokers: str, partitions: int) -> str:
     from confluent_kafka import KafkaException, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from sqe.config.kafka_client import Sender, error_text, producer_conf
+    from sqe.clients.kafka import Sender, error_text, producer_conf
 
     topic = f"bench-replay-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": brokers, "log_level": 2})
@@ -252,7 +252,7 @@ class Consumers:
     def run(self, way: str, rep: int | str) -> Run:
         from pyspark.sql import functions as F
 
-        from sqe.source.native import decode_key_columns
+        from sqe.source.kafka.native import decode_key_columns
         from sqe.source.replay import filter_replays_frame
         from sqe.wire.columns import data_rows
 

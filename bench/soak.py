@@ -150,7 +150,7 @@ class Producer(threading.Thread):
 
     def run(self) -> None:
         from sqe.cli.sample_events import sample_events
-        from sqe.config.kafka_client import Sender, producer_conf
+        from sqe.clients.kafka import Sender, producer_conf
 
         try:
             sender = Sender.start(producer_conf(self.brokers, {"log_level": 2}), "soak events")
@@ -272,7 +272,7 @@ def plot(result: dict[str, Any], path: Path) -> str | None:
 def soak(args: argparse.Namespace, brokers: str, redis_url: str, out: Path, stack: ExitStack,
          say: Callable[[str], None]) -> dict[str, Any]:
     from sqe.cli.local_services import service_conf
-    from sqe.config.kafka_client import consumer_conf, new_consumer
+    from sqe.clients.kafka import consumer_conf, new_consumer
 
     events, enriched = (chain.new_topic(brokers, f"soak-{t}") for t in ("events", "enriched"))
     tag, conf = f"{int(time.time())}", service_conf(brokers, redis_url)

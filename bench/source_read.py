@@ -21,9 +21,9 @@ import uuid
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sqe.config.kafka_client import producer_conf
-from sqe.source.config import RangePartition, SourceConfig
+from sqe.clients.kafka import producer_conf
 from sqe.source.kafka import read_range
+from sqe.source.kafka.config import RangePartition, SourceConfig
 from sqe.wire.keys import StreamMetadata
 
 

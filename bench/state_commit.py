@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import redis
 
-from sqe.config.redis_endpoint import RedisEndpoint
+from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.engine.session import build_session
 from sqe.ledger.hwm import HwmStore, Stage
 from sqe.state.postgres.sink import PostgresStateConfig, write_postgres

@@ -48,11 +48,11 @@ _EXPORTS = {
     "TopologyPlan": "sqe.config.plan", "Settings": "sqe.config.settings",
     "StreamSettings": "sqe.config.views", "StateSettings": "sqe.config.views",
     "KafkaStateSettings": "sqe.config.views", "RedisStateSettings": "sqe.config.views",
-    "PostgresStateSettings": "sqe.config.views", "RedisEndpoint": "sqe.config.redis_endpoint",
-    "BatchReport": "sqe.engine.batch_report", "Tally": "sqe.wire.columns",
+    "PostgresStateSettings": "sqe.config.views", "RedisEndpoint": "sqe.clients.redis_endpoint",
+    "BatchReport": "sqe.observe.batch_report", "Tally": "sqe.wire.columns",
     # watching a run
-    "RunWatcher": "sqe.engine.watch", "StreamView": "sqe.engine.watch",
-    "PartitionLag": "sqe.source.lag", "PrometheusWatcher": "sqe.engine.metrics",
+    "RunWatcher": "sqe.observe.watch", "StreamView": "sqe.observe.watch",
+    "PartitionLag": "sqe.source.kafka.lag", "PrometheusWatcher": "sqe.observe.metrics",
     "Rerun": "sqe.engine.recovery",
     # keys
     "StreamMetadata": "sqe.wire.keys", "decode_keys": "sqe.wire.keys",
@@ -83,8 +83,8 @@ __all__ = [
 
 if TYPE_CHECKING:
     from sqe.api import PreparedRun, RunResult, load_topology, prepare, run, validate
+    from sqe.clients.redis_endpoint import RedisEndpoint
     from sqe.config.plan import TopologyPlan
-    from sqe.config.redis_endpoint import RedisEndpoint
     from sqe.config.settings import ConfigFile, Settings
     from sqe.config.views import (
         KafkaStateSettings,
@@ -93,10 +93,7 @@ if TYPE_CHECKING:
         StateSettings,
         StreamSettings,
     )
-    from sqe.engine.batch_report import BatchReport
-    from sqe.engine.metrics import PrometheusWatcher
     from sqe.engine.recovery import Rerun
-    from sqe.engine.watch import RunWatcher, StreamView
     from sqe.errors import (
         BadRecordError,
         CheckpointMismatch,
@@ -118,7 +115,10 @@ if TYPE_CHECKING:
     )
     from sqe.hop import Hop, HopBatch
     from sqe.lang.topology import CreateStream, From, InsertInto, Query, Select, SetCommand, Topology
-    from sqe.source.lag import PartitionLag
+    from sqe.observe.batch_report import BatchReport
+    from sqe.observe.metrics import PrometheusWatcher
+    from sqe.observe.watch import RunWatcher, StreamView
+    from sqe.source.kafka.lag import PartitionLag
     from sqe.wire.columns import Tally
     from sqe.wire.keys import StreamMetadata, decode_keys, encode_keys, pid_for
 

@@ -48,7 +48,6 @@ from pyspark.sql.streaming import DataStreamWriter
 from sqe.config.plan import TopologyPlan, plan_topology
 from sqe.config.settings import ConfigFile, load_config
 from sqe.engine.batch import BatchProcessor
-from sqe.engine.batch_report import BatchReport
 from sqe.engine.checkpoint import StreamCheckpoint, local_checkpoint, use_file_system_manager
 from sqe.engine.hop_batch import HopBatch, UserWay
 from sqe.engine.hop_sink import HopSink, HopSpec, sink_frame
@@ -58,6 +57,7 @@ from sqe.engine.start import PreparedStream, default_rerun, prepare_stream
 from sqe.engine.stream_frame import source_frame
 from sqe.errors import OptionError, RunError, TopologyError
 from sqe.lang.topology import InsertInto, Topology, parse_commands
+from sqe.observe.batch_report import BatchReport
 from sqe.source.kafka import KafkaSource
 from sqe.state.registry import SINKS
 

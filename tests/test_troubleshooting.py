@@ -28,7 +28,7 @@ from sqe.cli import commands
 from sqe.cli import main as cli_main
 from sqe.engine import runner
 from sqe.errors import BadRecordError, ChunkError, RunError, RunStopped, SqeError
-from sqe.source import rows
+from sqe.source.kafka import rows
 from tests.support import ROOT
 
 DOCS = ROOT / "docs"
@@ -184,7 +184,7 @@ def _run_exit(error: BaseException, signum: int) -> int:
 
 def _corrupt_chunk(cls: type[ChunkError]) -> BaseException:
     """The error a chunk error reaches the CLI in: what the source raises for a chunk that
-    cannot be decoded, under corruptChunkPolicy fail (sqe/source/rows.py)."""
+    cannot be decoded, under corruptChunkPolicy fail (sqe/source/kafka/rows.py)."""
     config = SimpleNamespace(stream=SimpleNamespace(corrupt_policy="fail",
                                                     bad_record_policy="fail"))
     part = SimpleNamespace(topic="enriched", partition=1)
@@ -264,7 +264,7 @@ def test_one_error_tree_every_error_a_user_meets_is_a_value_or_a_run_time_error(
     handlers still see a Redis error."""
     import redis
 
-    from sqe.config.redis_busy import RedisBusyError
+    from sqe.clients.redis_busy import RedisBusyError
     from sqe.errors import RefusedOption, StaleBatchError, StateError
 
     for name in sqe.errors.__all__:

@@ -23,20 +23,20 @@ from sqe.cli import report as summary
 from sqe.cli.demo import run_demo
 from sqe.cli.live import LiveProgress
 from sqe.cli.sample_events import produce_events
-from sqe.config.logs import set_log_level
 from sqe.config.registry import CLIENT_PROPERTIES, REGISTRY, RETIRED
-from sqe.config.secrets import mask_value
 from sqe.config.settings import Settings, load_config, parse_conf_pairs
 from sqe.config.views import StreamSettings
 from sqe.engine.checkpoint import CheckpointFiles
 from sqe.engine.lock import CheckpointLock
-from sqe.engine.metrics import PrometheusWatcher
 from sqe.engine.recovery import Rerun
 from sqe.engine.session import build_session, quiet_failure_traces
-from sqe.engine.watch import RunWatcher
 from sqe.errors import RunError, RunStopped, SourceError, SqeError, StateError
 from sqe.lang.topology import read_topology
 from sqe.ledger.hwm import HwmStore
+from sqe.logs import set_log_level
+from sqe.observe.metrics import PrometheusWatcher
+from sqe.observe.watch import RunWatcher
+from sqe.secrets import mask_value
 from sqe.state.registry import SINKS
 from sqe.wire.keys import StreamMetadata, pid_for
 

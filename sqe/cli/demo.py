@@ -34,7 +34,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from sqe.cli.local_services import service_conf, start_local_kafka, start_local_redis
 from sqe.cli.sample_events import produce_events
-from sqe.config.kafka_client import read_all
+from sqe.clients.kafka import read_all
 from sqe.errors import RunError
 from sqe.faults import kill_group, start_with_fault, wait_for_fault
 

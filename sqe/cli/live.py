@@ -9,7 +9,7 @@ progress display), and the batch lines of the log print above them; elsewhere
 
 (one line, folded here)
 
-The backlog is what the run's :class:`~sqe.engine.watch.BacklogPoller` last
+The backlog is what the run's :class:`~sqe.observe.watch.BacklogPoller` last
 asked the brokers (a stream that is not read with the ``sqe-kafka`` source
 has none); the rate is the records read since the stream's first batch of this
 run started; the time to go is the backlog at that rate.
@@ -26,9 +26,9 @@ from typing import IO, Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
-from sqe.engine.batch_report import BatchReport
-from sqe.engine.watch import RunWatcher, StreamView
-from sqe.source.lag import PartitionLag, total_backlog
+from sqe.observe.batch_report import BatchReport
+from sqe.observe.watch import RunWatcher, StreamView
+from sqe.source.kafka.lag import PartitionLag, total_backlog
 
 __all__ = ["LiveProgress", "StreamProgress", "duration_text"]
 

@@ -39,8 +39,8 @@ from urllib.parse import urlsplit
 import redis
 from confluent_kafka.admin import AdminClient
 
+from sqe.clients.kafka import CLIENT_DEFAULTS
 from sqe.config.extras import install_hint
-from sqe.config.kafka_client import CLIENT_DEFAULTS
 from sqe.errors import PrerequisiteError
 
 __all__ = [

@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from sqe import __version__
 from sqe.cli import commands, pipelines, reset, services, status
 from sqe.cli.suggest import SuggestingParser, parse_or_suggest
-from sqe.config.logs import LEVELS
 from sqe.errors import SqeError, TopologyError
+from sqe.logs import LEVELS
 
 __all__ = ["main"]
 

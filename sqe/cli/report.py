@@ -1,7 +1,7 @@
 """``sqe report``: what a topology's runs did, from the progress file of its checkpoint.
 
 :func:`summarize` folds the entries of one or more progress files
-(:mod:`sqe.engine.progress`) into one :class:`StreamSummary` per stream (per
+(:mod:`sqe.observe.progress`) into one :class:`StreamSummary` per stream (per
 ``<topology>.<stream>`` consumer): batches, records in, replays dropped, rows
 written per state, Bloom chunks read and skipped, bytes decoded, total and median
 batch duration and records per second.  :func:`summary_table` prints them as a
@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqe.config.extras import install_hint
-from sqe.engine.batch_report import BatchReport
-from sqe.engine.progress import PROGRESS_FILE, Progress, ProgressEntry, read_progress
 from sqe.errors import PrerequisiteError, ReportError
+from sqe.observe.batch_report import BatchReport
+from sqe.observe.progress import PROGRESS_FILE, Progress, ProgressEntry, read_progress
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

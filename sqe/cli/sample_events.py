@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sqe.config.kafka_client import error_text, new_producer, producer_conf
+from sqe.clients.kafka import error_text, new_producer, producer_conf
 from sqe.errors import SourceError
 
 __all__ = ["REGIONS", "ensure_topic", "sample_events", "produce_events"]

@@ -37,15 +37,15 @@ from sqe import api
 from sqe.cli.live import duration_text
 from sqe.config.plan import TopologyPlan
 from sqe.config.settings import load_config, parse_conf_pairs
-from sqe.engine.batch_report import BatchReport, partition_offsets
 from sqe.engine.checkpoint import CheckpointFiles, StreamCheckpoint, default_checkpoint
 from sqe.engine.lock import CheckpointLock
 from sqe.engine.pipeline import StreamStores, stream_source, stream_stores
-from sqe.engine.progress import ProgressError, progress_path, read_progress
 from sqe.errors import SqeError
 from sqe.lang.topology import CreateStream
 from sqe.ledger.commits import Commit
-from sqe.source.lag import LagReader, PartitionLag, total_backlog
+from sqe.observe.batch_report import BatchReport, partition_offsets
+from sqe.observe.progress import ProgressError, progress_path, read_progress
+from sqe.source.kafka.lag import LagReader, PartitionLag, total_backlog
 from sqe.state.sink import Sink
 
 __all__ = ["RunStatus", "StreamStatus", "gather", "status"]

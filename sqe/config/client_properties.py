@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from sqe.config.kafka_client import check_properties
+from sqe.clients.kafka import check_properties
 from sqe.config.registry import CONSUMER_PREFIX, JAVA_PROPERTIES, PRODUCER_PREFIX
 from sqe.config.settings import Settings
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from sqe.config.redis_endpoint import check_url
+from sqe.clients.redis_endpoint import check_url
 from sqe.lang.documents import SyntaxProblem, load_json
 from sqe.lang.spark_types import type_problem
 from sqe.partitioners import resolve

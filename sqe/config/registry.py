@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import replace
 
+from sqe.clients.redis_endpoint import check_url
 from sqe.config.option_checks import (
     check_bloom_size,
     check_brokers,
@@ -26,9 +27,8 @@ from sqe.config.option_checks import (
     check_state_redis_url,
 )
 from sqe.config.options import PREFIX, Option, Scope
-from sqe.config.redis_endpoint import check_url
-from sqe.config.secrets import is_secret_key
 from sqe.errors import OptionError
+from sqe.secrets import is_secret_key
 
 __all__ = ["CLIENT_PROPERTIES", "CONSUMER_PREFIX", "JAVA_PROPERTIES", "OWNED_PROPERTIES",
            "PREFIX", "PRODUCER_PREFIX", "REGISTRY", "RETIRED", "client_property_option",

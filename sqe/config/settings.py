@@ -15,7 +15,7 @@ where each value came from (:meth:`Settings.origin`).  Keys outside
 ``jw.sqe.`` are kept aside in :attr:`Settings.foreign` (SQE allowed any
 ``Set`` key) and reported, never silently applied.  Every value may name
 environment variables, ``${NAME}`` or ``${NAME:-default}``, expanded when
-it is read (:func:`sqe.config.secrets.expand_env`), so files need not hold secrets.
+it is read (:func:`sqe.secrets.expand_env`), so files need not hold secrets.
 :meth:`Settings.overlay` refuses a layer at its first bad key; :meth:`Settings.overlay_each`
 (what ``sqe validate`` uses) checks every key, applies the good ones and remembers the refused
 ones, whose reading then raises :class:`~sqe.errors.RefusedOption`.
@@ -37,10 +37,10 @@ from typing import Any, TypeVar
 
 from sqe.config.options import PREFIX, coerce, render
 from sqe.config.registry import REGISTRY, lookup, suggest
-from sqe.config.secrets import MASK, expand_env, mask_value
 from sqe.config.spark_settings import closest_spark_setting, is_spark_setting, unknown_spark_setting
 from sqe.errors import OptionError, RefusedOption
 from sqe.lang.documents import SyntaxProblem, load_yaml, read_text
+from sqe.secrets import MASK, expand_env, mask_value
 
 __all__ = ["Settings", "ConfigFile", "load_config", "parse_conf_pairs", "spark_conf_options",
            "unless_refused"]

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast, overload
 
+from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.config.client_properties import consumer_properties, producer_properties
-from sqe.config.redis_endpoint import RedisEndpoint
 from sqe.config.registry import REGISTRY
 from sqe.config.settings import Settings
 from sqe.lang.expressions import Expression
@@ -75,7 +75,7 @@ def _replicas_for(option: int, endpoint: RedisEndpoint) -> int:
 
 def _login_keys(prefix: str) -> tuple[OptionKey[str | None], ...]:
     """The keys of one Redis connection's ACL user, password and TLS files, in
-    :class:`~sqe.config.redis_endpoint.RedisEndpoint`'s order."""
+    :class:`~sqe.clients.redis_endpoint.RedisEndpoint`'s order."""
     return tuple(OptionKey[str | None](f"{prefix}.{name}")
                  for name in ("username", "password", "tls.caFile", "tls.certFile", "tls.keyFile"))
 

@@ -13,7 +13,7 @@ Then the batch is written and committed: in one pass when the stream was planned
 (:mod:`sqe.engine.per_batch`), which also takes a one-pass batch that needs it (a record it
 cannot take); a hop's batch, by the user's function (:mod:`sqe.engine.hop_batch`).
 
-The batch's counters are a :class:`~sqe.engine.batch_report.BatchReport`, logged and
+The batch's counters are a :class:`~sqe.observe.batch_report.BatchReport`, logged and
 given to the runner (which appends it to the progress file and tells the run's watchers).
 """
 
@@ -29,7 +29,6 @@ import redis
 from pyspark.sql import DataFrame
 
 from sqe.engine.batch_commit import dropped
-from sqe.engine.batch_report import BatchReport, partition_offsets
 from sqe.engine.checkpoint import StreamCheckpoint
 from sqe.engine.one_pass import OnePassPlan
 from sqe.engine.one_pass_batch import write_one_pass
@@ -39,6 +38,7 @@ from sqe.engine.spark_api import describe_jobs
 from sqe.errors import SourceError, StaleBatchError, StateError
 from sqe.ledger.hwm import HwmStore
 from sqe.ledger.retry import Unreachable, cause, retried
+from sqe.observe.batch_report import BatchReport, partition_offsets
 from sqe.source.kafka import KafkaSource
 from sqe.state.sink import Batch
 

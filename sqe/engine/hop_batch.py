@@ -32,12 +32,12 @@ from urllib.parse import urlsplit
 from pyspark.sql import DataFrame
 
 from sqe.engine.batch_commit import commit_hwm
-from sqe.engine.batch_report import BatchReport
 from sqe.engine.per_batch import batch_marks, stage_counted, write_state
 from sqe.engine.pipeline import QueryStep, StreamPipeline
 from sqe.engine.spark_api import describe_jobs, is_connect
 from sqe.errors import StateError
 from sqe.faults import fault_point
+from sqe.observe.batch_report import BatchReport
 from sqe.state.kafka.sink import KafkaSink
 from sqe.state.sink import Batch, Sink, Staged
 from sqe.wire.columns import CARRIED, data_rows

@@ -49,7 +49,6 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from sqe.engine.batch_commit import commit_hwm
-from sqe.engine.batch_report import BatchReport
 from sqe.engine.hop_batch import MARKED_BY
 from sqe.engine.one_pass import BAD, QUERY, RAW, REFUSED, state_column
 from sqe.engine.one_pass_batch import count_source
@@ -58,6 +57,7 @@ from sqe.engine.pipeline import StreamPipeline
 from sqe.errors import StateError, TopologyError
 from sqe.faults import fault_point
 from sqe.ledger.hwm import HwmStore, Stage
+from sqe.observe.batch_report import BatchReport
 from sqe.state.kafka.sink import KafkaSink
 from sqe.state.sink import Batch, RowTask, Sink
 from sqe.wire.columns import CARRIED, TALLY

@@ -23,10 +23,10 @@ from pyspark.sql import DataFrame
 
 from sqe.engine.bad_records import row_level, spark_reason
 from sqe.engine.batch_commit import commit_hwm
-from sqe.engine.batch_report import BatchReport
 from sqe.engine.one_pass import OnePassPlan
 from sqe.engine.one_pass_task import RESULT_SCHEMA, PassResult, merge_results, pass_task
 from sqe.faults import fault_point
+from sqe.observe.batch_report import BatchReport
 from sqe.state.sink import Batch, RowTask, Sink
 
 __all__ = ["count_source", "write_one_pass"]

@@ -45,12 +45,12 @@ from sqe.engine.bad_records import (
     without,
 )
 from sqe.engine.batch_commit import commit_hwm
-from sqe.engine.batch_report import BatchReport
 from sqe.engine.pipeline import QueryStep, StreamPipeline, check_fields
 from sqe.errors import StaleBatchError, StateError
 from sqe.faults import fault_point
 from sqe.lang.compiler import compile_query
 from sqe.ledger.hwm import HwmStore
+from sqe.observe.batch_report import BatchReport
 from sqe.source.deserializers import Deserialized, Summary, deserialize, summary_columns
 from sqe.source.marks import frame_marks
 from sqe.source.replay import beyond_bound_frame, beyond_bound_reason, filter_replays_frame

@@ -24,7 +24,7 @@ import redis
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 
-from sqe.config.kafka_client import cluster_metadata, consumer_conf, new_consumer
+from sqe.clients.kafka import cluster_metadata, consumer_conf, new_consumer
 from sqe.config.plan import TopologyPlan
 from sqe.config.settings import unless_refused
 from sqe.config.views import StreamSettings
@@ -36,9 +36,9 @@ from sqe.lang.topology import CreateStream, Query
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm import HwmStore
 from sqe.ledger.retry import Unreachable, retried
-from sqe.source.config import SourceConfig
 from sqe.source.fixed import fixed_options
 from sqe.source.kafka import KafkaStreamReader
+from sqe.source.kafka.config import SourceConfig
 from sqe.state.registry import SINKS, sink_for, sink_problems
 from sqe.state.sink import Sink, SinkTarget
 from sqe.wire.keys import kafka_secondary_id, pid_for

@@ -31,10 +31,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 import sqe.errors as errors
+from sqe.clients.redis_endpoint import persistence_warning
 from sqe.config.plan import TopologyPlan
-from sqe.config.redis_endpoint import persistence_warning
 from sqe.engine.batch import BatchProcessor
-from sqe.engine.batch_report import BatchReport, partition_offsets
 from sqe.engine.changes import review, write_records
 from sqe.engine.checkpoint import (
     CheckpointFiles,
@@ -46,15 +45,16 @@ from sqe.engine.connect_session import abandon, server_lost, start_query
 from sqe.engine.lock import CheckpointLock
 from sqe.engine.pipeline import StreamPipeline, build_pipelines
 from sqe.engine.planner_python import bridge_planner_python
-from sqe.engine.progress import ProgressLog, progress_path
-from sqe.engine.progress_follow import ProgressFollower
 from sqe.engine.recovery import Rerun
 from sqe.engine.spark_api import driver_directory, is_connect, python_exec
 from sqe.engine.start import PreparedStream, default_rerun, prepare_stream
 from sqe.engine.stream_frame import planned_once, source_frame
 from sqe.engine.triggers import TriggerTimes, trigger_kwargs
-from sqe.engine.watch import RunWatcher, StreamView, Watchers
 from sqe.errors import RunError, RunStopped, SqeError
+from sqe.observe.batch_report import BatchReport, partition_offsets
+from sqe.observe.progress import ProgressLog, progress_path
+from sqe.observe.progress_follow import ProgressFollower
+from sqe.observe.watch import RunWatcher, StreamView, Watchers
 from sqe.source.fixed import FixedSource
 from sqe.source.kafka import KafkaSource
 
@@ -202,7 +202,7 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
     :data:`KEPT_REPORTS`); a failed query raises :class:`RunError` after
     stopping the others; ``stop`` set ends the run after the batch being written, with
     :class:`RunStopped` saying where each stream stopped.  ``watchers`` are told the run's
-    streams, each batch and each ``sqe-kafka`` stream's backlog (:mod:`sqe.engine.watch`).
+    streams, each batch and each ``sqe-kafka`` stream's backlog (:mod:`sqe.observe.watch`).
     """
     spark.dataSource.register(KafkaSource)
     spark.dataSource.register(FixedSource)

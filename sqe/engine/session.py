@@ -25,14 +25,14 @@ from pyspark.errors import PySparkRuntimeError
 from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import SparkSession
 
-from sqe.config.logs import LOG_LEVEL_ENV, log_level, spark_log_level
-from sqe.config.secrets import SPARK_REDACTION_REGEX
 from sqe.engine.class_archive import archive_options, note_jvm
 from sqe.engine.connect_session import connect_session
 from sqe.engine.prereq import require_java
 from sqe.engine.spark_api import is_connect
 from sqe.engine.worker_python import local_worker_python
 from sqe.errors import OptionError, RunError
+from sqe.logs import LOG_LEVEL_ENV, log_level, spark_log_level
+from sqe.secrets import SPARK_REDACTION_REGEX
 
 __all__ = ["build_session", "python_env", "quiet_failure_traces", "remote_of", "LOCAL_DEFAULTS",
            "PLANNING_DEFAULTS", "REDACTION_DEFAULTS",
@@ -126,7 +126,7 @@ def build_session(
 
     ``master`` defaults to ``local[*]`` when no master is configured (not under
     ``spark-submit``); ``conf`` (e.g. a config file's ``Spark:`` map) wins over
-    :data:`LOCAL_DEFAULTS`.  Spark logs at the level of :mod:`sqe.config.logs` (errors only
+    :data:`LOCAL_DEFAULTS`.  Spark logs at the level of :mod:`sqe.logs` (errors only
     by default), from the start of a local JVM on.  A value Spark refuses (``abc`` for
     ``spark.sql.shuffle.partitions``) is an :class:`~sqe.errors.OptionError` naming the
     setting and where it came from (``origins``: key -> e.g. ``conf/local.yaml (Spark)``).

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from sqe.config.plan import TopologyPlan
 from sqe.engine.checkpoint import StreamCheckpoint
 from sqe.engine.pipeline import StreamPipeline
-from sqe.engine.progress import last_report, progress_path
 from sqe.engine.recovery import Rerun, lost_commits, plan_start
 from sqe.errors import ProgressError
 from sqe.ledger.commits import Commit
+from sqe.observe.progress import last_report, progress_path
 
 __all__ = ["PreparedStream", "default_rerun", "prepare_stream"]
 

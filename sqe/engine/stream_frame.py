@@ -12,7 +12,7 @@ from sqe.engine.one_pass import OnePassPlan, plan_one_pass, why_not_one_pass
 from sqe.engine.pipeline import StreamPipeline
 from sqe.source.fixed import FixedSource
 from sqe.source.kafka import KafkaSource
-from sqe.source.native import native_stream
+from sqe.source.kafka.native import native_stream
 from sqe.wire.columns import TALLY
 
 __all__ = ["planned_once", "source_frame"]

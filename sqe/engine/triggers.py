@@ -23,7 +23,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqe.config.logs import log_level
+from sqe.logs import log_level
 
 __all__ = ["TriggerTimes", "describe_durations", "trigger_kwargs"]
 

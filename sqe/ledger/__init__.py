@@ -9,5 +9,6 @@ reads the marks to drop replays; the states stage their rows in it and commit wi
 the engine holds the commit records against the checkpoint before a run reads
 anything.  Both the source and the states sit above it: reading never imports writing.
 
-May import: :mod:`sqe.errors`, :mod:`sqe.config` (the Redis endpoint) and redis-py.
+May import: :mod:`sqe.errors`, :mod:`sqe.clients` (the Redis endpoint), :mod:`sqe.config`
+and redis-py.
 """

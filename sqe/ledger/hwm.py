@@ -63,7 +63,7 @@ from typing import cast
 
 import redis
 
-from sqe.config.redis_endpoint import RedisEndpoint
+from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.errors import StaleBatchError
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm_lua import APPLY, COMMIT, LAST, LOAD, MARKS

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqe.config.kafka_client import (
+from sqe.clients.kafka import (
     RefusedRecord,
     Sender,
     connection_properties,

@@ -34,11 +34,11 @@ import numpy as np
 import redis
 from pyspark.sql import functions as F
 
-from sqe.config.redis_clients import kept_client
+from sqe.clients.redis_clients import kept_client
 from sqe.errors import SourceError
 from sqe.ledger.hwm import HwmStore
 from sqe.ledger.retry import Unreachable, cause, retried
-from sqe.source.config import SourceConfig
+from sqe.source.kafka.config import SourceConfig
 from sqe.source.replay import pair_groups
 
 __all__ = ["Pair", "TaskMarks", "frame_marks", "read_marks"]
@@ -65,7 +65,7 @@ class TaskMarks:
     @classmethod
     def from_store(cls, cfg: SourceConfig) -> TaskMarks:
         """Marks read from the HWM store of ``cfg``'s consumer, through the client this
-        worker process keeps for it (:func:`sqe.config.redis_clients.kept_client`)."""
+        worker process keeps for it (:func:`sqe.clients.redis_clients.kept_client`)."""
         endpoint = cfg.stream.hwm_store
 
         def fetch(pairs: list[Pair]) -> Mapping[Pair, int]:

@@ -9,7 +9,8 @@ transaction); :mod:`~sqe.state.console` prints.  A state commits with the consum
 ledger (:mod:`sqe.ledger`: the high-water marks and the batch id), which the states sit
 above.
 
-May import: :mod:`sqe.errors`, :mod:`sqe.faults`, :mod:`sqe.wire`, :mod:`sqe.config`,
+May import: :mod:`sqe.errors`, :mod:`sqe.faults`, :mod:`sqe.secrets`, :mod:`sqe.wire`,
+:mod:`sqe.clients`, :mod:`sqe.config`,
 :mod:`sqe.lang.expressions` (the expression model of a state's options),
 :mod:`sqe.ledger` and :mod:`sqe.partitioners`; never the query compiler, the sources or the
 runner.

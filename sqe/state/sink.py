@@ -57,7 +57,7 @@ from typing import ClassVar
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 
-from sqe.config.redis_endpoint import RedisEndpoint
+from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.config.views import StateSettings
 from sqe.lang.expressions import Expression
 from sqe.ledger.commits import Commit

@@ -1,4 +1,4 @@
-"""Progress files and ``sqe report``: the format of sqe/engine/progress.py (round trip, a crash's
+"""Progress files and ``sqe report``: the format of sqe/observe/progress.py (round trip, a crash's
 unfinished last line, corrupt lines), and a chunked, Bloom-filtered topology run twice over one
 checkpoint (real broker, Redis, Spark) whose progress file, table, JSON and plot are checked
 against the batch reports."""
@@ -15,10 +15,10 @@ import pytest
 from sqe.cli.main import main
 from sqe.cli.report import summary_table
 from sqe.config.plan import plan_topology
-from sqe.engine.batch_report import BatchReport
-from sqe.engine.progress import PROGRESS_FILE, ProgressError, ProgressLog, read_progress
 from sqe.engine.runner import run_topology
 from sqe.lang.topology import load_topology
+from sqe.observe.batch_report import BatchReport
+from sqe.observe.progress import PROGRESS_FILE, ProgressError, ProgressLog, read_progress
 from sqe.wire.columns import Tally
 from sqe.wire.keys import StreamMetadata
 from tests.engine.test_run_chunks import _write, _writer

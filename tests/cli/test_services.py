@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from sqe.cli.local_services import free_port, service_conf
-from sqe.config.redis_endpoint import persistence_warning
+from sqe.clients.redis_endpoint import persistence_warning
 from sqe.wire.keys import StreamMetadata, decode_keys, kafka_secondary_id, pid_for
 from tests.support import ROOT
 

@@ -53,7 +53,7 @@ def test_enrich_then_load_with_sqe_run_once(spark, kafka_bootstrap, redis_url, t
 def test_native_format_without_the_connector_is_a_clear_error(spark):
     from sqe.config.settings import Settings
     from sqe.config.views import StreamSettings
-    from sqe.source.native import native_stream
+    from sqe.source.kafka.native import native_stream
 
     stream = StreamSettings(Settings.defaults().overlay(
         {"jw.sqe.spout.kafka.brokers": "127.0.0.1:1", "jw.sqe.spout.kafka.format": "native"}, "t"))

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from sqe.config.logs import LOG_LEVEL_ENV, Collapse, kafka_logger, log_level, set_log_level
+from sqe.logs import LOG_LEVEL_ENV, Collapse, kafka_logger, log_level, set_log_level
 
 
 def _record(text: str) -> logging.LogRecord:
@@ -15,7 +15,7 @@ def _record(text: str) -> logging.LogRecord:
 
 def test_lines_that_differ_only_in_numbers_are_let_through_once_per_window(monkeypatch):
     clock = iter([0.0, 1.0, 2.0, 40.0, 41.0])
-    monkeypatch.setattr("sqe.config.logs.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("sqe.logs.time.monotonic", lambda: next(clock))
     f = Collapse(seconds=30)
     lines = [_record(f"127.0.0.1:{p}/bootstrap: Connect failed (after {p % 7}ms)")
              for p in (9092, 9093, 9094, 9095)] + [_record("another line")]

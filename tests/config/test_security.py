@@ -15,15 +15,15 @@ import redis
 
 from sqe.api import validate
 from sqe.cli.main import main
+from sqe.clients.redis_endpoint import RedisEndpoint, persistence_warning
 from sqe.config.client_properties import consumer_properties, producer_properties
 from sqe.config.plan import plan_topology
-from sqe.config.redis_endpoint import RedisEndpoint, persistence_warning
 from sqe.config.registry import CONSUMER_PREFIX, PRODUCER_PREFIX
-from sqe.config.secrets import expand_env, is_secret_key, mask_value, redact_url, scrub
 from sqe.config.settings import Settings, load_config
 from sqe.errors import OptionError, TopologyError
 from sqe.lang.topology import load_topology
 from sqe.ledger.hwm import HwmStore
+from sqe.secrets import expand_env, is_secret_key, mask_value, redact_url, scrub
 from sqe.wire.keys import StreamMetadata
 from tests.support.kafka_io import produce, read_topic
 from tests.support.secured_redis import make_tls_files, start_cluster, start_redis, start_sentinel
@@ -492,9 +492,9 @@ def test_source_and_state_clients_against_a_secured_broker():
     range back with the source's executor-side reader, both built from the properties."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from sqe.config.kafka_client import Sender, new_producer, producer_conf
-    from sqe.source.config import RangePartition, SourceConfig
+    from sqe.clients.kafka import Sender, new_producer, producer_conf
     from sqe.source.kafka import read_range
+    from sqe.source.kafka.config import RangePartition, SourceConfig
 
     brokers = os.environ[SECURE_ENV]
     props = json.loads(os.environ.get("KAFKA_SECURE_PROPERTIES", "{}"))

@@ -17,7 +17,7 @@ import pytest
 import redis
 import yaml
 
-from sqe.config.kafka_client import read_all
+from sqe.clients.kafka import read_all
 from sqe.config.plan import plan_topology
 from sqe.engine.runner import run_topology
 from sqe.errors import SqeError

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 
-from sqe.config.redis_endpoint import RedisEndpoint
+from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.engine.batch_commit import commit_hwm
 from sqe.errors import StateError
 from sqe.ledger.hwm import HwmStore, Stage

@@ -42,10 +42,10 @@ from sqe.cli.local_services import LocalService, free_port, service_conf, start_
 from sqe.cli.sample_events import produce_events
 from sqe.config.plan import plan_topology
 from sqe.config.settings import load_config
-from sqe.engine.batch_report import BatchReport
 from sqe.engine.runner import run_topology
 from sqe.faults import kill_group, start_with_fault, wait_for_fault
 from sqe.lang.topology import load_topology
+from sqe.observe.batch_report import BatchReport
 from sqe.wire.keys import StreamMetadata
 from tests.engine.test_exactly_once import load_commands
 from tests.support import ROOT

@@ -13,10 +13,10 @@ import redis
 import yaml
 
 from sqe.config.plan import plan_topology
-from sqe.engine.batch_report import BatchReport
-from sqe.engine.progress import PROGRESS_FILE, ProgressLog, last_report
 from sqe.engine.runner import run_topology
 from sqe.lang.topology import load_topology
+from sqe.observe.batch_report import BatchReport
+from sqe.observe.progress import PROGRESS_FILE, ProgressLog, last_report
 from sqe.wire.keys import StreamMetadata
 from tests.support.kafka_io import produce
 from tests.support.secured_redis import start_redis

@@ -1,6 +1,6 @@
 """Hostile records in the source's read(): flipped bits in chunks, forged and negative keys.
 
-Each case runs :func:`sqe.source.rows.to_rows` as a source task does, with the
+Each case runs :func:`sqe.source.kafka.rows.to_rows` as a source task does, with the
 dead letters going to a real broker: a rejected record is dead-lettered (or fails
 the batch naming it), never moves a high-water mark, and never costs a good
 record after it.
@@ -13,12 +13,12 @@ from collections import Counter
 
 import pytest
 
-from sqe.config.kafka_client import read_all
+from sqe.clients.kafka import read_all
 from sqe.errors import SourceError
-from sqe.source.config import RangePartition, SourceConfig
 from sqe.source.dead_letters import DeadLetters
+from sqe.source.kafka.config import RangePartition, SourceConfig
+from sqe.source.kafka.rows import Records, to_rows
 from sqe.source.marks import TaskMarks
-from sqe.source.rows import Records, to_rows
 from sqe.wire.chunk.codec import Message, encode_chunk
 from sqe.wire.headers import DEAD_LETTER_REASON, DEAD_LETTER_SOURCE
 from sqe.wire.keys import StreamMetadata

@@ -10,13 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sqe.cli.local_services import free_port
-from sqe.config.kafka_client import CLIENT_DEFAULTS
+from sqe.clients.kafka import CLIENT_DEFAULTS
 from sqe.errors import SourceError
 from sqe.ledger.hwm import HwmStore
-from sqe.source.config import RangePartition, SourceConfig
 from sqe.source.kafka import KafkaSource, KafkaStreamReader, read_range
-from sqe.source.native import decode_key_columns
-from sqe.source.offsets import limit_offsets
+from sqe.source.kafka.config import RangePartition, SourceConfig
+from sqe.source.kafka.native import decode_key_columns
+from sqe.source.kafka.offsets import limit_offsets
 from sqe.source.replay import (
     beyond_bound,
     beyond_bound_frame,
@@ -375,9 +375,9 @@ def test_a_small_batch_is_read_by_one_task_and_a_large_one_by_a_task_per_partiti
     it exactly, each row naming its Kafka partition."""
     import doctest
 
-    import sqe.source.config
+    import sqe.source.kafka.config
 
-    assert doctest.testmod(sqe.source.config).failed == 0  # group_ranges' examples
+    assert doctest.testmod(sqe.source.kafka.config).failed == 0  # group_ranges' examples
     topic = kafka_topic(4)
     produce(kafka_bootstrap, topic, [(None, b"p%d-%d" % (p, i), p) for p in range(4)
                                      for i in range(40)])
@@ -427,7 +427,7 @@ def test_a_range_past_the_end_of_the_log_says_the_broker_lost_acknowledged_recor
 
     from confluent_kafka import Consumer
 
-    from sqe.source.offsets import undelivered
+    from sqe.source.kafka.offsets import undelivered
 
     topic = kafka_topic(1, "short")
     produce(kafka_bootstrap, topic, [(None, b"x", 0)] * 5)

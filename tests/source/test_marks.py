@@ -9,10 +9,10 @@ import pytest
 
 import sqe.source.marks
 from sqe.cli.local_services import free_port
-from sqe.config.redis_clients import kept_count
+from sqe.clients.redis_clients import kept_count
 from sqe.errors import SourceError
 from sqe.ledger.hwm import HwmStore
-from sqe.source.config import SourceConfig
+from sqe.source.kafka.config import SourceConfig
 from sqe.source.marks import TaskMarks
 
 

@@ -1,4 +1,4 @@
-"""The source's record-to-row stage (sqe.source.rows.to_rows) against a scalar reference.
+"""The source's record-to-row stage (sqe.source.kafka.rows.to_rows) against a scalar reference.
 
 The reference reads chunk by chunk with the scalar pieces (read_header,
 BloomFilter.might_contain, decode_chunk) and filters replays message by
@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sqe.errors import SourceError
-from sqe.source.config import RangePartition, SourceConfig
+from sqe.source.kafka.config import RangePartition, SourceConfig
+from sqe.source.kafka.rows import Records, to_rows
 from sqe.source.marks import TaskMarks
-from sqe.source.rows import Records, to_rows
 from sqe.wire.chunk.arrow import read_headers
 from sqe.wire.chunk.bloom import BloomFilter
 from sqe.wire.chunk.codec import (

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from sqe.config.redis_clients import kept_client
-from sqe.config.redis_endpoint import RedisEndpoint
+from sqe.clients.redis_clients import kept_client
+from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.errors import ReplicaLagError, StateError
 from sqe.ledger.hwm import HwmStore, Stage
 from sqe.state.redis.sink import _stage_task, _writer_task

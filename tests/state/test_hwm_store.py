@@ -359,7 +359,7 @@ def test_the_marks_updated_last_with_their_age_for_sqe_status(redis_url):
 @pytest.mark.spark
 def test_one_job_stages_rows_of_several_states_even_when_a_task_holds_both(
         spark, store, redis_url):
-    from sqe.config.redis_endpoint import RedisEndpoint
+    from sqe.clients.redis_endpoint import RedisEndpoint
     from sqe.ledger.hwm import Stage
     from sqe.state.redis.sink import STAGE_TTL_SECONDS, stage_all
     from sqe.state.sink import Staged

@@ -18,7 +18,8 @@ from pyspark.sql import functions as F
 
 from sqe.errors import StateError
 from sqe.partitioners import Murmur2Partitioner
-from sqe.state.kafka.sink import FILTER_VALUE_COLUMN, KafkaStateConfig, write_kafka
+from sqe.state.kafka.config import KafkaStateConfig
+from sqe.state.kafka.sink import FILTER_VALUE_COLUMN, write_kafka
 from sqe.wire.headers import FILTER_HEADER
 from sqe.wire.keys import StreamMetadata
 from tests.support.kafka_io import read_topic

@@ -10,7 +10,7 @@ import json
 import pytest
 import redis
 
-from sqe.config.redis_endpoint import RedisEndpoint
+from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.config.settings import Settings
 from sqe.config.views import StateSettings
 from sqe.errors import ReplicaLagError

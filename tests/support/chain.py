@@ -17,9 +17,9 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from sqe.cli.sample_events import sample_events
 from sqe.config.plan import plan_topology
-from sqe.engine.batch_report import BatchReport
 from sqe.engine.runner import run_topology
 from sqe.lang.topology import load_topology
+from sqe.observe.batch_report import BatchReport
 from tests.support import ROOT
 from tests.support.kafka_io import produce, read_topic
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 from confluent_kafka import Consumer, Producer
 
-from sqe.config.kafka_client import CLIENT_DEFAULTS, read_all
+from sqe.clients.kafka import CLIENT_DEFAULTS, read_all
 
 
 @dataclass(frozen=True)

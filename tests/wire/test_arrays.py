@@ -135,14 +135,14 @@ _WORKER_PATHS = """
 import json, sys
 import numpy as np, pyarrow as pa
 from sqe.lang.expressions import parse_expression
-from sqe.source.config import RangePartition, SourceConfig
+from sqe.source.kafka.config import RangePartition, SourceConfig
 from sqe.source.marks import TaskMarks
-from sqe.source.rows import Records, to_rows
+from sqe.source.kafka.rows import Records, to_rows
 from sqe.wire.chunk.pack import encode_chunks
 from sqe.wire.arrays import binaries, from_numpy, strings
 from sqe.wire.keys import encode_keys
 from sqe.state.kafka.produce import records as _records
-from sqe.state.kafka.sink import KafkaStateConfig
+from sqe.state.kafka.config import KafkaStateConfig
 from sqe.state.postgres.encoding import csv_task
 from sqe.state.redis.protocol import hset_commands
 assert "pandas" not in sys.modules, "imported with the modules"

@@ -1,5 +1,6 @@
 """The Kafka state: a query's output written to a topic from the executors.
 
+:mod:`~sqe.state.kafka.config` is what a query's Kafka state is configured with;
 :mod:`~sqe.state.kafka.sink` writes (keys, values, filter-value headers or chunks,
 through a partitioner), with the executors' task in :mod:`~sqe.state.kafka.produce`;
 :mod:`~sqe.state.kafka.layout` is how its records are laid out

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from sqe.config.kafka_client import (
+from sqe.clients.kafka import (
     FLUSH_TIMEOUT,
     RefusedRecord,
     Sender,
@@ -34,7 +34,7 @@ from sqe.wire.headers import FILTER_HEADER
 from sqe.wire.keys import encode_keys
 
 if TYPE_CHECKING:
-    from sqe.state.kafka.sink import KafkaStateConfig
+    from sqe.state.kafka.config import KafkaStateConfig
 
 __all__ = ["producer_task", "records"]
 

@@ -7,7 +7,7 @@ task or the batch, and the records the failed attempt already wrote are
 replays that the next hop's HWM filter drops.  The producer is the executor
 process's own, made once and reused by every task and batch (a failed task's
 is purged and dropped); it reports failed deliveries only
-(:meth:`~sqe.config.kafka_client.Sender.start`), so an acknowledged record
+(:meth:`~sqe.clients.kafka.Sender.start`), so an acknowledged record
 costs no Python call.
 
 Keys (``jw.sqe.state.kafka.keytype``):
@@ -46,67 +46,33 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
-from sqe.config.client_properties import property_problems
-from sqe.config.kafka_client import (
+from sqe.clients.kafka import (
     new_producer,
     producer_conf,
     topic_partitions,
 )
+from sqe.config.client_properties import property_problems
 from sqe.errors import StateError
 from sqe.lang.expressions import Expression
 from sqe.ledger.hwm import HwmStore
+from sqe.state.kafka.config import KafkaStateConfig
 from sqe.state.kafka.layout import KafkaLayout, canonical_partitioner, grown_topic
 from sqe.state.kafka.produce import producer_task
 from sqe.state.sink import RowTask, Sink, SinkTarget, task_counts
-from sqe.wire.chunk.codec import Codec
 from sqe.wire.columns import CARRIED, field_column
 
-__all__ = ["FILTER_VALUE_COLUMN", "KafkaSink", "KafkaStateConfig", "write_kafka"]
+__all__ = ["FILTER_VALUE_COLUMN", "KafkaSink", "write_kafka"]
 
 log = logging.getLogger("sqe")
 
 #: The column that holds each message's filter value when the state has a ``filterValue``.
 FILTER_VALUE_COLUMN = "_sqe_filter_value"
-
-
-@dataclass(frozen=True)
-class KafkaStateConfig:
-    """Where and how one query writes to Kafka (what each task is sent)."""
-
-    topic: str
-    brokers: str
-    keytype: str  # streammetadata | messagehash | field
-    fields: tuple[str, ...]
-    partitioner: str | None = None
-    extra: tuple[tuple[str, Any], ...] = ()  # producer properties
-    chunking: bool = False
-    chunk_messages: int = 1000
-    chunk_bytes: int = 1 << 20
-    chunk_codec: Codec = "none"
-    filter_size: int = 16
-    #: The partition count the partitioner spreads over (the layout's); None: the topic's
-    #: count as each task finds it.
-    partitions: int | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "keytype", self.keytype.lower())
-
-    @classmethod
-    def of(cls, target: SinkTarget) -> KafkaStateConfig:
-        """The config of a query's Kafka state."""
-        s = target.settings.kafka
-        return cls(topic=target.name, brokers=s.bootstrap, keytype=s.keytype,
-                   fields=target.fields, partitioner=s.partitioner,
-                   extra=tuple(sorted(s.producer_properties.items())), chunking=s.chunking,
-                   chunk_messages=s.chunk_messages, chunk_bytes=s.chunk_bytes,
-                   chunk_codec=s.chunk_codec, filter_size=s.filter_size)
 
 
 class KafkaSink(Sink):

@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sqe.config.extras import optional, require
-from sqe.config.secrets import redact_url
 from sqe.errors import StateError, StoreConnectionLost
 from sqe.ledger.commits import Commit
+from sqe.secrets import redact_url
 from sqe.state.postgres.ddl import creation_lock
 
 if TYPE_CHECKING:

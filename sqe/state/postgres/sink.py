@@ -35,12 +35,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sqe.config.extras import missing, optional
-from sqe.config.secrets import redact_url
 from sqe.errors import StaleBatchError, StateError, StoreConnectionLost
 from sqe.faults import fault_point
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm import HwmStore
 from sqe.ledger.retry import Unreachable, retried
+from sqe.secrets import redact_url
 from sqe.state.postgres.batches import (
     batch_committed,
     connect,

@@ -40,8 +40,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sqe.config.redis_clients import kept_client
-from sqe.config.redis_endpoint import RedisEndpoint
+from sqe.clients.redis_clients import kept_client
+from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.ledger.commits import Commit

@@ -17,7 +17,7 @@ import redis
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from sqe.config.redis_endpoint import RedisEndpoint
+from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.errors import StateError
 from sqe.ledger.replicas import wait_for_replicas
 from sqe.wire.columns import field_column

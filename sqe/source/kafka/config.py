@@ -38,7 +38,7 @@ from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
-from sqe.config.kafka_client import consumer_conf, new_consumer
+from sqe.clients.kafka import consumer_conf, new_consumer
 from sqe.config.registry import REGISTRY
 from sqe.config.settings import Settings
 from sqe.config.views import StreamSettings

@@ -2,11 +2,11 @@
 
 A :class:`RunWatcher` is told when the run starts (a :class:`StreamView` per stream),
 each time a stream finishes a micro-batch (its
-:class:`~sqe.engine.batch_report.BatchReport`), every few seconds and after each
+:class:`~sqe.observe.batch_report.BatchReport`), every few seconds and after each
 batch the backlog per partition of each ``sqe-kafka`` stream
-(:class:`~sqe.source.lag.PartitionLag`, asked by :class:`BacklogPoller`), and when
+(:class:`~sqe.source.kafka.lag.PartitionLag`, asked by :class:`BacklogPoller`), and when
 the run ends.  ``sqe run``'s live progress (:mod:`sqe.cli.live`) and its
-Prometheus endpoint (:mod:`sqe.engine.metrics`) are watchers.
+Prometheus endpoint (:mod:`sqe.observe.metrics`) are watchers.
 
 Watching never fails a run: :class:`Watchers` calls each watcher in turn, one
 at a time, and a watcher that raises is said once as a warning and not called
@@ -30,10 +30,10 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sqe.engine.batch_report import BatchReport
 from sqe.errors import SourceError
-from sqe.source.config import SourceConfig
-from sqe.source.lag import LagReader, PartitionLag
+from sqe.observe.batch_report import BatchReport
+from sqe.source.kafka.config import SourceConfig
+from sqe.source.kafka.lag import LagReader, PartitionLag
 
 __all__ = ["BacklogPoller", "RunWatcher", "StreamView", "Watchers"]
 

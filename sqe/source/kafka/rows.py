@@ -31,8 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sqe.errors import SourceError
-from sqe.source.config import RangePartition, SourceConfig
 from sqe.source.dead_letters import DeadLetters
+from sqe.source.kafka.config import RangePartition, SourceConfig
 from sqe.source.marks import TaskMarks
 from sqe.source.replay import beyond_bound, filter_replays_decoded, judgeable
 from sqe.wire.arrays import binaries, booleans, from_numpy, repeated, scalar, strings, to_numpy

@@ -24,7 +24,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 
-from sqe.source.config import RangeGroup, RangePartition, SourceConfig, group_ranges
+from sqe.source.kafka.config import RangeGroup, RangePartition, SourceConfig, group_ranges
 
 __all__ = ["limit_offsets", "moved_partitions", "offsets_json", "plan_ranges", "undelivered"]
 

@@ -37,8 +37,8 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 from redis.sentinel import Sentinel
 
-from sqe.config.redis_busy import BusyRetry
-from sqe.config.secrets import redact_url, scrub
+from sqe.clients.redis_busy import BusyRetry
+from sqe.secrets import redact_url, scrub
 
 __all__ = ["RedisEndpoint", "SCHEMES", "check_url", "persistence_warning"]
 
@@ -157,7 +157,7 @@ class RedisEndpoint:
     def connect(self, **options: Any) -> Any:
         """A new redis-py client (``redis.Redis`` or ``RedisCluster``); ``options`` are passed on.
 
-        A single server's or a Sentinel's client waits out ``BUSY`` (:mod:`sqe.config.redis_busy`).
+        A single server's or a Sentinel's client waits out ``BUSY`` (:mod:`sqe.clients.redis_busy`).
         """
         kwargs = {"socket_timeout": _SOCKET_TIMEOUT, "socket_connect_timeout": _SOCKET_TIMEOUT,
                   **self._credentials(), **options}

@@ -24,9 +24,9 @@ from typing import Any, Literal, cast
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from sqe.config.logs import kafka_logger
-from sqe.config.secrets import mask_value, scrub
 from sqe.errors import SourceError
+from sqe.logs import kafka_logger
+from sqe.secrets import mask_value, scrub
 
 __all__ = ["CLIENT_DEFAULTS", "CLIENT_LOG_ENV", "FLUSH_TIMEOUT", "RefusedRecord", "Sender",
            "bootstrap", "check_properties", "connection_properties", "consumer_conf",
@@ -124,13 +124,13 @@ def _logged(client: Any, kind: str, role: str, conf: Mapping[str, Any]) -> Any:
 
 def new_consumer(conf: Mapping[str, Any], role: str) -> Any:
     """A confluent-kafka ``Consumer`` built with ``conf`` (``role`` names it in the client log);
-    librdkafka's own lines go to :func:`~sqe.config.logs.kafka_logger`."""
+    librdkafka's own lines go to :func:`~sqe.logs.kafka_logger`."""
     return _logged(Consumer({**conf, "logger": kafka_logger()}), "consumer", role, conf)
 
 
 def new_producer(conf: Mapping[str, Any], role: str) -> Any:
     """A confluent-kafka ``Producer`` built with ``conf`` (``role`` names it in the client log);
-    librdkafka's own lines go to :func:`~sqe.config.logs.kafka_logger`."""
+    librdkafka's own lines go to :func:`~sqe.logs.kafka_logger`."""
     return _logged(Producer({**conf, "logger": kafka_logger()}), "producer", role, conf)
 
 

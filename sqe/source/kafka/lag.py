@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sqe.source.config import SourceConfig
 from sqe.source.kafka import KafkaStreamReader
+from sqe.source.kafka.config import SourceConfig
 
 __all__ = ["LagReader", "PartitionLag", "total_backlog"]
 
@@ -72,7 +72,7 @@ class LagReader:
             ) -> list[PartitionLag]:
         """Every partition of the topic against ``committed``, the end offsets of a batch in
         Spark's checkpoint form (``{"<partition>": <next offset>}``, as
-        :func:`~sqe.engine.batch_report.partition_offsets` reads them; None, or a partition
+        :func:`~sqe.observe.batch_report.partition_offsets` reads them; None, or a partition
         missing from it: nothing committed there yet).  Brokers that do not answer in
         ``timeout`` seconds are a :class:`~sqe.errors.SourceError`."""
         marks = self._reader.watermarks_now(timeout)

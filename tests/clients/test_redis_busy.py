@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from sqe.config.redis_busy import BusyRetry, RedisBusyError
-from sqe.config.redis_endpoint import RedisEndpoint
+from sqe.clients.redis_busy import BusyRetry, RedisBusyError
+from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.ledger.hwm import HwmStore
 from tests.support.fault_services import RestartableRedis
 

@@ -3,7 +3,7 @@
 ``sqe run`` appends every batch's report to ``<checkpoint>/sqe-progress.jsonl``
 (:data:`PROGRESS_FILE`), the checkpoint directory that holds one sub-directory per
 stream, so a restarted run over the same checkpoint continues the same file.  A
-line holds every field of the batch's :class:`~sqe.engine.batch_report.BatchReport`
+line holds every field of the batch's :class:`~sqe.observe.batch_report.BatchReport`
 (records read, replays dropped, rows written per state, the source's Bloom and
 chunk counters, warnings, when the batch started and how long it took) plus the
 run (a random id per ``run_topology`` call) and the topology name.
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqe.engine.batch_report import BatchReport
 from sqe.errors import ProgressError
+from sqe.observe.batch_report import BatchReport
 
 log = logging.getLogger("sqe")
 

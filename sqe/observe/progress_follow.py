@@ -2,7 +2,7 @@
 
 Over Spark Connect, ``foreachBatch`` runs in a Python process of the server, which cannot call
 back into the client: each batch's report reaches the client only through the progress file
-that the server-side batch appends it to (:class:`~sqe.engine.progress.ProgressLog`).
+that the server-side batch appends it to (:class:`~sqe.observe.progress.ProgressLog`).
 :class:`ProgressFollower` reads the lines that file gains, in a thread of the client, and
 hands each report of this run (by the run's id) to the run's watchers, as a classic run's
 ``foreachBatch`` does in the same process.  An unfinished last line waits for its newline.
@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from sqe.engine.batch_report import BatchReport
-from sqe.engine.progress import parse_entry
+from sqe.observe.batch_report import BatchReport
+from sqe.observe.progress import parse_entry
 
 __all__ = ["ProgressFollower"]
 

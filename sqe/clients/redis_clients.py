@@ -21,7 +21,7 @@ A kept connection can go stale between tasks; each case is checked where it is c
 A forked child never uses its parent's clients (their sockets are shared), and a process
 keeps at most :data:`KEPT_ENDPOINTS` clients, closing the least recently used.
 
-    >>> from sqe.config.redis_endpoint import RedisEndpoint
+    >>> from sqe.clients.redis_endpoint import RedisEndpoint
     >>> with kept_client(RedisEndpoint("redis://127.0.0.1:6379/0")) as client:  # doctest: +SKIP
     ...     client.ping()
 """
@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqe.config.redis_endpoint import RedisEndpoint
+from sqe.clients.redis_endpoint import RedisEndpoint
 
 __all__ = ["KEPT_ENDPOINTS", "kept_client", "kept_count"]
 

@@ -17,7 +17,7 @@ holds), and drops replays (:func:`sqe.source.replay.filter_replays`) before they
 become Spark rows.  With ``emitTally`` each task that dropped replays
 also yields one *tally row* (``_offset`` NULL, ``_replays_dropped`` = count)
 so the runner can report the counter (:func:`sqe.wire.columns.data_rows` removes
-tally rows).  Its options are :mod:`sqe.source.config`'s.
+tally rows).  Its options are :mod:`sqe.source.kafka.config`'s.
 
 Example::
 
@@ -46,26 +46,26 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from sqe.config.kafka_client import error_text, topic_partitions
+from sqe.clients.kafka import error_text, topic_partitions
 from sqe.config.worker_task import begin_task
 from sqe.errors import SourceError
-from sqe.source.config import (
+from sqe.source.dead_letters import DeadLetters
+from sqe.source.hang_up import quiet_hang_up
+from sqe.source.kafka.config import (
     RangeGroup,
     RangePartition,
     SourceConfig,
     parse_offsets,
 )
-from sqe.source.dead_letters import DeadLetters
-from sqe.source.hang_up import quiet_hang_up
-from sqe.source.marks import TaskMarks
-from sqe.source.offsets import (
+from sqe.source.kafka.offsets import (
     limit_offsets,
     moved_partitions,
     offsets_json,
     plan_ranges,
     undelivered,
 )
-from sqe.source.rows import Records, to_rows
+from sqe.source.kafka.rows import Records, to_rows
+from sqe.source.marks import TaskMarks
 from sqe.wire.columns import SCHEMA, Tally
 from sqe.wire.headers import FILTER_HEADER
 
@@ -246,7 +246,7 @@ class KafkaBatchReader(DataSourceReader):
 
 
 def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBatch]:
-    """The rows of one input partition as Arrow batches (:func:`sqe.source.rows.to_rows`:
+    """The rows of one input partition as Arrow batches (:func:`sqe.source.kafka.rows.to_rows`:
     replays dropped, chunks skipped or decoded, messages post-filtered, as configured)."""
     begin_task()
     consumer = _READERS.take(cfg)
@@ -379,7 +379,7 @@ def _filter_header(headers: list[tuple[str, bytes]] | None) -> bytes | None:
 
 
 class KafkaSource(DataSource):
-    """The ``sqe-kafka`` data source; its options are :class:`~sqe.source.config.SourceConfig`'s."""
+    """The ``sqe-kafka`` data source; its options are :class:`~sqe.source.kafka.config.SourceConfig`'s."""
 
     @classmethod
     def name(cls) -> str:

@@ -15,14 +15,14 @@ import pytest
 from sqe.cli.live import LiveProgress, StreamProgress
 from sqe.cli.local_services import free_port
 from sqe.config.plan import plan_topology
-from sqe.engine.batch_report import BatchReport
-from sqe.engine.metrics import PrometheusWatcher
 from sqe.engine.runner import run_topology
-from sqe.engine.watch import RunWatcher, StreamView, Watchers
 from sqe.errors import PrerequisiteError, RunStopped
 from sqe.lang.topology import load_topology
-from sqe.source.config import SourceConfig
-from sqe.source.lag import LagReader, PartitionLag
+from sqe.observe.batch_report import BatchReport
+from sqe.observe.metrics import PrometheusWatcher
+from sqe.observe.watch import RunWatcher, StreamView, Watchers
+from sqe.source.kafka.config import SourceConfig
+from sqe.source.kafka.lag import LagReader, PartitionLag
 from sqe.wire.keys import StreamMetadata
 from tests.support.kafka_io import filtered_copy, produce
 

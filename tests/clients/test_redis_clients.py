@@ -9,9 +9,9 @@ import os
 import pytest
 import redis
 
-import sqe.config.redis_clients as redis_clients
-from sqe.config.redis_clients import KEPT_ENDPOINTS, kept_client, kept_count
-from sqe.config.redis_endpoint import RedisEndpoint
+import sqe.clients.redis_clients as redis_clients
+from sqe.clients.redis_clients import KEPT_ENDPOINTS, kept_client, kept_count
+from sqe.clients.redis_endpoint import RedisEndpoint
 from tests.support.fault_services import RestartableRedis
 
 pytestmark = pytest.mark.redis

@@ -41,10 +41,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqe.config.extras import require
-from sqe.engine.batch_report import BatchReport
-from sqe.engine.watch import RunWatcher, StreamView
 from sqe.errors import PrerequisiteError
-from sqe.source.lag import PartitionLag
+from sqe.observe.batch_report import BatchReport
+from sqe.observe.watch import RunWatcher, StreamView
+from sqe.source.kafka.lag import PartitionLag
 
 __all__ = ["BATCH_SECONDS_BUCKETS", "PrometheusWatcher"]
 

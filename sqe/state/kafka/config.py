@@ -1,0 +1,45 @@
+"""What one query's Kafka state is configured with: the topic, its keys, its partitioner and its
+chunks, as each executor task is sent them (:class:`KafkaStateConfig`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqe.state.sink import SinkTarget
+from sqe.wire.chunk.codec import Codec
+
+__all__ = ["KafkaStateConfig"]
+
+
+@dataclass(frozen=True)
+class KafkaStateConfig:
+    """Where and how one query writes to Kafka (what each task is sent)."""
+
+    topic: str
+    brokers: str
+    keytype: str  # streammetadata | messagehash | field
+    fields: tuple[str, ...]
+    partitioner: str | None = None
+    extra: tuple[tuple[str, Any], ...] = ()  # producer properties
+    chunking: bool = False
+    chunk_messages: int = 1000
+    chunk_bytes: int = 1 << 20
+    chunk_codec: Codec = "none"
+    filter_size: int = 16
+    #: The partition count the partitioner spreads over (the layout's); None: the topic's
+    #: count as each task finds it.
+    partitions: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keytype", self.keytype.lower())
+
+    @classmethod
+    def of(cls, target: SinkTarget) -> KafkaStateConfig:
+        """The config of a query's Kafka state."""
+        s = target.settings.kafka
+        return cls(topic=target.name, brokers=s.bootstrap, keytype=s.keytype,
+                   fields=target.fields, partitioner=s.partitioner,
+                   extra=tuple(sorted(s.producer_properties.items())), chunking=s.chunking,
+                   chunk_messages=s.chunk_messages, chunk_bytes=s.chunk_bytes,
+                   chunk_codec=s.chunk_codec, filter_size=s.filter_size)
