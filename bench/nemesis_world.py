@@ -232,8 +232,8 @@ class World:
             run.adopt(rival, run.rivals[-1][1])
 
     def _restart(self, fault: Fault, journal: dict[str, Any]) -> None:
-        if fault.target == "kafka":  # SIGTERM: the pip broker loses acknowledged records
-            self.kafka.shut()          # to a SIGKILL, which a Kafka broker does not
+        if fault.target == "kafka":  # a controlled shutdown: clients cut off, then SIGTERM
+            self.kafka.shut()          # (the pip broker loses acknowledged records otherwise)
             time.sleep(fault.hold)
             self.kafka.start(timeout=120)
         else:

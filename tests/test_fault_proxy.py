@@ -3,6 +3,7 @@ a produce whose reply it loses is retried by the idempotent producer without a d
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -53,5 +54,57 @@ def test_the_proxy_carries_every_connection_and_a_lost_produce_reply_doubles_not
             values += [m.value() for m in consumer.consume(10, 1) if not m.error()]
         consumer.close()
         assert values == [b"before", b"lost reply", b"after the dark"]
+    finally:
+        kafka.stop()
+
+
+@pytest.mark.kafka
+def test_a_broker_restart_keeps_every_record_it_acknowledged(tmp_path) -> None:
+    """The nemesis's broker restart must not lose what the broker acknowledged (a Kafka broker
+    does not): stopped with its clients still sending, the pip broker lost about 10 of them."""
+    kafka = ProxiedKafka(tmp_path / "kafka")
+    acked: set[bytes] = set()
+    failed: list[str] = []
+    sending = threading.Event()
+
+    def delivered(err, msg) -> None:
+        (failed.append(str(err)) if err is not None else acked.add(msg.value()))
+
+    def send(producer: Producer) -> None:  # a steady producer, on through the restart
+        sent = 0
+        while sending.is_set():
+            producer.produce("t", str(sent).encode(), partition=sent % 4, on_delivery=delivered)
+            producer.poll(0)
+            sent += 1
+            time.sleep(0.0005)
+
+    try:
+        kafka.start()
+        admin = AdminClient({"bootstrap.servers": kafka.address})
+        admin.create_topics([NewTopic("t", 4, 1)])["t"].result(10)
+        producer = Producer({"bootstrap.servers": kafka.address, "enable.idempotence": True,
+                             "linger.ms": 5, "message.timeout.ms": 60000})
+        sending.set()
+        thread = threading.Thread(target=send, args=(producer,))
+        thread.start()
+        time.sleep(2.0)
+        kafka.shut()
+        before = len(acked)
+        time.sleep(3.0)  # the broker away, as the nemesis holds it
+        kafka.start()
+        time.sleep(2.0)
+        sending.clear()
+        thread.join()
+        producer.flush(60)
+        assert failed == [] and before > 0
+        consumer = Consumer({"bootstrap.servers": kafka.address, "group.id": "g",
+                             "enable.auto.commit": False})
+        consumer.assign([TopicPartition("t", p, 0) for p in range(4)])
+        kept: set[bytes] = set()
+        deadline = time.monotonic() + 30
+        while len(kept) < len(acked) and time.monotonic() < deadline:
+            kept |= {m.value() for m in consumer.consume(1000, 1) if not m.error()}
+        consumer.close()
+        assert sorted(int(v) for v in acked - kept)[:10] == []
     finally:
         kafka.stop()
