@@ -16,12 +16,15 @@ import pytest
 import redis
 
 from sqe.clients.redis_endpoint import RedisEndpoint
+from sqe.config.settings import Settings
+from sqe.config.views import StateSettings
 from sqe.engine.batch_commit import commit_hwm
 from sqe.errors import StateError
 from sqe.ledger.hwm import HwmStore, Stage
 from sqe.ledger.hwm_lua import COMMIT
 from sqe.ledger.retry import Unreachable, retried
-from sqe.state.sink import Batch
+from sqe.state.redis.sink import RedisSink
+from sqe.state.sink import Batch, SinkTarget
 from tests.support.fault_proxy import FaultProxy
 
 pytestmark = pytest.mark.redis
@@ -122,3 +125,22 @@ def test_a_request_at_the_start_whose_reply_is_lost_is_sent_again(proxied, caplo
     assert away.value.tries >= 1 and isinstance(away.value.error, redis.TimeoutError)
     client.close()
     direct.delete("sqe:{t.In}:probe")
+
+
+def test_a_redis_state_whose_stage_clearing_loses_its_reply_still_opens_the_batch(proxied,
+                                                                                   caplog):
+    # A Redis state in the HWM store's database clears what a crashed attempt staged when the
+    # batch opens; a failover there ended a run in the nemesis (seed 3): now it is sent again.
+    proxy, url, direct = proxied
+    batch = _batch(url, 10)
+    settings = {"jw.sqe.state.redis.url": url, "jw.sqe.state.redis.keyname.fields": ["day"]}
+    sink = RedisSink(SinkTarget("Totals", ("day", "amount"), StateSettings(
+        Settings.defaults().overlay(settings, "t")), {}, None, "t.yaml: command 2 (Query)"))
+    assert batch.store is not None
+    stage = batch.store.stage_key(batch.batch_id, batch.checkpoint, 0)
+    direct.hset(stage, "d1", "5")  # what a crashed attempt staged
+    proxy.lose_reply_to(stage.encode())
+    with caplog.at_level(logging.WARNING, logger="sqe"):
+        sink.open(batch)
+    assert proxy.replies_lost == 1 and direct.exists(stage) == 0
+    assert any("at the clearing of Totals's stage" in r.getMessage() for r in caplog.records)
