@@ -125,20 +125,25 @@ def test_shipped_files_name_existing_docs_pages():
                                              "not exist"
 
 
-def _prose(text: str) -> list[str]:
-    """The lines of Markdown ``text`` outside fenced code blocks (a ``# comment`` in a YAML
-    block is no heading, a ``[x](y)`` in a shell block no link)."""
+def _numbered_prose(text: str) -> list[tuple[int, str]]:
+    """The lines of Markdown ``text`` outside fenced code blocks, each with its number (from
+    1): a ``# comment`` in a YAML block is no heading, a ``[x](y)`` in a shell block no link."""
     lines, fence = [], None
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         opening = re.match(r"\s*(`{3,}|~{3,})", line)
         if opening is None:
             if fence is None:
-                lines.append(line)
+                lines.append((number, line))
         elif fence is None:
             fence = opening.group(1)
         elif opening.group(1)[0] == fence[0] and len(opening.group(1)) >= len(fence):
             fence = None
     return lines
+
+
+def _prose(text: str) -> list[str]:
+    """The lines of Markdown ``text`` outside fenced code blocks."""
+    return [line for _, line in _numbered_prose(text)]
 
 
 def _slug(heading: str) -> str:
@@ -271,6 +276,150 @@ def test_bloom_false_positive_table_is_the_formula():
         shown = [cell.strip() for cell in cells.strip(" |").split("|")]
         rates = [f"{100 * (1 - math.exp(-2 * int(n) / (8 * s - 1))) ** 2:.1f} %" for s in sizes]
         assert shown == rates, f"{n} values: {shown} != {rates}"
+
+
+# The measured figures the pages state are those of docs/performance.md's table.
+
+PERFORMANCE = DOCS / "performance.md"
+#: The pages whose figures are checked: what a user reads, but the upgrade notes, which
+#: are the changelog's history.
+FIGURE_PAGES = [page for page in MARKDOWN if page.name != "upgrading.md"]
+#: A number as the pages write it (35,263 or 0.600), or a range of two (0.22-0.27 s).
+_NUMBER = r"\d[\d,]*(?:\.\d+)?"
+_RANGE = rf"({_NUMBER})(?:[-–]({_NUMBER}))?"
+#: What counts as a measured figure, narrowly, each kind with its unit last:
+#: * a rate: a number before records/s, events/s, msgs/s or keys/s;
+#: * a ratio: a number before "x" (or "times") and quixstreams, the plain programs, the
+#:   classic chain or "as fast";
+#: * a memory: bytes, KB, MB or GB with "per" later in its clause (174 bytes per mark);
+#: * a time: s or ms in a sentence that names p50, p99, a median, latency, a cycle,
+#:   Spark's floor or an empty micro-batch (_TIMED).
+_FIGURES = (
+    re.compile(rf"{_RANGE} ?((?:records|events|msgs|messages|keys)/s)\b"),
+    re.compile(rf"{_RANGE}(x| times) (?=(?:of |the speed of )?"
+               r"(?:quixstreams|the plain|plain|the classic|as fast))"),
+    re.compile(rf"{_RANGE} ?(bytes|KB|MB|GB)\b(?=[^.;]*\bper\b)"),
+)
+_TIME = re.compile(rf"{_RANGE} ?(ms|s)\b")
+_TIMED = re.compile(r"\b(?:p50|p99|median|latency|late|cycles?|floor|empty (?:micro-)?batch)\b",
+                    re.I)
+#: A number right after or before one of these words is a setting, a default or an aim,
+#: not a figure: "for 60 s", "the timeout is 120 s", "commit_interval 0.5 s", "<= 0.3 s",
+#: "a 5 s commit interval".
+_SETTING_BEFORE = re.compile(r"(?:interval|\b(?:defaults?|timeout|ttl|retry|aim|for|every|within)"
+                             r"|<=|>=)(?:\W+(?:is|of|a|an|the))?\W*$", re.I)
+_SETTING_AFTER = re.compile(r"^\W*(?:by default|default|commit interval|interval|timeout)", re.I)
+#: Every number with a unit in the table's first two columns: the figures it holds.
+_HELD = re.compile(rf"{_RANGE} ?(records/s|events/s|msgs/s|messages/s|keys/s|x|times|bytes|"
+                   r"KB|MB|GB|ms|s)(?![\w/])")
+
+
+def _figures_table() -> tuple[range, list[list[str]]]:
+    """The line numbers of docs/performance.md's table under "Current figures" (from 1),
+    and the cells of its rows (the header and the rule left out)."""
+    lines = PERFORMANCE.read_text().splitlines()
+    heading = lines.index("## Current figures")
+    first = next(n for n in range(heading, len(lines)) if lines[n].startswith("|"))
+    end = next(n for n in range(first, len(lines)) if not lines[n].startswith("|"))
+    rows = [[cell.strip() for cell in line.strip().strip("|").split(" | ")]
+            for line in lines[first + 2:end]]
+    return range(first + 1, end + 1), rows
+
+
+def _figure(number: str, unit: str) -> tuple[str, str]:
+    return number, "x" if unit.strip() == "times" else unit
+
+
+def _held() -> set[tuple[str, str]]:
+    """Every (number, unit) that the figures table holds in its figure and value columns."""
+    return {_figure(number, found.group(3)) for row in _figures_table()[1]
+            for found in _HELD.finditer(" | ".join(row[:2]))
+            for number in found.group(1, 2) if number}
+
+
+def _unquoted(code: re.Match[str]) -> str:
+    """An inline code span as the figures check reads it, as long as it was: one word
+    (`commit_interval`) as that word, anything longer blank, since a log line or a command
+    shown in it is an example, not a figure."""
+    ticks, inside = code.group(1), code.group(2)
+    kept = inside if re.fullmatch(r"[\w./-]+", inside) else " " * len(inside)
+    return " " * len(ticks) + kept + " " * len(ticks)
+
+
+def _blocks(text: str, skip: range) -> list[tuple[list[tuple[int, int]], str]]:
+    """The paragraphs of Markdown ``text`` outside fenced code blocks and the lines in
+    ``skip``: each its text, inline code read by _unquoted, and where each of its lines
+    starts in it (offset, line number). A heading, a list item and a table row start a
+    block of their own."""
+    blocks: list[tuple[list[tuple[int, int]], str]] = []
+    for number, line in _numbered_prose(text):
+        line = line.strip()
+        if number in skip or not line:
+            blocks.append(([], ""))
+        elif re.match(r"#|\||[*-] |\d+\. ", line) or not blocks or not blocks[-1][1]:
+            blocks.append(([(0, number)], line))
+        else:
+            starts, block = blocks[-1]
+            blocks[-1] = ([*starts, (len(block) + 1, number)], f"{block} {line}")
+    return [(starts, re.sub(r"(`+)(.+?)\1", _unquoted, block)) for starts, block in blocks
+            if block]
+
+
+def _stated_figures(page: Path) -> list[tuple[int, tuple[str, str]]]:
+    """The measured figures ``page`` states, each with its line, as (number, unit); a range
+    as its two numbers. docs/performance.md's table is the figures, not a statement of them."""
+    skip = _figures_table()[0] if page == PERFORMANCE else range(0)
+    stated = []
+    for starts, block in _blocks(page.read_text(), skip):
+        for sentence in re.finditer(r"\S.*?(?:[.!?](?=\s|$)|$)", block):
+            text = sentence.group(0)
+            kinds = [*_FIGURES, *([_TIME] if _TIMED.search(text) else [])]
+            for found in (found for kind in kinds for found in kind.finditer(text)):
+                if _SETTING_BEFORE.search(text[:found.start()]) or \
+                        _SETTING_AFTER.match(text[found.end():]):
+                    continue
+                line = max(n for offset, n in starts if offset <= sentence.start() + found.start())
+                stated += [(line, _figure(number, found.group(3)))
+                           for number in found.group(1, 2) if number]
+    return stated
+
+
+def test_a_measured_figure_is_narrowly_a_rate_a_ratio_a_memory_or_a_timed_cost(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "SQE moved 35,263 events/s, 1.40x quixstreams, in 0.22-0.27 s a cycle.\n"
+        "Its p99 was 2.346 s for 60 s of input; quixstreams' `commit_interval` 0.5 s.\n"
+        "A mark takes 174 bytes per mark, a key 20 bytes. A batch took 9 s.\n"
+        "The timeout is 120 s, and the latency aim <= 1 s. `wrote 10 in 2.0 s (5 records/s)`\n"
+        "```\nlatency 7 s, 12 records/s\n```\n")
+    assert _stated_figures(page) == [
+        (1, ("35,263", "events/s")), (1, ("1.40", "x")), (1, ("0.22", "s")), (1, ("0.27", "s")),
+        (2, ("2.346", "s")), (3, ("174", "bytes"))]
+
+
+def test_the_current_figures_table_says_when_how_and_on_what_each_was_measured():
+    rows = _figures_table()[1]
+    assert len(rows) >= 30, "docs/performance.md lost rows of its Current figures table"
+    for row in rows:
+        assert len(row) == 5, f"docs/performance.md: the figures row {row[0]!r} has " \
+                              f"{len(row)} cells instead of 5"
+        figure, value, measured, command, commit = row
+        assert re.search(r"\d", value), f"docs/performance.md: {figure!r} has no value"
+        assert re.match(r"\d{4}-\d\d-\d\d$|not recorded", measured), \
+            f"docs/performance.md: {figure!r} has no date, nor says it is not recorded"
+        assert re.search(r"bench/|the same|above|not recorded", command), \
+            f"docs/performance.md: {figure!r} names no command, nor says it is not recorded"
+        assert re.match(r"`[0-9a-f]{7,40}`|not recorded$", commit), \
+            f"docs/performance.md: {figure!r} names no commit, nor says it is not recorded"
+
+
+@pytest.mark.parametrize("page", FIGURE_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_pages_state_only_the_measured_figures_of_the_current_figures_table(page):
+    held = _held()
+    wrong = [f"{page.relative_to(ROOT)}:{line}: {number}{'' if unit == 'x' else ' '}{unit} is "
+             "not in the table of docs/performance.md#current-figures."
+             for line, (number, unit) in _stated_figures(page) if (number, unit) not in held]
+    assert not wrong, "\n".join(wrong)
 
 
 def _readme_topology() -> str:
