@@ -106,10 +106,15 @@ _KV_PASSWORD = re.compile(r"(?i)\b(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
 def redact_url(url: str) -> str:
     """``url`` with the password of its user info (if any) replaced by :data:`MASK`.
 
-    A libpq ``key=value`` connection string loses its ``password=...`` instead.
+    A libpq ``key=value`` connection string loses its ``password=...`` instead, and a Spark
+    Connect URL the values of its secret parameters (``;token=...``).
     """
     if "=" in url and "://" not in url:
         return _KV_PASSWORD.sub(lambda m: m.group(1) + MASK, url)
+    if url.startswith("sc://") and ";" in url:  # Spark Connect: sc://host:port/;token=...
+        head, *params = url.split(";")
+        return ";".join([head, *(f"{k}={MASK}" if is_secret_key(k) else f"{k}{eq}{v}"
+                                 for k, eq, v in (p.partition("=") for p in params))])
     try:
         parts = urlsplit(url)
     except ValueError:

@@ -187,8 +187,13 @@ class Sender:
                     except BufferError:  # local queue full: let deliveries drain
                         self.producer.poll(0.1)
         except KafkaException as exc:  # refused before sending (e.g. too large)
-            self.producer.flush(FLUSH_TIMEOUT)
-            raise RefusedRecord(error_text(exc)) from None
+            refused = error_text(exc)
+            try:
+                self.producer.flush(FLUSH_TIMEOUT)
+            except Exception as flush_error:  # the refusal stays the news; the flush's beside it
+                raise RefusedRecord(f"{refused} (and the flush after it failed: "
+                                    f"{flush_error})") from flush_error
+            raise RefusedRecord(refused) from None
 
     def finish(self, timeout: float = FLUSH_TIMEOUT) -> str | None:
         """Flush; the delivery problems as one sentence, or ``None``."""

@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 
 from sqe.config.extras import require
 from sqe.errors import PrerequisiteError
+from sqe.secrets import redact_url
 from sqe.version import __version__
 
 __all__ = ["DEFAULT_PORT", "abandon", "check_server_python", "connect_session", "server_lost",
@@ -45,7 +46,8 @@ def server_address(remote: str) -> tuple[str, int]:
     """The host and port of a Spark Connect URL (``sc://host[:port][/;params]``)."""
     parts = urlsplit(remote)
     if parts.scheme != "sc" or not parts.hostname:
-        raise PrerequisiteError(f"{remote}: a Spark Connect server is named sc://host:port "
+        raise PrerequisiteError(f"{redact_url(remote)}: a Spark Connect server is named "
+                                "sc://host:port "
                                 "(as pyspark --remote and SPARK_REMOTE take it)")
     return parts.hostname, parts.port or DEFAULT_PORT
 
@@ -56,7 +58,7 @@ def _reachable(remote: str, timeout: float = 10.0) -> None:
         with socket.create_connection((host, port), timeout=timeout):
             return
     except OSError as exc:
-        raise PrerequisiteError(f"cannot reach the Spark Connect server at {remote} "
+        raise PrerequisiteError(f"cannot reach the Spark Connect server at {redact_url(remote)} "
                                 f"({exc.strerror or exc}); is it running there?") from None
 
 
@@ -80,13 +82,15 @@ def check_server_python(spark: Any, remote: str) -> None:
         if not missing:
             raise
         raise PrerequisiteError(
-            f"the Spark Connect server at {remote} runs Python workers that cannot import sqe "
+            f"the Spark Connect server at {redact_url(remote)} runs Python workers that cannot "
+            "import sqe "
             f"(No module named '{missing.group(1)}'): install sqe-spark {__version__} where the "
             "server's and its executors' Python are (a cluster library, or the server started "
             "with PYSPARK_PYTHON pointing at an environment that has it; docs/connect.md)"
         ) from None
     if found != __version__:
-        log.warning(f"warning: the Spark Connect server at {remote} has sqe {found} and this "
+        log.warning(f"warning: the Spark Connect server at {redact_url(remote)} has sqe {found} "
+                    "and this "
                     f"client sqe {__version__}: the batches run the server's")
 
 
@@ -139,7 +143,7 @@ def connect_session(remote: str, app_name: str, conf: Mapping[str, str],
                     origins: Mapping[str, str]) -> Any:
     """A Spark Connect session with server ``remote``, and ``conf`` set on it where the server
     allows (``origins``: where each setting came from, for the warnings)."""
-    require("grpc", f"a Spark Connect session ({remote})")
+    require("grpc", f"a Spark Connect session ({redact_url(remote)})")
     from pyspark.sql.connect.client.retries import DefaultPolicy  # needs grpc, checked above
 
     _reachable(remote)
@@ -158,5 +162,5 @@ def connect_session(remote: str, app_name: str, conf: Mapping[str, str],
             log.warning(f"warning: {origins.get(key, 'Spark conf')}: {key} is not set on the "
                         f"Spark Connect session ({first}); set it where the server starts")
     check_server_python(session, remote)
-    log.info(f"Spark Connect session with {remote} ({app_name})")
+    log.info(f"Spark Connect session with {redact_url(remote)} ({app_name})")
     return session

@@ -124,6 +124,10 @@ def test_secret_values_are_masked_in_errors_and_listings(capsys):
     assert redact_url("redis://h:1/0") == "redis://h:1/0"
     assert redact_url("host=db user=sqe password='a b' sslmode=verify-full") == (
         "host=db user=sqe password=*** sslmode=verify-full")
+    # a Spark Connect URL (Databricks: sc://host:443/;token=...;x-databricks-cluster-id=...)
+    assert redact_url("sc://h:443/;token=dapi123;x-databricks-cluster-id=0a;use_ssl=true") == (
+        "sc://h:443/;token=***;x-databricks-cluster-id=0a;use_ssl=true")
+    assert redact_url("sc://h:15002") == "sc://h:15002"
     assert mask_value("jw.sqe.state.postgres.dsn", "postgresql://u:pw@h/db") == \
         "postgresql://u:***@h/db"
     assert scrub("login pw123 failed for pw123", ["pw123", None]) == "login *** failed for ***"

@@ -19,6 +19,7 @@ import redis
 
 import sqe
 from sqe.cli.sample_events import produce_events
+from sqe.errors import PrerequisiteError
 from tests.engine.test_exactly_once import Chain, _assert_each_event_once
 from tests.support import ROOT
 from tests.support.connect_server import ConnectServer, start_connect_server
@@ -223,3 +224,11 @@ def test_a_checkpoint_the_client_cannot_read_is_refused_in_one_sentence(connect_
         f"error: {ROOT / 'topologies/hello.yaml'}: checkpoint s3a://bucket/sqe/hello: over "
         "Spark Connect, the checkpoint must be a path that this machine and the server "
         "share"), done.stderr
+
+
+def test_a_connect_url_s_token_is_never_said():
+    from sqe.engine.connect_session import _reachable
+
+    with pytest.raises(PrerequisiteError) as unreachable:
+        _reachable("sc://127.0.0.1:1/;token=dapi-secret", timeout=1)
+    assert "dapi-secret" not in str(unreachable.value) and "token=***" in str(unreachable.value)
