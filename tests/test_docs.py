@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from sqe.cli.main import main
 from tests.support import ROOT
@@ -44,7 +45,7 @@ def test_options_table_rows_have_four_columns():
 
 @pytest.mark.parametrize("page", MARKDOWN, ids=lambda p: str(p.relative_to(ROOT)))
 def test_pages_name_only_existing_files(page):
-    named = re.findall(r"`((?:topologies|conf|bench|docker|docs|tests|sqe|state|partitioners|tools)/"
+    named = re.findall(r"`((?:topologies|conf|bench|docker|deploy|docs|tests|sqe|state|partitioners|tools)/"
                        r"[\w./-]*[\w/])`", page.read_text())
     missing = sorted(path for path in set(named) if "<" not in path and not (ROOT / path).exists())
     assert not missing, f"{page.relative_to(ROOT)} names files that do not exist: {missing}"
@@ -106,8 +107,10 @@ _OUTSIDE = re.compile(r"DESIGN\.md|\.\./shared\b|(?<![\w.~-])/work(?:/|\b)")
 
 def _shipped() -> list[Path]:
     """The files a user of the repository reads: its Markdown, the example topologies and
-    configs, the docker stack and every module (docstrings and messages)."""
+    configs, the docker stack, the Kubernetes files and every module (docstrings and
+    messages)."""
     return [*MARKDOWN, *ROOT.glob("topologies/*"), *ROOT.glob("conf/*"), *ROOT.glob("docker/*"),
+            *ROOT.glob("deploy/kubernetes/*"),
             *(p for pkg in ("sqe", "state", "partitioners") for p in (ROOT / pkg).rglob("*.py"))]
 
 
@@ -215,6 +218,20 @@ def test_readme_links_every_docs_page():
     index = {link.partition("#")[0] for link in _links(DOCS / "index.md")}
     unlisted = [name for name in pages if name != "index.md" and name not in index]
     assert not unlisted, f"docs/index.md, the index, does not list: {unlisted}"
+
+
+def test_the_install_table_names_every_extra():
+    """docs/deploy.md's table of extras has a row for each extra a user installs (those of
+    `all`, and `all`), and says what the others (the developers') are."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    users = {e for r in extras["all"] for e in re.findall(r"\[(.*)\]", r)[0].split(",")}
+    section = (DOCS / "deploy.md").read_text().split("## Install", 1)[1].split("\n## ", 1)[0]
+    rows = set(re.findall(r"^\| `([\w-]+)` \|", section, re.M))
+    assert rows == users | {"all"}, f"the table's extras {sorted(rows)}, the package's " \
+                                    f"{sorted(users | {'all'})}"
+    for extra in set(extras) - rows:
+        assert f"`{extra}`" in section, f"docs/deploy.md's Install does not say what {extra} is"
 
 
 def _console_examples(page: Path) -> list[tuple[str, list[str]]]:
