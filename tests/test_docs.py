@@ -180,12 +180,10 @@ def _links(page: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("page", MARKDOWN, ids=lambda p: str(p.relative_to(ROOT)))
-def test_markdown_links_lead_to_files_and_headings_of_the_repository(page):
-    links = _links(page)
-    assert page == README or links, f"{page.relative_to(ROOT)} links nothing"
+def _broken_links(page: Path) -> list[str]:
+    """The links of ``page`` that lead to no file of the repository, or to no heading of it."""
     broken = []
-    for link in links:
+    for link in _links(page):
         if re.match(r"[a-z][a-z0-9+.-]*:", link, re.I):  # https:, mailto: ...: not ours
             continue
         path, _, anchor = link.partition("#")
@@ -194,6 +192,67 @@ def test_markdown_links_lead_to_files_and_headings_of_the_repository(page):
             broken.append(f"{link}: no such file in the repository")
         elif anchor and (target.suffix != ".md" or anchor not in _anchors(target)):
             broken.append(f"{link}: no heading of {target.relative_to(ROOT)} makes #{anchor}")
+    return broken
+
+
+@pytest.mark.parametrize("page", MARKDOWN, ids=lambda p: str(p.relative_to(ROOT)))
+def test_markdown_links_lead_to_files_and_headings_of_the_repository(page):
+    assert page == README or _links(page), f"{page.relative_to(ROOT)} links nothing"
+    broken = _broken_links(page)
+    assert not broken, f"{page.relative_to(ROOT)} has broken links: {broken}"
+
+
+# The benchmark results: bench/RESULTS.md is an index of one file per topic under
+# bench/results/, and each run there says when, on what and beside what it ran.
+
+RESULTS_INDEX = ROOT / "bench" / "RESULTS.md"
+RESULTS = sorted((ROOT / "bench" / "results").glob("*.md"))
+#: What a run's section states, each as its value or as the line saying it is not recorded:
+#: a date; the commit it ran on (a hash, since "commit" alone is also the HWM commit's word);
+#: the machine's state (quiet, busy, what ran beside it, its load average).
+_RUN_STATES = {
+    "a date (YYYY-MM-DD)": re.compile(r"\b20\d\d-\d\d-\d\d\b"),
+    "the commit it ran on, or `commit: not recorded`": re.compile(
+        r"`[0-9a-f]{7,40}`|commit: not recorded"),
+    "the machine's state, or `machine state: not recorded`": re.compile(
+        r"load average|quiet|nothing else|busy|shared|idle|noisy|beside|"
+        r"machine state: not recorded", re.I),
+}
+
+
+def _run_sections(page: Path) -> list[tuple[str, str]]:
+    """The runs of a results file: each ``## `` section outside code blocks as (heading, its
+    text, heading and ``### `` parts included, lines joined by spaces). A ``### `` heading is a
+    part of the run above it; one before any ``## `` is a run of its own."""
+    sections: list[tuple[str, list[str]]] = []
+    for line in _prose(page.read_text()):
+        if line.startswith("## ") or (line.startswith("### ") and not sections):
+            sections.append((line, [line]))
+        elif sections:
+            sections[-1][1].append(line)
+    return [(heading, " ".join(lines)) for heading, lines in sections]
+
+
+def test_the_results_index_links_every_topic_file():
+    assert len(RESULTS) >= 10, "bench/results/ lost its topic files"
+    linked = {(RESULTS_INDEX.parent / link.partition("#")[0]).resolve()
+              for link in _links(RESULTS_INDEX)}
+    unlinked = [p.name for p in RESULTS if p.resolve() not in linked]
+    assert not unlinked, f"bench/RESULTS.md does not link these topic files: {unlinked}"
+
+
+@pytest.mark.parametrize("page", RESULTS, ids=lambda p: p.name)
+def test_every_run_in_the_results_states_its_date_commit_and_machine(page):
+    runs = _run_sections(page)
+    assert runs, f"bench/results/{page.name} has no run"
+    missing = [f"{heading!r} does not state {what}" for heading, text in runs
+               for what, found in _RUN_STATES.items() if not found.search(text)]
+    assert not missing, f"bench/results/{page.name}:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize("page", [RESULTS_INDEX, *RESULTS], ids=lambda p: p.name)
+def test_links_of_the_results_lead_to_files_and_headings(page):
+    broken = _broken_links(page)
     assert not broken, f"{page.relative_to(ROOT)} has broken links: {broken}"
 
 

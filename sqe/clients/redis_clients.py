@@ -5,7 +5,7 @@ client paid a TCP connection, the login (``HELLO``/``AUTH``, ``SELECT``, ``CLIEN
 SETINFO``) and redis-py's look-up of its own version in the package metadata, every time;
 and what that look-up caches is rebuilt at each task, because pyspark's worker clears the
 import caches before every task.  Load's worker processes grew by a few hundred bytes a task
-that way (the soak in ``bench/RESULTS.md``).  :func:`kept_client` hands a task the client its
+that way (the soak in ``bench/results/soak.md``).  :func:`kept_client` hands a task the client its
 process keeps for the endpoint instead, as the source keeps its Kafka consumers
 (:mod:`sqe.source.kafka`).
 

@@ -5,7 +5,7 @@ Spark reuses its Python workers across tasks and batches, and its worker daemon 
 holds: the modules the first task imported (pyspark, pyarrow, pandas, confluent-kafka,
 redis-py, SQE) and the clients kept for later tasks -- about 100k objects, 40-100 ms a
 task, so a worker spent 0.8 s of a 200,000-record batch collecting nothing (py-spy,
-``bench/RESULTS.md``).  :func:`begin_task` freezes what is alive when each of a worker
+``bench/results/throughput.md``).  :func:`begin_task` freezes what is alive when each of a worker
 process's first :data:`FROZEN_TASKS` tasks starts (the first tasks of each kind -- a read,
 a state's write -- import the modules and make the clients later tasks keep), so those
 collections walk only what later tasks make.
@@ -16,7 +16,7 @@ freed.  Frozen at every task, each task's leftovers were: the cycles ``importlib
 rebuilds when redis-py asks for its version at every new connection (pyspark's worker calls
 ``importlib.invalidate_caches()`` before every task), a previous task's client, its
 TaskContext.  A worker of load.yaml grew by about 0.7 MB a minute for as long as it ran
-(the soak in ``bench/RESULTS.md``); now what the first tasks leave is all it keeps.
+(``bench/results/soak.md``); now what the first tasks leave is all it keeps.
 """
 
 from __future__ import annotations

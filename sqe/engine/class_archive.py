@@ -3,7 +3,8 @@ instead of read, parsed and verified from its jars at every start.
 
 A local ``sqe run`` starts a JVM that loads some ten thousand classes before its first batch.
 With a dynamic class-data-sharing archive (AppCDS, Java 13 and later) the same session and
-first job take 3.1 s instead of 5.2 s on the project's 2-core machine (``bench/RESULTS.md``).
+first job take 3.1 s instead of 5.2 s on the project's 2-core machine
+(``bench/results/throughput.md``).
 
 :func:`archive_options` gives the JVM options of one local session:
 

@@ -251,7 +251,8 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
     write_records(files, pipelines, found)
     hub = Watchers(watchers, {s.pipeline.stream.streamName: s.pipeline.source for s in streams
                               if s.pipeline.source is not None})
-    # a run until stopped keeps its last reports only (all of them grew the driver, RESULTS.md)
+    # a run until stopped keeps its last reports only (all of them grew the driver,
+    # bench/results/soak.md)
     reports: deque[BatchReport] = deque(maxlen=KEPT_REPORTS if mode == "forever" else None)
     processors: list[BatchProcessor] = []
     queries: list[StreamingQuery] = []

@@ -41,7 +41,7 @@ __all__ = ["build_session", "python_env", "quiet_failure_traces", "remote_of", "
 #: Spark conf for a local session when nothing else is given.  Adaptive query execution is
 #: off: with 2 shuffle partitions it has nothing to coalesce, and it re-plans every shuffle as
 #: extra small jobs, 0.07 s of a micro-batch of replays only (0.42 s instead of 0.49 s a batch,
-#: bench/RESULTS.md).
+#: bench/results/throughput.md).
 LOCAL_DEFAULTS: Mapping[str, str] = {
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.adaptive.enabled": "false",

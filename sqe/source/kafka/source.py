@@ -75,7 +75,7 @@ SOURCE_NAME = "sqe-kafka"
 
 #: Records turned into one Arrow batch at a time: what a task holds as Python objects and Arrow
 #: copies at once.  20,000 records of about 300 bytes peak at 60 MB in the worker where 100,000
-#: peaked at 180 MB, and read no slower (bench/RESULTS.md).
+#: peaked at 180 MB, and read no slower (bench/results/throughput.md).
 _ROWS_PER_ARROW_BATCH = 20_000
 _CONSUME_TIMEOUT = 0.5
 

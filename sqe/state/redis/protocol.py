@@ -5,7 +5,7 @@ A Redis state staged for the HWM commit (:func:`sqe.state.redis.sink.stage_redis
 batch into one hash.  Sent the per-row way, through redis-py's pipeline (one ``hset`` call per
 row, each argument checked and encoded in Python), that costs about 5 µs of Python per row:
 1.3 s for 250,000 rows, against 0.13 s for the same rows as a few long ``HSET`` commands whose
-bytes Arrow builds (``bench/RESULTS.md``).
+bytes Arrow builds (``bench/results/throughput.md``).
 
 The wire form is RESP: a command is ``*<n>\\r\\n`` then each argument as a bulk string,
 ``$<length>\\r\\n<bytes>\\r\\n``.  :func:`hset_commands` encodes every (field, value) pair of a
