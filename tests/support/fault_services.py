@@ -147,6 +147,7 @@ class ProxiedKafka:
         if self.service is not None:
             self.proxy.blackhole(float("inf"))
             self.proxy.cut()
+            time.sleep(1.0)  # a moment for its last acknowledged writes, as a controlled shutdown
             self.service.stop(timeout=30)
 
     def crash(self) -> None:
