@@ -36,10 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import TopicPartition
-from nemesis_schedule import KINDS, Fault, draw, load, save
-from nemesis_world import POSTGRES_TABLE, SteadyProducer, World
-from soak import last_error
 
+from bench.harness.processes import last_error
+from bench.harness.report import parser
+from bench.nemesis_schedule import KINDS, Fault, draw, load, save
+from bench.nemesis_world import POSTGRES_TABLE, SteadyProducer, World
 from sqe.errors import SqeError
 
 
@@ -229,7 +230,7 @@ def failed(r: dict[str, Any]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--seed", type=int, default=1, help="the schedule's seed (default 1)")
     ap.add_argument("--seeds", help="several seeds, one run each: 1,2,3 (instead of --seed)")
     ap.add_argument("--minutes", type=float, default=10.0, help="minutes of input (default 10)")

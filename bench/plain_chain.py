@@ -41,7 +41,8 @@ from typing import Any
 
 import redis
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from part_script import enriched, keeps, load_fields, run_part
+
+from bench.part_script import enriched, keeps, load_fields, run_part
 
 CLIENT = {"receive.message.max.bytes": 200_000_000}  # the pip broker ignores fetch limits
 KEY = struct.Struct(">qiq")  # StreamMetadata: pid, source partition, source offset

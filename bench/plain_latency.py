@@ -37,8 +37,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
-from part_script import run_part
-from plain_chain import CLIENT, DEFAULT_PID, Enricher, PlainError, loader, partitions, step_parsers
+
+from bench.part_script import run_part
+from bench.plain_chain import CLIENT, DEFAULT_PID, Enricher, PlainError, loader, partitions, step_parsers
 
 BATCH = 10_000
 

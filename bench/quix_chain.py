@@ -33,8 +33,8 @@ import argparse
 import sys
 from typing import Any
 
-from part_script import load_fields
-from quix_enrich import application, enrich_into, run_quix
+from bench.part_script import load_fields
+from bench.quix_enrich import application, enrich_into, run_quix
 
 
 def redis_sink(url: str) -> Any:

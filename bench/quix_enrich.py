@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from part_script import enriched, keeps, run_part
+from bench.part_script import enriched, keeps, run_part
 
 CLIENT = {"receive.message.max.bytes": 200_000_000}  # the pip broker ignores fetch limits
 

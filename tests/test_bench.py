@@ -8,6 +8,7 @@ drops exactly the replays the benchmark produced, and every writer writes every 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -17,19 +18,28 @@ from tests.support import ROOT
 
 
 def run_bench(script: str, *args: str, timeout: float = 600, check: bool = True) -> dict:
-    """Run ``bench/<script>`` with ``--json``; its last stdout line, parsed.
+    """Run ``bench/<script>`` with ``--json`` as the docs run it (``PYTHONPATH=.``); its last
+    stdout line, parsed.
 
     With ``check=False`` an exit code 1 that still printed the JSON object (the benchmark's
     own consistency check failed) is left for the caller's asserts, which say more.
     """
     done = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args, "--json"],
-                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env=bench_env())
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     last = (done.stdout.strip().splitlines() or [""])[-1]
     printed = done.returncode == 1 and last.startswith("{")
     assert done.returncode == 0 or (printed and not check), (
         f"{script} exited {done.returncode}: {errors or done.stderr[-2000:]}")
     return json.loads(last)
+
+
+def bench_env() -> dict[str, str]:
+    """This environment with the repository's root first on ``PYTHONPATH``, as the documented
+    commands give it (``PYTHONPATH=.``): how a script reaches ``bench`` and ``tests.support``."""
+    rest = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *rest])}
 
 
 @pytest.mark.slow
@@ -90,12 +100,11 @@ def test_chunk_filter_bench_skips_chunks_and_keeps_the_same_messages(kafka_boots
         assert c["chunks_skipped_bloom"] > 0 and c["bytes_decoded"] < b["bytes_decoded"]
 
 
-def test_the_chain_benchmarks_point_the_shipped_topologies_at_their_topics(monkeypatch):
-    """bench/chain.py's retarget (bench/replay.py's chain uses it too)."""
+def test_the_chain_benchmarks_point_the_shipped_topologies_at_their_topics():
+    """The harness's retarget (every benchmark of the chain uses it)."""
     import yaml
 
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    from chain import retarget
+    from bench.harness.topologies import retarget
 
     enrich = yaml.safe_load((ROOT / "topologies" / "enrich.yaml").read_text())
     load = yaml.safe_load((ROOT / "topologies" / "load.yaml").read_text())
@@ -215,13 +224,11 @@ def test_latency_bench_backlog_mode_measures_sustained_throughput_exactly_once(k
     assert ratio == pytest.approx(rows["sqe"]["sustained_rate"] / rows["plain"]["sustained_rate"])
 
 
-def test_sustained_rate_counts_the_events_between_the_10th_and_90th_percentile_arrival(
-        monkeypatch):
+def test_sustained_rate_counts_the_events_between_the_10th_and_90th_percentile_arrival():
     """bench/sustained.py's figures over made-up clocks: arrivals come in batch-sized lumps."""
     from types import SimpleNamespace
 
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    from sustained import figures, ratios
+    from bench.sustained import figures, ratios
 
     s = 10**9
     # 2 warm-up events, then 100 sent in 1 s; they arrive in 5 lumps of 20, at 2, 3, 4, 5, 6 s.
@@ -245,13 +252,11 @@ def test_sustained_rate_counts_the_events_between_the_10th_and_90th_percentile_a
     assert ratios([{"system": "plain", "sustained_rate": 40.0}]) == {}
 
 
-def test_a_rate_is_held_only_when_little_is_in_flight_at_the_end_and_latency_stays_flat(
-        monkeypatch):
+def test_a_rate_is_held_only_when_little_is_in_flight_at_the_end_and_latency_stays_flat():
     """bench/latency.py's verdict: a chain that fell behind early has a flat, huge latency;
     what it still owes when sending ends shows it (the run of issue 45: 213,800 of 300,000)."""
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    from latency import held
-    from latency_timing import not_held
+    from bench.latency import held
+    from bench.latency_timing import not_held
 
     behind = {"system": "sqe", "rate": 5000, "problems": [], "delivered": 300_000,
               "in_flight_at_end": 213_800, "grew": False, "p50_first_third_s": 36.0,
@@ -269,13 +274,12 @@ def test_a_rate_is_held_only_when_little_is_in_flight_at_the_end_and_latency_sta
     assert held([behind], "sqe") is None
 
 
-def test_latency_figures_keep_the_warm_up_apart(monkeypatch):
+def test_latency_figures_keep_the_warm_up_apart():
     """bench/latency.py's figures: the warm-up events are left out, and a slow first third (the
     JVM compiling as it goes) weighs on p99 but not on the p99 after it."""
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
     from types import SimpleNamespace
 
-    from latency_timing import latencies
+    from bench.latency_timing import latencies
 
     s = 10**9
     sent = [i * s // 100 for i in range(302)]  # 100 a second, 2 warm-up events first
@@ -288,11 +292,10 @@ def test_latency_figures_keep_the_warm_up_apart(monkeypatch):
     assert row["p50_last_third_s"] == pytest.approx(0.1) and not row["grew"]
 
 
-def test_trigger_parts_splits_each_trigger_by_spark_s_event_log(monkeypatch, tmp_path):
+def test_trigger_parts_splits_each_trigger_by_spark_s_event_log(tmp_path):
     """bench/trigger_parts.py over a made-up event log: a trigger's parts add up to it, the
     jobs SQE named are the batch's, the cycle is start to start."""
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    from trigger_parts import PROGRESS, main, medians, triggers
+    from bench.trigger_parts import PROGRESS, main, medians, triggers
 
     def progress(batch: int, at: str, total: int, add: int, commit: int, rows: int) -> dict:
         return {"Event": PROGRESS, "progress": {
@@ -321,11 +324,10 @@ def test_trigger_parts_splits_each_trigger_by_spark_s_event_log(monkeypatch, tmp
     assert main([str(tmp_path / "none")]) == 1
 
 
-def test_a_variant_tree_s_children_import_that_tree_s_sqe(monkeypatch, tmp_path):
+def test_a_variant_tree_s_children_import_that_tree_s_sqe(tmp_path):
     """``python -m`` would put the working directory (this tree) before PYTHONPATH: a variant
     of another tree must not run this tree's driver beside that tree's workers."""
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    from chain import child_env
+    from bench.harness.processes import child_env
 
     (tmp_path / "sqe").mkdir()
     (tmp_path / "sqe" / "__init__.py").write_text("WHERE = 'other'\n")
