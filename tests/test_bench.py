@@ -3,18 +3,31 @@ the session's broker (and Redis), and its ``--json`` object must add up.
 
 The numbers are not checked (the machine is shared); the counts are: every replay filter
 drops exactly the replays the benchmark produced, and every writer writes every record.
+
+And the rules of the ``bench`` package (its ``__init__`` says why): its modules import each
+other by the package's name and leave ``sys.path`` alone, none is named like a module it
+would hide, the harness imports nothing of the scripts, and every script runs as a file.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.support import ROOT
+
+BENCH = ROOT / "bench"
+MODULES = sorted(BENCH.rglob("*.py"))
+#: The names a module of bench/ could be imported by when bench/ is first on sys.path (a
+#: script run as a file): its modules and its packages.
+LOCAL_NAMES = {p.stem for p in BENCH.glob("*.py") if p.stem != "__init__"} | {
+    p.parent.name for p in BENCH.glob("*/__init__.py")}
 
 
 def run_bench(script: str, *args: str, timeout: float = 600, check: bool = True) -> dict:
@@ -351,3 +364,67 @@ def test_hop_cost_bench_runs_the_load_step_three_ways_each_exactly_once(kafka_bo
     assert set(r["variants"]) == {"topology", "exactly_once", "sink"}
     assert r["variants"]["topology"]["ratio"] == 1.0
     assert all(v["cycle_s"] > 0 and v["records_per_s"] > 0 for v in r["variants"].values())
+
+
+# -- the package ---------------------------------------------------------------------------------
+
+
+def _imports(path: Path) -> list[tuple[str, int]]:
+    """(module, level) of every import of ``path``: ``import a.b`` gives ("a.b", 0)."""
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(a.name, 0) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.module or "", node.level))
+    return found
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_bench_modules_import_each_other_by_the_package_name_and_leave_sys_path_alone(path):
+    tree = ast.parse(path.read_text())
+    wrong = [f"{'.' * level}{module}" for module, level in _imports(path)
+             if level or module.split(".")[0] in LOCAL_NAMES]
+    assert not wrong, (f"{path.relative_to(ROOT)} imports {wrong}: write from bench import ... "
+                       "(run as a file, a bare name loads a second copy of the module)")
+    edits = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+             and n.attr == "path" and isinstance(n.value, ast.Name) and n.value.id == "sys"]
+    assert not edits, f"{path.relative_to(ROOT)} touches sys.path: PYTHONPATH=. reaches the root"
+    assert ast.get_docstring(tree), f"{path.relative_to(ROOT)} has no docstring"
+    if path.parent.name == "harness":
+        outside = [m for m, _ in _imports(path)
+                   if m.startswith("bench.") and not m.startswith("bench.harness")]
+        assert not outside, f"{path.relative_to(ROOT)}: the harness imports scripts: {outside}"
+        assert len(path.read_text().splitlines()) <= 400, f"{path.relative_to(ROOT)} is over 400"
+
+
+def test_no_bench_module_is_named_like_a_module_it_would_hide(tmp_path):
+    """A script run as a file has bench/ first on sys.path: a bench/yaml.py would be every
+    script's yaml.  Nothing installed or in the standard library has a bench module's name
+    (nor the package's: ``bench``)."""
+    names = sorted(LOCAL_NAMES | {"bench"})
+    code = ("import importlib.util, json, sys; names = json.loads(sys.argv[1]); "
+            "print(json.dumps([n for n in names if n in sys.stdlib_module_names "
+            "or importlib.util.find_spec(n) is not None]))")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(names)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == [], "bench modules named like installed or standard ones"
+
+
+def test_the_package_says_what_it_may_import():
+    for init in (BENCH / "__init__.py", BENCH / "harness" / "__init__.py"):
+        assert "May import" in (ast.get_docstring(ast.parse(init.read_text())) or ""), init
+
+
+@pytest.mark.parametrize("path", sorted(BENCH.glob("*.py")), ids=lambda p: p.name)
+def test_every_bench_module_runs_as_a_file_and_every_script_prints_its_help(path):
+    """As the docs run them: ``PYTHONPATH=. python bench/<script>.py``; a module without a
+    command line (a piece of one benchmark) imports and does nothing."""
+    done = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True,
+                          cwd=ROOT, env=bench_env(), timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    if 'if __name__ == "__main__":' in path.read_text():
+        assert done.stdout.startswith("usage: "), done.stdout[:500]
+    else:
+        assert done.stdout == ""
