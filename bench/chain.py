@@ -1,9 +1,9 @@
 """The whole chain and its parts, each a whole process, against plain programs doing the same.
 
-    python bench/chain.py [--events 200000,1000000] [--repeat 2] [--empty-batches 30] [--idle-run]
-                          [--quix-python PATH] [--no-connect | --remote sc://HOST:PORT]
-                          [--brokers HOST:PORT]
-                          [--redis redis://HOST:PORT/DB] [--json]
+    PYTHONPATH=. .venv/bin/python bench/chain.py [--events 200000,1000000] [--repeat 2]
+        [--empty-batches 30] [--idle-run] [--quix-python PATH]
+        [--no-connect | --remote sc://HOST:PORT] [--brokers HOST:PORT]
+        [--redis redis://HOST:PORT/DB] [--json]
 
 One run, every contender a subprocess started from scratch, interleaved (A B A B, the order
 rotated each repetition), each one's output checked, medians of ``--repeat`` per size:

@@ -1,9 +1,12 @@
 """The single-part contenders of bench/chain.py, each run by it as a whole process.
 
-    python bench/chain_parts.py spark-read --brokers HOST:PORT --topic T --checkpoint DIR [--batch-records N]
-    python bench/chain_parts.py raw-read --brokers HOST:PORT --topic T
-    python bench/chain_parts.py state-write --brokers HOST:PORT --records N [--partitions 4]
-    python bench/chain_parts.py idempotent-write --brokers HOST:PORT --records N [--partitions 4]
+    PYTHONPATH=. python bench/chain_parts.py spark-read --brokers HOST:PORT --topic T
+        --checkpoint DIR [--batch-records N]
+    PYTHONPATH=. python bench/chain_parts.py raw-read --brokers HOST:PORT --topic T
+    PYTHONPATH=. python bench/chain_parts.py state-write --brokers HOST:PORT --records N
+        [--partitions 4]
+    PYTHONPATH=. python bench/chain_parts.py idempotent-write --brokers HOST:PORT --records N
+        [--partitions 4]
 
 * ``spark-read``: a Spark streaming query over the project's ``sqe-kafka`` source (AvailableNow
   trigger, ``maxRecordsPerBatch`` = ``--batch-records``), whose ``foreachBatch`` counts the rows.

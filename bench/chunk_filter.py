@@ -1,7 +1,7 @@
 """The Bloom stage: a reader that wants 1 of 50 filter values, with and without it.
 
-    python bench/chunk_filter.py [--messages 100000] [--chunk 100] [--size 1000] [--json]
-                                 [--brokers HOST:PORT] [--no-broker]
+    PYTHONPATH=. .venv/bin/python bench/chunk_filter.py [--messages 100000] [--chunk 100]
+        [--size 1000] [--json] [--brokers HOST:PORT] [--no-broker]
 
 The data: ``--messages`` JSON messages of about ``--size`` bytes, each with one
 of 50 regions, written by the Kafka state's encoder (:func:`encode_chunks`)

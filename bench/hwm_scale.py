@@ -1,6 +1,6 @@
 """What a batch's high-water marks cost as a consumer's store grows, per batch and per run.
 
-    python bench/hwm_scale.py [--redis redis://127.0.0.1:6379/9] [--brokers HOST:PORT]
+    PYTHONPATH=. .venv/bin/python bench/hwm_scale.py [--redis redis://127.0.0.1:6379/9] [--brokers HOST:PORT]
         [--marks 1000,10000,100000,1000000] [--partitions 4,64,256] [--touched 64]
         [--touch active,cold] [--repeat 25] [--run-records 20000] [--run-marks 200000]
         [--run-repeat 2] [--state-sizes 1000,1000000] [--postgres DSN] [--json]

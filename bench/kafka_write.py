@@ -1,7 +1,7 @@
 """Write throughput of the Kafka state against the producers users would write by hand.
 
-    python bench/kafka_write.py [--records 500000] [--partitions 4] [--txn-records 10000]
-                                [--repeat 3] [--brokers HOST:PORT] [--json]
+    PYTHONPATH=. .venv/bin/python bench/kafka_write.py [--records 500000] [--partitions 4]
+        [--txn-records 10000] [--repeat 3] [--brokers HOST:PORT] [--json]
 
 The data: ``--records`` records of 100 bytes with 20-byte StreamMetadata keys
 of 2 pids x 8 source partitions, in source-offset order per (pid, partition).

@@ -101,7 +101,7 @@ def one_run(system: str, rate: float, b: Bench) -> dict[str, Any]:
 
 def held(rows: list[dict[str, Any]], system: str) -> float | None:
     """The highest rate ``system`` held: every event once, at most a few seconds of input in
-    flight when sending ended, and no climbing latency (:func:`latency_timing.not_held`)."""
+    flight when sending ended, and no climbing latency (:func:`bench.latency_timing.not_held`)."""
     ok = [r["rate"] for r in rows if r["system"] == system and not r["problems"]
           and not_held(r) is None]
     return max(ok, default=None)

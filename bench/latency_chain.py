@@ -6,7 +6,7 @@ partitions), the Redis database flushed, the two steps started (:func:`make_chai
 ``plain``, ``quix`` or ``quix-tuned``, as bench/latency.py's docstring describes them), one
 warm-up event per source partition, and once all of them are in the store (both steps have done
 their first batch: start-up is not counted) and 2 s more, the events of the caller's
-:class:`~latency_timing.Producer`.  Then the chain gets ``drain_s`` seconds to deliver every
+:class:`~bench.latency_timing.Producer`.  Then the chain gets ``drain_s`` seconds to deliver every
 event, its processes SIGTERM (SQE's runs finish their batch), and every event id must be in
 ``load_log`` exactly once, the region hashes holding exactly what the events give (as
 bench/chain.py checks them).  What went wrong is in the row's ``problems``.

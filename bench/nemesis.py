@@ -4,11 +4,11 @@
         [--every 20] [--kinds kill,pause,...] [--schedule FILE] [--seeds 1,2,3] [--cluster]
         [--drain-timeout 600] [--out DIR] [--json]
 
-For each seed, :class:`nemesis_world.World` starts the broker, a Redis pair with its
+For each seed, :class:`bench.nemesis_world.World` starts the broker, a Redis pair with its
 Sentinel and a Postgres cluster, each behind a fault proxy on loopback, and the chain
 (enrich -> load into Redis and Postgres) as two long-running ``sqe run`` processes; a thread
 writes the sample events ``e0, e1, ...`` at ``--rate`` per second for ``--minutes``, and the
-faults of :func:`nemesis_schedule.draw` (``--seed``, about one per ``--every`` seconds, of
+faults of :func:`bench.nemesis_schedule.draw` (``--seed``, about one per ``--every`` seconds, of
 ``--kinds``) are inflicted at their times, each in its own thread, so they overlap.  A run
 that ends unbidden is recorded (its exit code and last sentence) and started again; a second
 run a takeover started is kept when the first ends.  Then the input ends, the chain drains,

@@ -4,7 +4,7 @@
 servers with a Sentinel (each server behind a proxy; the HWM store and load's Redis states
 through the Sentinel, so a commit waits for the replica), a private Postgres cluster behind a
 proxy, and the two ``sqe run`` processes of the chain (enrich into a Kafka topic, load into
-Redis and Postgres).  :meth:`World.inflict` does one :class:`~nemesis_schedule.Fault` and
+Redis and Postgres).  :meth:`World.inflict` does one :class:`~bench.nemesis_schedule.Fault` and
 undoes it after its hold; faults on one target wait for each other, faults on different
 targets overlap.
 """

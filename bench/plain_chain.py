@@ -1,8 +1,9 @@
 """The chain of topologies/enrich.yaml and topologies/load.yaml as a plain Python program.
 
-    python bench/plain_chain.py enrich --brokers HOST:PORT --source events --sink enriched [--pid N]
-    python bench/plain_chain.py load --brokers HOST:PORT --source enriched --redis redis://HOST:PORT/DB
-                                     [--consumer NAME]
+    PYTHONPATH=. python bench/plain_chain.py enrich --brokers HOST:PORT --source events
+        --sink enriched [--pid N]
+    PYTHONPATH=. python bench/plain_chain.py load --brokers HOST:PORT --source enriched
+        --redis redis://HOST:PORT/DB [--consumer NAME]
 
 What ``bench/chain.py`` runs against ``sqe run``: the same two steps, each a whole process,
 written by hand with confluent-kafka, redis-py, json and struct only (no SQE code):

@@ -1,9 +1,9 @@
 """The chain of topologies/enrich.yaml and load.yaml as long-running plain programs.
 
-    python bench/plain_latency.py enrich --brokers HOST:PORT --source events --sink enriched
-                                         [--group NAME] [--pid N]
-    python bench/plain_latency.py load --brokers HOST:PORT --source enriched
-                                       --redis redis://HOST:PORT/DB [--group NAME]
+    PYTHONPATH=. python bench/plain_latency.py enrich --brokers HOST:PORT --source events
+        --sink enriched [--group NAME] [--pid N]
+    PYTHONPATH=. python bench/plain_latency.py load --brokers HOST:PORT --source enriched
+        --redis redis://HOST:PORT/DB [--group NAME]
 
 What ``bench/latency.py`` runs against long-running ``sqe run`` processes: the two steps of
 ``bench/plain_chain.py`` (its :class:`Enricher` and :class:`Loader`: the same transform, keys,

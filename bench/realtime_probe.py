@@ -1,6 +1,6 @@
 """Whether Spark's real-time mode (``trigger(realTime=...)``) takes the pieces SQE is built from.
 
-    PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/realtime_probe.py [--seconds 30]
+    PYTHONPATH=. PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/realtime_probe.py [--seconds 30]
 
 Real-time mode runs long batches whose records flow through as they arrive (milliseconds end to
 end), where a micro-batch stream pays each batch's fixed cost before a record is out.  SQE reads

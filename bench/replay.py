@@ -1,8 +1,8 @@
 """Replay filtering, four ways on one topic, and the cost of the state each way keeps.
 
-    python bench/replay.py [--records 200000] [--partitions 4] [--replays 0.05]
-                           [--batch-records 100000] [--repeat 3] [--chain-events 5000]
-                           [--brokers HOST:PORT] [--redis redis://HOST:PORT/DB] [--json]
+    PYTHONPATH=. .venv/bin/python bench/replay.py [--records 200000] [--partitions 4]
+        [--replays 0.05] [--batch-records 100000] [--repeat 3] [--chain-events 5000]
+        [--brokers HOST:PORT] [--redis redis://HOST:PORT/DB] [--json]
 
 The default size is 200,000 records, not the 2,000,000 the benchmark was
 specified with: on the shared 2-core machine it was written on, four Spark

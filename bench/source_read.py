@@ -1,7 +1,7 @@
 """Throughput of the sqe-kafka read path: one task's read_range, with and without the replay filter.
 
-    python bench/source_read.py --brokers 127.0.0.1:9092 [--records 200000]
-                                [--redis redis://127.0.0.1:6379/0]
+    PYTHONPATH=. .venv/bin/python bench/source_read.py --brokers 127.0.0.1:9092
+        [--records 200000] [--redis redis://127.0.0.1:6379/0]
 
 Produces ``--records`` StreamMetadata-keyed records to a fresh one-partition
 topic (about 10 % replays), then reads the whole range three times each way

@@ -1,7 +1,7 @@
 """Cost of exactly-once commits: a Redis state written directly vs staged and applied by the
 HWM commit script, and the Postgres state (COPY + batch id in one transaction).
 
-    python bench/state_commit.py --redis redis://127.0.0.1:6379/9 \
+    PYTHONPATH=. python bench/state_commit.py --redis redis://127.0.0.1:6379/9 \
         --postgres postgresql://postgres@127.0.0.1:5432/postgres [--rows 200000]
 
 Each way writes the same ``--rows`` rows (HASH: 50 keys, one field per row)

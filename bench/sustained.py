@@ -1,7 +1,7 @@
 """Sustained throughput once warm: bench/latency.py's backlog mode (``--backlog N``).
 
 For every system, one after the other on the same broker and Redis,
-:func:`latency_chain.chain_run` starts the chain enrich -> load and warms it up exactly as for a
+:func:`bench.latency_chain.chain_run` starts the chain enrich -> load and warms it up exactly as for a
 rate run (start-up is not counted), then the producer sends N sample events as fast as it can
 (``Producer`` at rate 0, in bursts of 5,000, each stamped at its send) and the arrivals poller
 stamps each event's first arrival in ``load_log`` (bench/latency_timing.py).  The chain gets
