@@ -10,7 +10,7 @@ and their own measurement), the parts some of them start as child processes (``p
 ``plain_latency``, ``chain_parts``, ``quix_enrich``, ``quix_chain``, ``part_script``: a part
 that runs in a virtualenv of its own imports the standard library and ``bench.part_script``
 only), and the pieces of one benchmark kept apart (``latency_chain``, ``latency_timing``,
-``sustained``, ``nemesis_world``, ``nemesis_schedule``, ``state_scale``).
+``sustained``, ``chain_report``, ``nemesis_world``, ``nemesis_schedule``, ``state_scale``).
 
 May import: ``sqe``; ``tests.support`` (the servers the tests start, reached because
 ``PYTHONPATH=.`` puts the repository's root on the path); and ``bench`` itself, by its package

@@ -36,13 +36,12 @@ import argparse
 import statistics
 import sys
 import uuid
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from bench.harness import BenchError, rotate
 from bench.harness.report import finish, parser, say, service_options
-from bench.harness.services import Services, connect_server, flush, kafka_and_redis, with_services
+from bench.harness.services import Services, flush, with_services
 from bench.harness.topics import PARTITIONS, create_topic
 from bench.harness.topologies import Size, check_chain, expected_store, topology_copy
 
@@ -154,14 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.records < 1 or args.batches < 3 or args.repeat < 1:
         ap.error("--records and --repeat must be at least 1, --batches at least 3")
 
-    def body(stack: ExitStack, work: Path) -> dict[str, Any]:
-        brokers, redis_url = kafka_and_redis(stack, work, args.brokers, args.redis)
-        connect = args.remote
-        if args.connect and not connect:
-            connect = connect_server(stack, work)
-        return measure(args, Services(brokers, redis_url, work, connect))
-
-    result = with_services(body, "sqe-bench-cost-")
+    result = with_services(lambda stack, work: measure(args, Services.start(
+        stack, work, args.brokers, args.redis, args.connect, args.remote)), "sqe-bench-cost-")
     if result is None:
         return 1
     return finish(table(result), result["problems"], result if args.json else None)

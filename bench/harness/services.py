@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from bench.harness import BENCH, BenchError
 from bench.harness.processes import Proc, SqeRun, read_progress, run_process, sqe_command
+from bench.harness.report import say
 from sqe.errors import SqeError
 
 #: What a run tells as one ``error: ...`` line (exit code 1) instead of a traceback.
@@ -128,6 +129,17 @@ class Services:
         self.brokers, self.redis_url, self.work = brokers, redis_url, work
         self.logs = work / "logs"
         self.connect = connect  # the Spark Connect server of the Connect row (its URL)
+
+    @classmethod
+    def start(cls, stack: ExitStack, work: Path, brokers: str | None, url: str | None,
+              connect: bool = False, remote: str | None = None) -> Services:
+        """:func:`kafka_and_redis` of ``brokers`` and ``url`` in ``work``, and with ``connect``
+        the Spark Connect server ``remote`` names, or one started (:func:`connect_server`)."""
+        brokers, url = kafka_and_redis(stack, work, brokers, url)
+        if connect and not remote:
+            remote = connect_server(stack, work)
+            say(f"Spark Connect server at {remote}")
+        return cls(brokers, url, work, remote if connect else None)
 
     def sqe_run(self, topology: Path, name: str, checkpoint: Path, *mode: str,
                 remote: bool = False, tree: Path | None = None) -> SqeRun:
