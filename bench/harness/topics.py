@@ -92,8 +92,8 @@ def committed_records(brokers: str, topic: str, timeout: float = 120.0) -> int:
                 if err is None:
                     seen += 1
                     at_end.discard(m.partition())
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(m.partition())
+                elif err.code() == KafkaError._PARTITION_EOF and (p := m.partition()) is not None:
+                    at_end.add(p)
         if len(at_end) < len(parts):
             raise BenchError(f"counting {topic}: the end of every partition was not reached in "
                              f"{timeout:.0f} s")
