@@ -35,17 +35,15 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import uuid
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import chain
-from kafka_write import BenchError
-from local_redis import local_services
-
-from sqe.errors import SqeError
+from bench.harness import BenchError, rotate
+from bench.harness.report import finish, parser, say, service_options
+from bench.harness.services import Services, flush, with_services
+from bench.harness.topics import PARTITIONS, create_topic
+from bench.harness.topologies import Size, check_chain, expected_store, topology_copy
 
 STEPS = ("enrich", "load")
 
@@ -62,21 +60,21 @@ def parse_variant(text: str) -> tuple[str, Path]:
     return name.strip(), Path(path)
 
 
-def one_chain(s: chain.Services, size: chain.Size, records: int, variant: str,
+def one_chain(s: Services, size: Size, records: int, variant: str,
               where: Path | None, remote: bool = False) -> dict[str, dict[str, float]]:
     """enrich then load of ``variant``, each ``sqe run --once`` in batches of ``records``
     (over the Spark Connect server when ``remote``); per step the median batch duration and
     cycle of the batches after the first."""
     tag = f"{variant}_{uuid.uuid4().hex[:6]}"
-    enriched = chain.new_topic(s.brokers, "bench-cost-enriched")
-    chain.flush(s.redis_url)
+    enriched = create_topic(s.brokers, "bench-cost-enriched")
+    flush(s.redis_url)
     config = where if where is not None and where.is_file() else None
     tree = where if where is not None and where.is_dir() else None
     extra = ["--conf", f"jw.sqe.spout.kafka.maxRecordsPerBatch={records}",
              *(["--config", str(config)] if config is not None else [])]
     out: dict[str, dict[str, float]] = {}
     for step, source, sink in (("enrich", size.topic, enriched), ("load", enriched, None)):
-        run = s.sqe_run(chain.topology_copy(step, source, sink, s.work), f"cost_{step}_{tag}",
+        run = s.sqe_run(topology_copy(step, source, sink, s.work), f"cost_{step}_{tag}",
                         s.work / "checkpoints" / f"{step}_{tag}", "--once", *extra, tree=tree,
                         remote=remote)
         later = run.batches[1:]
@@ -86,23 +84,23 @@ def one_chain(s: chain.Services, size: chain.Size, records: int, variant: str,
         out[step] = {"duration_s": statistics.median(b["duration_s"] for b in later),
                      "cycle_s": statistics.median(cycles), "batches": len(run.batches),
                      "records_max": max(b["records_read"] for b in later)}
-    chain.check_chain(s, size, enriched, f"{variant} enrich.yaml", f"{variant} load.yaml")
+    check_chain(s, size, enriched, f"{variant} enrich.yaml", f"{variant} load.yaml")
     return out
 
 
-def measure(args: argparse.Namespace, s: chain.Services, say: Any) -> dict[str, Any]:
+def measure(args: argparse.Namespace, s: Services) -> dict[str, Any]:
     from sqe.cli.sample_events import produce_events
 
     events = args.records * (args.batches + 1)
-    topic = chain.new_topic(s.brokers, "bench-cost-events")
-    produce_events(s.brokers, topic, events, partitions=chain.PARTITIONS)
-    size = chain.Size(events, topic, chain.expected_store(events))
+    topic = create_topic(s.brokers, "bench-cost-events")
+    produce_events(s.brokers, topic, events, partitions=PARTITIONS)
+    size = Size(events, topic, expected_store(events))
     variants: dict[str, Path | None] = {"default": None, **dict(args.variant)}
     if s.connect is not None:
         variants["connect"] = None
     runs: dict[str, list[dict[str, dict[str, float]]]] = {v: [] for v in variants}
     for rep in range(args.repeat):
-        for name in chain.rotate(tuple(variants), rep):
+        for name in rotate(tuple(variants), rep):
             got = one_chain(s, size, args.records, name, variants[name],
                             remote=name == "connect")
             runs[name].append(got)
@@ -136,16 +134,14 @@ def table(result: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--records", type=int, default=2000, help="records per micro-batch")
     ap.add_argument("--batches", type=int, default=15, help="batches per run after the first")
     ap.add_argument("--repeat", type=int, default=2, help="runs of every variant")
     ap.add_argument("--variant", type=parse_variant, action="append", default=[],
                     metavar="NAME=CONFIG.yaml|DIR",
                     help="a variant: both runs get --config FILE, or run DIR's sqe package")
-    ap.add_argument("--brokers", help="a Kafka broker; default: start the local pip broker")
-    ap.add_argument("--redis", help="a Redis URL with a database to flush; default: start "
-                                    "redis-server")
+    service_options(ap)
     ap.add_argument("--connect", action="store_true",
                     help="also run this tree over Spark Connect (variant connect; a server is "
                          "started unless --remote names one)")
@@ -156,21 +152,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--remote names the server of --connect")
     if args.records < 1 or args.batches < 3 or args.repeat < 1:
         ap.error("--records and --repeat must be at least 1, --batches at least 3")
-    say = lambda text: print(text, flush=True)  # noqa: E731
-    with ExitStack() as stack:
-        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sqe-bench-cost-")))
-        try:
-            brokers, redis_url = local_services(stack, work, args.brokers, args.redis)
-            connect = args.remote
-            if args.connect and not connect:
-                server = chain.start_connect_server(work / "connect")
-                stack.callback(server.kill)
-                connect = server.url
-            result = measure(args, chain.Services(brokers, redis_url, work, connect), say)
-        except (BenchError, SqeError, ConnectionError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-    return chain.finish(table(result), result, result if args.json else None)
+
+    result = with_services(lambda stack, work: measure(args, Services.start(
+        stack, work, args.brokers, args.redis, args.connect, args.remote)), "sqe-bench-cost-")
+    if result is None:
+        return 1
+    return finish(table(result), result["problems"], result if args.json else None)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 """The single-part contenders of bench/chain.py, each run by it as a whole process.
 
-    python bench/chain_parts.py spark-read --brokers HOST:PORT --topic T --checkpoint DIR [--batch-records N]
-    python bench/chain_parts.py raw-read --brokers HOST:PORT --topic T
-    python bench/chain_parts.py state-write --brokers HOST:PORT --records N [--partitions 4]
-    python bench/chain_parts.py idempotent-write --brokers HOST:PORT --records N [--partitions 4]
+    PYTHONPATH=. python bench/chain_parts.py spark-read --brokers HOST:PORT --topic T
+        --checkpoint DIR [--batch-records N]
+    PYTHONPATH=. python bench/chain_parts.py raw-read --brokers HOST:PORT --topic T
+    PYTHONPATH=. python bench/chain_parts.py state-write --brokers HOST:PORT --records N
+        [--partitions 4]
+    PYTHONPATH=. python bench/chain_parts.py idempotent-write --brokers HOST:PORT --records N
+        [--partitions 4]
 
 * ``spark-read``: a Spark streaming query over the project's ``sqe-kafka`` source (AvailableNow
   trigger, ``maxRecordsPerBatch`` = ``--batch-records``), whose ``foreachBatch`` counts the rows.
@@ -25,15 +28,16 @@ seconds of its work alone (the rest of the process's time is start-up); a failur
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-import kafka_write
-from part_script import run_part
-
+from bench import kafka_write
+from bench.harness import BenchError
+from bench.harness.report import parser
+from bench.harness.topics import create_topic, topic_size
+from bench.part_script import run_part
 from sqe.errors import SqeError
 
 
@@ -80,7 +84,7 @@ def raw_read(brokers: str, topic: str) -> dict[str, Any]:
             msgs = consumer.consume(num_messages=min(10_000, left), timeout=1.0)
             for m in msgs:
                 if m.error() is not None:
-                    raise kafka_write.BenchError(f"reading {topic}: {m.error().str()}")
+                    raise BenchError(f"reading {topic}: {m.error().str()}")
                 m.key()
                 value_bytes += len(m.value() or b"")
                 last_offset = m.offset()
@@ -89,7 +93,7 @@ def raw_read(brokers: str, topic: str) -> dict[str, Any]:
             if msgs:
                 idle_since = time.monotonic()
             elif time.monotonic() - idle_since > 60:
-                raise kafka_write.BenchError(f"reading {topic}: {left} records not delivered "
+                raise BenchError(f"reading {topic}: {left} records not delivered "
                                              "in 60 s")
         seconds = time.perf_counter() - start
     finally:
@@ -116,26 +120,24 @@ def state_write(brokers: str, records: int, partitions: int) -> dict[str, Any]:
 
 def idempotent_write(brokers: str, records: int, partitions: int) -> dict[str, Any]:
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient
 
     from sqe.partitioners import SourcePartitionPartitioner
 
     data = kafka_write.make_records(records)
     keys = data.keys()
     targets = SourcePartitionPartitioner().partition_array(keys, partitions).tolist()
-    admin = AdminClient({"bootstrap.servers": brokers, "log_level": 2})
-    topic = kafka_write.create_topic(admin, brokers, partitions, "bench-write-idempotent")
+    topic = create_topic(brokers, "bench-write-idempotent", partitions)
     producer = Producer({"bootstrap.servers": brokers, "enable.idempotence": True, "acks": "all",
                          "linger.ms": 20, "receive.message.max.bytes": 200_000_000,
                          "log_level": 2})
     start = time.perf_counter()
     kafka_write.produce_all(producer, topic, keys.to_pylist(), data.value, targets, None)
     seconds = time.perf_counter() - start
-    return {"topic": topic, "written": kafka_write.topic_size(brokers, topic), "seconds": seconds}
+    return {"topic": topic, "written": topic_size(brokers, topic), "seconds": seconds}
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("part", choices=("spark-read", "raw-read", "state-write", "idempotent-write"))
     ap.add_argument("--brokers", required=True)
     ap.add_argument("--topic", help="the topic to read (the readers)")
@@ -155,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         "raw-read": lambda: raw_read(args.brokers, args.topic),
         "state-write": lambda: state_write(args.brokers, args.records, args.partitions),
         "idempotent-write": lambda: idempotent_write(args.brokers, args.records, args.partitions)}
-    return run_part(parts[args.part], (kafka_write.BenchError, SqeError))
+    return run_part(parts[args.part], (BenchError, SqeError))
 
 
 if __name__ == "__main__":

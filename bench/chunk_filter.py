@@ -1,7 +1,7 @@
 """The Bloom stage: a reader that wants 1 of 50 filter values, with and without it.
 
-    python bench/chunk_filter.py [--messages 100000] [--chunk 100] [--size 1000] [--json]
-                                 [--brokers HOST:PORT] [--no-broker]
+    PYTHONPATH=. .venv/bin/python bench/chunk_filter.py [--messages 100000] [--chunk 100]
+        [--size 1000] [--json] [--brokers HOST:PORT] [--no-broker]
 
 The data: ``--messages`` JSON messages of about ``--size`` bytes, each with one
 of 50 regions, written by the Kafka state's encoder (:func:`encode_chunks`)
@@ -27,17 +27,18 @@ and the bytes each reader decoded, and the ratios (b)/(c).
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import tempfile
+import sys
 import time
-import uuid
 from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 
+from bench.harness.report import parser, service_options
+from bench.harness.services import kafka_broker, with_services
+from bench.harness.topics import create_topic, fill
 from sqe.source.kafka import read_range
 from sqe.source.kafka.config import RangePartition, SourceConfig
 from sqe.source.kafka.rows import Records, to_rows
@@ -107,20 +108,8 @@ def stage(rec: Records, reps: int) -> dict[str, dict]:
 
 def through_broker(rec: Records, brokers: str, reps: int) -> dict[str, dict]:
     """read_range of a real topic holding the chunk records."""
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    from sqe.clients.kafka import Sender, producer_conf
-
-    topic = f"bench-chunks-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": brokers})
-    admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "-1"})])[topic].result(30)
-    sender = Sender(Producer(producer_conf(brokers, {"linger.ms": 50})))
-    for key, value in zip(rec.keys, rec.values, strict=True):
-        sender.send(topic, value, key, 0)
-    problem = sender.finish()
-    if problem:
-        raise SystemExit(f"could not write the benchmark topic: {problem}")
+    topic = create_topic(brokers, "bench-chunks", 1)
+    fill(brokers, topic, ((key, value, 0) for key, value in zip(rec.keys, rec.values, strict=True)))
     part = RangePartition(topic, 0, 0, len(rec))
     cfgs = readers(topic, brokers)
     sum(b.num_rows for b in read_range(cfgs["a_no_filter"], part))  # warm the page cache
@@ -161,15 +150,15 @@ def _table(title: str, results: dict[str, dict], messages: int) -> list[str]:
     return lines
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = parser(__doc__)
     ap.add_argument("--messages", type=int, default=100_000)
     ap.add_argument("--chunk", type=int, default=100, help="messages per chunk")
     ap.add_argument("--size", type=int, default=1000, help="bytes per message (about)")
-    ap.add_argument("--brokers", help="a Kafka broker; default: start the local pip broker")
+    service_options(ap, redis=False)
     ap.add_argument("--no-broker", action="store_true", help="measure the read stage only")
     ap.add_argument("--json", action="store_true", help="also print one JSON object last")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     rec = make_records(args.messages, args.chunk, args.size)
     total = sum(len(v or b"") for v in rec.values)
@@ -181,24 +170,17 @@ def main() -> None:
     print("\n".join(_table("read stage (to_rows on fetched records), median of 5:",
                            result["stage"], args.messages)))
     if not args.no_broker:
-        service = None
-        brokers = args.brokers
-        with tempfile.TemporaryDirectory(prefix="sqe-bench-") as tmp:
-            if brokers is None:
-                from sqe.cli.local_services import start_local_kafka
-
-                service = start_local_kafka(tmp)
-                brokers = service.address
-            try:
-                result["broker"] = through_broker(rec, brokers, 3)
-            finally:
-                if service is not None:
-                    service.stop()
+        broker = with_services(
+            lambda stack, work: through_broker(rec, kafka_broker(stack, work, args.brokers), 3))
+        if broker is None:
+            return 1
+        result["broker"] = broker
         print("\n".join(_table("read_range through the broker (fetch included), median of 3:",
                                result["broker"], args.messages)))
     if args.json:
         print(json.dumps(result))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

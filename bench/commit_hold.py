@@ -16,12 +16,10 @@ is given (that database is flushed).  Exit 1 when the state differs from what wa
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from contextlib import ExitStack
@@ -30,7 +28,10 @@ from typing import Any
 
 import redis
 
-BENCH = Path(__file__).resolve().parent
+from bench.harness import BENCH, ROOT
+from bench.harness.report import parser, service_options
+from bench.harness.services import redis_database, with_services
+
 _KEYS = 50
 
 
@@ -86,32 +87,34 @@ def measure(url: str, rows: int) -> dict[str, Any]:
             "rows_in_state": held}
 
 
+def in_tree(tree: Path, url: str, rows: int) -> dict[str, Any]:
+    """:func:`measure` of this file run by another source tree's ``sqe`` package (its tree
+    first on the path, the working directory not on it)."""
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{ROOT}", "PYTHONSAFEPATH": "1"}
+    code = ("import json, runpy; "
+            f"measure = runpy.run_path({str(BENCH / 'commit_hold.py')!r})['measure']; "
+            f"print(json.dumps(measure({url!r}, {rows})))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--rows", type=int, default=600_000, help="rows the batch stages")
-    ap.add_argument("--redis", help="a Redis URL with a database to flush; default: start one")
+    service_options(ap, kafka=False)
     ap.add_argument("--tree", type=Path, help="run another source tree's sqe package")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    with ExitStack() as stack:
-        url = args.redis
-        if url is None:
-            from sqe.cli.local_services import start_local_redis
 
-            server = start_local_redis(Path(stack.enter_context(tempfile.TemporaryDirectory()))
-                                       / "redis")
-            stack.callback(server.stop)
-            url = f"{server.address}/0"
-        if args.tree is not None:
-            env = {**os.environ, "PYTHONPATH": f"{args.tree}{os.pathsep}{BENCH}",
-                   "PYTHONSAFEPATH": "1"}  # not this tree, from the working directory
-            code = ("import json, commit_hold; "
-                    f"print(json.dumps(commit_hold.measure({url!r}, {args.rows})))")
-            out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
-                                 capture_output=True, text=True).stdout
-            result = json.loads(out.strip().splitlines()[-1])
-        else:
-            result = measure(url, args.rows)
+    def body(stack: ExitStack, work: Path) -> dict[str, Any]:
+        url = redis_database(stack, work, args.redis, flush=False)  # measure() flushes it
+        return in_tree(args.tree, url, args.rows) if args.tree is not None else \
+            measure(url, args.rows)
+
+    result = with_services(body)
+    if result is None:
+        return 1
     result["tree"] = str(args.tree) if args.tree else "this tree"
     if args.json:
         print(json.dumps(result, indent=2))

@@ -23,29 +23,26 @@ record once.  Exit 1 when a run fails or its output is wrong.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import sys
-import tempfile
 from contextlib import ExitStack
 from datetime import datetime
 from pathlib import Path
 
-import chain
 import redis
-import yaml
-from kafka_write import BenchError
-from local_redis import local_services
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import sqe
+from bench.harness import ROOT, BenchError, rotate
+from bench.harness.report import parser, service_options
+from bench.harness.services import conf_pairs, flush, kafka_and_redis, with_services
+from bench.harness.topics import PARTITIONS, create_topic, fill
+from bench.harness.topologies import topology_copy
 from sqe.wire.keys import StreamMetadata
-from tests.support.kafka_io import produce
 
-ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("topology", "exactly_once", "sink")
 FIELDS = {"event_id": "string", "region": "string", "amount_cents": "bigint"}
 
@@ -78,10 +75,7 @@ def run_variant(variant: str, spark: SparkSession, topic: str, conf: dict[str, s
                 work: Path, tag: str) -> float:
     """One run of ``variant`` over ``topic``; its median cycle in seconds."""
     if variant == "topology":
-        load = yaml.safe_load((ROOT / "topologies/load.yaml").read_text())
-        load[0]["CreateStream"]["objectName"] = topic
-        path = work / f"{tag}.yaml"
-        path.write_text(yaml.safe_dump(load, sort_keys=False))
+        path = topology_copy("load", topic, None, work)
         result = sqe.run(path, config=[ROOT / "conf/local.yaml"], conf=conf, name=tag,
                          checkpoint=work / tag, once=True, spark=spark)
         return _cycles([r.started for r in result.reports if r.records_read])
@@ -120,42 +114,37 @@ def _check(url: str, expected: int, variant: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=2000)
-    parser.add_argument("--batches", type=int, default=10)
-    parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--brokers")
-    parser.add_argument("--redis")
-    parser.add_argument("--json", action="store_true")
-    a = parser.parse_args(argv)
+    ap = parser(__doc__)
+    ap.add_argument("--records", type=int, default=2000)
+    ap.add_argument("--batches", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=2)
+    service_options(ap)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     total = a.records * (a.batches + 1)
-    with ExitStack() as stack:
-        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hop-cost-")))
-        brokers, url = local_services(stack, work, a.brokers, a.redis)
-        host, port, db = _redis_parts(url)
-        conf = {"jw.sqe.spout.kafka.brokers": brokers, "jw.sqe.state.kafka.brokers": brokers,
-                "jw.sqe.spout.kafka.filterReplays.redis.url": url,
-                "jw.sqe.state.redis.host": host, "jw.sqe.state.redis.port": port,
-                "jw.sqe.state.redis.database": db,
-                "jw.sqe.spout.kafka.startingOffsets": "earliest",
+
+    def body(stack: ExitStack, work: Path) -> dict[str, list[float]]:
+        brokers, url = kafka_and_redis(stack, work, a.brokers, a.redis)
+        conf = {**conf_pairs(brokers, url), "jw.sqe.spout.kafka.startingOffsets": "earliest",
                 "jw.sqe.spout.kafka.maxRecordsPerBatch": str(a.records)}
-        topic = chain.new_topic(brokers, "bench-hop-enriched")
-        produce(brokers, topic, _records(total, chain.PARTITIONS))
+        topic = create_topic(brokers, "bench-hop-enriched")
+        fill(brokers, topic, _records(total, PARTITIONS))
         spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
                  .config("spark.sql.shuffle.partitions", "2").getOrCreate())
         stack.callback(spark.stop)
         cycles: dict[str, list[float]] = {v: [] for v in VARIANTS}
-        try:
-            for rep in range(a.repeat):
-                for variant in VARIANTS[rep % 3:] + VARIANTS[:rep % 3]:
-                    chain.flush(url)
-                    cycles[variant].append(run_variant(variant, spark, topic, conf, work,
-                                                       f"{variant}{rep}"))
-                    _check(url, total, variant)
-        except (BenchError, sqe.SqeError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+        for rep in range(a.repeat):
+            for variant in rotate(VARIANTS, rep):
+                flush(url)
+                cycles[variant].append(run_variant(variant, spark, topic, conf, work,
+                                                   f"{variant}{rep}"))
+                _check(url, total, variant)
+        return cycles
+
+    cycles = with_services(body, "hop-cost-")
+    if cycles is None:
+        return 1
     base = statistics.median(cycles["topology"])
     out = {v: {"cycle_s": round(statistics.median(c), 3),
                "records_per_s": round(a.records / statistics.median(c)),
@@ -169,12 +158,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {v:13} cycle {r['cycle_s']:.3f} s  {r['records_per_s']:>7,}/s  "
                   f"{r['ratio']:.2f}x topology")
     return 0
-
-
-def _redis_parts(url: str) -> tuple[str, str, str]:
-    from urllib.parse import urlsplit
-    u = urlsplit(url)
-    return u.hostname or "localhost", str(u.port or 6379), u.path.strip("/") or "0"
 
 
 def _records(count: int, partitions: int) -> list[tuple[bytes, bytes, int]]:

@@ -1,6 +1,6 @@
 """What a batch's high-water marks cost as a consumer's store grows, per batch and per run.
 
-    python bench/hwm_scale.py [--redis redis://127.0.0.1:6379/9] [--brokers HOST:PORT]
+    PYTHONPATH=. .venv/bin/python bench/hwm_scale.py [--redis redis://127.0.0.1:6379/9] [--brokers HOST:PORT]
         [--marks 1000,10000,100000,1000000] [--partitions 4,64,256] [--touched 64]
         [--touch active,cold] [--repeat 25] [--run-records 20000] [--run-marks 200000]
         [--run-repeat 2] [--state-sizes 1000,1000000] [--postgres DSN] [--json]
@@ -36,31 +36,26 @@ started, and without ``--brokers`` the local pip broker.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from local_redis import flushed_redis
-from state_scale import aggregate_batch, lookup_cost, postgres_batch, script_usec
-
+from bench.harness import BenchError, topics
+from bench.harness.processes import run_process, sqe_command
+from bench.harness.report import finish, parser, say, service_options
+from bench.harness.services import kafka_broker, redis_database, with_services
+from bench.state_scale import aggregate_batch, lookup_cost, postgres_batch, script_usec
 from sqe.ledger.hwm import HwmStore
 
 _FILL_CHUNK = 20_000  # marks per filling commit (one Lua call each)
 RUN_PARTITIONS = 4
 RUN_PAIRS = [(pid, sp) for pid in (1, 2) for sp in range(8)]  # 16 upstream (pid, partition)
-
-
-class BenchError(Exception):
-    """The benchmark cannot run as asked, or its output is wrong (one sentence)."""
 
 
 def fill(store: HwmStore, marks: int) -> int:
@@ -159,28 +154,17 @@ def measure(url: str, sizes: list[int], partitions: list[int], touched: int, rep
 
 def _produce(brokers: str, records: int) -> str:
     """A fresh 4-partition topic of ``records`` JSON records with StreamMetadata keys."""
-    from confluent_kafka import KafkaException, Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    from sqe.clients.kafka import Sender, error_text, producer_conf
     from sqe.wire.keys import StreamMetadata
 
-    topic = f"bench-scale-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": brokers, "log_level": 2})
-    try:
-        admin.create_topics([NewTopic(topic, RUN_PARTITIONS, 1,
-                                      config={"retention.ms": "-1"})])[topic].result(30)
-    except KafkaException as exc:
-        raise BenchError(f"cannot create topic {topic} on {brokers}: {error_text(exc)}") from None
-    sender = Sender(Producer(producer_conf(brokers, {"linger.ms": 50})))
-    for i in range(records):
-        pid, sp = RUN_PAIRS[i % len(RUN_PAIRS)]
-        key = StreamMetadata(pid, sp, i // len(RUN_PAIRS)).to_bytes()
-        value = json.dumps({"region": f"r{i % 6}", "event_id": f"e{i}", "amount": i}).encode()
-        sender.send(topic, value, key, sp % RUN_PARTITIONS)
-    problem = sender.finish()
-    if problem:
-        raise BenchError(f"could not write the benchmark topic {topic}: {problem}")
+    def made() -> Any:
+        for i in range(records):
+            pid, sp = RUN_PAIRS[i % len(RUN_PAIRS)]
+            value = json.dumps({"region": f"r{i % 6}", "event_id": f"e{i}", "amount": i})
+            yield (StreamMetadata(pid, sp, i // len(RUN_PAIRS)).to_bytes(), value.encode(),
+                   sp % RUN_PARTITIONS)
+
+    topic = topics.create_topic(brokers, "bench-scale", RUN_PARTITIONS)
+    topics.fill(brokers, topic, made())
     return topic
 
 
@@ -227,16 +211,10 @@ def run_once(url: str, brokers: str, topic: str, work: Path, name: str, records:
 
     path = work / f"{name}.json"
     path.write_text(_topology(topic, name))
-    command = [sys.executable, "-m", "sqe.cli.main", "run", str(path), "--name", name,
-               "--checkpoint", str(work / "checkpoints" / name), "--once",
-               "--conf", "spark.sql.shuffle.partitions=2", *service_conf(brokers, url)]
-    env = dict(os.environ)
-    start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        raise BenchError(f"sqe run {name} exited {done.returncode}: "
-                         f"{(done.stderr.strip().splitlines() or ['(no output)'])[-1]}")
+    command = sqe_command(path, "--once", "--conf", "spark.sql.shuffle.partitions=2", name=name,
+                          checkpoint=work / "checkpoints" / name, config=False,
+                          conf=service_conf(brokers, url))
+    seconds = run_process(command, f"sqe run {name}", work / "logs", sample=False).seconds
     store = HwmStore.from_url(url, f"{name}.Events", 172_800)
     try:
         loaded = int(store.client.hlen(name))
@@ -262,7 +240,7 @@ def measure_runs(url: str, brokers: str, work: Path, records: int, planted: int,
             if variant == "many":
                 _plant(url, f"{name}.Events", planted)
             seconds[variant].append(run_once(url, brokers, topic, work, name, records))
-            print(f"  run {rep + 1} {variant}: {seconds[variant][-1]:.1f} s", flush=True)
+            say(f"  run {rep + 1} {variant}: {seconds[variant][-1]:.1f} s")
     few, many = statistics.median(seconds["few"]), statistics.median(seconds["many"])
     return {"records": records, "planted": planted, "few_s": few, "many_s": many,
             "ratio": many / few}
@@ -282,99 +260,108 @@ def measure_states(url: str, dsn: str | None, small: int, large: int, touched: i
         out["Postgres, batch of 1,000 rows"] = [postgres_batch(dsn, n, 1000, repeat)
                                                 for n in (small, large)]
     else:
-        print("Postgres state: not measured (give --postgres DSN)")
+        say("Postgres state: not measured (give --postgres DSN)")
     return out
 
 
+def ratios(rows: list[dict[str, Any]], touches: list[str], partitions: list[int]
+           ) -> dict[str, dict[str, float]]:
+    """Per way of touching and topic size: the largest store's commit, read and batch time over
+    the smallest's."""
+    out = {}
+    for touch, p in [(t, p) for t in touches for p in partitions]:
+        of = [r for r in rows if r["partitions"] == p and r["touch"] == touch]
+        first, last = of[0], of[-1]
+        out[f"{touch} {p}"] = {
+            "commit": last["commit_ms"] / first["commit_ms"],
+            "read": last["read_ms"] / first["read_ms"],
+            "batch": (last["commit_ms"] + last["read_ms"]) / (first["commit_ms"] + first["read_ms"])}
+    return out
+
+
+def table(result: dict[str, Any], touches: list[str], touched: int) -> list[str]:
+    """The human-readable report."""
+    lines = [f"{'touch':>6} {'marks stored':>13} {'partitions':>10} {'commit ms':>10} "
+             f"{'server ms':>10} {'read ms':>8} {'server ms':>10} {'trips':>6} {'bytes/mark':>11}"]
+    rows = result["sizes"]
+    for r in sorted(rows, key=lambda r: (touches.index(r["touch"]), r["partitions"], r["marks"])):
+        lines.append(f"{r['touch']:>6} {r['marks']:>13,} {r['partitions']:>10} "
+                     f"{r['commit_ms']:>10.2f} {r['commit_server_ms']:>10.2f} "
+                     f"{r['read_ms']:>8.2f} {r['read_server_ms']:>10.2f} "
+                     f"{r['round_trips']:>6.0f} {r['bytes_per_mark']:>11.1f}")
+    for key, ratio in result["ratios"].items():
+        touch, p = key.split(" ")
+        of = [r for r in rows if r["partitions"] == int(p) and r["touch"] == touch]
+        first, last = of[0], of[-1]
+        lines.append(f"{touch} marks, {p} partitions, {touched} touched, {last['marks']:,} stored "
+                     f"vs {first['marks']:,}: commit {ratio['commit']:.2f}x, read "
+                     f"{ratio['read']:.2f}x, batch {ratio['batch']:.2f}x"
+                     + (" (target: 1.25x or less)" if touch == "active" else ""))
+    for kind, (first, last) in result["states"].items():
+        if "size" in first:  # the memory probe: what a cold entry costs
+            lines.append(f"{kind}: " + ", ".join(
+                f"{c} {first[c]:.0f} in {first['size']:,} entries, {last[c]:.0f} in "
+                f"{last['size']:,}" for c in first if c != "size"))
+            continue
+        lines.append(f"{kind}: {first['ms']:.2f} ms holding {first['stored']:,}, "
+                     f"{last['ms']:.2f} ms holding {last['stored']:,}: "
+                     f"{last['ms'] / first['ms']:.2f}x")
+    if "run" in result:
+        run = result["run"]
+        lines.append(f"sqe run --once over {run['records']:,} new records: {run['few_s']:.1f} s "
+                     f"with a handful of marks, {run['many_s']:.1f} s with {run['planted']:,} "
+                     f"more: {run['ratio']:.2f}x (target: 1.25x or less)")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--redis", help="Redis URL whose database is flushed (default: own)")
-    parser.add_argument("--brokers", help="a Kafka broker (default: start the local pip broker)")
-    parser.add_argument("--marks", default="1000,10000,100000,1000000",
-                        help="comma-separated store sizes")
-    parser.add_argument("--partitions", default="4,64,256",
-                        help="comma-separated topic sizes (tasks per batch)")
-    parser.add_argument("--touched", type=int, default=64, help="marks one batch touches")
-    parser.add_argument("--repeat", type=int, default=25, help="batches timed per size")
-    parser.add_argument("--touch", default="active,cold",
-                        help="which marks a batch touches: active (the same ones each batch, as "
-                             "a running consumer does), cold (others each batch: the worst "
-                             "case for memory caches), or both")
-    parser.add_argument("--run-records", type=int, default=20_000,
-                        help="records of the whole-run comparison (0: skip it)")
-    parser.add_argument("--run-marks", type=int, default=200_000,
-                        help="other marks the second consumer of the whole runs holds")
-    parser.add_argument("--run-repeat", type=int, default=2, help="whole runs per variant")
-    parser.add_argument("--state-sizes", default="1000,1000000",
-                        help="entries (rows) the aggregate and Postgres states hold, smallest "
-                             "and largest")
-    parser.add_argument("--postgres", help="a Postgres DSN for the Postgres state's row "
-                                           "(default: that row is left out)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object last")
-    args = parser.parse_args(argv)
+    ap = parser(__doc__)
+    service_options(ap)
+    ap.add_argument("--marks", default="1000,10000,100000,1000000",
+                    help="comma-separated store sizes")
+    ap.add_argument("--partitions", default="4,64,256",
+                    help="comma-separated topic sizes (tasks per batch)")
+    ap.add_argument("--touched", type=int, default=64, help="marks one batch touches")
+    ap.add_argument("--repeat", type=int, default=25, help="batches timed per size")
+    ap.add_argument("--touch", default="active,cold",
+                    help="which marks a batch touches: active (the same ones each batch, as "
+                         "a running consumer does), cold (others each batch: the worst "
+                         "case for memory caches), or both")
+    ap.add_argument("--run-records", type=int, default=20_000,
+                    help="records of the whole-run comparison (0: skip it)")
+    ap.add_argument("--run-marks", type=int, default=200_000,
+                    help="other marks the second consumer of the whole runs holds")
+    ap.add_argument("--run-repeat", type=int, default=2, help="whole runs per variant")
+    ap.add_argument("--state-sizes", default="1000,1000000",
+                    help="entries (rows) the aggregate and Postgres states hold, smallest "
+                         "and largest")
+    ap.add_argument("--postgres", help="a Postgres DSN for the Postgres state's row "
+                                       "(default: that row is left out)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object last")
+    args = ap.parse_args(argv)
     sizes = [int(s) for s in args.marks.split(",")]
     partitions = [int(s) for s in args.partitions.split(",")]
     touches = args.touch.split(",")
     if not set(touches) <= {"active", "cold"}:
-        parser.error("--touch takes active, cold or both")
-    result: dict = {}
-    with ExitStack() as stack:
-        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sqe-bench-")))
-        try:
-            url = flushed_redis(stack, work, args.redis)
-            rows = measure(url, sizes, partitions, args.touched, args.repeat, touches)
-            result["sizes"] = rows
-            small, large = (int(s) for s in args.state_sizes.split(","))
-            result["states"] = measure_states(url, args.postgres, small, large,
-                                              min(args.touched, small), args.repeat)
-            if args.run_records > 0:
-                brokers = args.brokers
-                if brokers is None:
-                    from sqe.cli.local_services import start_local_kafka
+        ap.error("--touch takes active, cold or both")
 
-                    kafka = start_local_kafka(work / "kafka")
-                    stack.callback(kafka.stop)
-                    brokers = kafka.address
-                result["run"] = measure_runs(url, brokers, work, args.run_records,
-                                             args.run_marks, args.run_repeat)
-        except (BenchError, ConnectionError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-    print(f"{'touch':>6} {'marks stored':>13} {'partitions':>10} {'commit ms':>10} "
-          f"{'server ms':>10} {'read ms':>8} {'server ms':>10} {'trips':>6} {'bytes/mark':>11}")
-    for r in sorted(rows, key=lambda r: (touches.index(r["touch"]), r["partitions"], r["marks"])):
-        print(f"{r['touch']:>6} {r['marks']:>13,} {r['partitions']:>10} {r['commit_ms']:>10.2f} "
-              f"{r['commit_server_ms']:>10.2f} {r['read_ms']:>8.2f} {r['read_server_ms']:>10.2f} "
-              f"{r['round_trips']:>6.0f} {r['bytes_per_mark']:>11.1f}")
-    ratios = {}
-    for touch, p in [(t, p) for t in touches for p in partitions]:
-        of = [r for r in rows if r["partitions"] == p and r["touch"] == touch]
-        first, last = of[0], of[-1]
-        ratio = ratios[f"{touch} {p}"] = {
-            "commit": last["commit_ms"] / first["commit_ms"],
-            "read": last["read_ms"] / first["read_ms"],
-            "batch": (last["commit_ms"] + last["read_ms"]) / (first["commit_ms"] + first["read_ms"])}
-        print(f"{touch} marks, {p} partitions, {args.touched} touched, {last['marks']:,} stored "
-              f"vs {first['marks']:,}: commit {ratio['commit']:.2f}x, read {ratio['read']:.2f}x, "
-              f"batch {ratio['batch']:.2f}x" + (" (target: 1.25x or less)"
-                                                  if touch == "active" else ""))
-    result["ratios"] = ratios
-    for kind, (first, last) in result["states"].items():
-        if "size" in first:  # the memory probe: what a cold entry costs
-            print(f"{kind}: " + ", ".join(
-                f"{c} {first[c]:.0f} in {first['size']:,} entries, {last[c]:.0f} in "
-                f"{last['size']:,}" for c in first if c != "size"))
-            continue
-        print(f"{kind}: {first['ms']:.2f} ms holding {first['stored']:,}, {last['ms']:.2f} ms "
-              f"holding {last['stored']:,}: {last['ms'] / first['ms']:.2f}x")
-    if "run" in result:
-        run = result["run"]
-        print(f"sqe run --once over {run['records']:,} new records: {run['few_s']:.1f} s with a "
-              f"handful of marks, {run['many_s']:.1f} s with {run['planted']:,} more: "
-              f"{run['ratio']:.2f}x (target: 1.25x or less)")
-    if args.json:
-        print(json.dumps(result))
-    return 0
+    def body(stack: ExitStack, work: Path) -> dict[str, Any]:
+        url = redis_database(stack, work, args.redis)
+        result: dict[str, Any] = {
+            "sizes": measure(url, sizes, partitions, args.touched, args.repeat, touches)}
+        small, large = (int(s) for s in args.state_sizes.split(","))
+        result["states"] = measure_states(url, args.postgres, small, large,
+                                          min(args.touched, small), args.repeat)
+        if args.run_records > 0:
+            result["run"] = measure_runs(url, kafka_broker(stack, work, args.brokers), work,
+                                         args.run_records, args.run_marks, args.run_repeat)
+        return result
+
+    result = with_services(body)
+    if result is None:
+        return 1
+    result["ratios"] = ratios(result["sizes"], touches, partitions)
+    return finish(table(result, touches, args.touched), [], result if args.json else None)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Write throughput of the Kafka state against the producers users would write by hand.
 
-    python bench/kafka_write.py [--records 500000] [--partitions 4] [--txn-records 10000]
-                                [--repeat 3] [--brokers HOST:PORT] [--json]
+    PYTHONPATH=. .venv/bin/python bench/kafka_write.py [--records 500000] [--partitions 4]
+        [--txn-records 10000] [--repeat 3] [--brokers HOST:PORT] [--json]
 
 The data: ``--records`` records of 100 bytes with 20-byte StreamMetadata keys
 of 2 pids x 8 source partitions, in source-offset order per (pid, partition).
@@ -33,22 +33,20 @@ started unless ``--brokers`` is given.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Callable
-from contextlib import ExitStack
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from sqe.errors import SqeError
+from bench.harness import BenchError
+from bench.harness.report import finish, parser, say, service_options
+from bench.harness.services import kafka_broker, with_services
+from bench.harness.topics import committed_records, create_topic, topic_size
 from sqe.wire.columns import CARRIED
 from sqe.wire.keys import encode_keys
 
@@ -59,10 +57,6 @@ WRITERS = ("state", "idempotent", "transactional")
 LABELS = {"state": "(a) Kafka state (write_kafka, Spark)",
           "idempotent": "(b) idempotent producer",
           "transactional": "(c) transactional producer"}
-
-
-class BenchError(Exception):
-    """A problem the benchmark reports as one sentence."""
 
 
 @dataclass
@@ -102,59 +96,6 @@ def make_records(records: int, seed: int = 3) -> Records:
     pid = np.array([p for p, _ in groups], np.int64)[group]
     spart = np.array([s for _, s in groups], np.int32)[group]
     return Records(pid, spart, soff, bytes(range(VALUE_SIZE)))
-
-
-def create_topic(admin: Any, brokers: str, partitions: int, prefix: str) -> str:
-    """A fresh topic that keeps its records (``retention.ms=-1``)."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import NewTopic
-
-    from sqe.clients.kafka import error_text
-
-    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    try:
-        admin.create_topics([NewTopic(topic, partitions, 1, config={"retention.ms": "-1"})]
-                            )[topic].result(30)
-    except KafkaException as exc:
-        raise BenchError(f"cannot create topic {topic} on {brokers}: {error_text(exc)}") from None
-    return topic
-
-
-def topic_size(brokers: str, topic: str) -> int:
-    """Offsets used in ``topic`` (records, plus transaction markers where there are any)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    from sqe.clients.kafka import consumer_conf
-
-    client = Consumer(consumer_conf(brokers, "bench-size", quiet=True))
-    try:
-        parts = client.list_topics(topic, timeout=30).topics[topic].partitions
-        total = 0
-        for p in parts:
-            lo, hi = client.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-            total += hi - lo
-        return total
-    finally:
-        client.close()
-
-
-def committed_records(brokers: str, topic: str, expected: int, timeout: float = 30.0) -> int:
-    """Records a ``read_committed`` consumer sees in ``topic`` (stops at ``expected``)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    from sqe.clients.kafka import consumer_conf
-
-    client = Consumer(consumer_conf(brokers, "bench-count", {"isolation.level": "read_committed"},
-                                    quiet=True))
-    try:
-        parts = client.list_topics(topic, timeout=30).topics[topic].partitions
-        client.assign([TopicPartition(topic, p, 0) for p in parts])
-        seen, deadline = 0, time.monotonic() + timeout
-        while seen < expected and time.monotonic() < deadline:
-            seen += sum(1 for m in client.consume(10_000, 0.5) if m.error() is None)
-        return seen
-    finally:
-        client.close()
 
 
 def produce_all(producer: Any, topic: str, keys: list[bytes], value: bytes,
@@ -225,7 +166,7 @@ class Writers:
         clock starts, as a long-lived producer would be; (a) makes one per Spark task and
         micro-batch, so that is part of its time.
         """
-        topic = create_topic(self.admin, self.brokers, self.partitions, f"bench-write-{writer}")
+        topic = create_topic(self.brokers, f"bench-write-{writer}", self.partitions, self.admin)
         if writer == "state":
             start = time.perf_counter()
             self._state(topic)
@@ -279,8 +220,7 @@ class Writers:
         return producer
 
 
-def measure(args: argparse.Namespace, brokers: str, say: Callable[[str], None]
-            ) -> dict[str, Any]:
+def measure(args: argparse.Namespace, brokers: str) -> dict[str, Any]:
     """Everything the benchmark measures, as the JSON object it prints."""
     from sqe.engine.session import build_session
 
@@ -300,7 +240,7 @@ def measure(args: argparse.Namespace, brokers: str, say: Callable[[str], None]
         writers.transactions_error = warm_writers.transactions_error
         if "transactional" in warm_writers.topics:
             expected = len(warm_writers.records)
-            seen = committed_records(brokers, warm_writers.topics["transactional"], expected)
+            seen = committed_records(brokers, warm_writers.topics["transactional"], timeout=30)
             if seen != expected:
                 raise BenchError(f"a read_committed consumer sees {seen} of the {expected} "
                                  "records the transactional producer committed")
@@ -351,38 +291,24 @@ def table(r: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--records", type=int, default=500_000)
     ap.add_argument("--partitions", type=int, default=4, help="partitions of each topic")
     ap.add_argument("--txn-records", type=int, default=10_000,
                     help="records per transaction of writer (c)")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--brokers", help="a Kafka broker; default: start the local pip broker")
+    service_options(ap, redis=False)
     ap.add_argument("--no-warm-up", dest="warm_up", action="store_false",
                     help="skip the unmeasured warm-up writes (for smoke tests)")
     ap.add_argument("--json", action="store_true", help="also print one JSON object last")
     args = ap.parse_args(argv)
     if min(args.records, args.partitions, args.txn_records, args.repeat) < 1:
         ap.error("--records, --partitions, --txn-records and --repeat must be at least 1")
-    say = lambda text: print(text, flush=True)  # noqa: E731
-    with ExitStack() as stack:
-        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sqe-bench-")))
-        try:
-            brokers = args.brokers
-            if brokers is None:
-                from sqe.cli.local_services import start_local_kafka
-
-                kafka = start_local_kafka(work / "kafka")
-                stack.callback(kafka.stop)
-                brokers = kafka.address
-            result = measure(args, brokers, say)
-        except (BenchError, SqeError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-    print("\n".join(table(result)))
-    if args.json:
-        print(json.dumps(result))
-    return 0
+    result = with_services(
+        lambda stack, work: measure(args, kafka_broker(stack, work, args.brokers)))
+    if result is None:
+        return 1
+    return finish(table(result), [], result if args.json else None)
 
 
 if __name__ == "__main__":

@@ -76,14 +76,13 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import chain
-import sustained
-from kafka_write import BenchError
-from latency_chain import SYSTEMS, Bench, chain_run, columns, num, sqe_batches
-from latency_timing import Producer, latencies, not_held
-from local_redis import local_services
-
-from sqe.errors import SqeError
+from bench import sustained
+from bench.harness.processes import quix_interpreter
+from bench.harness.report import columns, finish, num, parse_list, parser, say, service_options
+from bench.harness.services import kafka_and_redis, with_services
+from bench.harness.topics import PARTITIONS
+from bench.latency_chain import SYSTEMS, Bench, chain_run, sqe_batches
+from bench.latency_timing import Producer, latencies, not_held
 
 
 def one_run(system: str, rate: float, b: Bench) -> dict[str, Any]:
@@ -91,7 +90,7 @@ def one_run(system: str, rate: float, b: Bench) -> dict[str, Any]:
     seconds = b.args.seconds
     run = chain_run(system, f"at {rate:,g}/s for {seconds:g} s",
                     {"rate": rate, "seconds": seconds},
-                    lambda topic: Producer(b.brokers, topic, rate, seconds, chain.PARTITIONS),
+                    lambda topic: Producer(b.brokers, topic, rate, seconds, PARTITIONS),
                     seconds + 120, b.args.drain_timeout, b)
     row = run.row | {"producer_lag_ms": round(run.producer.lag_ns / 1e6, 1),
                      **latencies(run.producer, run.arrivals)}
@@ -102,7 +101,7 @@ def one_run(system: str, rate: float, b: Bench) -> dict[str, Any]:
 
 def held(rows: list[dict[str, Any]], system: str) -> float | None:
     """The highest rate ``system`` held: every event once, at most a few seconds of input in
-    flight when sending ended, and no climbing latency (:func:`latency_timing.not_held`)."""
+    flight when sending ended, and no climbing latency (:func:`bench.latency_timing.not_held`)."""
     ok = [r["rate"] for r in rows if r["system"] == system and not r["problems"]
           and not_held(r) is None]
     return max(ok, default=None)
@@ -181,11 +180,11 @@ def plot(rows: list[dict[str, Any]], path: Path) -> str | None:
 def parse_rates(text: str) -> list[float]:
     if text.strip().lower() in ("", "none"):
         return []
-    return chain.parse_list(text, float, "--rates", "numbers", "rates over 0")
+    return parse_list(text, float, "--rates", "numbers", "rates over 0")
 
 
 def parse_backlog(text: str) -> int:
-    return chain.parse_list(text, int, "--backlog", "a count", "a count of at least 1")[0]
+    return parse_list(text, int, "--backlog", "a count", "a count of at least 1")[0]
 
 
 def parse_systems(text: str) -> list[str]:
@@ -200,7 +199,7 @@ def parse_systems(text: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--rates", type=parse_rates, default=[1000.0, 5000.0, 20000.0],
                     help="events per second, comma-separated (default 1000,5000,20000); "
                     "'' or none: no rate runs")
@@ -223,18 +222,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds the chain may take to deliver the warm-up events")
     ap.add_argument("--out", type=Path, help="results, logs, checkpoints (default: a new /tmp dir)")
     ap.add_argument("--plot", type=Path, help="a PNG of p50 and p99 against rate per system")
-    ap.add_argument("--brokers", help="a Kafka broker; default: start the local pip broker")
-    ap.add_argument("--redis", help="a Redis URL with a database to flush; default: start one")
+    service_options(ap)
     ap.add_argument("--json", action="store_true", help="also print the results as JSON last")
     args = ap.parse_args(argv)
     if args.seconds <= 0 or args.quix_tuned_interval <= 0 or (args.backlog_timeout or 1) <= 0:
         ap.error("--seconds, --quix-tuned-interval and --backlog-timeout must be over 0")
     if not args.rates and not args.backlog:
         ap.error("nothing to run: --rates none needs --backlog")
-    say = lambda text: print(text, flush=True)  # noqa: E731
     skipped = None
     if {"quix", "quix-tuned"} & set(args.systems):
-        python, info = chain.quix_interpreter(args.quix_python) if args.quix_python else \
+        python, info = quix_interpreter(args.quix_python) if args.quix_python else \
             (None, "no --quix-python given (a Python with quixstreams 3 and redis)")
         if python is None:
             skipped = info
@@ -244,24 +241,24 @@ def main(argv: list[str] | None = None) -> int:
             say(f"quixstreams {info} ({python})")
     out = (args.out or Path(tempfile.mkdtemp(prefix="sqe-latency-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    rows: list[dict[str, Any]] = []
-    backlog: dict[str, Any] | None = None
-    with ExitStack() as stack:
-        try:
-            b = Bench(args, *local_services(stack, out / "services", args.brokers, args.redis),
-                      out, say)
-            for rate in args.rates:
-                for system in args.systems:
-                    rows.append(row := one_run(system, rate, b))
-                    say(f"  {system} at {rate:g}/s: delivered {row.get('delivered', 0):,} of "
-                        f"{row['sent']:,}, p50 {row.get('p50_s', float('nan')):.3f} s, p99 "
-                        f"{row.get('p99_s', float('nan')):.3f} s"
-                        + "".join(f"; error: {p}" for p in row["problems"]))
-            if args.backlog:
-                backlog = sustained.run_backlog(args.systems, args.backlog, b)
-        except (BenchError, SqeError, ConnectionError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+
+    def body(stack: ExitStack, out: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        b = Bench(args, *kafka_and_redis(stack, out / "services", args.brokers, args.redis), out,
+                  say)
+        rows: list[dict[str, Any]] = []
+        for rate in args.rates:
+            for system in args.systems:
+                rows.append(row := one_run(system, rate, b))
+                say(f"  {system} at {rate:g}/s: delivered {row.get('delivered', 0):,} of "
+                    f"{row['sent']:,}, p50 {row.get('p50_s', float('nan')):.3f} s, p99 "
+                    f"{row.get('p99_s', float('nan')):.3f} s"
+                    + "".join(f"; error: {p}" for p in row["problems"]))
+        return rows, sustained.run_backlog(args.systems, args.backlog, b) if args.backlog else None
+
+    done = with_services(body, out=out)
+    if done is None:
+        return 1
+    rows, backlog = done
     result = {"rates": args.rates, "seconds": args.seconds, "systems": args.systems,
               "quix_skipped": skipped, "out": str(out), "rows": rows,
               "held": {s: held(rows, s) for s in args.systems},
@@ -276,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "latency.json").write_text(json.dumps(result, indent=1))
     summary = {**result, "rows": [{k: v for k, v in r.items() if k != "p50_by_second_s"}
                                   for r in rows]}
-    return chain.finish(report(result), result, summary if args.json else None)
+    return finish(report(result), result["problems"], summary if args.json else None)
 
 
 if __name__ == "__main__":

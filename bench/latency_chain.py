@@ -6,7 +6,7 @@ partitions), the Redis database flushed, the two steps started (:func:`make_chai
 ``plain``, ``quix`` or ``quix-tuned``, as bench/latency.py's docstring describes them), one
 warm-up event per source partition, and once all of them are in the store (both steps have done
 their first batch: start-up is not counted) and 2 s more, the events of the caller's
-:class:`~latency_timing.Producer`.  Then the chain gets ``drain_s`` seconds to deliver every
+:class:`~bench.latency_timing.Producer`.  Then the chain gets ``drain_s`` seconds to deliver every
 event, its processes SIGTERM (SQE's runs finish their batch), and every event id must be in
 ``load_log`` exactly once, the region hashes holding exactly what the events give (as
 bench/chain.py checks them).  What went wrong is in the row's ``problems``.
@@ -15,25 +15,22 @@ bench/chain.py checks them).  What went wrong is in the row's ``problems``.
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
-import signal
 import statistics
-import subprocess
 import sys
 import time
 import uuid
-from collections import Counter
-from collections.abc import Callable, Sequence
-from contextlib import suppress
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import chain
-import soak
-from kafka_write import BenchError
-from latency_timing import Arrivals, Producer
+from bench.harness import BENCH, BenchError
+from bench.harness.processes import Background, SqeProcess, read_progress
+from bench.harness.services import flush
+from bench.harness.topics import PARTITIONS, create_topic
+from bench.harness.topologies import count_events, topology_copy
+from bench.latency_timing import Arrivals, Producer
 
 SYSTEMS = ("sqe", "plain", "quix", "quix-tuned")
 QUIX_DEFAULT_INTERVAL = 5.0
@@ -46,40 +43,6 @@ class Step(Protocol):
     def start(self, now: float) -> None: ...
     def end(self, graceful: bool = False) -> int | None: ...
     def died(self) -> str | None: ...
-
-
-class Program:
-    """A long-running step that is not ``sqe run`` (plain or quixstreams), in its own group."""
-
-    def __init__(self, name: str, command: list[str], logs: Path) -> None:
-        self.name, self.command, self.logs = name, command, logs
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self, now: float = 0.0) -> None:
-        self.logs.mkdir(parents=True, exist_ok=True)
-        with open(self.logs / f"{self.name}.err", "wb") as err, \
-                open(self.logs / f"{self.name}.out", "wb") as out:
-            self.process = subprocess.Popen(self.command, stdout=out, stderr=err,
-                                            stdin=subprocess.DEVNULL, env=chain.child_env(),
-                                            cwd=chain.ROOT, start_new_session=True)
-
-    def end(self, graceful: bool = False) -> int | None:
-        """SIGTERM (when ``graceful``; 60 s at most), then SIGKILL to its group; its exit code."""
-        if self.process is None:
-            return None
-        with suppress(ProcessLookupError, subprocess.TimeoutExpired):
-            if graceful:
-                self.process.send_signal(signal.SIGTERM)
-                self.process.wait(60)
-        with suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        code, self.process = self.process.wait(), None
-        return code
-
-    def died(self) -> str | None:
-        if self.process is None or self.process.poll() is None:
-            return None
-        return f"{self.name} exited {self.end()}: {soak.last_error(self.logs / f'{self.name}.err')}"
 
 
 @dataclass
@@ -112,21 +75,22 @@ def make_chain(system: str, source: str, enriched: str, tag: str, b: Bench) -> l
         from sqe.cli.local_services import service_conf
 
         conf = service_conf(b.brokers, b.redis_url) + shlex.split(args.sqe_args)
-        runs = [soak.Topology(f"lat_{step}_{tag}", chain.topology_copy(step, src, sink, out),
-                              src, out, conf)
+        # no RSS sampling here: less load on the machine
+        runs = [SqeProcess(f"lat_{step}_{tag}", topology_copy(step, src, sink, out), src, out,
+                           conf, rss_every=None)
                 for step, src, sink in (("enrich", source, enriched), ("load", enriched, None))]
         steps = list(runs)
     else:
         quix = system != "plain"
         python = args.quix_python if quix else sys.executable
-        script = str(chain.BENCH / ("quix_chain.py" if quix else "plain_latency.py"))
+        script = str(BENCH / ("quix_chain.py" if quix else "plain_latency.py"))
         interval = args.quix_tuned_interval if system == "quix-tuned" else QUIX_DEFAULT_INTERVAL
         steps = []
         for step, src, where in (("enrich", source, ["--sink", enriched]),
                                  ("load", enriched, ["--redis", b.redis_url])):
             extra = (["--commit-interval", str(interval), "--state-dir",
                       str(out / "quix" / f"{step}_{tag}")] if quix else [])
-            steps.append(Program(f"{system}_{step}_{tag}", [
+            steps.append(Background(f"{system}_{step}_{tag}", [
                 python, script, step, "--brokers", b.brokers, "--source", src, *where,
                 "--group", f"lat-{step}-{tag}", *extra], out / "logs"))
     return steps
@@ -157,8 +121,8 @@ def sqe_batches(steps: list[Step], since: float | None = None) -> dict[str, Any]
     or later, when given), their median duration and size, and start-to-start."""
     out = {}
     for s in steps:
-        if isinstance(s, soak.Topology):
-            b = [x for x in chain.read_progress(s.checkpoint)
+        if isinstance(s, SqeProcess):
+            b = [x for x in read_progress(s.checkpoint)
                  if since is None or x["started"] >= since]
             cycles = [y["started"] - x["started"] for x, y in zip(b, b[1:], strict=False)]
             out[s.name.split("_")[1]] = {
@@ -181,20 +145,17 @@ def chain_run(system: str, what: str, row: dict[str, Any], make: Callable[[str],
     args = b.args
     label = "".join(c for c in what if c.isalnum())
     tag = f"{system.replace('-', '')}_{label}_{uuid.uuid4().hex[:6]}"
-    source = chain.new_topic(b.brokers, f"lat-{system}-events")
-    enriched = chain.new_topic(b.brokers, f"lat-{system}-enriched")
-    chain.flush(b.redis_url)
+    source = create_topic(b.brokers, f"lat-{system}-events")
+    enriched = create_topic(b.brokers, f"lat-{system}-enriched")
+    flush(b.redis_url)
     row = {"system": system, **row, "problems": []}
     steps = make_chain(system, source, enriched, tag, b)
-    arrivals = Arrivals(b.redis_url, chain.PARTITIONS)
+    arrivals = Arrivals(b.redis_url, PARTITIONS)
     producer = make(source)
     began, sending_began = time.monotonic(), time.time()
     try:
         for s in steps:
             s.start(0.0)
-            if isinstance(s, soak.Topology) and s.sampler is not None:
-                s.sampler.stop()  # no RSS sampling here: less load on the machine
-                s.sampler = None
         arrivals.start()
         producer.warm_up()
         warm = [f"e{i}" for i in range(producer.warm)]
@@ -220,27 +181,10 @@ def chain_run(system: str, what: str, row: dict[str, Any], make: Callable[[str],
         producer.halt.set()
         row["stop_codes"] = {s.name: s.end(graceful=True) for s in reversed(steps)}
         arrivals.stop()
-    want = chain.expected_store(producer.sent)
-    with chain.redis_client(b.redis_url) as client:
-        logged = Counter(v.decode() for v in client.hvals("load_log"))
-    counts = {"lost": len(want.ids - logged.keys()), "unknown": len(logged.keys() - want.ids),
-              "duplicated": sum(n - 1 for n in logged.values() if n > 1)}
+    counts, found = count_events(b.redis_url, producer.sent)
     row["problems"] += [e for e in (producer.error, arrivals.error) if e]
-    row["problems"] += [f"{n:,} event ids {k} in load_log" for k, n in counts.items() if n]
-    row["problems"] += chain.check_store(b.redis_url, want)
+    row["problems"] += found
     row |= {"sent": producer.sent - producer.warm, "warm_up": producer.warm, **counts,
             "poller_wakes": arrivals.wakes, "poller_resyncs": arrivals.resyncs,
             "poller_busy": arrivals.busy}
     return Run(row, producer, arrivals, steps, sending_began)
-
-
-def num(v: float | None, fmt: str = ".3f") -> str:
-    """``v`` formatted, or ``-``."""
-    return "-" if v is None else format(v, fmt)
-
-
-def columns(cells: Sequence[tuple[str, ...]]) -> list[str]:
-    """A report table: the first column left-aligned, the others right-aligned."""
-    widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
-    return ["  ".join(t.rjust(w) if i else t.ljust(w) for i, (t, w) in
-                      enumerate(zip(c, widths, strict=True))) for c in cells]

@@ -4,11 +4,11 @@
         [--every 20] [--kinds kill,pause,...] [--schedule FILE] [--seeds 1,2,3] [--cluster]
         [--drain-timeout 600] [--out DIR] [--json]
 
-For each seed, :class:`nemesis_world.World` starts the broker, a Redis pair with its
+For each seed, :class:`bench.nemesis_world.World` starts the broker, a Redis pair with its
 Sentinel and a Postgres cluster, each behind a fault proxy on loopback, and the chain
 (enrich -> load into Redis and Postgres) as two long-running ``sqe run`` processes; a thread
 writes the sample events ``e0, e1, ...`` at ``--rate`` per second for ``--minutes``, and the
-faults of :func:`nemesis_schedule.draw` (``--seed``, about one per ``--every`` seconds, of
+faults of :func:`bench.nemesis_schedule.draw` (``--seed``, about one per ``--every`` seconds, of
 ``--kinds``) are inflicted at their times, each in its own thread, so they overlap.  A run
 that ends unbidden is recorded (its exit code and last sentence) and started again; a second
 run a takeover started is kept when the first ends.  Then the input ends, the chain drains,
@@ -36,10 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import TopicPartition
-from nemesis_schedule import KINDS, Fault, draw, load, save
-from nemesis_world import POSTGRES_TABLE, SteadyProducer, World
-from soak import last_error
 
+from bench.harness.processes import last_error
+from bench.harness.report import parser
+from bench.nemesis_schedule import KINDS, Fault, draw, load, save
+from bench.nemesis_world import POSTGRES_TABLE, SteadyProducer, World
 from sqe.errors import SqeError
 
 
@@ -229,7 +230,7 @@ def failed(r: dict[str, Any]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--seed", type=int, default=1, help="the schedule's seed (default 1)")
     ap.add_argument("--seeds", help="several seeds, one run each: 1,2,3 (instead of --seed)")
     ap.add_argument("--minutes", type=float, default=10.0, help="minutes of input (default 10)")

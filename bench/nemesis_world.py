@@ -4,7 +4,7 @@
 servers with a Sentinel (each server behind a proxy; the HWM store and load's Redis states
 through the Sentinel, so a commit waits for the replica), a private Postgres cluster behind a
 proxy, and the two ``sqe run`` processes of the chain (enrich into a Kafka topic, load into
-Redis and Postgres).  :meth:`World.inflict` does one :class:`~nemesis_schedule.Fault` and
+Redis and Postgres).  :meth:`World.inflict` does one :class:`~bench.nemesis_schedule.Fault` and
 undoes it after its hold; faults on one target wait for each other, faults on different
 targets overlap.
 """
@@ -21,11 +21,14 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-import chain
 import yaml
-from nemesis_schedule import Fault
-from soak import Producer, Topology, last_error, tree_pids
 
+from bench.harness import ROOT
+from bench.harness.processes import SqeProcess, child_env, last_error
+from bench.harness.rss import tree_pids
+from bench.harness.topics import EventWriter, create_topic
+from bench.harness.topologies import topology_copy
+from bench.nemesis_schedule import Fault
 from sqe.engine.lock import HEARTBEAT_SECONDS
 from tests.support.fault_proxy import FaultProxy
 from tests.support.fault_services import PrivatePostgres, ProxiedKafka
@@ -38,19 +41,14 @@ POSTGRES_TABLE = "loaded_events"
 OTHER_HOST = "nemesis-other-host"
 
 
-class Run(Topology):
+class Run(SqeProcess):
     """A long-running ``sqe run`` the nemesis kills, pauses and races with a second run."""
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.rivals: list[tuple[subprocess.Popen[bytes], Path]] = []  # and their logs
         self.killed = False  # the nemesis ended it: its exit is no news
-        self.log = self.logs / f"{self.name}-0.err"  # the running process's stderr
         self.failures, self.restart_at = 0, 0.0  # exits without a batch since; when to start
-
-    def start(self, now: float) -> None:
-        super().start(now)
-        self.log = self.logs / f"{self.name}-{self.starts}.err"
 
     def adopt(self, rival: subprocess.Popen[bytes], log: Path) -> None:
         """The second run goes on as this run (the first ended)."""
@@ -80,13 +78,13 @@ class Run(Topology):
             rival = subprocess.Popen(["unshare", "-u", "-m", "sh", "-c", script, "sh",
                                       *self.command],
                                      stdout=subprocess.DEVNULL, stderr=err,
-                                     stdin=subprocess.DEVNULL, env=chain.child_env(),
-                                     cwd=chain.ROOT, start_new_session=True)
+                                     stdin=subprocess.DEVNULL, env=child_env(),
+                                     cwd=ROOT, start_new_session=True)
         self.rivals.append((rival, log))
         return rival
 
 
-class SteadyProducer(Producer):
+class SteadyProducer(EventWriter):
     """soak's writer of the sample events, which goes on through a broker away: a failed
     send is noted in ``troubles`` and the client made again a second later (the events of
     that round may or may not be in the topic; the checker counts what the topic holds)."""
@@ -160,8 +158,8 @@ class World:
         return self.redis.primary().proxy if store == "redis" else self.proxies[store]
 
     def start_chain(self, tag: str) -> None:
-        self.events = chain.new_topic(self.direct_brokers, "nemesis-events")
-        self.enriched = chain.new_topic(self.direct_brokers, "nemesis-enriched")
+        self.events = create_topic(self.direct_brokers, "nemesis-events")
+        self.enriched = create_topic(self.direct_brokers, "nemesis-enriched")
         conf = [f"jw.sqe.spout.kafka.brokers={self.brokers}",
                 f"jw.sqe.state.kafka.brokers={self.brokers}",
                 f"jw.sqe.spout.kafka.filterReplays.redis.url={self.redis.url}",
@@ -169,8 +167,8 @@ class World:
                 f"jw.sqe.state.postgres.dsn={self.dsn}",
                 "jw.sqe.spout.kafka.maxRecordsPerBatch=5000"]
         args = [a for pair in conf for a in ("--conf", pair)]
-        enrich = chain.topology_copy("enrich", self.events, self.enriched, self.out)
-        load = chain.topology_copy("load", self.enriched, None, self.out)
+        enrich = topology_copy("enrich", self.events, self.enriched, self.out)
+        load = topology_copy("load", self.enriched, None, self.out)
         commands = yaml.safe_load(load.read_text())
         commands.append({"Query": {
             "insertInto": {"objectName": POSTGRES_TABLE, "stateName": "POSTGRES",

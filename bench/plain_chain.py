@@ -1,8 +1,9 @@
 """The chain of topologies/enrich.yaml and topologies/load.yaml as a plain Python program.
 
-    python bench/plain_chain.py enrich --brokers HOST:PORT --source events --sink enriched [--pid N]
-    python bench/plain_chain.py load --brokers HOST:PORT --source enriched --redis redis://HOST:PORT/DB
-                                     [--consumer NAME]
+    PYTHONPATH=. python bench/plain_chain.py enrich --brokers HOST:PORT --source events
+        --sink enriched [--pid N]
+    PYTHONPATH=. python bench/plain_chain.py load --brokers HOST:PORT --source enriched
+        --redis redis://HOST:PORT/DB [--consumer NAME]
 
 What ``bench/chain.py`` runs against ``sqe run``: the same two steps, each a whole process,
 written by hand with confluent-kafka, redis-py, json and struct only (no SQE code):
@@ -41,7 +42,8 @@ from typing import Any
 
 import redis
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from part_script import enriched, keeps, load_fields, run_part
+
+from bench.part_script import enriched, keeps, load_fields, run_part
 
 CLIENT = {"receive.message.max.bytes": 200_000_000}  # the pip broker ignores fetch limits
 KEY = struct.Struct(">qiq")  # StreamMetadata: pid, source partition, source offset

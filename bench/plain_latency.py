@@ -1,9 +1,9 @@
 """The chain of topologies/enrich.yaml and load.yaml as long-running plain programs.
 
-    python bench/plain_latency.py enrich --brokers HOST:PORT --source events --sink enriched
-                                         [--group NAME] [--pid N]
-    python bench/plain_latency.py load --brokers HOST:PORT --source enriched
-                                       --redis redis://HOST:PORT/DB [--group NAME]
+    PYTHONPATH=. python bench/plain_latency.py enrich --brokers HOST:PORT --source events
+        --sink enriched [--group NAME] [--pid N]
+    PYTHONPATH=. python bench/plain_latency.py load --brokers HOST:PORT --source enriched
+        --redis redis://HOST:PORT/DB [--group NAME]
 
 What ``bench/latency.py`` runs against long-running ``sqe run`` processes: the two steps of
 ``bench/plain_chain.py`` (its :class:`Enricher` and :class:`Loader`: the same transform, keys,
@@ -37,8 +37,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
-from part_script import run_part
-from plain_chain import CLIENT, DEFAULT_PID, Enricher, PlainError, loader, partitions, step_parsers
+
+from bench.part_script import run_part
+from bench.plain_chain import CLIENT, DEFAULT_PID, Enricher, PlainError, loader, partitions, step_parsers
 
 BATCH = 10_000
 

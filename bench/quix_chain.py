@@ -1,10 +1,9 @@
 """The chain of topologies/enrich.yaml and load.yaml as two quixstreams 3 exactly-once apps.
 
-    python bench/quix_chain.py enrich --brokers HOST:PORT --source events --sink enriched
-                                      [--group NAME] [--commit-interval 5] [--state-dir DIR]
-    python bench/quix_chain.py load --brokers HOST:PORT --source enriched
-                                    --redis redis://HOST:PORT/DB [--group NAME]
-                                    [--commit-interval 5] [--state-dir DIR]
+    PYTHONPATH=. python bench/quix_chain.py enrich --brokers HOST:PORT --source events
+        --sink enriched [--group NAME] [--commit-interval 5] [--state-dir DIR]
+    PYTHONPATH=. python bench/quix_chain.py load --brokers HOST:PORT --source enriched
+        --redis redis://HOST:PORT/DB [--group NAME] [--commit-interval 5] [--state-dir DIR]
 
 What ``bench/latency.py`` runs against long-running ``sqe run`` processes; each step an
 ``Application(processing_guarantee="exactly-once")`` that runs until SIGTERM or SIGINT (it
@@ -33,8 +32,8 @@ import argparse
 import sys
 from typing import Any
 
-from part_script import load_fields
-from quix_enrich import application, enrich_into, run_quix
+from bench.part_script import load_fields
+from bench.quix_enrich import application, enrich_into, run_quix
 
 
 def redis_sink(url: str) -> Any:

@@ -1,7 +1,7 @@
 """The enrich step (topologies/enrich.yaml) as a quixstreams 3 Application with exactly-once.
 
-    python bench/quix_enrich.py --brokers HOST:PORT --source events --sink enriched --count N
-                                [--group NAME] [--idle 60]
+    PYTHONPATH=. python bench/quix_enrich.py --brokers HOST:PORT --source events --sink enriched
+        --count N [--group NAME] [--idle 60]
 
 What ``bench/chain.py`` runs against ``sqe run topologies/enrich.yaml --once``: a
 ``quixstreams.Application`` with ``processing_guarantee="exactly-once"`` (Kafka transactions:
@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from part_script import enriched, keeps, run_part
+from bench.part_script import enriched, keeps, run_part
 
 CLIENT = {"receive.message.max.bytes": 200_000_000}  # the pip broker ignores fetch limits
 
@@ -56,7 +56,7 @@ def enrich_into(app: Any, source: str, sink: str) -> None:
 
 
 def run_quix(work: Callable[[], dict[str, Any] | None]) -> int:
-    """:func:`part_script.run_part` for a quixstreams step: quixstreams must be importable,
+    """:func:`bench.part_script.run_part` for a quixstreams step: quixstreams must be importable,
     and any error (quixstreams' and librdkafka's) is reported as one line with its class."""
     try:
         import quixstreams  # noqa: F401

@@ -1,6 +1,6 @@
 """Whether Spark's real-time mode (``trigger(realTime=...)``) takes the pieces SQE is built from.
 
-    PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/realtime_probe.py [--seconds 30]
+    PYTHONPATH=. PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/realtime_probe.py [--seconds 30]
 
 Real-time mode runs long batches whose records flow through as they arrive (milliseconds end to
 end), where a micro-batch stream pays each batch's fixed cost before a record is out.  SQE reads
@@ -13,7 +13,6 @@ or the error class Spark refused it with.  Exit 0 either way; 1 when no session 
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import time
@@ -21,6 +20,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
+
+from bench.harness.report import parser
 
 
 class Counting(DataSource):
@@ -82,7 +83,7 @@ def _refusal(failure: BaseException) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--seconds", type=float, default=30.0, help="how long each stream runs")
     args = ap.parse_args()
     try:

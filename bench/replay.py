@@ -1,8 +1,8 @@
 """Replay filtering, four ways on one topic, and the cost of the state each way keeps.
 
-    python bench/replay.py [--records 200000] [--partitions 4] [--replays 0.05]
-                           [--batch-records 100000] [--repeat 3] [--chain-events 5000]
-                           [--brokers HOST:PORT] [--redis redis://HOST:PORT/DB] [--json]
+    PYTHONPATH=. .venv/bin/python bench/replay.py [--records 200000] [--partitions 4]
+        [--replays 0.05] [--batch-records 100000] [--repeat 3] [--chain-events 5000]
+        [--brokers HOST:PORT] [--redis redis://HOST:PORT/DB] [--json]
 
 The default size is 200,000 records, not the 2,000,000 the benchmark was
 specified with: on the shared 2-core machine it was written on, four Spark
@@ -62,10 +62,7 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
-import uuid
-from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,14 +70,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from chain import retarget
-from kafka_write import BenchError
-from local_redis import local_services
 
-from sqe.errors import SqeError
+from bench.harness import ROOT, BenchError, rotate
+from bench.harness.report import finish, parser, say, service_options
+from bench.harness.services import conf_pairs, kafka_and_redis, with_services
+from bench.harness.topics import create_topic, fill
+from bench.harness.topologies import topology_copy
 from sqe.wire.keys import encode_keys
-
-ROOT = Path(__file__).resolve().parent.parent
 
 PIDS = (4_411_772_100_000_000_001, -7_000_000_000_000_000_003)
 SOURCE_PARTITIONS = 8
@@ -178,26 +174,10 @@ def make_data(records: int, partitions: int, replay_fraction: float, seed: int =
 
 def produce_topic(data: Data, brokers: str, partitions: int) -> str:
     """A fresh topic (``retention.ms=-1``) holding ``data``; returns its name."""
-    from confluent_kafka import KafkaException, Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    from sqe.clients.kafka import Sender, error_text, producer_conf
-
-    topic = f"bench-replay-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": brokers, "log_level": 2})
-    try:
-        admin.create_topics([NewTopic(topic, partitions, 1, config={"retention.ms": "-1"})]
-                            )[topic].result(30)
-    except KafkaException as exc:
-        raise BenchError(f"cannot create topic {topic} on {brokers}: {error_text(exc)}") from None
+    topic = create_topic(brokers, "bench-replay", partitions)
     value = bytes(range(VALUE_SIZE))
-    sender = Sender(Producer(producer_conf(brokers, {"linger.ms": 50})))
-    for number, part in enumerate(data.partitions):
-        for key in part.keys.to_pylist():  # setup, not measured
-            sender.send(topic, value, key, number)
-    problem = sender.finish()
-    if problem:
-        raise BenchError(f"could not write the benchmark topic {topic}: {problem}")
+    fill(brokers, topic, ((key, value, number) for number, part in enumerate(data.partitions)
+                          for key in part.keys.to_pylist()))  # setup, not measured
     return topic
 
 
@@ -367,37 +347,26 @@ def run_chain(spark: Any, brokers: str, redis_url: str, work: Path, events: int,
               ) -> dict[str, Any]:
     """enrich -> topic -> load -> Redis, in-process with :func:`run_topology` (mode once)."""
     import redis
-    import yaml
-    from confluent_kafka.admin import AdminClient, NewTopic
 
-    from sqe.cli.local_services import service_conf
     from sqe.cli.sample_events import produce_events
     from sqe.config.plan import plan_topology
-    from sqe.config.settings import load_config, parse_conf_pairs
+    from sqe.config.settings import load_config
     from sqe.engine.runner import run_topology
     from sqe.lang.topology import load_topology
 
     config = [load_config(ROOT / "conf" / "local.yaml")]
-    conf = parse_conf_pairs(service_conf(brokers, redis_url)[1::2])
-    admin = AdminClient({"bootstrap.servers": brokers, "log_level": 2})
+    conf = conf_pairs(brokers, redis_url)
     client = redis.Redis.from_url(redis_url)
     enrich_s, load_s, total_s = [], [], []
     loaded = 0
     try:
         for rep in range(repeat):
-            tag = uuid.uuid4().hex[:8]
-            events_topic, enriched_topic = f"bench-events-{tag}", f"bench-enriched-{tag}"
+            events_topic = create_topic(brokers, "bench-events")
+            enriched_topic = create_topic(brokers, "bench-enriched")
             produce_events(brokers, events_topic, events, partitions=4)
-            admin.create_topics([NewTopic(enriched_topic, 4, 1, config={"retention.ms": "-1"})]
-                                )[enriched_topic].result(30)
-            files = {}
-            for name, source, sink in (("enrich", events_topic, enriched_topic),
-                                       ("load", enriched_topic, None)):
-                commands = yaml.safe_load((ROOT / "topologies" / f"{name}.yaml").read_text())
-                retarget(commands, source, sink)
-                files[name] = work / f"chain-{rep}" / f"{name}.yaml"
-                files[name].parent.mkdir(parents=True, exist_ok=True)
-                files[name].write_text(yaml.safe_dump(commands, sort_keys=False))
+            files = {name: topology_copy(name, source, sink, work / f"chain-{rep}")
+                     for name, source, sink in (("enrich", events_topic, enriched_topic),
+                                                ("load", enriched_topic, None))}
             client.flushdb()
             times = {}
             for name in ("enrich", "load"):
@@ -424,8 +393,8 @@ def run_chain(spark: Any, brokers: str, redis_url: str, work: Path, events: int,
 # -- the report ------------------------------------------------------------------------------
 
 
-def measure(args: argparse.Namespace, brokers: str, redis_url: str, work: Path,
-            say: Callable[[str], None]) -> dict[str, Any]:
+def measure(args: argparse.Namespace, brokers: str, redis_url: str, work: Path
+            ) -> dict[str, Any]:
     """Everything the benchmark measures, as the JSON object it prints."""
     import redis
 
@@ -464,7 +433,7 @@ def measure(args: argparse.Namespace, brokers: str, redis_url: str, work: Path,
         consumers = Consumers(spark, topic, brokers, redis_url, work, args.batch_records)
         runs: dict[str, list[Run]] = {w: [] for w in WAYS}
         for rep in range(args.repeat):
-            for way in WAYS[rep % len(WAYS):] + WAYS[:rep % len(WAYS)]:  # each starts once
+            for way in rotate(WAYS, rep):  # each starts once
                 runs[way].append(consumers.run(way, rep))
             say(f"repetition {rep + 1} of {args.repeat} at {time.perf_counter() - start:.0f} s "
                 "(records/s of the micro-batches): "
@@ -571,7 +540,7 @@ def table(r: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--records", type=int, default=DEFAULT_RECORDS)
     ap.add_argument("--partitions", type=int, default=4, help="Kafka partitions of the topic")
     ap.add_argument("--replays", type=float, default=0.05, help="fraction of replays")
@@ -580,31 +549,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--chain-events", type=int, default=5_000,
                     help="events through enrich -> load (0: skip the chain)")
-    ap.add_argument("--brokers", help="a Kafka broker; default: start the local pip broker")
-    ap.add_argument("--redis", help="a Redis URL with a database to flush; default: start "
-                                    "redis-server")
+    service_options(ap)
     ap.add_argument("--no-warm-up", dest="warm_up", action="store_false",
                     help="skip the unmeasured warm-up queries (for smoke tests)")
     ap.add_argument("--json", action="store_true", help="also print one JSON object last")
     args = ap.parse_args(argv)
     if args.repeat < 1 or args.records < 1 or args.batch_records < 1 or args.partitions < 1:
         ap.error("--repeat, --records, --batch-records and --partitions must be at least 1")
-    say = lambda text: print(text, flush=True)  # noqa: E731
-    with ExitStack() as stack:
-        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sqe-bench-")))
-        try:
-            brokers, redis_url = local_services(stack, work, args.brokers, args.redis)
-            result = measure(args, brokers, redis_url, work, say)
-        except (BenchError, SqeError, ConnectionError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-    print("\n".join(table(result)))
-    problems = check(result)
-    for problem in problems:
-        print(f"error: {problem}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(result))
-    return 1 if problems else 0
+
+    def body(stack: ExitStack, work: Path) -> dict[str, Any]:
+        return measure(args, *kafka_and_redis(stack, work, args.brokers, args.redis), work)
+
+    result = with_services(body)
+    if result is None:
+        return 1
+    return finish(table(result), check(result), result if args.json else None)
 
 
 if __name__ == "__main__":

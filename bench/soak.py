@@ -24,157 +24,38 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import chain
-import yaml
 from confluent_kafka import TopicPartition
-from kafka_write import BenchError
-from local_redis import local_services
 
-from sqe.errors import SqeError
+from bench.harness import BenchError
+from bench.harness.processes import SqeProcess
+from bench.harness.report import finish, parser, say, service_options
+from bench.harness.rss import MB
+from bench.harness.services import kafka_and_redis, redis_client, with_services
+from bench.harness.topics import PARTITIONS, EventWriter, create_topic
+from bench.harness.topologies import count_events, topology_copy
 
 TOPOLOGIES = ("enrich", "load")
 WARMUP_S = 60.0  # a process's first minute (JVM start, first batches) is left out of slopes
 
 
-def last_error(log: Path) -> str:
-    """The last ``error:`` line of a stderr ``log`` (without the prefix), else its last line."""
-    lines = log.read_text(errors="replace").splitlines()
-    last = ([x for x in lines if x.startswith("error:")] or lines or ["(no output)"])[-1]
-    return last.removeprefix("error: ")
-
-
-def tree_pids(root: int) -> list[int]:
-    """``root`` and every process under it (Spark's Python daemon leaves the root's group)."""
-    table, children = chain._proc_table(), defaultdict[int, list[int]](list)
-    for pid, (ppid, _, _) in table.items():
-        children[ppid].append(pid)
-    found = [root] if root in table else []
-    for pid in found:  # grows while walked
-        found += children.get(pid, [])
-    return found
-
-
-class Topology:
-    """One long-running ``sqe run`` of a topology copy, restarted on the same checkpoint."""
-
-    def __init__(self, name: str, topology: Path, topic: str, work: Path, conf: list[str]) -> None:
-        self.name, self.topic, self.logs = name, topic, work / "logs"
-        self.checkpoint = work / "checkpoints" / name
-        stream = next(c["CreateStream"] for c in yaml.safe_load(topology.read_text())
-                      if "CreateStream" in c)
-        self.hwm_key = f"sqe:{{{name}.{stream['streamName']}}}:hwm"
-        self.command = [sys.executable, "-m", "sqe.cli.main", "run", str(topology), "--name", name,
-                        "--checkpoint", str(self.checkpoint), "--progress", "off",
-                        "--config", str(chain.ROOT / "conf" / "local.yaml"), *conf]
-        self.process: subprocess.Popen[bytes] | None = None
-        self.sampler: chain.TreeSampler | None = None
-        self.starts, self.since, self.seen = 0, 0.0, 0
-        self.offsets: dict[str, int] = {}
-
-    def start(self, now: float) -> None:
-        self.logs.mkdir(parents=True, exist_ok=True)
-        self.starts += 1
-        with open(self.logs / f"{self.name}-{self.starts}.err", "wb") as err:
-            self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=err,
-                                            stdin=subprocess.DEVNULL, env=chain.child_env(),
-                                            cwd=chain.ROOT, start_new_session=True)
-        self.sampler, self.since = chain.TreeSampler(self.process.pid, interval=1.0), now
-
-    def end(self, graceful: bool = False) -> int | None:
-        """SIGKILL to the process group, or SIGTERM to the run when ``graceful`` (it stops after
-        its batch; 90 s at most); then SIGKILL to what is left of its tree.  Its exit code."""
-        if self.process is None:
-            return None
-        pids = tree_pids(self.process.pid)
-        code: int | None = None
-        with suppress(ProcessLookupError, subprocess.TimeoutExpired):
-            if graceful:
-                self.process.send_signal(signal.SIGTERM)
-                code = self.process.wait(90)
-            else:
-                os.killpg(self.process.pid, signal.SIGKILL)
-        for pid in pids:
-            with suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        code = self.process.wait() if code is None else code
-        if self.sampler is not None:
-            self.sampler.stop()
-        self.process = self.sampler = None
-        return code
-
-    def died(self) -> str | None:
-        """Why the run ended unbidden (its exit code, its last error line), or None."""
-        if self.process is None or self.process.poll() is None:
-            return None
-        last = last_error(self.logs / f"{self.name}-{self.starts}.err")
-        return f"sqe run {self.name} exited {self.end()}: {last}"
-
-    def peaks(self) -> chain.Peaks:
-        """The peak RSS since the last call."""
-        if self.sampler is None:
-            return chain.Peaks()
-        peaks, self.sampler.peaks = self.sampler.peaks, chain.Peaks()
-        return peaks
-
-    def new_batches(self) -> list[dict[str, Any]]:
-        """The progress file's batch lines written since the last call."""
-        batches = chain.read_progress(self.checkpoint)[self.seen:]
-        self.seen += len(batches)
-        for b in batches:
-            self.offsets = b.get("offsets") or self.offsets
-        return batches
-
-
-class Producer(threading.Thread):
-    """Writes the sample events ``e0, e1, ...`` at ``rate`` per second for ``seconds``."""
-
-    def __init__(self, brokers: str, topic: str, rate: float, seconds: float) -> None:
-        super().__init__(daemon=True)
-        self.brokers, self.topic, self.rate, self.seconds = brokers, topic, rate, seconds
-        self.sent, self.halt = 0, threading.Event()
-        self.error: str | None = None
-
-    def run(self) -> None:
-        from sqe.cli.sample_events import sample_events
-        from sqe.clients.kafka import Sender, producer_conf
-
-        try:
-            sender = Sender.start(producer_conf(self.brokers, {"log_level": 2}), "soak events")
-            events, start = sample_events(10**12), time.monotonic()  # the first n: sample_events(n)
-            while not self.halt.wait(0.05) and time.monotonic() - start < self.seconds:
-                n = int(self.rate * (time.monotonic() - start)) - self.sent
-                sender.send_many(self.topic, [json.dumps(next(events)).encode() for _ in range(n)],
-                                 [None] * n, [-1] * n)
-                self.sent += n
-                sender.producer.poll(0)
-            problem = sender.finish(60)
-            self.error = f"the producer: {problem}" if problem else None
-        except Exception as exc:  # reported as one sentence
-            self.error = f"the producer failed: {exc}"
-
-
-def sample(t: float, phase: str, runs: dict[str, Topology], consumer: Any, redis: Any,
-           producer: Producer) -> dict[str, Any]:
+def sample(t: float, phase: str, runs: dict[str, SqeProcess], consumer: Any, redis: Any,
+           producer: EventWriter) -> dict[str, Any]:
     """One sample of every run and of Redis (each run's progress read before its topic's end
     offsets: a batch in the progress file has written its output)."""
     row: dict[str, Any] = {"t": round(t, 1), "phase": phase, "produced": producer.sent}
     for name, run in runs.items():
         batches, backlog = run.new_batches(), 0
-        for p in range(chain.PARTITIONS):
+        for p in range(PARTITIONS):
             low, end = consumer.get_watermark_offsets(TopicPartition(run.topic, p), timeout=10)
             backlog += max(0, end - run.offsets.get(str(p), low))
         durations = [b["duration_s"] for b in batches]
@@ -183,7 +64,7 @@ def sample(t: float, phase: str, runs: dict[str, Topology], consumer: Any, redis
                      "replays_dropped": sum(b["replays_dropped"] for b in batches),
                      "batch_s_max": max(durations, default=None), "backlog": backlog,
                      "batch_s_mean": statistics.fmean(durations) if durations else None}
-    row["redis"] = {"used_memory_mb": round(redis.info("memory")["used_memory"] / chain.MB, 2),
+    row["redis"] = {"used_memory_mb": round(redis.info("memory")["used_memory"] / MB, 2),
                     "hwm_marks": redis.hlen(runs["load"].hwm_key),
                     "store_rows": redis.hlen("load_log")}
     return row
@@ -269,22 +150,22 @@ def plot(result: dict[str, Any], path: Path) -> str | None:
     return None
 
 
-def soak(args: argparse.Namespace, brokers: str, redis_url: str, out: Path, stack: ExitStack,
-         say: Callable[[str], None]) -> dict[str, Any]:
+def soak(args: argparse.Namespace, brokers: str, redis_url: str, out: Path, stack: ExitStack
+         ) -> dict[str, Any]:
     from sqe.cli.local_services import service_conf
     from sqe.clients.kafka import consumer_conf, new_consumer
 
-    events, enriched = (chain.new_topic(brokers, f"soak-{t}") for t in ("events", "enriched"))
+    events, enriched = (create_topic(brokers, f"soak-{t}") for t in ("events", "enriched"))
     tag, conf = f"{int(time.time())}", service_conf(brokers, redis_url)
-    runs = {step: Topology(f"soak_{step}_{tag}", chain.topology_copy(step, source, sink, out),
-                           source, out, conf)
+    runs = {step: SqeProcess(f"soak_{step}_{tag}", topology_copy(step, source, sink, out),
+                             source, out, conf)
             for step, source, sink in (("enrich", events, enriched), ("load", enriched, None))}
     stack.callback(lambda: [run.end() for run in runs.values()])
     consumer = new_consumer(consumer_conf(brokers, "soak-lag", quiet=True), "soak lag")
     stack.callback(consumer.close)
-    client = stack.enter_context(chain.redis_client(redis_url))
+    client = stack.enter_context(redis_client(redis_url))
     soak_s, kill_s = args.minutes * 60, args.kill_every * 60
-    producer = Producer(brokers, events, args.rate, soak_s)
+    producer = EventWriter(brokers, events, args.rate, soak_s)
     stack.callback(producer.halt.set)
     begin = time.monotonic()
     now: Callable[[], float] = lambda: time.monotonic() - begin  # noqa: E731
@@ -325,14 +206,9 @@ def soak(args: argparse.Namespace, brokers: str, redis_url: str, out: Path, stac
     producer.join()
     problems += [] if drained else [f"no drain within {args.drain_timeout:g} s of the input's end"]
     codes = {n: runs[n].end(graceful=True) for n in reversed(TOPOLOGIES)}
-    want = chain.expected_store(producer.sent)
-    with chain.redis_client(redis_url) as redis:
-        logged = Counter(v.decode() for v in redis.hvals("load_log"))
-    counts = {"lost": len(want.ids - logged.keys()), "unknown": len(logged.keys() - want.ids),
-              "duplicated": sum(n - 1 for n in logged.values() if n > 1)}
+    counts, found = count_events(redis_url, producer.sent)
     problems += [producer.error] if producer.error else []
-    problems += [f"{n:,} event ids {k} in load_log" for k, n in counts.items() if n]
-    problems += chain.check_store(redis_url, want)
+    problems += found
     result = {"config": {k: getattr(args, k) for k in ("minutes", "rate", "kill_every",
                                                        "sample_every", "restart_after")},
               "events": producer.sent, **counts, "wall_s": round(now(), 1), "kills": kills,
@@ -368,7 +244,7 @@ def report(r: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap = parser(__doc__)
     for flag, default, text in (
             ("--minutes", 60.0, "minutes of input"), ("--rate", 500.0, "events per second"),
             ("--kill-every", 10.0, "minutes between kills, enrich and load in turn (0: none)"),
@@ -377,23 +253,23 @@ def main(argv: list[str] | None = None) -> int:
             ("--drain-timeout", 600.0, "seconds the chain may take to drain once the input ends")):
         ap.add_argument(flag, type=float, default=default, help=f"{text} (default {default:g})")
     ap.add_argument("--out", type=Path, help="for soak.json, soak.png, logs (default: a new /tmp dir)")
-    ap.add_argument("--brokers", help="a Kafka broker; default: start the local pip broker")
-    ap.add_argument("--redis", help="a Redis URL with a database to flush; default: start one")
+    service_options(ap)
     ap.add_argument("--json", action="store_true", help="also print the summary as JSON last")
     args = ap.parse_args(argv)
     if args.minutes <= 0 or args.rate <= 0 or args.sample_every < 1 or args.kill_every < 0:
         ap.error("--minutes and --rate must be over 0, --sample-every 1 or more, --kill-every >= 0")
     out = (args.out or Path(tempfile.mkdtemp(prefix="sqe-soak-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    with ExitStack() as stack:
-        try:
-            brokers, redis_url = local_services(stack, out / "services", args.brokers, args.redis)
-            result = soak(args, brokers, redis_url, out, stack, lambda text: print(text, flush=True))
-        except (BenchError, SqeError, ConnectionError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+
+    def body(stack: ExitStack, out: Path) -> dict[str, Any]:
+        brokers, redis_url = kafka_and_redis(stack, out / "services", args.brokers, args.redis)
+        return soak(args, brokers, redis_url, out, stack)
+
+    result = with_services(body, out=out)
+    if result is None:
+        return 1
     summary = {k: v for k, v in result.items() if k != "samples"}
-    return chain.finish(report(result), result, summary if args.json else None)
+    return finish(report(result), result["problems"], summary if args.json else None)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ under.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -44,6 +43,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from bench.harness.report import parser
 from sqe.engine.checkpoint import FILE_MANAGER_SETTING, use_file_system_manager
 from sqe.engine.session import build_session
 
@@ -142,7 +142,7 @@ def one(spark: SparkSession, variant: str, seconds: float, rate: float) -> dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--seconds", type=float, default=30.0, help="how long each variant runs")
     ap.add_argument("--rate", type=float, default=1000.0, help="rows the source makes a second")
     ap.add_argument("--variant", action="append", choices=VARIANTS,

@@ -1,7 +1,7 @@
 """Cost of exactly-once commits: a Redis state written directly vs staged and applied by the
 HWM commit script, and the Postgres state (COPY + batch id in one transaction).
 
-    python bench/state_commit.py --redis redis://127.0.0.1:6379/9 \
+    PYTHONPATH=. python bench/state_commit.py --redis redis://127.0.0.1:6379/9 \
         --postgres postgresql://postgres@127.0.0.1:5432/postgres [--rows 200000]
 
 Each way writes the same ``--rows`` rows (HASH: 50 keys, one field per row)
@@ -13,7 +13,6 @@ own that is dropped at the end.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 import uuid
@@ -21,6 +20,7 @@ from collections.abc import Callable
 
 import redis
 
+from bench.harness.report import parser
 from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.engine.session import build_session
 from sqe.ledger.hwm import HwmStore, Stage
@@ -38,7 +38,7 @@ def _median_rate(rows: int, step: Callable[[int], None]) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = parser(__doc__)
     ap.add_argument("--redis", required=True, help="a Redis URL with a database to flush")
     ap.add_argument("--postgres", help="a Postgres DSN (skipped when absent)")
     ap.add_argument("--rows", type=int, default=200_000)

@@ -1,7 +1,7 @@
 """Sustained throughput once warm: bench/latency.py's backlog mode (``--backlog N``).
 
 For every system, one after the other on the same broker and Redis,
-:func:`latency_chain.chain_run` starts the chain enrich -> load and warms it up exactly as for a
+:func:`bench.latency_chain.chain_run` starts the chain enrich -> load and warms it up exactly as for a
 rate run (start-up is not counted), then the producer sends N sample events as fast as it can
 (``Producer`` at rate 0, in bursts of 5,000, each stamped at its send) and the arrivals poller
 stamps each event's first arrival in ``load_log`` (bench/latency_timing.py).  The chain gets
@@ -41,9 +41,10 @@ import argparse
 from bisect import bisect_right
 from typing import Any
 
-import chain
-from latency_chain import Bench, chain_run, columns, num, sqe_batches
-from latency_timing import Producer, quantile
+from bench.harness.report import columns, num, ratio
+from bench.harness.topics import PARTITIONS
+from bench.latency_chain import Bench, chain_run, sqe_batches
+from bench.latency_timing import Producer, quantile
 
 OTHERS = ("quix", "quix-tuned", "plain")
 NS = 1e9
@@ -79,7 +80,7 @@ def figures(producer: Producer, arrivals: dict[str, int]) -> dict[str, Any]:
 def backlog_row(system: str, events: int, timeout: float, b: Bench) -> dict[str, Any]:
     """One system over a backlog of ``events``: its row (``problems`` empty when all is well)."""
     run = chain_run(system, f"backlog of {events:,}", {"backlog": events},
-                    lambda topic: Producer(b.brokers, topic, 0, 0, chain.PARTITIONS, events=events),
+                    lambda topic: Producer(b.brokers, topic, 0, 0, PARTITIONS, events=events),
                     timeout, timeout, b)
     row = run.row | figures(run.producer, run.arrivals.first)
     if system == "sqe":
@@ -93,7 +94,7 @@ def ratios(rows: list[dict[str, Any]]) -> dict[str, float | None]:
     if "sqe" not in rate:
         return {}
     sqe = rate["sqe"]
-    return {o: (sqe / rate[o] if sqe and rate[o] else None) for o in OTHERS if o in rate}
+    return {o: ratio(sqe, rate[o]) for o in OTHERS if o in rate}
 
 
 def run_backlog(systems: list[str], events: int, b: Bench) -> dict[str, Any]:

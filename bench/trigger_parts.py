@@ -24,7 +24,6 @@ when a file cannot be read or holds no streaming progress.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import statistics
@@ -33,6 +32,8 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from bench.harness.report import parser
 
 PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 _JOB = re.compile(r"^sqe (\S+) batch (\d+): ")
@@ -120,7 +121,7 @@ def table(result: dict[str, dict[str, float]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("logs", nargs="+", type=Path, help="event log files or Spark's folders")
     ap.add_argument("--skip", type=int, default=5, help="triggers left out at the start")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -3,33 +3,56 @@ the session's broker (and Redis), and its ``--json`` object must add up.
 
 The numbers are not checked (the machine is shared); the counts are: every replay filter
 drops exactly the replays the benchmark produced, and every writer writes every record.
+
+And the rules of the ``bench`` package (its ``__init__`` says why): its modules import each
+other by the package's name and leave ``sys.path`` alone, none is named like a module it
+would hide, the harness imports nothing of the scripts, and every script runs as a file.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.support import ROOT
 
+BENCH = ROOT / "bench"
+MODULES = sorted(BENCH.rglob("*.py"))
+#: The names a module of bench/ could be imported by when bench/ is first on sys.path (a
+#: script run as a file): its modules and its packages.
+LOCAL_NAMES = {p.stem for p in BENCH.glob("*.py") if p.stem != "__init__"} | {
+    p.parent.name for p in BENCH.glob("*/__init__.py")}
+
 
 def run_bench(script: str, *args: str, timeout: float = 600, check: bool = True) -> dict:
-    """Run ``bench/<script>`` with ``--json``; its last stdout line, parsed.
+    """Run ``bench/<script>`` with ``--json`` as the docs run it (``PYTHONPATH=.``); its last
+    stdout line, parsed.
 
     With ``check=False`` an exit code 1 that still printed the JSON object (the benchmark's
     own consistency check failed) is left for the caller's asserts, which say more.
     """
     done = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args, "--json"],
-                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env=bench_env())
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     last = (done.stdout.strip().splitlines() or [""])[-1]
     printed = done.returncode == 1 and last.startswith("{")
     assert done.returncode == 0 or (printed and not check), (
         f"{script} exited {done.returncode}: {errors or done.stderr[-2000:]}")
     return json.loads(last)
+
+
+def bench_env() -> dict[str, str]:
+    """This environment with the repository's root first on ``PYTHONPATH``, as the documented
+    commands give it (``PYTHONPATH=.``): how a script reaches ``bench`` and ``tests.support``."""
+    rest = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *rest])}
 
 
 @pytest.mark.slow
@@ -90,12 +113,11 @@ def test_chunk_filter_bench_skips_chunks_and_keeps_the_same_messages(kafka_boots
         assert c["chunks_skipped_bloom"] > 0 and c["bytes_decoded"] < b["bytes_decoded"]
 
 
-def test_the_chain_benchmarks_point_the_shipped_topologies_at_their_topics(monkeypatch):
-    """bench/chain.py's retarget (bench/replay.py's chain uses it too)."""
+def test_the_chain_benchmarks_point_the_shipped_topologies_at_their_topics():
+    """The harness's retarget (every benchmark of the chain uses it)."""
     import yaml
 
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    from chain import retarget
+    from bench.harness.topologies import retarget
 
     enrich = yaml.safe_load((ROOT / "topologies" / "enrich.yaml").read_text())
     load = yaml.safe_load((ROOT / "topologies" / "load.yaml").read_text())
@@ -215,13 +237,11 @@ def test_latency_bench_backlog_mode_measures_sustained_throughput_exactly_once(k
     assert ratio == pytest.approx(rows["sqe"]["sustained_rate"] / rows["plain"]["sustained_rate"])
 
 
-def test_sustained_rate_counts_the_events_between_the_10th_and_90th_percentile_arrival(
-        monkeypatch):
+def test_sustained_rate_counts_the_events_between_the_10th_and_90th_percentile_arrival():
     """bench/sustained.py's figures over made-up clocks: arrivals come in batch-sized lumps."""
     from types import SimpleNamespace
 
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    from sustained import figures, ratios
+    from bench.sustained import figures, ratios
 
     s = 10**9
     # 2 warm-up events, then 100 sent in 1 s; they arrive in 5 lumps of 20, at 2, 3, 4, 5, 6 s.
@@ -245,13 +265,11 @@ def test_sustained_rate_counts_the_events_between_the_10th_and_90th_percentile_a
     assert ratios([{"system": "plain", "sustained_rate": 40.0}]) == {}
 
 
-def test_a_rate_is_held_only_when_little_is_in_flight_at_the_end_and_latency_stays_flat(
-        monkeypatch):
+def test_a_rate_is_held_only_when_little_is_in_flight_at_the_end_and_latency_stays_flat():
     """bench/latency.py's verdict: a chain that fell behind early has a flat, huge latency;
     what it still owes when sending ends shows it (the run of issue 45: 213,800 of 300,000)."""
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    from latency import held
-    from latency_timing import not_held
+    from bench.latency import held
+    from bench.latency_timing import not_held
 
     behind = {"system": "sqe", "rate": 5000, "problems": [], "delivered": 300_000,
               "in_flight_at_end": 213_800, "grew": False, "p50_first_third_s": 36.0,
@@ -269,13 +287,12 @@ def test_a_rate_is_held_only_when_little_is_in_flight_at_the_end_and_latency_sta
     assert held([behind], "sqe") is None
 
 
-def test_latency_figures_keep_the_warm_up_apart(monkeypatch):
+def test_latency_figures_keep_the_warm_up_apart():
     """bench/latency.py's figures: the warm-up events are left out, and a slow first third (the
     JVM compiling as it goes) weighs on p99 but not on the p99 after it."""
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
     from types import SimpleNamespace
 
-    from latency_timing import latencies
+    from bench.latency_timing import latencies
 
     s = 10**9
     sent = [i * s // 100 for i in range(302)]  # 100 a second, 2 warm-up events first
@@ -288,11 +305,10 @@ def test_latency_figures_keep_the_warm_up_apart(monkeypatch):
     assert row["p50_last_third_s"] == pytest.approx(0.1) and not row["grew"]
 
 
-def test_trigger_parts_splits_each_trigger_by_spark_s_event_log(monkeypatch, tmp_path):
+def test_trigger_parts_splits_each_trigger_by_spark_s_event_log(tmp_path):
     """bench/trigger_parts.py over a made-up event log: a trigger's parts add up to it, the
     jobs SQE named are the batch's, the cycle is start to start."""
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    from trigger_parts import PROGRESS, main, medians, triggers
+    from bench.trigger_parts import PROGRESS, main, medians, triggers
 
     def progress(batch: int, at: str, total: int, add: int, commit: int, rows: int) -> dict:
         return {"Event": PROGRESS, "progress": {
@@ -321,11 +337,10 @@ def test_trigger_parts_splits_each_trigger_by_spark_s_event_log(monkeypatch, tmp
     assert main([str(tmp_path / "none")]) == 1
 
 
-def test_a_variant_tree_s_children_import_that_tree_s_sqe(monkeypatch, tmp_path):
+def test_a_variant_tree_s_children_import_that_tree_s_sqe(tmp_path):
     """``python -m`` would put the working directory (this tree) before PYTHONPATH: a variant
     of another tree must not run this tree's driver beside that tree's workers."""
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    from chain import child_env
+    from bench.harness.processes import child_env
 
     (tmp_path / "sqe").mkdir()
     (tmp_path / "sqe" / "__init__.py").write_text("WHERE = 'other'\n")
@@ -349,3 +364,67 @@ def test_hop_cost_bench_runs_the_load_step_three_ways_each_exactly_once(kafka_bo
     assert set(r["variants"]) == {"topology", "exactly_once", "sink"}
     assert r["variants"]["topology"]["ratio"] == 1.0
     assert all(v["cycle_s"] > 0 and v["records_per_s"] > 0 for v in r["variants"].values())
+
+
+# -- the package ---------------------------------------------------------------------------------
+
+
+def _imports(path: Path) -> list[tuple[str, int]]:
+    """(module, level) of every import of ``path``: ``import a.b`` gives ("a.b", 0)."""
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(a.name, 0) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.module or "", node.level))
+    return found
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_bench_modules_import_each_other_by_the_package_name_and_leave_sys_path_alone(path):
+    tree = ast.parse(path.read_text())
+    wrong = [f"{'.' * level}{module}" for module, level in _imports(path)
+             if level or module.split(".")[0] in LOCAL_NAMES]
+    assert not wrong, (f"{path.relative_to(ROOT)} imports {wrong}: write from bench import ... "
+                       "(run as a file, a bare name loads a second copy of the module)")
+    edits = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+             and n.attr == "path" and isinstance(n.value, ast.Name) and n.value.id == "sys"]
+    assert not edits, f"{path.relative_to(ROOT)} touches sys.path: PYTHONPATH=. reaches the root"
+    assert ast.get_docstring(tree), f"{path.relative_to(ROOT)} has no docstring"
+    if path.parent.name == "harness":
+        outside = [m for m, _ in _imports(path)
+                   if m.startswith("bench.") and not m.startswith("bench.harness")]
+        assert not outside, f"{path.relative_to(ROOT)}: the harness imports scripts: {outside}"
+        assert len(path.read_text().splitlines()) <= 400, f"{path.relative_to(ROOT)} is over 400"
+
+
+def test_no_bench_module_is_named_like_a_module_it_would_hide(tmp_path):
+    """A script run as a file has bench/ first on sys.path: a bench/yaml.py would be every
+    script's yaml.  Nothing installed or in the standard library has a bench module's name
+    (nor the package's: ``bench``)."""
+    names = sorted(LOCAL_NAMES | {"bench"})
+    code = ("import importlib.util, json, sys; names = json.loads(sys.argv[1]); "
+            "print(json.dumps([n for n in names if n in sys.stdlib_module_names "
+            "or importlib.util.find_spec(n) is not None]))")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(names)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == [], "bench modules named like installed or standard ones"
+
+
+def test_the_package_says_what_it_may_import():
+    for init in (BENCH / "__init__.py", BENCH / "harness" / "__init__.py"):
+        assert "May import" in (ast.get_docstring(ast.parse(init.read_text())) or ""), init
+
+
+@pytest.mark.parametrize("path", sorted(BENCH.glob("*.py")), ids=lambda p: p.name)
+def test_every_bench_module_runs_as_a_file_and_every_script_prints_its_help(path):
+    """As the docs run them: ``PYTHONPATH=. python bench/<script>.py``; a module without a
+    command line (a piece of one benchmark) imports and does nothing."""
+    done = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True,
+                          cwd=ROOT, env=bench_env(), timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    if 'if __name__ == "__main__":' in path.read_text():
+        assert done.stdout.startswith("usage: "), done.stdout[:500]
+    else:
+        assert done.stdout == ""

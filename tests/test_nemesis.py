@@ -6,18 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import ROOT
 from tests.support.fault_services import private_postgres_unavailable
 from tests.test_bench import run_bench
 
 
-@pytest.fixture(autouse=True)
-def _bench_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
-
-
 def test_a_seed_draws_one_schedule_that_replays_from_its_file(tmp_path) -> None:
-    from nemesis_schedule import KINDS, draw, load, save
+    from bench.nemesis_schedule import KINDS, draw, load, save
 
     first, again, other = draw(7, 600), draw(7, 600), draw(8, 600)
     assert first == again and first != other
@@ -30,7 +24,7 @@ def test_a_seed_draws_one_schedule_that_replays_from_its_file(tmp_path) -> None:
 
 
 def test_a_schedule_file_that_is_not_one_is_said_in_one_sentence(tmp_path) -> None:
-    from nemesis_schedule import Fault, load
+    from bench.nemesis_schedule import Fault, load
 
     bad = tmp_path / "schedule.json"
     bad.write_text('[{"at": 1, "kind": "meteor", "target": "redis"}]')
