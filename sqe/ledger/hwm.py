@@ -64,10 +64,11 @@ from typing import cast
 import redis
 
 from sqe.clients.redis_endpoint import RedisEndpoint
-from sqe.errors import StaleBatchError
+from sqe.errors import StaleBatchError, StateError
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm_lua import APPLY, COMMIT, LAST, LOAD, MARKS
 from sqe.ledger.replicas import wait_for_replicas
+from sqe.ledger.retry import Unreachable, cause, retried
 
 __all__ = ["APPLY_ROWS", "HwmStore", "HwmSnapshot", "Stage", "StaleBatchError"]
 
@@ -352,12 +353,24 @@ class HwmStore:
             return False
         known = self._same.get(other.display)
         if known is None:  # asked once per store: a run keeps its store between batches
-            client = other.connect()
-            try:
-                known = self._same[other.display] = bool(
-                    self.client.info("server")["run_id"] == client.info("server")["run_id"])
-            finally:
-                client.close()
+
+            def compare() -> bool:
+                client = other.connect()
+                try:
+                    return bool(self.client.info("server")["run_id"]
+                                == client.info("server")["run_id"])
+                finally:
+                    client.close()
+
+            try:  # a failover or a lost reply here is sent again, as every request is
+                known = retried(compare, self.commit_retry_s, f"consumer {self.consumer}",
+                                f"the comparison of its server with {other.display}'s",
+                                self.describe_error)[0]
+            except (Unreachable, redis.RedisError) as exc:
+                raise StateError(f"{self.describe()}: consumer {self.consumer}: cannot tell "
+                                 f"whether {other.display} is its server: "
+                                 f"{self.describe_error(cause(exc))}") from None
+            self._same[other.display] = known
         return known
 
     def reset(self) -> int:

@@ -144,3 +144,23 @@ def test_a_redis_state_whose_stage_clearing_loses_its_reply_still_opens_the_batc
         sink.open(batch)
     assert proxy.replies_lost == 1 and direct.exists(stage) == 0
     assert any("at the clearing of Totals's stage" in r.getMessage() for r in caplog.records)
+
+
+def test_a_run_s_question_whether_a_state_shares_the_store_is_sent_again(proxied, caplog):
+    # At a run's start the one pass asks whether a Redis state lives in the HWM store's
+    # database (INFO of both); a failover there ended a run in a traceback (nemesis seed 11).
+    proxy, url, _ = proxied
+    store = _batch(url, 10).store
+    assert store is not None
+    proxy.lose_reply_to(b"INFO")
+    with caplog.at_level(logging.WARNING, logger="sqe"):
+        assert store.same_database(url)
+    assert proxy.replies_lost == 1
+    assert any("at the comparison of its server with" in r.getMessage() for r in caplog.records)
+    impatient = _batch(url, 0).store  # no time to send it again: one sentence
+    assert impatient is not None
+    proxy.lose_reply_to(b"INFO")
+    with pytest.raises(StateError) as lost:
+        impatient.same_database(url)
+    assert "consumer t.In: cannot tell whether" in str(lost.value)
+    assert "Connection closed by server" in str(lost.value)
