@@ -30,20 +30,25 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The tests marked ``slow`` first, shared out evenly between the two halves of the order.
+    """The tests marked ``slow`` first, shared out evenly between the parts of the order.
 
-    xdist's ``worksteal`` gives each of two workers one half of the order, and a worker that
-    runs out steals the end of the other's queue: with the slow tests at the start of each
-    half, both workers start on them at once and the quick ones even the end out, instead of
+    xdist's ``worksteal`` gives each of its N workers one N-th of the order, and a worker that
+    runs out steals the end of another's queue: with the slow tests at the start of each
+    part, every worker starts on them at once and the quick ones even the end out, instead of
     a worker finishing alone with a slow test that happened to come last."""
+    workers = config.getoption("numprocesses", None)
+    parts = workers if isinstance(workers, int) and workers > 1 else 2
     slow = [item for item in items if item.get_closest_marker("slow")]
     quick = [item for item in items if not item.get_closest_marker("slow")]
-    first_half = len(items) // 2
-    halves: tuple[list[pytest.Item], list[pytest.Item]] = ([], [])
+    chunks: list[list[pytest.Item]] = [[] for _ in range(parts)]
     for i, item in enumerate(slow):
-        halves[i % 2].append(item)
-    cut = max(0, first_half - len(halves[0]))
-    items[:] = [*halves[0], *quick[:cut], *halves[1], *quick[cut:]]
+        chunks[i % parts].append(item)
+    size, start, ordered = -(-len(items) // parts), 0, []
+    for chunk in chunks:  # each part: its slow tests, then quick ones up to the part's size
+        fill = max(0, size - len(chunk))
+        ordered += [*chunk, *quick[start:start + fill]]
+        start += fill
+    items[:] = [*ordered, *quick[start:]]
 
 
 def _announce(config: pytest.Config, text: str) -> None:
