@@ -25,7 +25,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
-import redis
 from pyspark.sql import DataFrame
 
 from sqe.engine.batch_commit import dropped
@@ -37,7 +36,7 @@ from sqe.engine.pipeline import StreamPipeline
 from sqe.engine.spark_api import describe_jobs
 from sqe.errors import SourceError, StaleBatchError, StateError
 from sqe.ledger.hwm import HwmStore
-from sqe.ledger.retry import Unreachable, cause, retried
+from sqe.ledger.retry import Failed, asked
 from sqe.observe.batch_report import BatchReport, partition_offsets
 from sqe.source.kafka import KafkaSource
 from sqe.state.sink import Batch
@@ -105,13 +104,11 @@ class BatchProcessor:
         try:
             if store is not None:
                 try:  # a lower batch id, or the same with other offsets: StaleBatchError
-                    todo = retried(partial(store.admit, batch_id, offsets),
-                                   store.commit_retry_s, f"batch {batch_id} of "
-                                   f"{self.p.consumer}", "its admission",
-                                   store.describe_error)[0]
-                except (Unreachable, redis.RedisError) as exc:
+                    todo = asked(store, partial(store.admit, batch_id, offsets),
+                                 f"batch {batch_id} of {self.p.consumer}", "its admission")[0]
+                except Failed as exc:
                     raise SourceError(f"cannot read the HWM store of {self.p.consumer}: "
-                                      f"{store.describe_error(cause(exc))}") from None
+                                      f"{exc}") from None
                 if not todo:  # committed already: Spark re-ran a finished batch
                     report.skipped = True
                     failed = False

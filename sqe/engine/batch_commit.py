@@ -11,7 +11,7 @@ import redis
 
 from sqe.errors import StaleBatchError, StateError
 from sqe.ledger.hwm import HwmStore
-from sqe.ledger.retry import Unreachable, retried
+from sqe.ledger.retry import Failed, asked
 from sqe.state.sink import Batch
 
 __all__ = ["commit_hwm", "dropped"]
@@ -39,13 +39,10 @@ def commit_hwm(batch: Batch, updates: Mapping[tuple[int, int], int]) -> None:
         store.commit(batch.batch_id, updates, batch.stages, batch.offsets, batch.checkpoint)
 
     try:
-        _, tries = retried(commit, store.commit_retry_s,
-                           f"batch {batch.batch_id} of {batch.consumer}", "the commit",
-                           store.describe_error)
-    except Unreachable as away:
-        raise _not_committed(batch, store, away.error, away.tries) from None
-    except redis.RedisError as exc:
-        raise _not_committed(batch, store, exc, 1) from None
+        _, tries = asked(store, commit, f"batch {batch.batch_id} of {batch.consumer}",
+                         "the commit")
+    except Failed as failed:
+        raise _not_committed(batch, failed) from None
     if tries:
         try:  # what a commit that ran before its reply was lost recorded to apply
             store.finish_applying()
@@ -57,13 +54,12 @@ def commit_hwm(batch: Batch, updates: Mapping[tuple[int, int], int]) -> None:
                     batch.consumer, tries)
 
 
-def _not_committed(batch: Batch, store: HwmStore, exc: Exception, tries: int) -> StateError:
-    """The sentence of a commit that failed, after ``tries`` attempts."""
-    tried = (f" (sent {tries} times within jw.sqe.spout.kafka.filterReplays.redis."
-             "commitRetrySeconds)") if tries > 1 else ""
-    return StateError(f"cannot commit the HWMs of {batch.consumer}: "
-                      f"{store.describe_error(exc)}{tried}; the batch is re-run and its output "
-                      "filtered as replays")
+def _not_committed(batch: Batch, failed: Failed) -> StateError:
+    """The sentence of a commit that failed."""
+    tried = (f" (sent {failed.tries} times within jw.sqe.spout.kafka.filterReplays.redis."
+             "commitRetrySeconds)") if failed.tries > 1 else ""
+    return StateError(f"cannot commit the HWMs of {batch.consumer}: {failed}{tried}; the batch "
+                      "is re-run and its output filtered as replays")
 
 
 def dropped(store: HwmStore, batch_id: int, checkpoint: str | None, sinks: int,

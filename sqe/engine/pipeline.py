@@ -35,7 +35,7 @@ from sqe.lang.spark_functions import CompileContext
 from sqe.lang.topology import CreateStream, Query
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm import HwmStore
-from sqe.ledger.retry import Unreachable, retried
+from sqe.ledger.retry import Failed, asked
 from sqe.source.fixed import fixed_options
 from sqe.source.kafka import KafkaStreamReader
 from sqe.source.kafka.config import SourceConfig
@@ -165,17 +165,13 @@ class StreamStores:
         if store is None:
             return None
         try:
-            return retried(lambda: action(store), self.settings.hwm_commit_retry,
-                           f"consumer {self.consumer}", "the request",
-                           store.describe_error)[0]
-        except Unreachable as away:
-            raise SourceError(f"{store.describe()}: consumer {self.consumer}: "
-                              f"{store.describe_error(away.error)} (tried {away.tries} times "
-                              "within jw.sqe.spout.kafka.filterReplays.redis."
-                              "commitRetrySeconds)") from None
-        except redis.RedisError as exc:
-            raise SourceError(f"{store.describe()}: consumer {self.consumer}: "
-                              f"{store.describe_error(exc)}") from None
+            return asked(store, lambda: action(store), f"consumer {self.consumer}",
+                         "the request", self.settings.hwm_commit_retry)[0]
+        except Failed as exc:
+            tried = (f" (tried {exc.tries} times within jw.sqe.spout.kafka.filterReplays.redis."
+                     "commitRetrySeconds)") if exc.tries > 1 else ""
+            raise SourceError(f"{store.describe()}: consumer {self.consumer}: {exc}{tried}"
+                              ) from None
         finally:
             store.client.close()
 

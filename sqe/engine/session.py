@@ -69,6 +69,11 @@ PLANNING_DEFAULTS: Mapping[str, str] = {
     # a run reports its own progress (sqe run --progress); Spark's stage bars would cut
     # into those lines, on a cluster as locally
     "spark.ui.showConsoleProgress": "false",
+    # Below Int.MaxValue (64 MB by default), Spark measures the Arrow batch it sends a Python
+    # worker after every row it adds, walking every vector of every struct column: a tenth of
+    # a one-pass task's JVM time (a state's columns are structs).  At Int.MaxValue it skips
+    # the check; a batch still holds at most spark.sql.execution.arrow.maxRecordsPerBatch rows.
+    "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
 }
 
 

@@ -68,7 +68,7 @@ from sqe.errors import StaleBatchError, StateError
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm_lua import APPLY, COMMIT, LAST, LOAD, MARKS
 from sqe.ledger.replicas import wait_for_replicas
-from sqe.ledger.retry import Unreachable, cause, retried
+from sqe.ledger.retry import Failed, asked
 
 __all__ = ["APPLY_ROWS", "HwmStore", "HwmSnapshot", "Stage", "StaleBatchError"]
 
@@ -363,13 +363,11 @@ class HwmStore:
                     client.close()
 
             try:  # a failover or a lost reply here is sent again, as every request is
-                known = retried(compare, self.commit_retry_s, f"consumer {self.consumer}",
-                                f"the comparison of its server with {other.display}'s",
-                                self.describe_error)[0]
-            except (Unreachable, redis.RedisError) as exc:
+                known = asked(self, compare, f"consumer {self.consumer}",
+                              f"the comparison of its server with {other.display}'s")[0]
+            except Failed as exc:
                 raise StateError(f"{self.describe()}: consumer {self.consumer}: cannot tell "
-                                 f"whether {other.display} is its server: "
-                                 f"{self.describe_error(cause(exc))}") from None
+                                 f"whether {other.display} is its server: {exc}") from None
             self._same[other.display] = known
         return known
 

@@ -6,7 +6,9 @@ to its HWM store is idempotent (reads; a commit by batch id; applying staged row
 the last application stopped), so :func:`retried` sends it again, after pauses that double
 from 0.1 s to 2 s, for up to ``seconds`` (``jw.sqe.spout.kafka.filterReplays.redis.
 commitRetrySeconds``), warning each time.  Any other Redis error, or a store away longer,
-is raised to the caller, which says it in one sentence.
+is raised to the caller, which says it in one sentence.  :func:`asked` is the form every
+call to the HWM store takes: :func:`retried` with the store's retry time and way of describing
+an error, any failure becoming one :class:`Failed` whose text is the store's own words.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import redis
 
-__all__ = ["REDIS_BLIPS", "Unreachable", "cause", "retried"]
+__all__ = ["REDIS_BLIPS", "Failed", "Store", "Unreachable", "asked", "cause", "retried"]
 
 log = logging.getLogger("sqe")
 T = TypeVar("T")
@@ -69,3 +71,35 @@ def retried(call: Callable[[], T], seconds: float, who: str, action: str,
 def cause(error: Exception) -> Exception:
     """The store's own error behind ``error`` (the last one, when it stayed away)."""
     return error.error if isinstance(error, Unreachable) else error
+
+
+class Store(Protocol):
+    """What :func:`asked` needs of a store: how long to send a call again, and how to say an
+    error of it (never its password)."""
+
+    commit_retry_s: float
+
+    def describe_error(self, exc: BaseException) -> str: ...
+
+
+class Failed(Exception):
+    """A call to a store that failed: the store refused it, or stayed away for longer than the
+    retry time.  ``str()`` is the store's error in its own words; ``error`` the error itself;
+    ``tries`` how many times the call was sent."""
+
+    def __init__(self, text: str, error: Exception, tries: int) -> None:
+        super().__init__(text)
+        self.error, self.tries = error, tries
+
+
+def asked(store: Store, call: Callable[[], T], who: str, action: str,
+          seconds: float | None = None) -> tuple[T, int]:
+    """:func:`retried` of ``call`` to ``store`` for ``seconds`` (its ``commit_retry_s`` when
+    None): the result and the connection failures it took, or :class:`Failed`."""
+    try:
+        return retried(call, store.commit_retry_s if seconds is None else seconds, who,
+                       action, store.describe_error)
+    except Unreachable as away:
+        raise Failed(store.describe_error(away.error), away.error, away.tries) from None
+    except redis.RedisError as exc:
+        raise Failed(store.describe_error(exc), exc, 1) from None

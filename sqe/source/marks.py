@@ -28,18 +28,19 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import redis
 from pyspark.sql import functions as F
 
 from sqe.clients.redis_clients import kept_client
 from sqe.errors import SourceError
 from sqe.ledger.hwm import HwmStore
-from sqe.ledger.retry import Unreachable, cause, retried
-from sqe.source.kafka.config import SourceConfig
+from sqe.ledger.retry import Failed, asked
 from sqe.source.replay import pair_groups
+
+if TYPE_CHECKING:  # the Kafka source's package imports this module
+    from sqe.source.kafka.config import SourceConfig
 
 __all__ = ["Pair", "TaskMarks", "frame_marks", "read_marks"]
 
@@ -110,12 +111,12 @@ def frame_marks(rows: Any, store: HwmStore) -> dict[Pair, int]:
 def read_marks(store: HwmStore, pairs: Iterable[Pair], retry_s: float = 0.0
                ) -> dict[Pair, int]:
     """``store.marks(pairs)``, sent again through a connection that drops for up to
-    ``retry_s`` seconds (:func:`~sqe.ledger.retry.retried`); a Redis error is one sentence
+    ``retry_s`` seconds (:func:`~sqe.ledger.retry.asked`); a Redis error is one sentence
     naming the consumer and the store (never its password)."""
-    asked = list(pairs)
+    pairs_asked = list(pairs)
     try:
-        return retried(lambda: store.marks(asked), retry_s, f"consumer {store.consumer}",
-                       "reading high-water marks", store.describe_error)[0]
-    except (Unreachable, redis.RedisError) as exc:
+        return asked(store, lambda: store.marks(pairs_asked), f"consumer {store.consumer}",
+                     "reading high-water marks", retry_s)[0]
+    except Failed as exc:
         raise SourceError(f"cannot read the high-water marks of consumer {store.consumer}: "
-                          f"{store.describe_error(cause(exc))}") from None
+                          f"{exc}") from None

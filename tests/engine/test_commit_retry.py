@@ -22,7 +22,7 @@ from sqe.engine.batch_commit import commit_hwm
 from sqe.errors import StateError
 from sqe.ledger.hwm import HwmStore, Stage
 from sqe.ledger.hwm_lua import COMMIT
-from sqe.ledger.retry import Unreachable, retried
+from sqe.ledger.retry import Failed, Unreachable, asked, retried
 from sqe.state.redis.sink import RedisSink
 from sqe.state.sink import Batch, SinkTarget
 from tests.support.fault_proxy import FaultProxy
@@ -124,6 +124,30 @@ def test_a_request_at_the_start_whose_reply_is_lost_is_sent_again(proxied, caplo
                 "consumer t.In", "the request", str)
     assert away.value.tries >= 1 and isinstance(away.value.error, redis.TimeoutError)
     client.close()
+    direct.delete("sqe:{t.In}:probe")
+
+
+def test_a_call_to_the_hwm_store_fails_in_the_stores_own_words(proxied):
+    # asked() is how every call to the HWM store is made: blips sent again for the store's
+    # retry time, and any failure one Failed whose text is the store's description of it
+    proxy, url, direct = proxied
+    store = HwmStore.from_url(RedisEndpoint(url), "t.In", 3600, commit_retry_s=1.0)
+    direct.set("sqe:{t.In}:probe", b"here")
+    proxy.lose_reply_to(b"sqe:{t.In}:probe")
+    assert asked(store, lambda: store.client.get("sqe:{t.In}:probe"), "consumer t.In",
+                 "the request") == (b"here", 1)
+    with pytest.raises(Failed) as refused:  # not a blip: not sent again
+        asked(store, lambda: store.client.hget("sqe:{t.In}:probe", "x"), "consumer t.In",
+              "the request")
+    assert refused.value.tries == 1 and "WRONGTYPE" in str(refused.value)
+    assert isinstance(refused.value.error, redis.ResponseError)
+    proxy.blackhole(3.0)
+    with pytest.raises(Failed) as away:
+        asked(store, lambda: redis.Redis.from_url(url, socket_timeout=0.5).get("x"),
+              "consumer t.In", "the request")
+    assert away.value.tries >= 1 and isinstance(away.value.error, redis.TimeoutError)
+    assert str(away.value) == store.describe_error(away.value.error)
+    store.client.close()
     direct.delete("sqe:{t.In}:probe")
 
 

@@ -47,7 +47,7 @@ from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.ledger.hwm import HwmStore, Stage
 from sqe.ledger.replicas import held_by_replicas, primary_id, written_and_held
-from sqe.ledger.retry import Unreachable, cause, retried
+from sqe.ledger.retry import Failed, asked
 from sqe.state.redis.aggregates import AggregateSink
 from sqe.state.redis.layout import ACK_TTL_SECONDS, RedisLayout, ack_key, joined, replicated
 from sqe.state.redis.protocol import send_hsets
@@ -143,12 +143,12 @@ class RedisSink(Sink):
                                     self.config.expire_seconds)
                 self._store = store.endpoint
                 key = self._stage.key  # what a crashed attempt staged goes: sent again
-                retried(lambda: store.client.delete(key), store.commit_retry_s,  # while away
-                        f"batch {batch.batch_id} of {batch.consumer}", "the clearing of "
-                        f"{self.config.name}'s stage", store.describe_error)
-        except (Unreachable, redis.RedisError) as exc:
+                asked(store, lambda: store.client.delete(key),  # sent again while away
+                      f"batch {batch.batch_id} of {batch.consumer}",
+                      f"the clearing of {self.config.name}'s stage")
+        except Failed as exc:
             raise StateError(f"Redis state {self.config.name}: "
-                             f"{self.config.endpoint.describe_error(cause(exc))}; the batch "
+                             f"{self.config.endpoint.describe_error(exc.error)}; the batch "
                              "fails and is written when it is retried") from None
 
     def write(self, frame: DataFrame) -> int:
