@@ -9,6 +9,8 @@ to that state's task (:meth:`~sqe.state.sink.Sink.pass_task`) and returns, as on
 what the driver needs to commit and report: the records, the new high-water mark of each (pid,
 source partition), the source's counters, the warning counts and each state's counts.
 Nothing in it scales with the records but the marks, which scale with the upstream partitions.
+It makes its Arrow arrays and scalars with :mod:`sqe.wire.arrays`, so a worker never imports
+pandas (``tests/wire/test_arrays.py``).
 
 :func:`merge_results` adds the tasks' rows up on the driver.
 """
@@ -22,14 +24,18 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sqe.config.worker_task import begin_task
+from sqe.source.replay import pair_groups
 from sqe.state.sink import RowTask, add_counts
+from sqe.wire.arrays import binaries, from_numpy, scalar, strings, to_numpy
 from sqe.wire.columns import TALLY, Tally
 
-__all__ = ["PassResult", "RESULT_SCHEMA", "merge_results", "pass_task"]
+__all__ = ["PassResult", "RESULT_SCHEMA", "add_marks", "add_marks_reference", "merge_results",
+           "pass_task"]
 
 #: The rows the tasks return: one ``result`` (JSON) each, then a row per piece of ``data`` a
 #: state's task gave for the driver (``state``: its query's index), e.g. Postgres's CSV.
@@ -79,8 +85,9 @@ def pass_task(states: Sequence[tuple[int, RowTask]], warnings: int
                 query = table.column(_QUERY)
                 for index, task in states:
                     column = table.column(f"_sqe_state{index}")
-                    column = table.filter(pc.and_(pc.equal(query, index), pc.is_valid(column))
-                                          ).column(f"_sqe_state{index}").combine_chunks()
+                    mine = pc.and_(pc.equal(query, scalar(index, query.type)),
+                                   pc.is_valid(column))
+                    column = table.filter(mine).column(f"_sqe_state{index}").combine_chunks()
                     out.states.setdefault(index, {})
                     if len(column):  # a state without a row is never called (write_empty)
                         if index not in feeds:
@@ -92,11 +99,7 @@ def pass_task(states: Sequence[tuple[int, RowTask]], warnings: int
             if error is not None:
                 raise error
             _counted(feed.sent, index, out)
-        pieces = [(i, d) for i, ds in out.data.items() for d in ds]
-        yield pa.RecordBatch.from_pydict(
-            {"result": [_dumps(out)] + [None] * len(pieces),
-             "state": [None] + [i for i, _ in pieces], "data": [None] + [d for _, d in pieces]},
-            schema=_RESULT)
+        yield _result_batch(out)
 
     return run
 
@@ -155,9 +158,21 @@ def _counted(sent: list[pa.RecordBatch], index: int, out: PassResult) -> None:
             add_counts(counts, row)
 
 
+def _result_batch(out: PassResult) -> pa.RecordBatch:
+    """A task's rows for the driver: its ``result`` (JSON), then a row per piece of a state's
+    ``data``."""
+    pieces = [(i, d) for i, ds in out.data.items() for d in ds]
+    valid = np.arange(1 + len(pieces)) > 0  # the result row has no state and no data
+    return pa.RecordBatch.from_arrays(
+        [strings([_dumps(out)] + [None] * len(pieces)),
+         from_numpy(np.array([0] + [i for i, _ in pieces], dtype=np.int32), valid=valid),
+         binaries([None] + [d for _, d in pieces])], schema=_RESULT)
+
+
 def _read(table: pa.Table, out: PassResult, warnings: int) -> None:
     """Add the record rows' counts, marks and refusals, and every row's warnings, to ``out``."""
-    base = table.filter(pc.equal(table.column(_QUERY), -1))
+    query = table.column(_QUERY)
+    base = table.filter(pc.equal(query, scalar(-1, query.type)))
     offset = base.column(f"{_RAW}_offset")
     data = base.filter(pc.is_valid(offset))
     out.records += data.num_rows
@@ -165,20 +180,36 @@ def _read(table: pa.Table, out: PassResult, warnings: int) -> None:
     out.unparseable_keys += pid.null_count
     out.refused += _trues(data.column(_BAD)) + sum(
         _trues(table.column(name)) for name in table.column_names if name.startswith(_REFUSED))
-    keyed = data.filter(pc.is_valid(pid)).select(
-        [f"{_RAW}_pid", f"{_RAW}_source_partition", f"{_RAW}_source_offset"])
+    names = [f"{_RAW}_pid", f"{_RAW}_source_partition", f"{_RAW}_source_offset"]
+    keyed = data.filter(pc.and_(pc.and_(pc.is_valid(pid), pc.is_valid(data.column(names[1]))),
+                                pc.is_valid(data.column(names[2])))).select(names)
     if keyed.num_rows:
-        grouped = keyed.group_by([f"{_RAW}_pid", f"{_RAW}_source_partition"]).aggregate(
-            [(f"{_RAW}_source_offset", "max")])
-        for p, s, hi in zip(*[grouped.column(i).to_pylist() for i in range(3)], strict=True):
-            if hi is not None:
-                out.marks[(p, s)] = max(hi, out.marks.get((p, s), hi))
+        add_marks(out.marks, *[to_numpy(keyed.column(n)) for n in names])
     tallies = base.filter(pc.is_null(offset))
     if tallies.num_rows:
         out.tally.add(Tally(**{name[1:]: int(pc.sum(tallies.column(f"{_RAW}{name}")).as_py()
                                              or 0) for name in TALLY}))
     for k in range(warnings):
         out.warnings[k] += _trues(table.column(f"_sqe_warn{k}"))
+
+
+def add_marks(marks: dict[tuple[int, int], int], pid: np.ndarray, part: np.ndarray,
+              offset: np.ndarray) -> None:
+    """Raise ``marks`` to the highest ``offset`` of each (``pid``, ``part``) pair of the rows
+    (:func:`add_marks_reference` is the row-by-row statement of it, which the tests hold it
+    equal to)."""
+    pairs, inverse = pair_groups(pid, part)
+    hi = np.full(len(pairs), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(hi, inverse, np.asarray(offset, dtype=np.int64))
+    for (p, s), h in zip(pairs.tolist(), hi.tolist(), strict=True):
+        marks[(p, s)] = max(h, marks.get((p, s), h))
+
+
+def add_marks_reference(marks: dict[tuple[int, int], int], pid: np.ndarray, part: np.ndarray,
+                        offset: np.ndarray) -> None:
+    """:func:`add_marks`, a row at a time."""
+    for p, s, o in zip(pid.tolist(), part.tolist(), offset.tolist(), strict=True):
+        marks[(p, s)] = max(o, marks.get((p, s), o))
 
 
 def _trues(column: pa.ChunkedArray | pa.Array) -> int:

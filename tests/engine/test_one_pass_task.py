@@ -88,3 +88,31 @@ def test_a_state_task_that_fails_fails_the_spark_task_and_leaves_no_thread():
     [out] = list(pass_task([(0, stops_early)], 0)(iter(many)))
     assert merge_results(out.to_pylist(), 0).states == {0: {"written": 1}}
     assert threading.active_count() == before
+
+
+def test_the_marks_kernel_equals_its_row_by_row_reference():
+    import numpy as np
+
+    from sqe.engine.one_pass_task import add_marks, add_marks_reference
+
+    rng = np.random.default_rng(45)
+    for n in (0, 1, 7, 500, 20_000):
+        pid = rng.choice([3, 7, 2**40], n).astype(np.int64)
+        part = rng.integers(0, 5, n).astype(np.int32)
+        offset = rng.integers(0, 10**12, n).astype(np.int64)
+        if n > 100:  # runs of one pair, as a writer's partition holds them
+            order = np.lexsort((offset, part, pid))
+            pid, part, offset = pid[order], part[order], offset[order]
+        before = {(3, 0): 10**13, (7, 1): -1}
+        fast, slow = dict(before), dict(before)
+        add_marks(fast, pid, part, offset)
+        add_marks_reference(slow, pid, part, offset)
+        assert fast == slow
+
+
+def test_the_pass_returns_its_marks_and_its_data_rows():
+    seen: list[int] = []
+    [out] = list(pass_task([(0, _counting(seen, []))], 0)(iter(_rows())))
+    rows = out.to_pylist()
+    assert [r["state"] for r in rows] == [None, 0] and rows[1]["data"] == b"csv" * 3
+    assert json.loads(rows[0]["result"])["marks"] == [[7, 0, 6]]

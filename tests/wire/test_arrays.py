@@ -139,7 +139,7 @@ from sqe.source.kafka.config import RangePartition, SourceConfig
 from sqe.source.marks import TaskMarks
 from sqe.source.kafka.rows import Records, to_rows
 from sqe.wire.chunk.pack import encode_chunks
-from sqe.wire.arrays import binaries, from_numpy, strings
+from sqe.wire.arrays import binaries, counts_batch, from_numpy, strings
 from sqe.wire.keys import encode_keys
 from sqe.state.kafka.produce import records as _records
 from sqe.state.kafka.config import KafkaStateConfig
@@ -180,13 +180,34 @@ for chunking in (False, True):
     assert sum(len(k) for k, _, _ in _records(iter([rows]), state))
 assert sum(c.rows for c in hset_commands(b"h", strings(["f"] * n), binaries(values))) == n
 assert list(csv_task(iter([pa.RecordBatch.from_arrays([binaries(values)], names=["v"])])))
+
+from sqe.engine.one_pass_task import merge_results, pass_task
+from sqe.wire.columns import TALLY
+q = np.repeat(np.array([-1, 0], dtype=np.int32), n // 2)
+record = q == -1
+cols = {"_q": from_numpy(q), "_sqe_bad": from_numpy(np.zeros(len(q), dtype=bool)),
+        "_sqe_warn0": from_numpy(np.zeros(len(q), dtype=bool))}
+for name, values in (("_offset", off[: len(q)]), ("_pid", pid[: len(q)]),
+                     ("_source_partition", part[: len(q)].astype(np.int32)),
+                     ("_source_offset", off[: len(q)])):
+    cols[f"_sqe_raw{name}"] = from_numpy(values, valid=record)
+for name in TALLY:
+    cols[f"_sqe_raw{name}"] = from_numpy(np.zeros(len(q), dtype=np.int64), valid=~record)
+cols["_sqe_state0"] = pa.StructArray.from_arrays([from_numpy(off[: len(q)])], names=["x"],
+                                                 mask=from_numpy(record))
+one_pass = pa.RecordBatch.from_arrays(list(cols.values()), names=list(cols))
+def written(batches):
+    yield counts_batch(written=sum(b.num_rows for b in batches))
+result = merge_results(list(pass_task([(0, written)], 1)(iter([one_pass])))[0].to_pylist(), 1)
+assert result.records == n // 2 and result.marks and result.states[0]["written"] == n // 2
 print("pandas" in sys.modules)
 """
 
 
 def test_a_workers_paths_leave_pandas_unimported():
     """The source's rows (plain and chunked, with marks, filter values and a post-filter), a
-    tally row and the states' task functions, run in a new interpreter, import no pandas."""
+    tally row, the states' task functions and a one-pass task (its counts, marks and result
+    rows), run in a new interpreter, import no pandas."""
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(_WORKER_PATHS)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
