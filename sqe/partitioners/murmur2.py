@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from sqe.partitioners.base import check_num_partitions
+from sqe.wire.arrays import to_numpy
 
 __all__ = ["Murmur2Partitioner", "murmur2", "murmur2_array"]
 
@@ -56,7 +57,7 @@ def murmur2_array(keys: pa.Array) -> np.ndarray:
     starts = offs[:-1].astype(np.int64)
     lengths = np.diff(offs).astype(np.int64)
     if arr.null_count:
-        lengths[~arr.is_valid().to_numpy(zero_copy_only=False)] = 0
+        lengths[~to_numpy(arr.is_valid())] = 0  # (Array.to_numpy would import pandas)
     data = np.frombuffer(arr.buffers()[2], dtype=np.uint8) if arr.buffers()[2] else np.zeros(1, np.uint8)
     m = np.uint64(_M)
     mask = np.uint64(_MASK32)
@@ -104,7 +105,7 @@ class Murmur2Partitioner:
         """Vectorised form over a key column."""
         check_num_partitions(num_partitions)
         if keys.null_count:
-            row = int(np.argmin(keys.is_valid().to_numpy(zero_copy_only=False)))
+            row = int(np.argmin(to_numpy(keys.is_valid())))
             raise ValueError(f"Murmur2Partitioner needs keys; row {row} is NULL")
         h = murmur2_array(keys).astype(np.int64) & 0x7FFFFFFF
         return (h % num_partitions).astype(np.int32)

@@ -179,6 +179,8 @@ for chunking in (False, True):
     state = KafkaStateConfig("out", "127.0.0.1:1", "streammetadata", ("v",), chunking=chunking)
     assert sum(len(k) for k, _, _ in _records(iter([rows]), state))
 assert sum(c.rows for c in hset_commands(b"h", strings(["f"] * n), binaries(values))) == n
+from sqe.partitioners.murmur2 import murmur2_array
+assert len(murmur2_array(binaries(values[:5] + [None]))) == 6
 assert list(csv_task(iter([pa.RecordBatch.from_arrays([binaries(values)], names=["v"])])))
 
 from sqe.engine.one_pass_task import merge_results, pass_task

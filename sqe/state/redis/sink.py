@@ -1,7 +1,7 @@
 """The Redis state: a query's rows written as Redis strings or hashes.
 
-An aggregating query's Redis state merges instead (:mod:`sqe.state.redis.aggregates`);
-:meth:`RedisSink.create` picks that variant.
+An aggregating query's Redis state merges instead (:mod:`sqe.state.redis.aggregates`),
+the variant :meth:`RedisSink.create` picks.
 
 SQE's options ``jw.sqe.state.redis.*`` decide the command per row:
 
@@ -18,13 +18,12 @@ Exactly once: when the state lives in the same Redis
 server and database as the consumer's HWM store, the rows are *staged*
 (:func:`stage_redis`, :class:`RedisSink`): the executors write them into one hash of the HWM
 store, ``sqe:{<consumer>}:stage:<batch>:<writer>:<n>``, field ``<key bytes>:<key><hash
-field>``, and the HWM commit script applies every staged row, the new HWMs
-and the batch id in one atomic step (:meth:`sqe.ledger.hwm.HwmStore.commit`).  A
-crash before that step leaves only a stage, which expires after a day and
-is rewritten by the retry on the same checkpoint; a writer refused as stale
-deletes its stages (:meth:`sqe.ledger.hwm.HwmStore.drop_stages`).  A state on
-another server is written directly before the commit; ``SET`` and ``HSET`` of
-the same data are idempotent, so a re-run batch leaves the same state there too.
+field>``, and the HWM commit script applies every staged row, the new HWMs and the batch id
+in one atomic step (:meth:`sqe.ledger.hwm.HwmStore.commit`).  A crash before that step leaves
+only a stage, which expires after a day and is rewritten by the retry on the same checkpoint; a
+writer refused as stale deletes its stages (:meth:`sqe.ledger.hwm.HwmStore.drop_stages`).  A
+state on another server is written directly before the commit; ``SET`` and ``HSET`` of the same
+data are idempotent, so a re-run batch leaves the same state there too.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import redis
@@ -52,7 +52,7 @@ from sqe.state.redis.aggregates import AggregateSink
 from sqe.state.redis.layout import ACK_TTL_SECONDS, RedisLayout, ack_key, joined, replicated
 from sqe.state.redis.protocol import send_hsets
 from sqe.state.sink import Batch, RowTask, Sink, SinkTarget, Staged, task_counts
-from sqe.wire.arrays import counts_batch, repeated
+from sqe.wire.arrays import counts_batch, from_numpy, repeated, scalar, strings
 from sqe.wire.columns import field_column
 
 __all__ = ["RedisSink", "RedisStateConfig", "STAGE_TTL_SECONDS", "stage_all", "stage_redis",
@@ -330,7 +330,8 @@ def _stage_task(names: str, store: RedisEndpoint, replicas: int = 0,
                             pool = node.connection_pool
                             connection = pool.get_connection()
                         for key in keys:
-                            rows = batch if len(keys) == 1 else batch.filter(pc.equal(column, key))
+                            rows = batch if len(keys) == 1 else batch.filter(
+                                pc.equal(column, scalar(key, column.type)))
                             staged[key] = staged.get(key, 0) + send_hsets(
                                 connection, key.encode(), rows.column("_rf"), rows.column("_rv"),
                                 STAGE_TTL_SECONDS)
@@ -347,8 +348,8 @@ def _stage_task(names: str, store: RedisEndpoint, replicas: int = 0,
         except redis.RedisError as exc:
             raise StateError(f"{names} (staged in the HWM store): {store.describe_error(exc)}; "
                              "the batch fails and is written again when it is retried") from None
-        yield pa.RecordBatch.from_pydict({"stage": list(staged), "written": list(staged.values())},
-                                         schema=_STAGED)
+        yield pa.RecordBatch.from_arrays([strings(list(staged)), from_numpy(  # not from_pydict:
+            np.array(list(staged.values()), dtype=np.int64))], schema=_STAGED)  # no pandas
 
     return write
 
