@@ -20,7 +20,7 @@ from typing import Protocol, TypeVar
 
 import redis
 
-__all__ = ["REDIS_BLIPS", "Failed", "Store", "Unreachable", "asked", "cause", "retried"]
+__all__ = ["REDIS_BLIPS", "Failed", "Store", "Unreachable", "asked", "retried"]
 
 log = logging.getLogger("sqe")
 T = TypeVar("T")
@@ -66,11 +66,6 @@ def retried(call: Callable[[], T], seconds: float, who: str, action: str,
         failed = None
         time.sleep(pause)
         pause = min(pause * 2, _LONGEST_PAUSE_S)
-
-
-def cause(error: Exception) -> Exception:
-    """The store's own error behind ``error`` (the last one, when it stayed away)."""
-    return error.error if isinstance(error, Unreachable) else error
 
 
 class Store(Protocol):
