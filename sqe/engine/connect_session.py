@@ -27,7 +27,7 @@ from sqe.secrets import redact_url
 from sqe.version import __version__
 
 __all__ = ["DEFAULT_PORT", "abandon", "check_server_python", "connect_session", "server_lost",
-           "server_address", "start_query"]
+           "server_address"]
 
 log = logging.getLogger("sqe")
 
@@ -105,31 +105,6 @@ def server_lost(exc: BaseException) -> str | None:
     return (f"the Spark Connect server stopped answering for about a minute ({why}), so the "
             "run ended with it; what its batches committed stays committed, and the next run "
             "continues from the checkpoint")
-
-
-#: Starts of a query whose foreachBatch worker did not connect back to the server in time.
-STARTS = 3
-
-#: What the server says when the Python process for a query's foreachBatch did not connect
-#: back within Spark's fixed 10 s (a server too busy to start Python in time).
-_NOT_BACK = "Python worker failed to connect back"
-
-
-def start_query(writer: Any, name: str) -> Any:
-    """``writer.start()`` over Spark Connect, tried again (up to :data:`STARTS` times in all,
-    each said) when the server's Python process for the query's ``foreachBatch`` did not
-    connect back in time: on a busy server its start can take longer than Spark waits, and
-    nothing ran yet, so starting again is safe."""
-    for attempt in range(2, STARTS + 1):
-        try:
-            return writer.start()
-        except Exception as exc:
-            if _NOT_BACK not in str(exc):
-                raise
-            log.warning(f"warning: {name}: the server's Python process for foreachBatch did not "
-                        f"connect back within Spark's 10 s (a busy server); starting the query "
-                        f"again ({attempt} of {STARTS})")
-    return writer.start()
 
 
 def abandon(spark: Any) -> None:

@@ -22,13 +22,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal
 
 import redis
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 import sqe.errors as errors
 from sqe.clients.redis_endpoint import persistence_warning
@@ -41,10 +41,11 @@ from sqe.engine.checkpoint import (
     local_checkpoint,
     use_file_system_manager,
 )
-from sqe.engine.connect_session import abandon, server_lost, start_query
+from sqe.engine.connect_session import abandon, server_lost
 from sqe.engine.lock import CheckpointLock
 from sqe.engine.pipeline import StreamPipeline, build_pipelines
 from sqe.engine.planner_python import bridge_planner_python
+from sqe.engine.query_starts import QueryStarts, start_query
 from sqe.engine.recovery import Rerun
 from sqe.engine.spark_api import driver_directory, is_connect, python_exec
 from sqe.engine.start import PreparedStream, default_rerun, prepare_stream
@@ -141,11 +142,20 @@ def persistence_warnings(pipelines: list[StreamPipeline]) -> list[str]:
     return out
 
 
-def _raise_failure(queries: list[StreamingQuery]) -> None:
-    for q in queries:
-        failure = q.exception()
-        if failure is not None:
-            raise cast(BaseException, failure)
+def _starter(writer: DataStreamWriter, name: str,
+             connect: bool) -> Callable[[], StreamingQuery]:
+    """What starts (and starts again) the query of ``writer``."""
+    return (lambda: start_query(writer, name)) if connect else writer.start
+
+
+def _await(query: StreamingQuery, seconds: int) -> None:
+    """Wait up to ``seconds`` for ``query`` to end; its failure is left to the next check
+    (:meth:`QueryStarts.check`), which may start it again."""
+    try:
+        query.awaitTermination(seconds)
+    except (PySparkException, Py4JError):
+        if query.isActive or query.exception() is None:
+            raise
 
 
 def _view(topology: str, s: PreparedStream) -> StreamView:
@@ -272,6 +282,7 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
             done(report)
         follower = ProgressFollower(where, progress.run, reported)
         follower.start()
+    starts = QueryStarts(queries)
     try:
         hub.started([_view(name, s) for s in streams])
         for s in streams:
@@ -281,20 +292,20 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
             proc = BatchProcessor(p, progress.append if follower and progress else done,
                                   s.checkpoint, s.base, one)
             processors.append(proc)
+            query_name = f"{name}.{p.stream.streamName}"
             writer = ((one.frame if one is not None else frame).writeStream
-                      .queryName(f"{name}.{p.stream.streamName}")
+                      .queryName(query_name)
                       .option("checkpointLocation", s.checkpoint.location)
                       .foreachBatch(proc))
             trigger = trigger_kwargs(mode, p.settings.trigger_interval)
             writer = writer.trigger(**trigger) if trigger else writer
-            queries.append(start_query(writer, f"{name}.{p.stream.streamName}")
-                           if is_connect(spark) else writer.start())
+            starts.start(query_name, _starter(writer, query_name, is_connect(spark)))
         if on_start is not None:
             on_start(queries)
         deadline = time.monotonic() + runtime if (mode == "runtime" and runtime) else None
         timing = TriggerTimes()
         while True:
-            _raise_failure(queries)
+            starts.check()
             timing.log_new(queries)
             if lock.taken_over is not None:  # another run writes the checkpoint now
                 raise RunError(lock.taken_over)
@@ -305,14 +316,16 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
                 raise RunStopped(_stopped(streams))
             active = [q for q in queries if q.isActive]
             if not active:
+                if starts.check():
+                    continue
                 break
             if deadline is not None and time.monotonic() >= deadline:
                 # the runtime is over: a batch being written finishes first, as on a stop
                 # (stopping a query inside a batch kills Spark's stream thread)
                 _wait_idle(processors, queries, 60.0)
                 break
-            active[0].awaitTermination(1)  # raises if that query failed
-        _raise_failure(queries)
+            _await(active[0], 1)
+        starts.check()
     except SqeError:
         raise
     except Exception as exc:

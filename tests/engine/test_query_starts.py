@@ -1,0 +1,72 @@
+"""A query whose Python process does not connect back within Spark's fixed 10 s (a busy
+machine) is started again from its checkpoint inside the run, each time said, and a run
+where it never does ends with one sentence (``sqe.engine.query_starts``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sqe.engine.worker_python import local_worker_python
+
+RUNNER = "python_streaming_source_runner"
+
+
+def _run(tmp_path: Path, slow_starts: int) -> subprocess.CompletedProcess:
+    """``sqe run --once`` of a FIXED stream of two words, whose stream planner (the Python
+    process Spark starts for the query's source) takes 12 s to start the first
+    ``slow_starts`` times."""
+    commands = [
+        {"CreateStream": {"streamName": "Words", "objectName": "words", "spoutName": "FIXED",
+                          "options": {"jw.sqe.spout.fixed.fields": ["word", "n"],
+                                      "jw.sqe.spout.fixed.values": [["a", 1], ["b", 2]]}}},
+        {"Query": {"insertInto": {"objectName": "out", "stateName": "CONSOLE",
+                                  "fields": ["word", "n"]},
+                   "select": {"expressions": ["word", "n"]}, "from": {"objectName": "Words"}}}]
+    topology = tmp_path / "words.yaml"
+    topology.write_text(yaml.safe_dump(commands))
+    slow = tmp_path / "slow-python"
+    slow.write_text(f"""#!/bin/sh
+case "$*" in *{RUNNER}*)
+  echo start >> {tmp_path}/starts
+  if [ "$(wc -l < {tmp_path}/starts)" -le {slow_starts} ]; then sleep 12; fi;;
+esac
+exec {local_worker_python()} "$@"
+""")
+    slow.chmod(0o755)
+    return subprocess.run(
+        [sys.executable, "-m", "sqe.cli.main", "run", str(topology), "--once", "--checkpoint",
+         str(tmp_path / "ck")], capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYSPARK_PYTHON": str(slow), "PYSPARK_DRIVER_PYTHON": str(slow)})
+
+
+@pytest.mark.slow
+def test_a_planner_slower_than_spark_waits_twice_is_started_again_and_writes_once(tmp_path):
+    done = _run(tmp_path, slow_starts=2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len((tmp_path / "starts").read_text().split()) == 3
+    for attempt in (2, 3):
+        assert (f"warning: words.Words: a Python process Spark started for the query did not "
+                f"connect back within Spark's 10 s (a busy machine); starting the query again "
+                f"from its checkpoint ({attempt} of 3)") in done.stderr, done.stderr
+    assert sorted(x for x in done.stdout.splitlines() if x.startswith("out:")) == [
+        "out: word='a', n=1", "out: word='b', n=2"], done.stdout
+
+
+@pytest.mark.slow
+def test_a_planner_that_never_connects_back_in_time_ends_the_run_in_one_sentence(tmp_path):
+    done = _run(tmp_path, slow_starts=99)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert len((tmp_path / "starts").read_text().split()) == 3
+    assert done.stderr.splitlines()[-1] == (
+        f"error: {tmp_path / 'words.yaml'}: words.Words: a Python process Spark started for "
+        "the query did not connect back within Spark's fixed 10 s, 3 times in a row: the "
+        "machine is too busy to start Python in time (fewer processes on it, or more cores); "
+        "what its batches committed stays committed, and the next run continues from the "
+        "checkpoint"), done.stderr
+    assert "out:" not in done.stdout
