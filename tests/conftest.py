@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import uuid
 from urllib.parse import urlsplit, urlunsplit
 
@@ -20,6 +21,21 @@ settings.register_profile(
     "sqe", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=200
 )
 settings.load_profile("sqe")
+
+# The JVMs of the suite with the client JIT compiler only: a test's JVM lives for seconds and
+# handles a few records, and the server compiler's work would cost it a third of its CPU and
+# never pay off (behaviour does not depend on it; speed is measured in bench/, whose runs
+# outside the suite use Java's defaults). PySpark passes PYSPARK_SUBMIT_ARGS to every local
+# session's JVM (drivers and their executors); the standalone cluster's master and workers
+# read SPARK_DAEMON_JAVA_OPTS. (Not a spark-defaults.conf in SPARK_CONF_DIR: that directory is
+# on the driver's class path, and a class path with a non-empty directory has no class archive.)
+# Set here, before any JVM starts, so each test worker and every process it starts inherit them.
+_C1 = "-XX:TieredStopAtLevel=1"
+if "PYSPARK_SUBMIT_ARGS" not in os.environ:
+    os.environ["PYSPARK_SUBMIT_ARGS"] = (f"--conf spark.driver.defaultJavaOptions={_C1} "
+                                         f"--conf spark.executor.defaultJavaOptions={_C1} "
+                                         "pyspark-shell")
+    os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", _C1)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
