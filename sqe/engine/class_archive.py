@@ -23,9 +23,12 @@ sharing required (``-Xshare:on``), and its size and time are sealed: a file that
 matches (truncated, replaced) is never mapped, since a damaged archive can crash the JVM, and
 is written again.  A JVM that cannot use it (another build of the JDK, another class path)
 runs without it: sharing stays ``auto``, and the JVM's CDS log lines are off, so nothing is
-printed.  A run that writes an archive deletes those of Spark installations that no longer
-exist (a removed virtualenv's).  ``SQE_CLASS_ARCHIVE=off`` never uses or writes one.
-It is never used on a cluster, or under ``spark-submit``, where SQE does not start the JVM.
+printed.  Nor is one used when a directory with files in it is on the driver's class path
+(a Spark conf directory holding ``spark-defaults.conf``, Hadoop's or YARN's conf directory):
+the JVM refuses to write or map an archive then.  A run that writes an archive deletes those
+of Spark installations that no longer exist (a removed virtualenv's).
+``SQE_CLASS_ARCHIVE=off`` never uses or writes one.  It is never used on a cluster, or under
+``spark-submit``, where SQE does not start the JVM.
 """
 
 from __future__ import annotations
@@ -71,6 +74,24 @@ def _spark_home() -> Path:
     return Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent).resolve()
 
 
+def _full_directory(env: Any) -> Path | None:
+    """A directory with files in it that Spark's launcher puts on the driver's class path (its
+    conf directory, Hadoop's and YARN's), or None.  Class-data sharing refuses such a class
+    path: the JVM writes no archive (it says so on its standard output as it exits) and maps
+    none."""
+    conf = env.get("SPARK_CONF_DIR") or str(_spark_home() / "conf")
+    for name in (conf, env.get("HADOOP_CONF_DIR"), env.get("YARN_CONF_DIR")):
+        if not name:
+            continue
+        try:
+            with os.scandir(name) as entries:
+                if any(True for _ in entries):
+                    return Path(name)
+        except OSError:  # not a directory, or not there: nothing on the path
+            continue
+    return None
+
+
 def archive_path() -> Path:
     """Where this ``java`` and this pyspark installation's archive is (whether or not it
     exists)."""
@@ -107,6 +128,11 @@ def archive_options(environ: dict[str, str] | os._Environ[str] | None = None) ->
     env = os.environ if environ is None else environ
     if env.get(ARCHIVE_ENV, "").strip().lower() in ("off", "0", "false", "no"):
         return ""
+    full = _full_directory(env)
+    if full is not None:  # the JVM can neither write nor map an archive with it on its path
+        log.debug("no class archive: %s, on the driver's class path, is a directory with "
+                  "files in it", full)
+        return _QUIET
     archive = archive_path()
     if _intact(archive):
         return f"-XX:SharedArchiveFile={archive} {_QUIET}"

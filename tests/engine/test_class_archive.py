@@ -37,6 +37,7 @@ def _session(tmp: Path, stop: bool = False, **env: str) -> dict:
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "cds" not in done.stdout.lower() and "shared archive" not in done.stderr.lower()
+    assert "directory in paths" not in done.stdout + done.stderr, done.stdout + done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -82,4 +83,17 @@ def test_the_first_session_writes_the_archive_and_the_next_maps_it(tmp_path):
 def test_the_archive_can_be_turned_off(tmp_path):
     got = _session(tmp_path, **{ARCHIVE_ENV: "off"})
     assert got == {"total": 499500, "share": []}
+    assert not list(tmp_path.glob("sqe-spark-classes-*"))
+
+
+def test_no_archive_is_tried_with_a_spark_conf_directory_on_the_class_path(tmp_path):
+    # Spark's launcher puts its conf directory on the driver's class path, and class-data
+    # sharing refuses a directory with files in it there: the JVM wrote no archive and said
+    # "Cannot have non-empty directory in paths" on the run's output as it exited, every run
+    conf = tmp_path / "spark-conf"
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text("spark.sql.shuffle.partitions 2\n")
+    for _ in range(2):
+        got = _session(tmp_path, stop=True, SPARK_CONF_DIR=str(conf))
+        assert got == {"total": 499500, "share": []}
     assert not list(tmp_path.glob("sqe-spark-classes-*"))
