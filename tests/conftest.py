@@ -15,6 +15,7 @@ from sqe.cli.local_services import KAFKA_CLIENT_DEFAULTS, wait_for_kafka
 from sqe.engine.prereq import require_java
 from sqe.errors import PrerequisiteError
 from tests.support.services import Endpoint, kafka_endpoint, postgres_endpoint, redis_endpoint
+from tests.support.spark_cluster import CLIENT_JIT, CLIENT_JIT_CONF
 
 # The machine is shared and noisy: no per-example deadlines (speed is measured in bench/).
 settings.register_profile(
@@ -27,15 +28,13 @@ settings.load_profile("sqe")
 # never pay off (behaviour does not depend on it; speed is measured in bench/, whose runs
 # outside the suite use Java's defaults). PySpark passes PYSPARK_SUBMIT_ARGS to every local
 # session's JVM (drivers and their executors); the standalone cluster's master and workers
-# read SPARK_DAEMON_JAVA_OPTS. (Not a spark-defaults.conf in SPARK_CONF_DIR: that directory is
-# on the driver's class path, and a class path with a non-empty directory has no class archive.)
+# read SPARK_DAEMON_JAVA_OPTS, and the tests' own spark-submit commands take CLIENT_JIT_CONF.
+# (Not a spark-defaults.conf in SPARK_CONF_DIR: that directory is on the driver's class path,
+# and a class path with a non-empty directory has no class archive.)
 # Set here, before any JVM starts, so each test worker and every process it starts inherit them.
-_C1 = "-XX:TieredStopAtLevel=1"
 if "PYSPARK_SUBMIT_ARGS" not in os.environ:
-    os.environ["PYSPARK_SUBMIT_ARGS"] = (f"--conf spark.driver.defaultJavaOptions={_C1} "
-                                         f"--conf spark.executor.defaultJavaOptions={_C1} "
-                                         "pyspark-shell")
-    os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", _C1)
+    os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join([*CLIENT_JIT_CONF, "pyspark-shell"])
+    os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", CLIENT_JIT)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -20,7 +20,7 @@ import yaml
 from sqe.cli.sample_events import produce_events
 from tests.support import ROOT
 from tests.support.kafka_io import read_topic
-from tests.support.spark_cluster import clean_env, standalone_cluster
+from tests.support.spark_cluster import CLIENT_JIT_CONF, clean_env, standalone_cluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis, pytest.mark.cluster,
               pytest.mark.slow]
@@ -58,7 +58,7 @@ def _submit(installed, cluster, tmp, topology: str, *extra: str, archives: bool 
         [str(installed.bin("spark-submit")), "--master", cluster.url,
          *(["--archives", f"{tmp / 'sqe-env.tar.gz'}#environment"] if archives else []),
          "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
-         submit, f"{topology}.yaml", "--config", "cluster.yaml", "--once",
+         *CLIENT_JIT_CONF, submit, f"{topology}.yaml", "--config", "cluster.yaml", "--once",
          "--checkpoint", str(tmp / "ck" / topology), "--progress", "lines", *extra],
         cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 

@@ -29,6 +29,15 @@ _LEAKS = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH", "VIRTUAL_ENV"
           "SPARK_HOME", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET", "SQE_FAULT")
 
 
+#: The JIT option every JVM of the suite runs with (tests/conftest.py says why).
+CLIENT_JIT = "-XX:TieredStopAtLevel=1"
+
+#: ``spark-submit`` arguments that give a submitted application's driver and executors
+#: :data:`CLIENT_JIT` (PySpark's own sessions get them from ``PYSPARK_SUBMIT_ARGS``).
+CLIENT_JIT_CONF = ["--conf", f"spark.driver.defaultJavaOptions={CLIENT_JIT}",
+                   "--conf", f"spark.executor.defaultJavaOptions={CLIENT_JIT}"]
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """The test's environment without what would hand SQE to a worker's Python."""
     env = {k: v for k, v in os.environ.items() if k not in _LEAKS}
