@@ -4,32 +4,22 @@ where it never does ends with one sentence (``sqe.engine.query_starts``)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from sqe.engine.worker_python import local_worker_python
+from tests.support import fixed_words, sqe_cli
 
 RUNNER = "python_streaming_source_runner"
 
 
 def _run(tmp_path: Path, slow_starts: int) -> subprocess.CompletedProcess:
-    """``sqe run --once`` of a FIXED stream of two words, whose stream planner (the Python
-    process Spark starts for the query's source) takes 12 s to start the first
-    ``slow_starts`` times."""
-    commands = [
-        {"CreateStream": {"streamName": "Words", "objectName": "words", "spoutName": "FIXED",
-                          "options": {"jw.sqe.spout.fixed.fields": ["word", "n"],
-                                      "jw.sqe.spout.fixed.values": [["a", 1], ["b", 2]]}}},
-        {"Query": {"insertInto": {"objectName": "out", "stateName": "CONSOLE",
-                                  "fields": ["word", "n"]},
-                   "select": {"expressions": ["word", "n"]}, "from": {"objectName": "Words"}}}]
-    topology = tmp_path / "words.yaml"
-    topology.write_text(yaml.safe_dump(commands))
+    """``sqe run --once`` of :func:`fixed_words`, whose stream planner (the Python process
+    Spark starts for the query's source) takes 12 s to start the first ``slow_starts``
+    times."""
+    topology = fixed_words(tmp_path, "n")
     slow = tmp_path / "slow-python"
     slow.write_text(f"""#!/bin/sh
 case "$*" in *{RUNNER}*)
@@ -39,10 +29,8 @@ esac
 exec {local_worker_python()} "$@"
 """)
     slow.chmod(0o755)
-    return subprocess.run(
-        [sys.executable, "-m", "sqe.cli.main", "run", str(topology), "--once", "--checkpoint",
-         str(tmp_path / "ck")], capture_output=True, text=True, timeout=600,
-        env={**os.environ, "PYSPARK_PYTHON": str(slow), "PYSPARK_DRIVER_PYTHON": str(slow)})
+    return sqe_cli("run", str(topology), "--once", "--checkpoint", str(tmp_path / "ck"),
+                   env={"PYSPARK_PYTHON": str(slow), "PYSPARK_DRIVER_PYTHON": str(slow)})
 
 
 @pytest.mark.slow
@@ -55,7 +43,7 @@ def test_a_planner_slower_than_spark_waits_twice_is_started_again_and_writes_onc
                 f"connect back within Spark's 10 s (a busy machine); starting the query again "
                 f"from its checkpoint ({attempt} of 3)") in done.stderr, done.stderr
     assert sorted(x for x in done.stdout.splitlines() if x.startswith("out:")) == [
-        "out: word='a', n=1", "out: word='b', n=2"], done.stdout
+        "out: word='a', x=1", "out: word='b', x=2"], done.stdout
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ from sqe.engine.runner import run_topology
 from sqe.errors import RunError, SqeError
 from sqe.lang.topology import load_topology
 from sqe.wire.keys import StreamMetadata
+from tests.support import fixed_words, sqe_cli
 from tests.support.kafka_io import produce, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
@@ -135,21 +136,16 @@ def test_kafka_outage_fails_the_batch_and_loses_nothing(spark, redis_url, tmp_pa
         broker.stop()
 
 
-def _sqe(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sqe.cli.main", *args], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, **(env or {})})
-
-
 @pytest.mark.slow
 def test_cli_run_exit_codes(kafka_bootstrap, kafka_topic, redis_url, tmp_path):
     source, dest = kafka_topic(1, "in"), kafka_topic(1, "out")
     path = _topology(tmp_path, source, dest, "identity")
-    bad = _sqe("run", str(path), "--conf", "jw.sqe.spout.kafka.filterReplay=true")
+    bad = sqe_cli("run", str(path), "--conf", "jw.sqe.spout.kafka.filterReplay=true")
     assert bad.returncode == 2
     assert "did you mean jw.sqe.spout.kafka.filterReplays?" in bad.stderr
 
     dead = f"127.0.0.1:{free_port()}"
-    down = _sqe("run", str(path), "--once", "--checkpoint", str(tmp_path / "ck1"),
+    down = sqe_cli("run", str(path), "--once", "--checkpoint", str(tmp_path / "ck1"),
                 "--conf", f"jw.sqe.spout.kafka.brokers={dead}",
                 "--conf", "jw.sqe.spout.kafka.readTimeoutSeconds=3",
                 "--conf", f"jw.sqe.spout.kafka.filterReplays.redis.url={redis_url}")
@@ -161,7 +157,7 @@ def test_cli_run_exit_codes(kafka_bootstrap, kafka_topic, redis_url, tmp_path):
     assert not re.search(r"\bWARN\b", down.stderr), down.stderr
 
     produce(kafka_bootstrap, source, [(_key(o), b"%d" % o, 0) for o in (0, 1, 0, 2)])
-    ok = _sqe("run", str(path), "--once", "--checkpoint", str(tmp_path / "ck2"),
+    ok = sqe_cli("run", str(path), "--once", "--checkpoint", str(tmp_path / "ck2"),
               "--conf", f"jw.sqe.spout.kafka.brokers={kafka_bootstrap}",
               "--conf", f"jw.sqe.state.kafka.brokers={kafka_bootstrap}",
               "--conf", f"jw.sqe.spout.kafka.filterReplays.redis.url={redis_url}")
@@ -290,30 +286,12 @@ def test_a_field_no_record_of_the_first_batch_holds_stops_the_run_before_it_writ
     assert read_topic(kafka_bootstrap, dest) == []
 
 
-def _fixed(tmp_path: Path, expression: object, where: object = None) -> Path:
-    """A FIXED stream of three words printed by one query selecting ``expression``."""
-    query: dict = {"insertInto": {"objectName": "out", "stateName": "CONSOLE",
-                                  "fields": ["word", "x"]},
-                   "select": {"expressions": ["word", expression]},
-                   "from": {"objectName": "Words"}}
-    if where is not None:
-        query["where"] = where
-    commands = [{"CreateStream": {"streamName": "Words", "objectName": "words",
-                                  "spoutName": "FIXED", "options": {
-                                      "jw.sqe.spout.fixed.fields": ["word", "n"],
-                                      "jw.sqe.spout.fixed.values": [["a", 1], ["b", 2]]}}},
-                {"Query": query}]
-    path = tmp_path / "words.yaml"
-    path.write_text(yaml.safe_dump(commands))
-    return path
-
-
 def test_spark_sql_spark_cannot_analyse_is_one_sentence_naming_the_expression(spark, tmp_path):
     """sqlglot parses these and every function exists; only Spark's analysis (types) refuses
     them: the run stops at its first batch naming the command and the expression, with
     Spark's reason and none of the JVM's or PySpark's stack traces."""
-    path = _fixed(tmp_path, {"sql": "array_contains(word, 'h')"})
-    failed = _sqe("run", str(path), "--once", "--checkpoint", str(tmp_path / "ck"))
+    path = fixed_words(tmp_path, {"sql": "array_contains(word, 'h')"})
+    failed = sqe_cli("run", str(path), "--once", "--checkpoint", str(tmp_path / "ck"))
     assert failed.returncode == 1
     lines = [x for x in failed.stderr.splitlines() if not x.startswith("WARNING: Using incubator")]
     assert lines == [
@@ -322,7 +300,7 @@ def test_spark_sql_spark_cannot_analyse_is_one_sentence_naming_the_expression(sp
         'to data type mismatch: The first parameter requires the "ARRAY" type, however "word" '
         'has the type "STRING". SQLSTATE: 42K09'], failed.stderr
 
-    where = _fixed(tmp_path, "n", where={"sql": "map(word, n)"})  # not a condition
+    where = fixed_words(tmp_path, "n", where={"sql": "map(word, n)"})  # not a condition
     with pytest.raises(RunError, match=r"words.yaml: command 2 \(Query\) -> where: Spark cannot "
                                        r"compile it: \[DATATYPE_MISMATCH"):
         run_topology(plan_topology(load_topology(where)), spark, "words", tmp_path / "ck2",
@@ -332,8 +310,8 @@ def test_spark_sql_spark_cannot_analyse_is_one_sentence_naming_the_expression(sp
 def test_a_value_spark_cannot_compute_is_one_sentence_naming_the_record(tmp_path):
     """A record whose value a query cannot cast (Spark's ANSI error at run time) stops the run
     with one sentence naming its topic, partition and offset, the query and Spark's reason."""
-    path = _fixed(tmp_path, {"sql": "cast(word as int)"}, where={"=": ["n", 2]})
-    failed = _sqe("run", str(path), "--once", "--checkpoint", str(tmp_path / "ck"))
+    path = fixed_words(tmp_path, {"sql": "cast(word as int)"}, where={"=": ["n", 2]})
+    failed = sqe_cli("run", str(path), "--once", "--checkpoint", str(tmp_path / "ck"))
     assert failed.returncode == 1
     lines = [x for x in failed.stderr.splitlines() if not x.startswith("WARNING: Using incubator")]
     assert len(lines) == 1, failed.stderr

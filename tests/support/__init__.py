@@ -3,7 +3,12 @@ the tests run against and small Kafka helpers."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import yaml
 
 #: The repository's root.
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,3 +27,28 @@ def redis_string_query(object_name: str, key: str, value: str, source: str = "In
                                                  "jw.sqe.state.redis.keyname.fields": [key]}},
                       "select": {"expressions": [key, value]},
                       "from": {"objectName": source}}}
+
+
+def fixed_words(tmp_path: Path, expression: object, where: object = None) -> Path:
+    """``words.yaml`` in ``tmp_path``: a FIXED stream of two words (``word``, ``n``: a 1, b 2)
+    printed by one query selecting ``word`` and ``expression`` (as ``x``), ``where`` if given."""
+    query: dict = {"insertInto": {"objectName": "out", "stateName": "CONSOLE",
+                                  "fields": ["word", "x"]},
+                   "select": {"expressions": ["word", expression]},
+                   "from": {"objectName": "Words"}}
+    if where is not None:
+        query["where"] = where
+    commands = [{"CreateStream": {"streamName": "Words", "objectName": "words",
+                                  "spoutName": "FIXED", "options": {
+                                      "jw.sqe.spout.fixed.fields": ["word", "n"],
+                                      "jw.sqe.spout.fixed.values": [["a", 1], ["b", 2]]}}},
+                {"Query": query}]
+    path = tmp_path / "words.yaml"
+    path.write_text(yaml.safe_dump(commands))
+    return path
+
+
+def sqe_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``sqe ARGS`` as a process of this Python, with ``env`` over this environment."""
+    return subprocess.run([sys.executable, "-m", "sqe.cli.main", *args], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, **(env or {})})
