@@ -41,6 +41,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,7 @@ def _spark_home() -> Path:
     return Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent).resolve()
 
 
-def _full_directory(env: Any) -> Path | None:
+def _full_directory(env: Mapping[str, str]) -> Path | None:
     """A directory with files in it that Spark's launcher puts on the driver's class path (its
     conf directory, Hadoop's and YARN's), or None.  Class-data sharing refuses such a class
     path: the JVM writes no archive (it says so on its standard output as it exits) and maps
