@@ -11,7 +11,7 @@ import redis
 
 from sqe.errors import StaleBatchError, StateError
 from sqe.ledger.hwm import HwmStore
-from sqe.ledger.retry import Failed, asked
+from sqe.ledger.retry import Failed, asked, times_tried
 from sqe.state.sink import Batch
 
 __all__ = ["commit_hwm", "dropped"]
@@ -56,9 +56,8 @@ def commit_hwm(batch: Batch, updates: Mapping[tuple[int, int], int]) -> None:
 
 def _not_committed(batch: Batch, failed: Failed) -> StateError:
     """The sentence of a commit that failed."""
-    tried = (f" (sent {failed.tries} times within jw.sqe.spout.kafka.filterReplays.redis."
-             "commitRetrySeconds)") if failed.tries > 1 else ""
-    return StateError(f"cannot commit the HWMs of {batch.consumer}: {failed}{tried}; the batch "
+    return StateError(f"cannot commit the HWMs of {batch.consumer}: {failed}"
+                      f"{times_tried(failed.tries)}; the batch "
                       "is re-run and its output filtered as replays")
 
 

@@ -35,7 +35,7 @@ from sqe.lang.spark_functions import CompileContext
 from sqe.lang.topology import CreateStream, Query
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm import HwmStore
-from sqe.ledger.retry import Failed, asked
+from sqe.ledger.retry import Failed, asked, times_tried
 from sqe.source.fixed import fixed_options
 from sqe.source.kafka import KafkaStreamReader
 from sqe.source.kafka.config import SourceConfig
@@ -168,10 +168,8 @@ class StreamStores:
             return asked(store, lambda: action(store), f"consumer {self.consumer}",
                          "the request", self.settings.hwm_commit_retry)[0]
         except Failed as exc:
-            tried = (f" (tried {exc.tries} times within jw.sqe.spout.kafka.filterReplays.redis."
-                     "commitRetrySeconds)") if exc.tries > 1 else ""
-            raise SourceError(f"{store.describe()}: consumer {self.consumer}: {exc}{tried}"
-                              ) from None
+            raise SourceError(f"{store.describe()}: consumer {self.consumer}: {exc}"
+                              f"{times_tried(exc.tries)}") from None
         finally:
             store.client.close()
 

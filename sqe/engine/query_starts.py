@@ -73,9 +73,10 @@ class QueryStarts:
         self._names.append(name)
         self._in_a_row.append(1)
 
-    def check(self) -> bool:
+    def check(self, ending: bool = False) -> bool:
         """Raise the failure of a query that cannot be started again; start again those that
-        can (True when one was)."""
+        can (True when one was).  ``ending``: the run ends now (its time is over), so such a
+        query is not started again, only said."""
         again = False
         for i, query in enumerate(self.queries):
             failure = query.exception()
@@ -92,6 +93,12 @@ class QueryStarts:
                     "machine is too busy to start Python in time (fewer processes on it, or "
                     "more cores); what its batches committed stays committed, and the next run "
                     "continues from the checkpoint") from None
+            if ending:
+                log.warning(f"warning: {self._names[i]}: a Python process Spark started for "
+                            "the query did not connect back within Spark's 10 s (a busy "
+                            "machine) as the run's time ended; the next run continues from "
+                            "its checkpoint")
+                continue
             self._in_a_row[i] += 1
             log.warning(f"warning: {self._names[i]}: a Python process Spark started for the "
                         f"query did not connect back within Spark's 10 s (a busy machine); "

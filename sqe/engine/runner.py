@@ -325,7 +325,7 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
                 _wait_idle(processors, queries, 60.0)
                 break
             _await(active[0], 1)
-        starts.check()
+        starts.check(ending=True)
     except SqeError:
         raise
     except Exception as exc:

@@ -20,7 +20,8 @@ from typing import Protocol, TypeVar
 
 import redis
 
-__all__ = ["REDIS_BLIPS", "Failed", "Store", "Unreachable", "asked", "retried"]
+__all__ = ["HWM_RETRY_OPTION", "REDIS_BLIPS", "Failed", "Store", "Unreachable", "asked",
+           "retried", "times_tried"]
 
 log = logging.getLogger("sqe")
 T = TypeVar("T")
@@ -29,8 +30,17 @@ _FIRST_PAUSE_S = 0.1
 _LONGEST_PAUSE_S = 2.0
 
 
+#: The option that bounds how long a call to the HWM store is sent again.
+HWM_RETRY_OPTION = "jw.sqe.spout.kafka.filterReplays.redis.commitRetrySeconds"
+
 #: What a Redis call raises when its connection drops or times out.
 REDIS_BLIPS: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
+
+
+def times_tried(tries: int, option: str = HWM_RETRY_OPTION) -> str:
+    """What a failure's sentence adds when its call was sent more than once: `` (tried N times
+    within <option>)``, or nothing."""
+    return f" (tried {tries} times within {option})" if tries > 1 else ""
 
 
 class Unreachable(Exception):

@@ -22,7 +22,7 @@ from sqe.engine.batch_commit import commit_hwm
 from sqe.errors import StateError
 from sqe.ledger.hwm import HwmStore, Stage
 from sqe.ledger.hwm_lua import COMMIT
-from sqe.ledger.retry import Failed, Unreachable, asked, retried
+from sqe.ledger.retry import Failed, Unreachable, asked, retried, times_tried
 from sqe.state.redis.sink import RedisSink
 from sqe.state.sink import Batch, SinkTarget
 from tests.support.fault_proxy import FaultProxy
@@ -188,3 +188,12 @@ def test_a_run_s_question_whether_a_state_shares_the_store_is_sent_again(proxied
         impatient.same_database(url)
     assert "consumer t.In: cannot tell whether" in str(lost.value)
     assert "Connection closed by server" in str(lost.value)
+
+
+def test_a_failure_says_how_often_its_call_was_sent():
+    # one wording for the HWM store's commit, its requests and a Postgres state
+    assert times_tried(1) == ""
+    assert times_tried(3) == (" (tried 3 times within "
+                              "jw.sqe.spout.kafka.filterReplays.redis.commitRetrySeconds)")
+    assert times_tried(2, "jw.sqe.state.postgres.commitRetrySeconds") == (
+        " (tried 2 times within jw.sqe.state.postgres.commitRetrySeconds)")

@@ -4,11 +4,13 @@ where it never does ends with one sentence (``sqe.engine.query_starts``)."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from sqe.engine.query_starts import QueryStarts
 from sqe.engine.worker_python import local_worker_python
 from tests.support import fixed_words, sqe_cli
 
@@ -58,3 +60,24 @@ def test_a_planner_that_never_connects_back_in_time_ends_the_run_in_one_sentence
         "what its batches committed stays committed, and the next run continues from the "
         "checkpoint"), done.stderr
     assert "out:" not in done.stdout
+
+
+class _Failed:
+    """A query that failed because its Python process did not connect back (what the two
+    real runs above cause): only what QueryStarts reads of a StreamingQuery."""
+
+    recentProgress: list = []
+
+    def exception(self) -> Exception:
+        return RuntimeError("[STREAM_FAILED] ... Python worker failed to connect back.")
+
+
+def test_a_query_failing_so_as_the_run_ends_is_said_and_not_started_again(caplog):
+    started: list[str] = []
+    starts = QueryStarts([])
+    starts.start("t.In", lambda: started.append("start") or _Failed())
+    with caplog.at_level(logging.WARNING, logger="sqe"):
+        assert starts.check(ending=True) is False
+    assert started == ["start"]
+    assert "as the run's time ended; the next run continues from its checkpoint" in caplog.text
+    assert starts.check() is True and started == ["start", "start"]  # in the run: again

@@ -39,7 +39,7 @@ from sqe.errors import StaleBatchError, StateError, StoreConnectionLost
 from sqe.faults import fault_point
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm import HwmStore
-from sqe.ledger.retry import Unreachable, retried
+from sqe.ledger.retry import Unreachable, retried, times_tried
 from sqe.secrets import redact_url
 from sqe.state.postgres.batches import (
     batch_committed,
@@ -354,9 +354,8 @@ class PostgresSink(Sink):
                            errors=(StoreConnectionLost,), store=self.describe(),
                            failed=failed)[0]
         except Unreachable as away:
-            tried = f" (tried {away.tries} times within jw.sqe.state.postgres." \
-                "commitRetrySeconds)" if away.tries > 1 else ""
-            raise StateError(f"{away.error}{tried}") from None
+            said = times_tried(away.tries, "jw.sqe.state.postgres.commitRetrySeconds")
+            raise StateError(f"{away.error}{said}") from None
 
     def close(self) -> None:
         if self._tx is not None:
