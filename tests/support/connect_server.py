@@ -1,5 +1,6 @@
 """A real Spark Connect server for tests: pyspark's own ``sbin/start-connect-server.sh --wait``
 (a local[2] master), in the foreground in a process group of its own, stopped by that group.
+Its JVM runs with the client JIT compiler only, as every JVM of the suite (tests/conftest.py).
 
 Its Python workers and its ``foreachBatch`` processes run the test's interpreter, which has
 SQE installed; the clients connect to ``sc://127.0.0.1:<port>``.
@@ -18,7 +19,7 @@ from pathlib import Path
 import pyspark
 
 from sqe.cli.local_services import free_port
-from tests.support.spark_cluster import Process
+from tests.support.spark_cluster import CLIENT_JIT_CONF, Process
 
 SPARK_HOME = Path(pyspark.__file__).parent
 
@@ -57,7 +58,7 @@ def start_connect_server(workdir: Path, port: int | None = None, timeout: float 
              "--master", "local[2]", "--conf", f"spark.connect.grpc.binding.port={port}",
              "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
              "--conf", "spark.sql.adaptive.enabled=false",
-             "--conf", "spark.sql.session.timeZone=UTC"],
+             "--conf", "spark.sql.session.timeZone=UTC", *CLIENT_JIT_CONF],
             cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True)
     server = ConnectServer("connect", popen, log, f"sc://127.0.0.1:{port}", port, workdir)
