@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
 
 from sqe.config.worker_task import begin_task
 from sqe.source.replay import pair_groups
@@ -38,8 +39,10 @@ __all__ = ["PassResult", "RESULT_SCHEMA", "add_marks", "add_marks_reference", "m
            "pass_task"]
 
 #: The rows the tasks return: one ``result`` (JSON) each, then a row per piece of ``data`` a
-#: state's task gave for the driver (``state``: its query's index), e.g. Postgres's CSV.
-RESULT_SCHEMA = "result string, state int, data binary"
+#: state's task gave for the driver (``state``: its query's index), e.g. Postgres's CSV.  A
+#: type, not a DDL string, which the driver would have Spark's JVM parse at every batch.
+RESULT_SCHEMA = StructType([StructField("result", StringType()), StructField("state", IntegerType()),
+                            StructField("data", BinaryType())])
 _RESULT = pa.schema([("result", pa.string()), ("state", pa.int32()), ("data", pa.binary())])
 
 _QUERY, _RAW, _BAD, _REFUSED = "_q", "_sqe_raw", "_sqe_bad", "_sqe_refused"
