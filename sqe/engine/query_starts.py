@@ -93,17 +93,15 @@ class QueryStarts:
                     "machine is too busy to start Python in time (fewer processes on it, or "
                     "more cores); what its batches committed stays committed, and the next run "
                     "continues from the checkpoint") from None
+            late = (f"warning: {self._names[i]}: a Python process Spark started for the query "
+                    "did not connect back within Spark's 10 s (a busy machine)")
             if ending:
-                log.warning(f"warning: {self._names[i]}: a Python process Spark started for "
-                            "the query did not connect back within Spark's 10 s (a busy "
-                            "machine) as the run's time ended; the next run continues from "
-                            "its checkpoint")
+                log.warning(f"{late} as the run's time ended; the next run continues from its "
+                            "checkpoint")
                 continue
             self._in_a_row[i] += 1
-            log.warning(f"warning: {self._names[i]}: a Python process Spark started for the "
-                        f"query did not connect back within Spark's 10 s (a busy machine); "
-                        f"starting the query again from its checkpoint ({self._in_a_row[i]} of "
-                        f"{STARTS})")
+            log.warning(f"{late}; starting the query again from its checkpoint "
+                        f"({self._in_a_row[i]} of {STARTS})")
             self.queries[i] = self._starters[i]()
             again = True
         return again

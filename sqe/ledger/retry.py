@@ -20,8 +20,7 @@ from typing import Protocol, TypeVar
 
 import redis
 
-__all__ = ["HWM_RETRY_OPTION", "REDIS_BLIPS", "Failed", "Store", "Unreachable", "asked",
-           "retried", "times_tried"]
+__all__ = ["REDIS_BLIPS", "Failed", "Store", "Unreachable", "asked", "retried", "times_tried"]
 
 log = logging.getLogger("sqe")
 T = TypeVar("T")
@@ -31,13 +30,13 @@ _LONGEST_PAUSE_S = 2.0
 
 
 #: The option that bounds how long a call to the HWM store is sent again.
-HWM_RETRY_OPTION = "jw.sqe.spout.kafka.filterReplays.redis.commitRetrySeconds"
+_HWM_RETRY = "jw.sqe.spout.kafka.filterReplays.redis.commitRetrySeconds"
 
 #: What a Redis call raises when its connection drops or times out.
 REDIS_BLIPS: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
 
 
-def times_tried(tries: int, option: str = HWM_RETRY_OPTION) -> str:
+def times_tried(tries: int, option: str = _HWM_RETRY) -> str:
     """What a failure's sentence adds when its call was sent more than once: `` (tried N times
     within <option>)``, or nothing."""
     return f" (tried {tries} times within {option})" if tries > 1 else ""
