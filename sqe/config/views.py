@@ -108,6 +108,7 @@ class StreamSettings(_View):
                                       if v.strip().lower() in ("earliest", "latest") else v)
     max_records = OptionKey[int | None]("jw.sqe.spout.kafka.maxRecordsPerBatch")
     trigger_interval = OptionKey[float]("jw.sqe.trigger.intervalSeconds")
+    observed_metrics = OptionKey[bool]("jw.sqe.spout.observedMetrics")
     min_records_per_task = OptionKey[int]("jw.sqe.spout.kafka.minRecordsPerTask")
     format = OptionKey[Literal["python", "native"]]("jw.sqe.spout.kafka.format")
     read_timeout = OptionKey[int]("jw.sqe.spout.kafka.readTimeoutSeconds")

@@ -1,5 +1,6 @@
-"""The streaming DataFrame of a stream: its source with the counters Spark observes, and, when
-the stream can be (:mod:`sqe.engine.one_pass`), all of its batch planned once over it."""
+"""The streaming DataFrame of a stream: its source (with the counters Spark observes, when
+asked), and, when the stream can be (:mod:`sqe.engine.one_pass`), all of its batch planned
+once over it."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ log = logging.getLogger("sqe")
 
 
 def source_frame(spark: SparkSession, p: StreamPipeline) -> DataFrame:
-    """The stream's source rows; for the ``sqe-kafka`` source with its counters observed as
-    ``sqe.<stream>`` in the streaming query's progress."""
+    """The stream's source rows; for the ``sqe-kafka`` source with ``observedMetrics``, with
+    its counters observed as ``sqe.<stream>`` in the streaming query's progress (Spark then
+    counts every row again: SQE's batch report has the same counts)."""
     if p.fixed is not None:
         frame = spark.readStream.format(FixedSource.name()).options(**p.fixed).load()
     elif p.native:
@@ -31,6 +33,8 @@ def source_frame(spark: SparkSession, p: StreamPipeline) -> DataFrame:
         assert p.source is not None
         frame = spark.readStream.format(KafkaSource.name()).options(
             **p.source.to_options()).load()
+    if not p.settings.observed_metrics:
+        return frame
     return frame.observe(
         f"sqe.{p.stream.streamName}",
         F.count("_offset").alias("records_passed"),

@@ -105,7 +105,8 @@ def test_selective_readers_get_exactly_their_messages(spark, kafka_bootstrap, ka
     queries = []
     conf = {"jw.sqe.spout.kafka.brokers": kafka_bootstrap,
             "jw.sqe.state.kafka.brokers": kafka_bootstrap,
-            "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url}
+            "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url,
+            "jw.sqe.spout.observedMetrics": True}
     plan = plan_topology(load_topology(_reader(
         tmp_path, "only", chunked, only, typed,
         **{"jw.sqe.spout.kafka.filterValues": ["region-7"]})), conf=conf)

@@ -65,7 +65,8 @@ def test_keys_that_cannot_be_judged_pass_through_counted(spark, kafka_bootstrap,
         (None, b'{"id": "null-key", "amount": 6}', 0),           # cannot be judged: kept
     ])
     queries = []
-    plan = _plan(_topology(tmp_path, source, dest), kafka_bootstrap, redis_url)
+    plan = _plan(_topology(tmp_path, source, dest), kafka_bootstrap, redis_url,
+                 **{"jw.sqe.spout.observedMetrics": True})
     reports = run_topology(plan, spark, "bad", tmp_path / "ck", "once", on_start=queries.extend)
 
     out = read_topic(kafka_bootstrap, dest)
@@ -230,6 +231,9 @@ def test_runtime_mode_processes_what_arrives_then_stops(spark, kafka_bootstrap, 
                  runtime=15, on_start=queries.extend)
     assert not queries[0].isActive
     assert [r.value for r in read_topic(kafka_bootstrap, dest)] == [b"0", b"1", b"2"]
+    # without jw.sqe.spout.observedMetrics Spark does not count the rows a second time
+    progress = [p for p in queries[0].recentProgress if p["numInputRows"]]
+    assert progress and not [p for p in progress if p.get("observedMetrics")]
 
 
 def test_a_runtime_that_ends_inside_a_batch_lets_that_batch_finish(
