@@ -50,7 +50,7 @@ from pyspark.sql.types import StructType
 
 from sqe.engine.batch_commit import commit_hwm
 from sqe.engine.hop_batch import MARKED_BY
-from sqe.engine.one_pass import BAD, QUERY, RAW, REFUSED, state_column
+from sqe.engine.one_pass import BAD, MARKED, RAW, REFUSED, state_column
 from sqe.engine.one_pass_batch import count_source
 from sqe.engine.one_pass_task import merge_results, pass_task
 from sqe.engine.pipeline import StreamPipeline
@@ -60,7 +60,7 @@ from sqe.ledger.hwm import HwmStore, Stage
 from sqe.observe.batch_report import BatchReport
 from sqe.state.kafka.sink import KafkaSink
 from sqe.state.sink import Batch, RowTask, Sink
-from sqe.wire.columns import CARRIED, TALLY
+from sqe.wire.columns import CARRIED
 
 __all__ = ["HopSink", "HopSpec", "sink_frame"]
 
@@ -96,8 +96,8 @@ class HopSpec:
 
 
 def sink_frame(p: StreamPipeline, frame: DataFrame, hwm: HwmStore | None) -> DataFrame:
-    """The rows the ``sqe-hop`` sink writes for hop ``p``: each of ``frame``'s rows once for its
-    marks (``_q`` = -1) and once per state, with the state's task columns, as a one-pass plan's.
+    """The rows the ``sqe-hop`` sink writes for hop ``p``: each of ``frame``'s rows once, with
+    the columns its marks are found by and each state's task columns, as a one-pass plan's.
     ``hwm``: the hop's HWM store (a Redis state in its database stages its rows)."""
     where = f"hop {p.consumer}"
     lost = [c for c in MARKED_BY if c not in frame.columns]
@@ -105,13 +105,10 @@ def sink_frame(p: StreamPipeline, frame: DataFrame, hwm: HwmStore | None) -> Dat
         raise TopologyError(f"{where}: its rows have no column {', '.join(lost)}, by which a "
                             "batch's high-water marks are found; keep the source's columns "
                             "through the transform")
-    q = F.col(QUERY)
-    rows = frame.select("*", F.explode(F.sequence(F.lit(-1), F.lit(len(p.steps) - 1)))
-                        .alias(QUERY))
+    rows = frame
     have = set(frame.columns)
-    raw = [F.when(q == -1, F.col(n) if n in have else F.lit(None).cast("long"))
-           .alias(f"{RAW}{n}") for n in ("_offset", "_pid", "_source_partition",
-                                         "_source_offset", *TALLY)]
+    raw = [(F.col(n) if n in have else F.lit(None).cast("long")).alias(f"{RAW}{n}")
+           for n in MARKED]
     states: list[Column] = []
     for i, step in enumerate(p.steps):
         sink = step.sink
@@ -128,14 +125,14 @@ def sink_frame(p: StreamPipeline, frame: DataFrame, hwm: HwmStore | None) -> Dat
                                 "the sqe-hop sink (Kafka, Postgres and Redis states that do not "
                                 "aggregate can); write it from hop.exactly_once instead")
         rows = with_extra
-        mine = (q == i) & F.col("_offset").isNotNull()  # a record's row, not a tally's
+        mine = F.col("_offset").isNotNull()  # a record's row, not a tally's
         states.append(F.when(mine, F.struct(*cols)).alias(state_column(i)))
         rejects = [c for c, _ in sink.rejects(with_extra)]
         if rejects:
             states.append(F.when(mine, F.coalesce(reduce(lambda a, b: a | b, rejects),
                                                     F.lit(False))).otherwise(False)
                           .alias(f"{REFUSED}{i}"))
-    return rows.select(QUERY, F.lit(False).alias(BAD), *raw, *states)
+    return rows.select(F.lit(False).alias(BAD), *raw, *states)
 
 
 @dataclass

@@ -8,20 +8,23 @@ batch, so a batch is one Spark job and no DataFrame is built through py4j:
 
 * the source's rows (replays dropped in its ``read()``) are stamped with the StreamMetadata
   they carry and deserialized with the stream's declared types;
-* each record becomes one row for itself (``_q`` = -1: the source columns the high-water
-  marks and the counters need, prefixed :data:`RAW`) and one row per query (``_q`` = the
-  query's index: the query's fields, in one namespace shared by the queries, computed in the
-  rows its ``where`` keeps);
-* each state adds its columns (:meth:`~sqe.state.sink.Sink.columns`) and gives, as Spark
-  built-ins, the columns its executor task writes (:meth:`~sqe.state.sink.Sink.pass_columns`),
-  as one struct column per state.
+* each record stays one row: its source columns the high-water marks and the counters need
+  (prefixed :data:`RAW`), whether its value could not be read, its warnings, and per query
+  whether the query's ``where`` keeps it, and its fields, under names of SQE's own;
+* each state, in turn, sees its query's fields by their names, adds its columns
+  (:meth:`~sqe.state.sink.Sink.columns`) and gives, as Spark built-ins, the columns its executor
+  task writes (:meth:`~sqe.state.sink.Sink.pass_columns`), as one struct column per state,
+  NULL in a row its query does not keep.  Spark collapses the steps into one projection.
+
+A record is one row however many queries read it: the rows Spark hands to Python are the
+records, not the records times one plus the queries.
 
 The executor side is :mod:`sqe.engine.one_pass_task`; the driver's batch,
 :mod:`sqe.engine.one_pass_batch`.  :func:`plan_one_pass` says in one sentence why a stream
 cannot be planned so: its JSON fields' types are not all declared (they are inferred per
 batch), it reads with Spark's own connector or is FIXED, a query aggregates, expands keys or
-reads an intermediate stream, two queries make a field of one name with two types, or a state
-is not written in one pass (Postgres, an aggregating Redis state, the console).
+reads an intermediate stream, or a state is not written in one pass (an aggregating Redis
+state, the console).
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ from functools import reduce
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType
 
 from sqe.engine.pipeline import QueryStep, StreamPipeline
 from sqe.errors import TopologyError
@@ -41,11 +43,9 @@ from sqe.ledger.hwm import HwmStore
 from sqe.source.deserializers import Deserialized, Summary, deserialize
 from sqe.wire.columns import CARRIED, TALLY, carried_offset
 
-__all__ = ["BAD", "MARKED", "OnePassPlan", "QUERY", "RAW", "plan_one_pass", "state_column",
+__all__ = ["BAD", "MARKED", "OnePassPlan", "RAW", "plan_one_pass", "state_column",
            "stream_records", "why_not_one_pass"]
 
-#: The column that tells a record's own row (-1) from a query's row (the query's index).
-QUERY = "_q"
 #: The prefix of a record row's source columns (NULL in a query's row).
 RAW = "_sqe_raw"
 #: The source columns a record row carries: what a task counts and finds the marks by.
@@ -70,8 +70,8 @@ def _raw(name: str) -> str:
 
 @dataclass(frozen=True)
 class OnePassPlan:
-    """A stream planned once: the streaming DataFrame of its records' rows (each record once
-    for itself, ``_q`` = -1, and once per query) with what each state's task writes."""
+    """A stream planned once: the streaming DataFrame of its records, a row each, with what
+    each state's task writes."""
 
     frame: DataFrame
     #: (query index, its step) of every query that writes a state
@@ -126,89 +126,78 @@ def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
         return f"stream {p.stream.streamName} has no query"
     try:
         projections = [compile_projection(step.query, base, step.where) for step in p.steps]
-        shared: dict[str, tuple[str, DataType]] = {}  # lower name -> (name, type)
         for step, proj in zip(p.steps, projections, strict=True):
             if proj.generators:
                 return f"{step.where} expands keys or values (one row makes several)"
-            for f in base.select(*proj.columns).schema.fields:
-                seen = shared.setdefault(f.name.lower(), (f.name, f.dataType))
-                if seen[1] != f.dataType:
-                    return (f"two queries of stream {p.stream.streamName} make field {f.name}, "
-                            f"as {seen[1].simpleString()} and {f.dataType.simpleString()}")
-        warnings: list[tuple[str, Column, int]] = []  # (counter, condition, -1 or query)
-        for i, proj in enumerate(projections):
-            warnings += [(n, c, -1) for n, c in proj.where_warnings]
-            warnings += [(n, c, i) for n, c in proj.select_warnings]
-        q = F.col(QUERY)
-
-        def by_query(parts: dict[int, Column]) -> Column:  # CASE _q WHEN i THEN ... END
-            col = None
-            for i, c in parts.items():
-                col = F.when(q == i, c) if col is None else col.when(q == i, c)
-            assert col is not None
-            return col
-
-        fields: dict[str, dict[int, Column]] = {key: {} for key in shared}
-        for i, proj in enumerate(projections):
-            for f, col in zip(base.select(*proj.columns).schema.fields, proj.columns,
-                              strict=True):
-                fields[f.name.lower()][i] = col
-        kept_by = {i: data if proj.condition is None
-                   else data & F.coalesce(proj.condition, F.lit(False))
-                   for i, proj in enumerate(projections)}
-        kept = (q == -1) | by_query(kept_by)
-        # A record's own row first, then one per query; a query's columns are computed in
-        # the rows its where keeps only.
-        frame = base.select("*", F.explode(F.sequence(F.lit(-1), F.lit(len(p.steps) - 1)))
-                            .alias(QUERY))
+        kept = [data if proj.condition is None
+                else data & F.coalesce(proj.condition, F.lit(False)) for proj in projections]
+        warnings: list[tuple[str, Column]] = []  # (counter, true in a row that warns)
+        for proj, mine in zip(projections, kept, strict=True):
+            warnings += [(n, data & F.coalesce(c, F.lit(False))) for n, c in proj.where_warnings]
+            warnings += [(n, mine & F.coalesce(c, F.lit(False))) for n, c in proj.select_warnings]
         bad = (F.coalesce(des.undecodable, F.lit(False)) if des.undecodable is not None
                else F.lit(False))
-        rows = frame.select(
-            QUERY, kept.alias(KEPT),
-            *[F.when(q == -1, F.col(n)).alias(_raw(n)) for n in MARKED],
-            F.when(q == -1, bad).otherwise(False).alias(BAD),
-            *[F.when(((q == -1) & data) if owner < 0 else ((q == owner) & kept_by[owner]),
-                     F.coalesce(c, F.lit(False))).otherwise(False).alias(f"{_WARN}{k}")
-              for k, (_, c, owner) in enumerate(warnings)],
-            *[F.when(q >= 0, F.col(c)).alias(c) for c in CARRIED],
-            *[by_query({i: F.when(kept_by[i], col) for i, col in fields[key].items()})
-              .alias(name) for key, (name, _) in shared.items()])
-        extra = _state_columns(rows, p.steps)
-        if extra:
-            rows = rows.select("*", *extra)
-        states, structs = [], []
+        # Everything that reads the source's columns, in one select: the record's own columns,
+        # each query's fields and whether its where keeps the record, under names of SQE's own.
+        own = [*[F.col(n).alias(_raw(n)) for n in MARKED],
+               bad.alias(BAD), *[c.alias(f"{_WARN}{k}") for k, (_, c) in enumerate(warnings)]]
+        names = [[f.name for f in base.select(*proj.columns).schema.fields]
+                 for proj in projections]
+        rows = base.select(
+            *own, *[F.col(c).alias(_carried(c)) for c in CARRIED],
+            *[mine.alias(f"{KEPT}{i}") for i, mine in enumerate(kept)],
+            *[col.alias(_field(i, j)) for i, proj in enumerate(projections)
+              for j, col in enumerate(proj.columns)])
+        ready = [c for c in rows.columns if not c.startswith(_FIELD)]  # kept to the end
+        states: list[tuple[int, QueryStep]] = []
         for i, step in enumerate(p.steps):
-            assert step.sink is not None
-            cols = step.sink.pass_columns(rows, hwm)
+            sink = step.sink
+            assert sink is not None
+            # The query's output as its state sees it: its fields and carried columns by their
+            # names, the rest passed through under SQE's.
+            later = [c for c in rows.columns if c.startswith(_FIELD) and _owner(c) > i]
+            chosen = {n.lower() for n in names[i]}
+            view = rows.select(
+                *ready, *later,
+                *[F.col(_field(i, j)).alias(n) for j, n in enumerate(names[i])],
+                *[F.col(_carried(c)).alias(c) for c in CARRIED if c not in chosen])
+            view = step.with_state_columns(view)
+            cols = sink.pass_columns(view, hwm)
             if cols is None:
-                return f"{step.where}: {step.sink.describe()} is not written in one pass"
+                return f"{step.where}: {sink.describe()} is not written in one pass"
             states.append((i, step))
-            mine = F.col(KEPT) & (q == i)
-            structs.append(F.when(mine, F.struct(*cols)).alias(state_column(i)))
-            rejects = [c for c, _ in step.sink.rejects(rows)]
+            mine = F.col(f"{KEPT}{i}")
+            made = [F.when(mine, F.struct(*cols)).alias(state_column(i))]
+            rejects = [c for c, _ in sink.rejects(view)]
             if rejects:  # a row the state cannot hold: the per-batch way finds and judges it
-                structs.append(F.when(mine, F.coalesce(reduce(lambda a, b: a | b, rejects),
-                                                       F.lit(False))).otherwise(False)
-                               .alias(f"{REFUSED}{i}"))
-        frame = rows.select(QUERY, BAD, *[_raw(n) for n in MARKED],
-                            *[f"{_WARN}{k}" for k in range(len(warnings))], *structs)
+                made.append(F.when(mine, F.coalesce(reduce(lambda a, b: a | b, rejects),
+                                                     F.lit(False))).otherwise(False)
+                            .alias(f"{REFUSED}{i}"))
+            rows = view.select(*ready, *later, *made)
+            ready += [c for c in rows.columns if c not in ready and not c.startswith(_FIELD)]
+        frame = rows.select(BAD, *[_raw(n) for n in MARKED],
+                            *[f"{_WARN}{k}" for k in range(len(warnings))],
+                            *[c for c in rows.columns if c.startswith((_STATE, REFUSED))])
     except AnalysisException as exc:
         raise TopologyError(f"stream {p.stream.streamName}: Spark cannot plan its queries as "
                             f"one pass: {exc.getMessage()}") from None
-    return OnePassPlan(frame, tuple(states), tuple(n for n, _, _ in warnings))
+    return OnePassPlan(frame, tuple(states), tuple(n for n, _ in warnings))
 
 
-def _state_columns(rows: DataFrame, steps: tuple[QueryStep, ...]) -> list[Column]:
-    """The states' extra columns over ``rows``, each computed in its query's rows only;
-    states that add a column of one name share it."""
-    by_name: dict[str, list[tuple[int, Column]]] = {}
-    for i, step in enumerate(steps):
-        for name, col in step.state_columns(rows).items():
-            by_name.setdefault(name, []).append((i, col))
-    extra = []
-    for name, parts in by_name.items():
-        col = F.when(F.col(QUERY) == parts[0][0], parts[0][1])
-        for i, c in parts[1:]:
-            col = col.when(F.col(QUERY) == i, c)
-        extra.append(col.alias(name))
-    return extra
+_FIELD = "_sqe_f"
+_STATE = "_sqe_state"
+
+
+def _field(query: int, index: int) -> str:
+    """The name query ``query``'s field ``index`` has until its state's columns are made."""
+    return f"{_FIELD}{query}_{index}"
+
+
+def _owner(name: str) -> int:
+    """The query of a :func:`_field` name."""
+    return int(name[len(_FIELD):].split("_", 1)[0])
+
+
+def _carried(name: str) -> str:
+    """The name a carried column has beside the queries' fields."""
+    return f"_sqe_c{name}"

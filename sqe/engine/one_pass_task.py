@@ -1,8 +1,8 @@
 """The executor side of a one-pass batch (:mod:`sqe.engine.one_pass`): what each Spark task
 runs over its rows.
 
-A task gets the rows of its Kafka partitions: each record's own row (``_q`` = -1) and one
-row per query, whose state's columns are NULL when the query's ``where`` drops the record.
+A task gets the rows of its Kafka partitions: a row per record, with a struct column per
+state, NULL when the state's query does not keep the record, and the source's tally rows.
 It first checks that nothing needs the ``foreachBatch`` way (a value the deserializer cannot
 read); if something does, it writes nothing and says so.  Otherwise it hands each state's rows
 to that state's task (:meth:`~sqe.state.sink.Sink.pass_task`) and returns, as one JSON row,
@@ -32,7 +32,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, 
 from sqe.config.worker_task import begin_task
 from sqe.source.replay import pair_groups
 from sqe.state.sink import RowTask, add_counts
-from sqe.wire.arrays import binaries, from_numpy, scalar, strings, to_numpy
+from sqe.wire.arrays import binaries, from_numpy, strings, to_numpy
 from sqe.wire.columns import TALLY, Tally
 
 __all__ = ["PassResult", "RESULT_SCHEMA", "add_marks", "add_marks_reference", "merge_results",
@@ -45,7 +45,7 @@ RESULT_SCHEMA = StructType([StructField("result", StringType()), StructField("st
                             StructField("data", BinaryType())])
 _RESULT = pa.schema([("result", pa.string()), ("state", pa.int32()), ("data", pa.binary())])
 
-_QUERY, _RAW, _BAD, _REFUSED = "_q", "_sqe_raw", "_sqe_bad", "_sqe_refused"
+_RAW, _BAD, _REFUSED = "_sqe_raw", "_sqe_bad", "_sqe_refused"
 
 
 @dataclass
@@ -85,12 +85,9 @@ def pass_task(states: Sequence[tuple[int, RowTask]], warnings: int
                 _read(table, out, warnings)
                 if out.refused:
                     continue  # the per-batch way writes it all; read on: the counts are whole
-                query = table.column(_QUERY)
                 for index, task in states:
                     column = table.column(f"_sqe_state{index}")
-                    mine = pc.and_(pc.equal(query, scalar(index, query.type)),
-                                   pc.is_valid(column))
-                    column = table.filter(mine).column(f"_sqe_state{index}").combine_chunks()
+                    column = column.filter(pc.is_valid(column)).combine_chunks()
                     out.states.setdefault(index, {})
                     if len(column):  # a state without a row is never called (write_empty)
                         if index not in feeds:
@@ -173,23 +170,22 @@ def _result_batch(out: PassResult) -> pa.RecordBatch:
 
 
 def _read(table: pa.Table, out: PassResult, warnings: int) -> None:
-    """Add the record rows' counts, marks and refusals, and every row's warnings, to ``out``."""
-    query = table.column(_QUERY)
-    base = table.filter(pc.equal(query, scalar(-1, query.type)))
-    offset = base.column(f"{_RAW}_offset")
-    data = base.filter(pc.is_valid(offset))
+    """Add the record rows' counts, marks and refusals, the tally rows' counters and every
+    row's warnings to ``out``."""
+    offset = table.column(f"{_RAW}_offset")
+    names = [f"{_RAW}_pid", f"{_RAW}_source_partition", f"{_RAW}_source_offset"]
+    data = table.select([*names, _BAD]).filter(pc.is_valid(offset))
     out.records += data.num_rows
-    pid = data.column(f"{_RAW}_pid")
+    pid = data.column(names[0])
     out.unparseable_keys += pid.null_count
     out.refused += _trues(data.column(_BAD)) + sum(
         _trues(table.column(name)) for name in table.column_names if name.startswith(_REFUSED))
-    names = [f"{_RAW}_pid", f"{_RAW}_source_partition", f"{_RAW}_source_offset"]
     keyed = data.filter(pc.and_(pc.and_(pc.is_valid(pid), pc.is_valid(data.column(names[1]))),
                                 pc.is_valid(data.column(names[2])))).select(names)
     if keyed.num_rows:
         add_marks(out.marks, *[to_numpy(keyed.column(n)) for n in names])
-    tallies = base.filter(pc.is_null(offset))
-    if tallies.num_rows:
+    if offset.null_count:
+        tallies = table.select([f"{_RAW}{name}" for name in TALLY]).filter(pc.is_null(offset))
         out.tally.add(Tally(**{name[1:]: int(pc.sum(tallies.column(f"{_RAW}{name}")).as_py()
                                              or 0) for name in TALLY}))
     for k in range(warnings):

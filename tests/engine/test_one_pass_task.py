@@ -17,27 +17,25 @@ from sqe.wire.columns import TALLY
 _RAW = pa.struct([("x", pa.int64())])
 
 
-def _batch(query: list[int], offsets: list[int | None], pids: list[int | None],
+def _batch(offsets: list[int], pids: list[int | None], kept: list[int | None],
            refused: bool = False) -> pa.RecordBatch:
-    """Rows as the one-pass plan makes them: record rows (query -1) and one state's rows."""
-    n = len(query)
-    cols = {"_q": pa.array(query, pa.int32()), "_sqe_bad": pa.array([False] * n)}
+    """Rows as the one-pass plan makes them: a row per record, with the state's columns where
+    the state's query keeps it (``kept``: its value, or None)."""
+    n = len(offsets)
+    cols = {"_sqe_bad": pa.array([False] * n)}
     for name, values, kind in (("_offset", offsets, pa.int64()), ("_pid", pids, pa.int64()),
                                ("_source_partition", [0] * n, pa.int32()),
                                ("_source_offset", offsets, pa.int64())):
-        cols[f"_sqe_raw{name}"] = pa.array([v if q == -1 else None
-                                            for q, v in zip(query, values, strict=True)], kind)
+        cols[f"_sqe_raw{name}"] = pa.array(values, kind)
     for name in TALLY:
         cols[f"_sqe_raw{name}"] = pa.array([None] * n, pa.int64())
-    cols["_sqe_state0"] = pa.array([{"x": i} if q == 0 else None for i, q in enumerate(query)],
-                                   _RAW)
-    cols["_sqe_refused0"] = pa.array([refused and q == 0 for q in query])
+    cols["_sqe_state0"] = pa.array([None if x is None else {"x": x} for x in kept], _RAW)
+    cols["_sqe_refused0"] = pa.array([refused and x is not None for x in kept])
     return pa.RecordBatch.from_pydict(cols)
 
 
 def _rows() -> list[pa.RecordBatch]:
-    return [_batch([-1, 0, -1, 0], [5, None, 6, None], [7, None, 7, None]),
-            _batch([-1, 0], [9, None], [None, None])]
+    return [_batch([5, 6, 7], [7, 7, 7], [1, None, 3]), _batch([9], [None], [1])]
 
 
 def _counting(seen: list[int], calls: list[str]):
@@ -57,18 +55,18 @@ def test_each_state_task_runs_once_in_a_thread_over_all_its_rows():
     [out] = list(pass_task([(0, _counting(seen, calls))], 0)(iter(_rows())))
     result = merge_results(out.to_pylist(), 0)
     assert calls == ["sqe-one-pass-state"] and seen == [1, 3, 1]
-    assert (result.records, result.unparseable_keys, result.refused) == (3, 1, 0)
-    assert result.marks == {(7, 0): 6}
+    assert (result.records, result.unparseable_keys, result.refused) == (4, 1, 0)
+    assert result.marks == {(7, 0): 7}
     assert result.states == {0: {"written": 3}} and result.data == {0: [b"csvcsvcsv"]}
-    assert json.loads(out.column("result")[0].as_py())["records"] == 3
+    assert json.loads(out.column("result")[0].as_py())["records"] == 4
 
 
 def test_a_refused_row_writes_nothing_and_counts_are_whole():
     seen: list[int] = []
-    rows = [_batch([-1, 0], [5, None], [7, None], refused=True), *_rows()]
+    rows = [_batch([5], [7], [1], refused=True), *_rows()]
     [out] = list(pass_task([(0, _counting(seen, []))], 0)(iter(rows)))
     result = merge_results(out.to_pylist(), 0)
-    assert seen == [] and result.refused == 1 and result.records == 4
+    assert seen == [] and result.refused == 1 and result.records == 5
 
 
 def test_a_state_task_that_fails_fails_the_spark_task_and_leaves_no_thread():
@@ -115,4 +113,4 @@ def test_the_pass_returns_its_marks_and_its_data_rows():
     [out] = list(pass_task([(0, _counting(seen, []))], 0)(iter(_rows())))
     rows = out.to_pylist()
     assert [r["state"] for r in rows] == [None, 0] and rows[1]["data"] == b"csv" * 3
-    assert json.loads(rows[0]["result"])["marks"] == [[7, 0, 6]]
+    assert json.loads(rows[0]["result"])["marks"] == [[7, 0, 7]]
