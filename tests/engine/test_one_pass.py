@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 
 import pytest
 import redis
@@ -13,10 +14,11 @@ import yaml
 
 from sqe.config.plan import plan_topology
 from sqe.engine.checkpoint import FILE_MANAGER_SETTING, use_file_system_manager
-from sqe.engine.one_pass import why_not_one_pass
+from sqe.engine.one_pass import plan_one_pass, state_column, why_not_one_pass
 from sqe.engine.pipeline import build_pipelines
 from sqe.engine.runner import run_topology
 from sqe.lang.topology import load_topology
+from sqe.source.kafka import KafkaSource
 from sqe.wire.keys import StreamMetadata
 from tests.engine.test_run_replays import _jobs, _plan
 from tests.support import redis_string_query
@@ -193,6 +195,36 @@ def test_a_row_that_fails_a_query_at_run_time_is_found_the_per_batch_way(
     assert report.written["last"] == 8 and report.written["by_region"] == 8
     store = _store(redis_url)
     assert b"e7" not in store and b"e7" not in store[b"us"]  # type: ignore[operator]
+
+
+def test_a_record_is_one_row_however_many_queries_read_it(spark, kafka_bootstrap, kafka_topic,
+                                                         redis_url, tmp_path):
+    """The one pass hands the tasks one row per record (beside the source's tally rows): each
+    state's columns are NULL in the rows its query drops; two queries may make a field of one
+    name with two types (``cents``: a bigint in one, a string in the other)."""
+    source = kafka_topic(3, "src")
+    produce(kafka_bootstrap, source, _events(9))
+    commands = _commands(source, "out", TYPES)
+    commands.append({"Query": {
+        "insertInto": {"objectName": "cents_text", "stateName": "REDIS",
+                       "fields": ["event_id", "cents"],
+                       "options": {"jw.sqe.state.redis.keyname.fields": ["event_id"]}},
+        "select": {"expressions": ["event_id", {"sql": "cast(amount * 100 AS STRING)"}]},
+        "from": {"objectName": "In"}}})
+    (p,) = build_pipelines(_plan(tmp_path / "t.yaml", commands, kafka_bootstrap, redis_url,
+                                 **_conf(kafka_bootstrap)), "rows")
+    spark.dataSource.register(KafkaSource)
+    moved = p.starting_at(json.dumps({"0": 0, "1": 0, "2": 0}), "the test").source
+    assert moved is not None
+    frame = spark.read.format(KafkaSource.name()).options(**replace(
+        moved, ending=json.dumps({"0": 3, "1": 3, "2": 3})).to_options()).load()
+    plan = plan_one_pass(p, frame, None)
+    assert not isinstance(plan, str), plan
+    every = plan.frame.collect()
+    rows = [r for r in every if r["_sqe_raw_offset"] is not None]
+    assert len(rows) == 9 and len(every) - len(rows) <= 3  # at most a tally row a partition
+    kept = {i: sum(r[state_column(i)] is not None for r in rows) for i, _ in plan.states}
+    assert kept == {0: 9, 1: 7, 2: 9, 3: 9}  # query 1 keeps amount > 1
 
 
 def test_what_cannot_be_planned_once_says_why(kafka_bootstrap, tmp_path):
