@@ -46,13 +46,14 @@ from sqe.wire.columns import CARRIED, TALLY, carried_offset
 __all__ = ["BAD", "MARKED", "OnePassPlan", "RAW", "plan_one_pass", "state_column",
            "stream_records", "why_not_one_pass"]
 
-#: The prefix of a record row's source columns (NULL in a query's row).
+#: The prefix of a record's source columns in its row.
 RAW = "_sqe_raw"
-#: The source columns a record row carries: what a task counts and finds the marks by.
+#: The source columns a record's row carries: what a task counts and finds the marks by.
 MARKED = ("_offset", "_pid", "_source_partition", "_source_offset", *TALLY)
-#: True in a record row whose value the deserializer cannot read (not a JSON object).
+#: True in a record's row when the deserializer cannot read its value (not a JSON object).
 BAD = "_sqe_bad"
-#: True in a record's row, and in a query's row when the query's ``where`` keeps it.
+#: The prefix of the column, one per query, that is true when the query's ``where`` keeps the
+#: record (until the query's state has made its columns).
 KEPT = "_sqe_kept"
 #: The prefix of a state's column that is true in a row the state cannot hold.
 REFUSED = "_sqe_refused"
@@ -148,17 +149,18 @@ def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
             *[mine.alias(f"{KEPT}{i}") for i, mine in enumerate(kept)],
             *[col.alias(_field(i, j)) for i, proj in enumerate(projections)
               for j, col in enumerate(proj.columns)])
-        ready = [c for c in rows.columns if not c.startswith(_FIELD)]  # kept to the end
+        ready = [c for c in rows.columns if not c.startswith(_FIELD)]  # through every step
+        made: list[str] = []  # the states' columns made so far
         states: list[tuple[int, QueryStep]] = []
         for i, step in enumerate(p.steps):
             sink = step.sink
             assert sink is not None
             # The query's output as its state sees it: its fields and carried columns by their
             # names, the rest passed through under SQE's.
-            later = [c for c in rows.columns if c.startswith(_FIELD) and _owner(c) > i]
+            later = [_field(k, j) for k in range(i + 1, len(names)) for j in range(len(names[k]))]
             chosen = {n.lower() for n in names[i]}
             view = rows.select(
-                *ready, *later,
+                *ready, *made, *later,
                 *[F.col(_field(i, j)).alias(n) for j, n in enumerate(names[i])],
                 *[F.col(_carried(c)).alias(c) for c in CARRIED if c not in chosen])
             view = step.with_state_columns(view)
@@ -167,17 +169,16 @@ def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
                 return f"{step.where}: {sink.describe()} is not written in one pass"
             states.append((i, step))
             mine = F.col(f"{KEPT}{i}")
-            made = [F.when(mine, F.struct(*cols)).alias(state_column(i))]
+            new = [F.when(mine, F.struct(*cols)).alias(state_column(i))]
             rejects = [c for c, _ in sink.rejects(view)]
             if rejects:  # a row the state cannot hold: the per-batch way finds and judges it
-                made.append(F.when(mine, F.coalesce(reduce(lambda a, b: a | b, rejects),
-                                                     F.lit(False))).otherwise(False)
-                            .alias(f"{REFUSED}{i}"))
-            rows = view.select(*ready, *later, *made)
-            ready += [c for c in rows.columns if c not in ready and not c.startswith(_FIELD)]
+                new.append(F.when(mine, F.coalesce(reduce(lambda a, b: a | b, rejects),
+                                                    F.lit(False))).otherwise(False)
+                           .alias(f"{REFUSED}{i}"))
+            rows = view.select(*ready, *made, *later, *new)
+            made += rows.columns[-len(new):]
         frame = rows.select(BAD, *[_raw(n) for n in MARKED],
-                            *[f"{_WARN}{k}" for k in range(len(warnings))],
-                            *[c for c in rows.columns if c.startswith((_STATE, REFUSED))])
+                            *[f"{_WARN}{k}" for k in range(len(warnings))], *made)
     except AnalysisException as exc:
         raise TopologyError(f"stream {p.stream.streamName}: Spark cannot plan its queries as "
                             f"one pass: {exc.getMessage()}") from None
@@ -185,17 +186,11 @@ def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
 
 
 _FIELD = "_sqe_f"
-_STATE = "_sqe_state"
 
 
 def _field(query: int, index: int) -> str:
     """The name query ``query``'s field ``index`` has until its state's columns are made."""
     return f"{_FIELD}{query}_{index}"
-
-
-def _owner(name: str) -> int:
-    """The query of a :func:`_field` name."""
-    return int(name[len(_FIELD):].split("_", 1)[0])
 
 
 def _carried(name: str) -> str:
