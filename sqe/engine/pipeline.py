@@ -37,6 +37,7 @@ from sqe.ledger.commits import Commit
 from sqe.ledger.hwm import HwmStore
 from sqe.ledger.retry import Failed, asked, times_tried
 from sqe.source.fixed import fixed_options
+from sqe.source.json_fields import arrow_fields
 from sqe.source.kafka import KafkaStreamReader
 from sqe.source.kafka.config import SourceConfig
 from sqe.state.registry import SINKS, sink_for, sink_problems
@@ -114,8 +115,7 @@ class StreamPipeline:
             return replace(self, fixed={**self.fixed, "start": str(json.loads(offsets)["rows"])})
         settings = StreamSettings(self.settings.settings.overlay(
             {StreamSettings.starting_offsets.key: offsets}, why))
-        source = (SourceConfig(self.source.topic, settings, self.consumer, self.source.emit_tally)
-                  if self.source is not None else None)
+        source = (replace(self.source, stream=settings) if self.source is not None else None)
         return replace(self, settings=settings, source=source)
 
     def initial_offsets(self) -> str | None:
@@ -315,5 +315,7 @@ def stream_source(plan: TopologyPlan, name: str, stream: CreateStream) -> Source
     s = plan.streams[stream.streamName]
     if stream.spoutName != "KAFKA" or s.format == "native":
         return None
-    return SourceConfig(stream.objectName, s, f"{name}.{stream.streamName}", emit_tally=True)
+    fields = arrow_fields(s.declared_fields) if stream.deserializer == "json" else None
+    return SourceConfig(stream.objectName, s, f"{name}.{stream.streamName}", emit_tally=True,
+                        json_fields=fields or ())
 

@@ -33,9 +33,10 @@ from sqe.engine.worker_python import local_worker_python
 from sqe.errors import OptionError, RunError
 from sqe.logs import LOG_LEVEL_ENV, log_level, spark_log_level
 from sqe.secrets import SPARK_REDACTION_REGEX
+from sqe.source.deserializers import DUPLICATE_KEYS
 
 __all__ = ["build_session", "python_env", "quiet_failure_traces", "remote_of", "LOCAL_DEFAULTS",
-           "PLANNING_DEFAULTS", "REDACTION_DEFAULTS",
+           "PLANNING_DEFAULTS", "READING_DEFAULTS", "REDACTION_DEFAULTS",
            "FAILURE_LOGGERS", "PYTHON_FAILURE_LOGGERS"]
 
 #: Spark conf for a local session when nothing else is given.  Adaptive query execution is
@@ -75,6 +76,13 @@ PLANNING_DEFAULTS: Mapping[str, str] = {
     # the check; a batch still holds at most spark.sql.execution.arrow.maxRecordsPerBatch rows.
     "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
 }
+
+#: Spark conf set on every session unless given, classic or over Spark Connect: how Spark reads
+#: a record.  A JSON object that repeats a key keeps the key's last value (as Python's and
+#: JavaScript's readers do), where Spark's default makes the whole value unreadable; the
+#: ``sqe-kafka`` source reads declared JSON fields that way (:mod:`sqe.source.json_fields`),
+#: and a stream's deserializer takes the fields it read only when Spark agrees.
+READING_DEFAULTS: Mapping[str, str] = {DUPLICATE_KEYS: "true"}
 
 
 _LOG4J = """\
@@ -140,7 +148,8 @@ def build_session(
     """
     server = remote_of(remote, conf)
     if server is not None:
-        return connect_session(server, app_name, conf or {}, origins or {})
+        return connect_session(server, app_name, {**READING_DEFAULTS, **(conf or {})},
+                               origins or {})
     require_java()
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
     chosen = master or (conf or {}).get("spark.master")  # a config file's Spark: map may
@@ -153,7 +162,7 @@ def build_session(
         builder = builder.master("local[*]")
         for key, value in LOCAL_DEFAULTS.items():
             builder = builder.config(key, value)
-    given = {**REDACTION_DEFAULTS, **PLANNING_DEFAULTS,
+    given = {**REDACTION_DEFAULTS, **PLANNING_DEFAULTS, **READING_DEFAULTS,
              f"spark.executorEnv.{LOG_LEVEL_ENV}": log_level(),
              **(conf or {})}
     if not submitted:  # the JVM starts here: it can start quiet, and from the class archive

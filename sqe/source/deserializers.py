@@ -14,7 +14,9 @@
   bad-record policy fails the batch naming it, or dead-letters it.
   With declared fields (``jw.sqe.spout.fields``), those fields alone are extracted,
   each as its declared type (a value that does not fit it is NULL) without inferring
-  any (a field declared without a type still gets the type of its batch).
+  any (a field declared without a type still gets the type of its batch).  Where the
+  source read them already (``jsonFields``, :mod:`sqe.source.json_fields`), a record's
+  fields are the source's and Spark parses only the values the source did not read.
 
 Both keep the source columns, so ``_key``, ``_offset`` etc. remain usable.
 """
@@ -28,8 +30,14 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-__all__ = ["BAD_COLUMN", "SCHEMA_COLUMN", "Deserialized", "Summary", "deserialize",
-           "summary_columns", "top_level_fields"]
+from sqe.source.json_fields import OK, PREFIX, TYPES, json_column, spark_type
+from sqe.wire.columns import field_column
+
+#: Spark's setting: whether a JSON object may repeat a key (its last value is kept).
+DUPLICATE_KEYS = "spark.sql.variant.allowDuplicateKeys"
+
+__all__ = ["BAD_COLUMN", "DUPLICATE_KEYS", "SCHEMA_COLUMN", "Deserialized", "Summary",
+           "deserialize", "read_in_source", "summary_columns", "top_level_fields"]
 
 _JSON = "_sqe_json"
 
@@ -96,14 +104,36 @@ def _spark_type(variant_type: str) -> str:
     return "string" if upper == "VOID" else variant_type
 
 
-def _field(name: str, target: str) -> Column:
-    """Top-level field ``name`` of the parsed value as ``target``; any name works."""
+def _field(name: str, target: str, read: bool = False) -> Column:
+    """Top-level field ``name`` of the parsed value as ``target``; any name works.  ``read``:
+    the source's column of it where the source read the value."""
     if "'" not in name:
-        return F.try_variant_get(_JSON, "$['" + name + "']", target)
-    if '"' not in name:
-        return F.try_variant_get(_JSON, '$["' + name + '"]', target)
-    as_map = F.try_variant_get(_JSON, "$", "map<string,variant>")
-    return F.try_variant_get(F.element_at(as_map, F.lit(name)), "$", target)
+        parsed = F.try_variant_get(_JSON, "$['" + name + "']", target)
+    elif '"' not in name:
+        parsed = F.try_variant_get(_JSON, '$["' + name + '"]', target)
+    else:
+        as_map = F.try_variant_get(_JSON, "$", "map<string,variant>")
+        parsed = F.try_variant_get(F.element_at(as_map, F.lit(name)), "$", target)
+    return F.when(_read_here(), field_column(json_column(name))).otherwise(parsed) if read else parsed
+
+
+def _read_here() -> Column:
+    """True in a row whose value the source read (:data:`~sqe.source.json_fields.OK`)."""
+    return F.coalesce(F.col(OK), F.lit(False))
+
+
+def read_in_source(frame: DataFrame, fields: Iterable[tuple[str, str]]) -> bool:
+    """Whether ``frame`` (the source's rows) holds every one of ``fields`` as the source read
+    it, of its type, and Spark reads a repeated JSON key as the source does (its last value)."""
+    types = {f.name: f.dataType for f in frame.schema.fields}
+    if OK not in types:
+        return False
+    for name, target in fields:
+        arrow = TYPES.get(target.strip().lower())
+        if arrow is None or types.get(json_column(name)) != spark_type(arrow):
+            return False
+    keeps_last = frame.sparkSession.conf.get(DUPLICATE_KEYS, "false")
+    return str(keeps_last).strip().lower() == "true"
 
 
 #: The names of the summary columns :func:`summary_columns` adds to an aggregation.
@@ -136,10 +166,13 @@ class Summary:
         return cls(next(iter(schemas), None), bad)
 
 
-def _parsed() -> tuple[Column, Column]:
+def _parsed(read: bool = False) -> tuple[Column, Column]:
     """The value parsed as JSON when it is an object (else NULL), and a condition true for the
-    rows whose value is not a JSON object."""
+    rows whose value is not a JSON object.  ``read``: the source read some values (Spark then
+    parses none of them: their text is NULL here, whatever Spark evaluates first)."""
     text = F.col("_value").cast("string")
+    if read:
+        text = F.when(~_read_here(), text)
     value = F.try_parse_json(text)
     # Only JSON objects have fields; any other value (not JSON, or an array, string or
     # number) passes with NULL fields and is counted, without hiding the fields of the rest.
@@ -147,7 +180,15 @@ def _parsed() -> tuple[Column, Column]:
     # (cheaper than the schema string of every value, which schema_of_variant builds).
     is_object = value.isNotNull() & text.rlike(r"^\s*\{")
     undecodable = F.col("_value").isNotNull() & F.coalesce(~is_object, F.lit(True))
+    if read:
+        undecodable = ~_read_here() & undecodable
     return F.when(is_object, value), undecodable
+
+
+def _sources(column: str) -> bool:
+    """Whether ``column`` is a field the source read (dropped once deserialized; its
+    :data:`~sqe.source.json_fields.OK` stays, for :attr:`Deserialized.undecodable`)."""
+    return column.startswith(PREFIX)
 
 
 def _infers(declared: Mapping[str, str | None] | None) -> bool:
@@ -183,7 +224,9 @@ def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
         return Deserialized(frame, 0)
     if kind != "json":
         raise ValueError(f"unknown deserializer {kind!r}")
-    value, undecodable = _parsed()
+    read = (declared is not None and None not in declared.values()
+            and read_in_source(frame, [(n, t) for n, t in declared.items() if t is not None]))
+    value, undecodable = _parsed(read)
     parsed = frame.withColumn(_JSON, value)
     if empty:
         summary = Summary(None, 0)
@@ -205,7 +248,7 @@ def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
     for name, target in fields:
         if name.lower() in taken:  # a JSON key named like a source column: the column wins
             continue
-        columns.append(_field(name, target).alias(name))
+        columns.append(_field(name, target, read).alias(name))
         taken.add(name.lower())
     missing = []
     for name in dict.fromkeys(wanted):
@@ -213,6 +256,6 @@ def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
             columns.append(F.lit(None).cast("string").alias(name))
             taken.add(name.lower())
             missing.append(name)
-    out = parsed.select(*[parsed[c] for c in frame.columns], *columns)
+    out = parsed.select(*[parsed[c] for c in frame.columns if not _sources(c)], *columns)
     return Deserialized(out, summary.bad, tuple(inferred),
                         tuple(missing), tuple(fields), undecodable)

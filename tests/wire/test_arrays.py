@@ -200,14 +200,21 @@ def written(batches):
     yield counts_batch(written=sum(b.num_rows for b in batches))
 result = merge_results(list(pass_task([(0, written)], 1)(iter([one_pass])))[0].to_pylist(), 1)
 assert result.records == n and result.marks and result.states[0]["written"] == kept.sum()
+
+from sqe.source.json_fields import read_fields, with_fields
+ok, read = read_fields(binaries([b'{"a": "x", "b": 1}', b'[]', None, b'{"b": "2"}']),
+                       [("a", "string"), ("b", "bigint")])
+assert ok.to_pylist() == [True, False, False, False] and read[1].to_pylist()[0] == 1
+assert with_fields(tally.row("t", 0), [("a", "string")]).num_columns
 print("pandas" in sys.modules)
 """
 
 
 def test_a_workers_paths_leave_pandas_unimported():
     """The source's rows (plain and chunked, with marks, filter values and a post-filter), a
-    tally row, the states' task functions and a one-pass task (its counts, marks and result
-    rows), run in a new interpreter, import no pandas."""
+    tally row, the states' task functions, a one-pass task (its counts, marks and result
+    rows) and the source's reading of JSON fields, run in a new interpreter, import no
+    pandas."""
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(_WORKER_PATHS)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -13,7 +13,11 @@ of the reader's own:
 * ``emitTally``: also yield each task's counters as one tally row
   (:class:`~sqe.wire.columns.Tally`);
 * ``endingOffsets`` (a batch read, ``spark.read``, only): where the read ends, Spark's JSON
-  ``{"<partition>": <offset>}``, as ``startingOffsets`` (then JSON too) says where it starts.
+  ``{"<partition>": <offset>}``, as ``startingOffsets`` (then JSON too) says where it starts;
+* ``jsonFields``: JSON ``{"<field>": "<type>"}`` of fields to read from each JSON value in
+  the reader (:mod:`sqe.source.json_fields`), yielded as the columns
+  ``_sqe_json_ok`` and ``_sqe_jf_<field>`` (the JSON deserializer of a stream with declared
+  fields takes them; the runner sets it from ``jw.sqe.spout.fields``).
 
 :class:`SourceConfig` is the validated result; :meth:`SourceConfig.to_options`
 gives the options back, so the runner and a direct user build the source the
@@ -44,6 +48,7 @@ from sqe.config.settings import Settings
 from sqe.config.views import StreamSettings
 from sqe.errors import OptionError, SourceError, TopologyError
 from sqe.lang.post_filter import Node, compile_filter
+from sqe.source.json_fields import TYPES
 from sqe.wire.columns import RECORD_COLUMNS
 
 __all__ = ["OPTION_PREFIX", "RangeGroup", "RangePartition", "SourceConfig", "group_ranges",
@@ -54,7 +59,7 @@ OPTION_PREFIX = "jw.sqe.spout.kafka."
 
 #: The reader's own options (not ``jw.sqe.*`` keys), by their lower-case spelling.
 _OWN = {"topic": "topic", "hwmconsumer": "hwmConsumer", "emittally": "emitTally",
-        "endingoffsets": "endingOffsets"}
+        "endingoffsets": "endingOffsets", "jsonfields": "jsonFields"}
 
 #: Registry keys a reader option may name, by lower-case spelling (Spark lower-cases keys).
 _STREAM_KEYS = {key.lower(): key for key in REGISTRY if key.startswith(OPTION_PREFIX)}
@@ -79,6 +84,25 @@ def parse_offsets(text: str) -> dict[int, int]:
     return {int(p): int(o) for p, o in json.loads(text).items()}
 
 
+def _json_fields(topic: str, text: Any) -> tuple[tuple[str, str], ...]:
+    """The checked ``jsonFields`` option (empty when not given)."""
+    if text is None or not str(text).strip():
+        return ()
+    try:
+        given = json.loads(str(text))
+    except ValueError:
+        given = None
+    types = ", ".join(TYPES)
+    if not isinstance(given, dict) or not all(isinstance(t, str) for t in given.values()):
+        raise SourceError(f"sqe-kafka {topic}: jsonFields must be a JSON object of field names "
+                          f'and types such as {{"id": "string"}}, got {text!r}')
+    for name, spark_type in given.items():
+        if spark_type.strip().lower() not in TYPES:
+            raise SourceError(f"sqe-kafka {topic}: jsonFields field {name!r} has type "
+                              f"{spark_type!r}; the reader reads {types}")
+    return tuple((name, t.strip().lower()) for name, t in given.items())
+
+
 @dataclass(frozen=True)
 class SourceConfig:
     """The validated options of one ``sqe-kafka`` source (see the module docstring)."""
@@ -88,6 +112,8 @@ class SourceConfig:
     hwm_consumer: str | None = None
     emit_tally: bool = False
     ending: str | None = None  # endingOffsets: where a batch read ends (Spark's JSON)
+    #: jsonFields: (name, type) of the JSON fields read in the reader, in order
+    json_fields: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.stream.filter_replays and not self.hwm_consumer:
@@ -125,7 +151,8 @@ class SourceConfig:
             except (ValueError, AttributeError):
                 raise SourceError(f"sqe-kafka {topic}: endingOffsets must be JSON offsets "
                                   f'such as {{"0": 42}}, got {ending!r}') from None
-        return cls(topic, stream, consumer, _flag(lowered, "emittally"), ending)
+        return cls(topic, stream, consumer, _flag(lowered, "emittally"), ending,
+                   _json_fields(topic, lowered.get("jsonfields")))
 
     def to_options(self) -> dict[str, str]:
         """The reader options that rebuild this config (what the runner passes to Spark)."""
@@ -135,6 +162,8 @@ class SourceConfig:
             out["hwmConsumer"] = self.hwm_consumer
         if self.ending:
             out["endingOffsets"] = self.ending
+        if self.json_fields:
+            out["jsonFields"] = json.dumps(dict(self.json_fields))
         out.update({key: s.text(key) for key in sorted(s.explicit())
                     if key.startswith(OPTION_PREFIX)})
         return out

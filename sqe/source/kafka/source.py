@@ -51,6 +51,7 @@ from sqe.config.worker_task import begin_task
 from sqe.errors import SourceError
 from sqe.source.dead_letters import DeadLetters
 from sqe.source.hang_up import quiet_hang_up
+from sqe.source.json_fields import schema_with, with_fields
 from sqe.source.kafka.config import (
     RangeGroup,
     RangePartition,
@@ -215,7 +216,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: RangeGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         """Consume each range of the group and yield Arrow record batches."""
         for part in partition.ranges:
-            yield from read_range(self.config, part)
+            for batch in read_range(self.config, part):
+                yield with_fields(batch, self.config.json_fields)
 
 
 class KafkaBatchReader(DataSourceReader):
@@ -242,7 +244,8 @@ class KafkaBatchReader(DataSourceReader):
     def read(self, partition: RangeGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         """Consume each range of the group and yield Arrow record batches."""
         for part in partition.ranges:
-            yield from read_range(self.config, part)
+            for batch in read_range(self.config, part):
+                yield with_fields(batch, self.config.json_fields)
 
 
 def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBatch]:
@@ -386,7 +389,7 @@ class KafkaSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> StructType:
-        return SCHEMA
+        return schema_with(SCHEMA, SourceConfig.from_options(self.options).json_fields)
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
         quiet_hang_up()  # in Spark's planning process: a stopped query prints no traceback
