@@ -17,7 +17,9 @@ batch, so a batch is one Spark job and no DataFrame is built through py4j:
   NULL in a row its query does not keep.  Spark collapses the steps into one projection.
 
 A record is one row however many queries read it: the rows Spark hands to Python are the
-records, not the records times one plus the queries.
+records, not the records times one plus the queries.  The row is one struct column,
+:data:`ROW`, so making the batch's ``mapInArrow`` costs one column's py4j calls, not one per
+column.
 
 The executor side is :mod:`sqe.engine.one_pass_task`; the driver's batch,
 :mod:`sqe.engine.one_pass_batch`.  :func:`plan_one_pass` says in one sentence why a stream
@@ -43,7 +45,7 @@ from sqe.ledger.hwm import HwmStore
 from sqe.source.deserializers import Deserialized, Summary, deserialize
 from sqe.wire.columns import CARRIED, TALLY, carried_offset
 
-__all__ = ["BAD", "MARKED", "OnePassPlan", "RAW", "plan_one_pass", "state_column",
+__all__ = ["BAD", "MARKED", "OnePassPlan", "RAW", "ROW", "plan_one_pass", "state_column",
            "stream_records", "why_not_one_pass"]
 
 #: The prefix of a record's source columns in its row.
@@ -58,6 +60,8 @@ KEPT = "_sqe_kept"
 #: The prefix of a state's column that is true in a row the state cannot hold.
 REFUSED = "_sqe_refused"
 _WARN = "_sqe_warn"
+#: The one column of the planned frame: a struct of a record's columns.
+ROW = "_sqe_row"
 
 
 def state_column(index: int) -> str:
@@ -177,8 +181,11 @@ def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
                            .alias(f"{REFUSED}{i}"))
             rows = view.select(*ready, *made, *later, *new)
             made += rows.columns[-len(new):]
-        frame = rows.select(BAD, *[_raw(n) for n in MARKED],
-                            *[f"{_WARN}{k}" for k in range(len(warnings))], *made)
+        # One struct column: the batch's mapInArrow then takes one column, where PySpark asks
+        # the JVM for a column object per column of the frame at every batch.
+        frame = rows.select(F.struct(BAD, *[_raw(n) for n in MARKED],
+                                     *[f"{_WARN}{k}" for k in range(len(warnings))],
+                                     *made).alias(ROW))
     except AnalysisException as exc:
         raise TopologyError(f"stream {p.stream.streamName}: Spark cannot plan its queries as "
                             f"one pass: {exc.getMessage()}") from None

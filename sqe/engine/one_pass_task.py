@@ -2,7 +2,8 @@
 runs over its rows.
 
 A task gets the rows of its Kafka partitions: a row per record, with a struct column per
-state, NULL when the state's query does not keep the record, and the source's tally rows.
+state, NULL when the state's query does not keep the record, and the source's tally rows
+(all of them in one struct column ``_sqe_row``, from the planned frame, or as columns).
 It first checks that nothing needs the ``foreachBatch`` way (a value the deserializer cannot
 read); if something does, it writes nothing and says so.  Otherwise it hands each state's rows
 to that state's task (:meth:`~sqe.state.sink.Sink.pass_task`) and returns, as one JSON row,
@@ -45,7 +46,7 @@ RESULT_SCHEMA = StructType([StructField("result", StringType()), StructField("st
                             StructField("data", BinaryType())])
 _RESULT = pa.schema([("result", pa.string()), ("state", pa.int32()), ("data", pa.binary())])
 
-_RAW, _BAD, _REFUSED = "_sqe_raw", "_sqe_bad", "_sqe_refused"
+_RAW, _BAD, _REFUSED, _ROW = "_sqe_raw", "_sqe_bad", "_sqe_refused", "_sqe_row"
 
 
 @dataclass
@@ -81,6 +82,8 @@ def pass_task(states: Sequence[tuple[int, RowTask]], warnings: int
         feeds: dict[int, _Feed] = {}
         try:
             for batch in batches:
+                if batch.schema.names == [_ROW]:  # the planned frame's one struct column
+                    batch = pa.RecordBatch.from_struct_array(batch.column(0))
                 table = pa.Table.from_batches([batch])
                 _read(table, out, warnings)
                 if out.refused:

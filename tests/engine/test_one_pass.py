@@ -14,7 +14,7 @@ import yaml
 
 from sqe.config.plan import plan_topology
 from sqe.engine.checkpoint import FILE_MANAGER_SETTING, use_file_system_manager
-from sqe.engine.one_pass import plan_one_pass, state_column, why_not_one_pass
+from sqe.engine.one_pass import ROW, plan_one_pass, state_column, why_not_one_pass
 from sqe.engine.pipeline import build_pipelines
 from sqe.engine.runner import run_topology
 from sqe.lang.topology import load_topology
@@ -220,7 +220,8 @@ def test_a_record_is_one_row_however_many_queries_read_it(spark, kafka_bootstrap
         moved, ending=json.dumps({"0": 3, "1": 3, "2": 3})).to_options()).load()
     plan = plan_one_pass(p, frame, None)
     assert not isinstance(plan, str), plan
-    every = plan.frame.collect()
+    assert plan.frame.columns == [ROW]
+    every = plan.frame.select(f"{ROW}.*").collect()
     rows = [r for r in every if r["_sqe_raw_offset"] is not None]
     assert len(rows) == 9 and len(every) - len(rows) <= 3  # at most a tally row a partition
     kept = {i: sum(r[state_column(i)] is not None for r in rows) for i, _ in plan.states}

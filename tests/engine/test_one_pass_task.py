@@ -61,6 +61,19 @@ def test_each_state_task_runs_once_in_a_thread_over_all_its_rows():
     assert json.loads(out.column("result")[0].as_py())["records"] == 4
 
 
+def test_rows_packed_in_one_struct_column_read_as_the_columns():
+    """The planned frame gives a task each row as one struct column (``_sqe_row``)."""
+    def packed(batch: pa.RecordBatch) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays([batch.to_struct_array()], names=["_sqe_row"])
+
+    results = []
+    for rows in (_rows(), [packed(b) for b in _rows()]):
+        seen: list[int] = []
+        [out] = list(pass_task([(0, _counting(seen, []))], 0)(iter(rows)))
+        results.append((seen, out.to_pylist()))
+    assert results[0] == results[1] and results[0][0] == [1, 3, 1]
+
+
 def test_a_refused_row_writes_nothing_and_counts_are_whole():
     seen: list[int] = []
     rows = [_batch([5], [7], [1], refused=True), *_rows()]
