@@ -128,8 +128,9 @@ def with_fields(batch: pa.RecordBatch, fields: Sequence[tuple[str, str]]) -> pa.
 def arrow_fields(declared: Mapping[str, str | None] | None
                  ) -> tuple[tuple[str, str], ...] | None:
     """The declared fields as ``jsonFields`` takes them, or None when one has no type or a
-    type not in :data:`TYPES` (the stream then reads every value in Spark)."""
-    if not declared:
+    type not in :data:`TYPES`, or two names differ only in case, which Spark's columns cannot
+    tell apart (the stream then reads every value in Spark)."""
+    if not declared or len({name.lower() for name in declared}) < len(declared):
         return None
     out = []
     for name, spark_type in declared.items():

@@ -116,6 +116,9 @@ def test_the_option_and_the_declared_types():
     assert arrow_fields({"a": "STRING", "b": "bigint"}) == (("a", "string"), ("b", "bigint"))
     assert arrow_fields({"a": "string", "b": None}) is None
     assert arrow_fields({"a": "double"}) is None
+    assert arrow_fields({"Id": "string", "id": "string"}) is None
+    with pytest.raises(SourceError, match="differ only in case"):
+        SourceConfig.from_options({"topic": "t", "jsonFields": '{"Id": "string", "id": "int"}'})
 
 
 @pytest.mark.spark

@@ -96,6 +96,9 @@ def _json_fields(topic: str, text: Any) -> tuple[tuple[str, str], ...]:
     if not isinstance(given, dict) or not all(isinstance(t, str) for t in given.values()):
         raise SourceError(f"sqe-kafka {topic}: jsonFields must be a JSON object of field names "
                           f'and types such as {{"id": "string"}}, got {text!r}')
+    if len({name.lower() for name in given}) < len(given):
+        raise SourceError(f"sqe-kafka {topic}: jsonFields names two fields that differ only in "
+                          f"case, which Spark's columns cannot tell apart: {text!r}")
     for name, spark_type in given.items():
         if spark_type.strip().lower() not in TYPES:
             raise SourceError(f"sqe-kafka {topic}: jsonFields field {name!r} has type "
