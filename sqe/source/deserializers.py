@@ -30,7 +30,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sqe.source.json_fields import OK, PREFIX, TYPES, json_column, spark_type
+from sqe.source.json_fields import OK, PREFIX, arrow_fields, arrow_type, json_column, spark_type
 from sqe.wire.columns import field_column
 
 #: Spark's setting: whether a JSON object may repeat a key (its last value is kept).
@@ -129,7 +129,7 @@ def read_in_source(frame: DataFrame, fields: Iterable[tuple[str, str]]) -> bool:
     if OK not in types:
         return False
     for name, target in fields:
-        arrow = TYPES.get(target.strip().lower())
+        arrow = arrow_type(target)
         if arrow is None or types.get(json_column(name)) != spark_type(arrow):
             return False
     keeps_last = frame.sparkSession.conf.get(DUPLICATE_KEYS, "false")
@@ -224,8 +224,8 @@ def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
         return Deserialized(frame, 0)
     if kind != "json":
         raise ValueError(f"unknown deserializer {kind!r}")
-    read = (declared is not None and None not in declared.values()
-            and read_in_source(frame, [(n, t) for n, t in declared.items() if t is not None]))
+    in_source = arrow_fields(declared)  # the fields the runner has the source read
+    read = in_source is not None and read_in_source(frame, in_source)
     value, undecodable = _parsed(read)
     parsed = frame.withColumn(_JSON, value)
     if empty:

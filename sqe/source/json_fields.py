@@ -63,8 +63,9 @@ from pyspark.sql.types import (
 
 from sqe.wire.arrays import booleans, from_numpy, scalar, to_numpy
 
-__all__ = ["MAX_BYTES", "MAX_PARSES", "OK", "PREFIX", "TYPES", "arrow_fields", "json_column",
-           "read_fields", "read_fields_reference", "schema_with", "spark_type", "with_fields"]
+__all__ = ["MAX_BYTES", "MAX_PARSES", "OK", "PREFIX", "TYPES", "arrow_fields", "arrow_type",
+           "fields_problem", "json_column", "read_fields", "read_fields_reference", "schema_with",
+           "spark_type", "with_fields"]
 
 #: The column, true where the source read the value's declared fields (NULL in a tally row).
 OK = "_sqe_json_ok"
@@ -125,20 +126,30 @@ def with_fields(batch: pa.RecordBatch, fields: Sequence[tuple[str, str]]) -> pa.
         names=[*batch.schema.names, OK, *[json_column(name) for name, _ in fields]])
 
 
+def arrow_type(spark_type: str | None) -> pa.DataType | None:
+    """The Arrow type a field declared as ``spark_type`` is read as here (None: not here)."""
+    return TYPES.get((spark_type or "").strip().lower())
+
+
+def fields_problem(fields: Mapping[str, str | None]) -> str | None:
+    """Why ``fields`` (name -> declared type) cannot be read here, in one sentence, or None."""
+    if len({name.lower() for name in fields}) < len(fields):
+        return ("names two fields that differ only in case, which Spark's columns cannot tell "
+                "apart")
+    for name, spark_type in fields.items():
+        if arrow_type(spark_type) is None:
+            return f"field {name!r} has type {spark_type!r}; the reader reads {', '.join(TYPES)}"
+    return None
+
+
 def arrow_fields(declared: Mapping[str, str | None] | None
                  ) -> tuple[tuple[str, str], ...] | None:
-    """The declared fields as ``jsonFields`` takes them, or None when one has no type or a
-    type not in :data:`TYPES`, or two names differ only in case, which Spark's columns cannot
-    tell apart (the stream then reads every value in Spark)."""
-    if not declared or len({name.lower() for name in declared}) < len(declared):
+    """The declared fields as ``jsonFields`` takes them (their types' names normalised), or
+    None when :func:`fields_problem` finds one (the stream then reads every value in Spark)."""
+    if not declared or fields_problem(declared) is not None:
         return None
-    out = []
-    for name, spark_type in declared.items():
-        key = (spark_type or "").strip().lower()
-        if key not in TYPES:
-            return None
-        out.append((name, key))
-    return tuple(out)
+    return tuple((name, (spark_type or "").strip().lower())
+                 for name, spark_type in declared.items())
 
 
 def _schema(fields: Sequence[tuple[str, str]]) -> pa.Schema:

@@ -48,7 +48,7 @@ from sqe.config.settings import Settings
 from sqe.config.views import StreamSettings
 from sqe.errors import OptionError, SourceError, TopologyError
 from sqe.lang.post_filter import Node, compile_filter
-from sqe.source.json_fields import TYPES
+from sqe.source.json_fields import arrow_fields, fields_problem
 from sqe.wire.columns import RECORD_COLUMNS
 
 __all__ = ["OPTION_PREFIX", "RangeGroup", "RangePartition", "SourceConfig", "group_ranges",
@@ -92,18 +92,13 @@ def _json_fields(topic: str, text: Any) -> tuple[tuple[str, str], ...]:
         given = json.loads(str(text))
     except ValueError:
         given = None
-    types = ", ".join(TYPES)
     if not isinstance(given, dict) or not all(isinstance(t, str) for t in given.values()):
         raise SourceError(f"sqe-kafka {topic}: jsonFields must be a JSON object of field names "
                           f'and types such as {{"id": "string"}}, got {text!r}')
-    if len({name.lower() for name in given}) < len(given):
-        raise SourceError(f"sqe-kafka {topic}: jsonFields names two fields that differ only in "
-                          f"case, which Spark's columns cannot tell apart: {text!r}")
-    for name, spark_type in given.items():
-        if spark_type.strip().lower() not in TYPES:
-            raise SourceError(f"sqe-kafka {topic}: jsonFields field {name!r} has type "
-                              f"{spark_type!r}; the reader reads {types}")
-    return tuple((name, t.strip().lower()) for name, t in given.items())
+    problem = fields_problem(given)
+    if problem is not None:
+        raise SourceError(f"sqe-kafka {topic}: jsonFields {problem}: {text!r}")
+    return arrow_fields(given) or ()
 
 
 @dataclass(frozen=True)

@@ -216,8 +216,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: RangeGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         """Consume each range of the group and yield Arrow record batches."""
         for part in partition.ranges:
-            for batch in read_range(self.config, part):
-                yield with_fields(batch, self.config.json_fields)
+            yield from read_range(self.config, part)
 
 
 class KafkaBatchReader(DataSourceReader):
@@ -244,13 +243,13 @@ class KafkaBatchReader(DataSourceReader):
     def read(self, partition: RangeGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         """Consume each range of the group and yield Arrow record batches."""
         for part in partition.ranges:
-            for batch in read_range(self.config, part):
-                yield with_fields(batch, self.config.json_fields)
+            yield from read_range(self.config, part)
 
 
 def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBatch]:
     """The rows of one input partition as Arrow batches (:func:`sqe.source.kafka.rows.to_rows`:
-    replays dropped, chunks skipped or decoded, messages post-filtered, as configured)."""
+    replays dropped, chunks skipped or decoded, messages post-filtered, as configured), with
+    the JSON fields ``jsonFields`` asks for (:func:`~sqe.source.json_fields.with_fields`)."""
     begin_task()
     consumer = _READERS.take(cfg)
     stream = cfg.stream
@@ -283,11 +282,11 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
                 tally.add(counts)
                 rec = Records(filter_values=[] if headers else None)
                 if batch.num_rows:
-                    yield batch
+                    yield with_fields(batch, cfg.json_fields)
         if dead is not None:
             dead.finish()
         if cfg.emit_tally and tally:
-            yield tally.row(part.topic, part.partition)
+            yield with_fields(tally.row(part.topic, part.partition), cfg.json_fields)
         _READERS.give_back(cfg, consumer)
         consumer = None
     finally:
