@@ -34,6 +34,7 @@ from sqe.engine.one_pass_batch import write_one_pass
 from sqe.engine.per_batch import PerBatchWay
 from sqe.engine.pipeline import StreamPipeline
 from sqe.engine.spark_api import describe_jobs
+from sqe.engine.stream_frame import own_source
 from sqe.errors import SourceError, StaleBatchError, StateError
 from sqe.ledger.hwm import HwmStore
 from sqe.ledger.retry import Failed, asked
@@ -149,8 +150,10 @@ class BatchProcessor:
         start, end = span
         moved = self.p.starting_at(start, "the batch's start").source
         assert moved is not None
-        return rows.sparkSession.read.format(KafkaSource.name()).options(
-            **replace(moved, ending=end).to_options()).load()
+        spark = rows.sparkSession
+        with own_source(spark, KafkaSource):
+            return spark.read.format(KafkaSource.name()).options(
+                **replace(moved, ending=end).to_options()).load()
 
     def _name_jobs(self, frame: DataFrame, what: str) -> None:
         """Name the Spark jobs started next (Spark's UI and event log show the name)."""

@@ -176,12 +176,12 @@ class HopWriter(DataSourceStreamArrowWriter):
                 if first is not None:
                     sink.pass_planned(_task_columns(first, index))
                 if sink.written_by_pass_done:  # its rows go to the driver's commit
-                    tasks.append((index, sink.pass_task()))
+                    tasks.append((index, sink.pass_task({})))
                     continue
                 sink.open(batch)
                 opened.append(sink)
                 if not sink.holds():
-                    tasks.append((index, sink.pass_task()))
+                    tasks.append((index, sink.pass_task(sink.pass_context())))
             sources: dict[int, set[int]] = {i: set() for i, sink in enumerate(sinks)
                                             if isinstance(sink, KafkaSink)}
             rows = _watched(iter([] if first is None else [first]), iterator, sources=sources)

@@ -18,8 +18,10 @@ batch, so a batch is one Spark job and no DataFrame is built through py4j:
 
 A record is one row however many queries read it: the rows Spark hands to Python are the
 records, not the records times one plus the queries.  The row is one struct column,
-:data:`ROW`, so making the batch's ``mapInArrow`` costs one column's py4j calls, not one per
-column.
+:data:`ROW`.  On classic Spark the executor side is planned too: the stream's query runs the
+``mapInArrow`` of :func:`~sqe.engine.one_pass_task.planned_task` over it, and a batch only
+gives its states' contexts (a stage key) to its job as a local property; over Spark Connect
+each batch makes its ``mapInArrow`` (one column's py4j calls, not one per column).
 
 The executor side is :mod:`sqe.engine.one_pass_task`; the driver's batch,
 :mod:`sqe.engine.one_pass_batch`.  :func:`plan_one_pass` says in one sentence why a stream
@@ -31,14 +33,16 @@ state, the console).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import reduce
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from sqe.engine.one_pass_task import RESULT_SCHEMA, planned_task
 from sqe.engine.pipeline import QueryStep, StreamPipeline
+from sqe.engine.spark_api import is_connect
 from sqe.errors import TopologyError
 from sqe.lang.compiler import aggregates_of, compile_projection
 from sqe.ledger.hwm import HwmStore
@@ -83,6 +87,16 @@ class OnePassPlan:
     states: tuple[tuple[int, QueryStep], ...]
     #: the warning counter of each warning column, in order (``_sqe_warn<k>``)
     warnings: tuple[str, ...]
+    #: ``frame`` planned with its task (classic Spark): a batch's job is the ``collect()`` of
+    #: it, the tasks reading the batch's states' contexts from local property :attr:`key`;
+    #: None (Spark Connect, which sets no local property): each batch makes its ``mapInArrow``
+    tasks: DataFrame | None = None
+    key: str = ""
+
+    @property
+    def stream(self) -> DataFrame:
+        """The streaming DataFrame the stream's query runs."""
+        return self.frame if self.tasks is None else self.tasks
 
 
 def why_not_one_pass(p: StreamPipeline) -> str | None:
@@ -189,7 +203,14 @@ def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
     except AnalysisException as exc:
         raise TopologyError(f"stream {p.stream.streamName}: Spark cannot plan its queries as "
                             f"one pass: {exc.getMessage()}") from None
-    return OnePassPlan(frame, tuple(states), tuple(n for n, _ in warnings))
+    plan = OnePassPlan(frame, tuple(states), tuple(n for n, _ in warnings))
+    if is_connect(source.sparkSession):
+        return plan
+    # Planned with its task: a batch makes no mapInArrow (a UDF pickled and made through py4j).
+    key = f"sqe.onePass.{p.consumer}"
+    sinks = [(i, step.sink) for i, step in states if step.sink is not None]
+    return replace(plan, key=key, tasks=frame.mapInArrow(
+        planned_task(sinks, len(warnings), key), RESULT_SCHEMA))
 
 
 _FIELD = "_sqe_f"

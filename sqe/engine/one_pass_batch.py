@@ -14,9 +14,11 @@ staged rows under the same stage keys, Redis commands idempotently.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import DataFrame
@@ -25,9 +27,10 @@ from sqe.engine.bad_records import row_level, spark_reason
 from sqe.engine.batch_commit import commit_hwm
 from sqe.engine.one_pass import OnePassPlan
 from sqe.engine.one_pass_task import RESULT_SCHEMA, PassResult, merge_results, pass_task
+from sqe.engine.spark_api import give_tasks
 from sqe.faults import fault_point
 from sqe.observe.batch_report import BatchReport
-from sqe.state.sink import Batch, RowTask, Sink
+from sqe.state.sink import Batch, Sink
 
 __all__ = ["count_source", "write_one_pass"]
 
@@ -36,12 +39,13 @@ log = logging.getLogger("sqe")
 
 def write_one_pass(plan: OnePassPlan, frame: DataFrame, batch: Batch, report: BatchReport,
                    name_jobs: Callable[[DataFrame, str], None]) -> bool:
-    """Write and commit batch ``frame`` of ``plan`` in one Spark job, counting into ``report``;
-    False: it needs the ``foreachBatch`` way, and nothing of it is committed."""
+    """Write and commit batch ``frame`` of ``plan`` (of its :attr:`~OnePassPlan.stream`) in
+    one Spark job, counting into ``report``; False: it needs the ``foreachBatch`` way, and
+    nothing of it is committed."""
     attempt = replace(batch, stages=[])
     opened: list[Sink] = []
     try:
-        tasks: list[tuple[int, RowTask]] = []
+        written: list[tuple[int, Sink, dict[str, Any]]] = []  # index, sink, its context
         for index, step in plan.states:
             sink = step.sink
             assert sink is not None
@@ -53,12 +57,18 @@ def write_one_pass(plan: OnePassPlan, frame: DataFrame, batch: Batch, report: Ba
                     report.already_written.append(name)
                 report.written[name] = 0
                 continue
-            tasks.append((index, sink.pass_task()))
+            written.append((index, sink, sink.pass_context()))
         name_jobs(frame, "read, run the queries and write " + ", ".join(
             s.describe() for s in opened) if opened else "read")
         try:
-            rows = frame.mapInArrow(pass_task(tasks, len(plan.warnings)),
-                                    RESULT_SCHEMA).collect()
+            if plan.tasks is not None:  # planned with its task: the frame is the task's output
+                give_tasks(frame.sparkSession, plan.key,
+                           json.dumps({str(i): context for i, _, context in written}))
+                rows = frame.collect()
+            else:
+                tasks = [(i, sink.pass_task(context)) for i, sink, context in written]
+                rows = frame.mapInArrow(pass_task(tasks, len(plan.warnings)),
+                                        RESULT_SCHEMA).collect()
         except CapturedException as exc:
             if not row_level(exc):
                 raise

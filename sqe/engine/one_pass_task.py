@@ -13,6 +13,8 @@ Nothing in it scales with the records but the marks, which scale with the upstre
 It makes its Arrow arrays and scalars with :mod:`sqe.wire.arrays`, so a worker never imports
 pandas (``tests/wire/test_arrays.py``).
 
+:func:`planned_task` is the same made once for the run (classic Spark), each batch's states'
+tasks made in the Spark task from the context a local property of the batch's job carries;
 :func:`merge_results` adds the tasks' rows up on the driver.
 """
 
@@ -32,12 +34,12 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, 
 
 from sqe.config.worker_task import begin_task
 from sqe.source.replay import pair_groups
-from sqe.state.sink import RowTask, add_counts
+from sqe.state.sink import RowTask, Sink, add_counts
 from sqe.wire.arrays import binaries, from_numpy, strings, to_numpy
 from sqe.wire.columns import TALLY, Tally
 
 __all__ = ["PassResult", "RESULT_SCHEMA", "add_marks", "add_marks_reference", "merge_results",
-           "pass_task"]
+           "pass_task", "planned_task"]
 
 #: The rows the tasks return: one ``result`` (JSON) each, then a row per piece of ``data`` a
 #: state's task gave for the driver (``state``: its query's index), e.g. Postgres's CSV.  A
@@ -103,6 +105,29 @@ def pass_task(states: Sequence[tuple[int, RowTask]], warnings: int
                 raise error
             _counted(feed.sent, index, out)
         yield _result_batch(out)
+
+    return run
+
+
+def planned_task(states: Sequence[tuple[int, Sink]], warnings: int, key: str
+                 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function of a stream planned with its task: :func:`pass_task` over
+    the states of ``states`` (query index, a copy of its sink as planned) that the batch
+    writes, each state's task made in the Spark task from the context the driver gave the
+    batch's job as local property ``key`` (JSON: query index -> the state's
+    :meth:`~sqe.state.sink.Sink.pass_context`; a state the batch does not write is absent)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext  # an executor's, only in a task
+
+        ctx = TaskContext.get()
+        text = ctx.getLocalProperty(key) if ctx is not None else None
+        if text is None:
+            raise RuntimeError(f"a one-pass task ran without its batch's local property {key} "
+                               "(its job was not started by the stream's batch)")
+        given = json.loads(text)
+        tasks = [(i, sink.pass_task(given[str(i)])) for i, sink in states if str(i) in given]
+        yield from pass_task(tasks, warnings)(batches)
 
     return run
 

@@ -293,7 +293,7 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
                                   s.checkpoint, s.base, one)
             processors.append(proc)
             query_name = f"{name}.{p.stream.streamName}"
-            writer = ((one.frame if one is not None else frame).writeStream
+            writer = ((one.stream if one is not None else frame).writeStream
                       .queryName(query_name)
                       .option("checkpointLocation", s.checkpoint.location)
                       .foreachBatch(proc))

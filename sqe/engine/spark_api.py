@@ -8,7 +8,8 @@ and each of those attributes raises ``JVM_ATTRIBUTE_NOT_SUPPORTED``.  Everything
 needs the JVM goes through here and has an answer, or nothing to do, over Connect:
 
 * :func:`is_connect`, :func:`session_conf` (Spark conf: ``getConf()`` or ``spark.conf``);
-* :func:`describe_jobs` (job descriptions in Spark's UI: classic only);
+* :func:`describe_jobs` (job descriptions in Spark's UI: classic only) and
+  :func:`give_tasks` (a local property for the tasks of the jobs started next: classic only);
 * :func:`driver_directory` and :func:`python_exec` (the driver JVM's working directory and the
   executors' interpreter path, for :mod:`sqe.engine.planner_python`: classic only, since a
   Connect server starts its own Python);
@@ -19,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["default_file_system", "describe_jobs", "driver_directory", "is_connect",
-           "python_exec", "session_conf"]
+__all__ = ["default_file_system", "describe_jobs", "driver_directory", "give_tasks",
+           "is_connect", "python_exec", "session_conf"]
 
 
 def is_connect(spark: Any) -> bool:
@@ -40,6 +41,14 @@ def describe_jobs(spark: Any, text: str) -> None:
     jobs are named by the server, and this does nothing)."""
     if not is_connect(spark):
         spark.sparkContext.setJobDescription(text)
+
+
+def give_tasks(spark: Any, key: str, value: str) -> None:
+    """Give the tasks of the Spark jobs this thread starts next local property ``key``
+    (``TaskContext.getLocalProperty``); classic sessions only: Spark Connect has no way to."""
+    if is_connect(spark):
+        raise RuntimeError(f"local property {key} cannot be set over Spark Connect")
+    spark.sparkContext.setLocalProperty(key, value)
 
 
 def driver_directory(spark: Any) -> str | None:

@@ -5,9 +5,13 @@ once over it."""
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSource
 
 from sqe.engine.one_pass import OnePassPlan, plan_one_pass, why_not_one_pass
 from sqe.engine.pipeline import StreamPipeline
@@ -16,9 +20,25 @@ from sqe.source.kafka import KafkaSource
 from sqe.source.kafka.native import native_stream
 from sqe.wire.columns import TALLY
 
-__all__ = ["planned_once", "source_frame"]
+__all__ = ["own_source", "planned_once", "source_frame"]
 
 log = logging.getLogger("sqe")
+
+
+_REGISTERING = threading.Lock()
+
+
+@contextmanager
+def own_source(spark: SparkSession, source: type[DataSource]) -> Iterator[None]:
+    """Register Python data source ``source`` anew for the frame loaded inside, so that frame
+    has a registration of its own.  Spark's functions of a Python data source share the
+    registration's map of environment variables, and its streaming source runner puts entries
+    into that map when a stream starts (``PythonStreamingSourceRunner.init``): two streams of
+    one registration race when one starts while another's job is being serialized, and the
+    job's task fails to read its closure (``java.io.OptionalDataException``)."""
+    with _REGISTERING:
+        spark.dataSource.register(source)
+        yield
 
 
 def source_frame(spark: SparkSession, p: StreamPipeline) -> DataFrame:
@@ -26,13 +46,15 @@ def source_frame(spark: SparkSession, p: StreamPipeline) -> DataFrame:
     its counters observed as ``sqe.<stream>`` in the streaming query's progress (Spark then
     counts every row again: SQE's batch report has the same counts)."""
     if p.fixed is not None:
-        frame = spark.readStream.format(FixedSource.name()).options(**p.fixed).load()
+        with own_source(spark, FixedSource):
+            frame = spark.readStream.format(FixedSource.name()).options(**p.fixed).load()
     elif p.native:
         return native_stream(spark, p.stream.objectName, p.settings)
     else:
         assert p.source is not None
-        frame = spark.readStream.format(KafkaSource.name()).options(
-            **p.source.to_options()).load()
+        with own_source(spark, KafkaSource):
+            frame = spark.readStream.format(KafkaSource.name()).options(
+                **p.source.to_options()).load()
     if not p.settings.observed_metrics:
         return frame
     return frame.observe(

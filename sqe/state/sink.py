@@ -32,9 +32,14 @@ stream read, its queries evaluated and every state written by one Spark job plan
 for the run) says so by :meth:`Sink.pass_columns`, the Spark columns its rows need, planned
 once; then, between ``open`` and ``commit``, instead of ``write`` or ``staged``::
 
-    task = sink.pass_task()        # the function executor tasks run over its rows
-    ...                            # the batch's one job (every state's task in each task)
+    context = sink.pass_context()  # what the batch's task needs, e.g. its stage key
+    ...                            # the batch's one job: each Spark task runs every state's
+                                   # sink.pass_task(context) over its rows
     rows = sink.pass_done(counts, data)  # its tasks' counts added up, and what they gave
+
+where a stream planned with its task (classic Spark) makes each ``pass_task`` inside the
+Spark task, from a copy of the sink pickled with the plan and the context that a local
+property of the batch's job carries.
 
 A row :meth:`Sink.rejects` refuses sends the batch the way of ``write`` (which finds it and
 applies the bad-record policy), nothing of it committed.  The same calls make Spark's own
@@ -52,7 +57,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -215,9 +220,16 @@ class Sink(ABC):
         (the default): it cannot, and the stream's batches go the way of :meth:`write`."""
         return None
 
-    def pass_task(self) -> RowTask:
-        """The function executor tasks run over the open batch's rows of this state (with
-        the :meth:`pass_columns`), in the batch's one pass."""
+    def pass_context(self) -> dict[str, Any]:
+        """What the open batch's task needs beyond what was planned (:meth:`pass_columns`), as
+        JSON values without secrets: a Spark local property carries it to the tasks of a
+        stream planned with its task (and Spark's event log records it); nothing by default."""
+        return {}
+
+    def pass_task(self, context: Mapping[str, Any]) -> RowTask:
+        """The function executor tasks run over a batch's rows of this state (with the
+        :meth:`pass_columns`), in the batch's one pass, made from what was planned and the
+        batch's :meth:`pass_context` (on the driver, or in a task from a copy of the sink)."""
         raise NotImplementedError(f"{self.describe()} is not written in one pass")
 
     def pass_planned(self, columns: Sequence[str]) -> None:

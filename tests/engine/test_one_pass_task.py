@@ -127,3 +127,34 @@ def test_the_pass_returns_its_marks_and_its_data_rows():
     rows = out.to_pylist()
     assert [r["state"] for r in rows] == [None, 0] and rows[1]["data"] == b"csv" * 3
     assert json.loads(rows[0]["result"])["marks"] == [[7, 0, 7]]
+
+
+@pytest.mark.spark
+def test_a_planned_task_makes_each_batch_states_tasks_from_the_local_property(spark):
+    """A stream planned with its task: the states the driver names in the batch's local
+    property run, each made from its context; a job without the property fails in a sentence."""
+    from sqe.engine.one_pass_task import RESULT_SCHEMA, planned_task
+
+    class Given:  # a sink's copy, as the plan pickles it
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def pass_task(self, context):
+            def task(batches):
+                n = sum(b.num_rows for b in batches)
+                yield pa.RecordBatch.from_pydict({"written": [n * context["times"]]})
+            return task
+
+    key = "sqe.onePass.test"
+    frame = spark.createDataFrame(pa.Table.from_batches(_rows()[:1]))
+    tasks = frame.coalesce(1).mapInArrow(
+        planned_task([(0, Given("a")), (1, Given("b"))], 0, key), RESULT_SCHEMA)
+    spark.sparkContext.setLocalProperty(key, json.dumps({"0": {"times": 10}}))
+    try:
+        result = merge_results(tasks.collect(), 0)
+        assert result.records == 3 and result.states == {0: {"written": 20}}  # b not written
+        spark.sparkContext.setLocalProperty(key, None)
+        with pytest.raises(Exception, match="without its batch's local property sqe.onePass.test"):
+            tasks.collect()
+    finally:
+        spark.sparkContext.setLocalProperty(key, None)

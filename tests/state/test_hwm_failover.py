@@ -11,7 +11,7 @@ from sqe.clients.redis_clients import kept_client
 from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.errors import ReplicaLagError, StateError
 from sqe.ledger.hwm import HwmStore, Stage
-from sqe.state.redis.sink import _stage_task, _writer_task
+from sqe.state.redis.tasks import stage_task, writer_task
 
 pytestmark = pytest.mark.redis
 
@@ -104,7 +104,7 @@ def test_a_staging_task_counts_only_once_the_replica_holds_its_rows(replicated):
     store = _store(replicated.url)
     endpoint = RedisEndpoint(replicated.url)
     stage = store.stage_key(0, None, 0)
-    task = _stage_task("Redis state events", endpoint, replicas=1, timeout_s=1)
+    task = stage_task("Redis state events", endpoint, replicas=1, timeout_s=1)
     [counts] = list(task(iter(_staged(stage, {"a": "1", "b": "2"}))))
     assert counts.to_pydict() == {"stage": [stage], "written": [2]}  # the replica holds them
     replicated.cut_replica()  # from here on nothing reaches it
@@ -137,7 +137,7 @@ def test_a_direct_write_counts_only_on_the_primary_it_began_with_once_the_replic
     hold its writes, on the primary it began with.  A failover in the middle of a task, whose
     first rows went to a primary that died before the replica had them, fails the task (its
     later rows went to the promoted replica, and the wait there would pass)."""
-    task = _writer_task("events", RedisEndpoint(replicated.url), "HASH", 0, replicas=1,
+    task = writer_task("events", RedisEndpoint(replicated.url), "HASH", 0, replicas=1,
                         timeout_s=1, ack="sqe:{t.In}:state:events:ack")
     [counts] = list(task(iter([_direct({"a": "1"})])))
     assert counts.to_pydict()["written"] == [1]

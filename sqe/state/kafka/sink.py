@@ -47,6 +47,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -146,7 +147,7 @@ class KafkaSink(Sink):
         value (:func:`_prepare_columns`)."""
         return _prepare_columns(frame, self.config)
 
-    def pass_task(self) -> RowTask:
+    def pass_task(self, context: Mapping[str, Any]) -> RowTask:
         """Produce the rows, flush, count (the task of :meth:`write`)."""
         return producer_task(self.config)
 

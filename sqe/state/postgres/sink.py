@@ -309,7 +309,7 @@ class PostgresSink(Sink):
         self._schema = T.StructType([frame.schema[f] for f in self.config.fields])
         return [csv_column(frame, f) for f in self.config.fields]
 
-    def pass_task(self) -> RowTask:
+    def pass_task(self, context: Mapping[str, Any]) -> RowTask:
         """The CSV of the task's rows, built by Arrow, for the driver's COPY."""
         return pass_csv
 

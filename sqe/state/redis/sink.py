@@ -28,41 +28,29 @@ data are idempotent, so a re-run batch leaves the same state there too.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import redis
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from redis.cluster import RedisCluster
 
-from sqe.clients.redis_clients import kept_client
 from sqe.clients.redis_endpoint import RedisEndpoint
-from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.ledger.hwm import HwmStore, Stage
-from sqe.ledger.replicas import held_by_replicas, primary_id, written_and_held
 from sqe.ledger.retry import Failed, asked
 from sqe.state.redis.aggregates import AggregateSink
-from sqe.state.redis.layout import ACK_TTL_SECONDS, RedisLayout, ack_key, joined, replicated
-from sqe.state.redis.protocol import send_hsets
+from sqe.state.redis.layout import RedisLayout, ack_key, joined, replicated
+from sqe.state.redis.tasks import STAGE_TTL_SECONDS, stage_task, writer_task
 from sqe.state.sink import Batch, RowTask, Sink, SinkTarget, Staged, task_counts
-from sqe.wire.arrays import counts_batch, from_numpy, repeated, scalar, strings
+from sqe.wire.arrays import repeated
 from sqe.wire.columns import field_column
 
 __all__ = ["RedisSink", "RedisStateConfig", "STAGE_TTL_SECONDS", "stage_all", "stage_redis",
            "staged_rows", "write_redis"]
 
-_PIPELINE_ROWS = 5_000
-_STAGED = pa.schema([("stage", pa.string()), ("written", pa.int64())])
-
-#: How long a stage of a batch that never committed survives.
-STAGE_TTL_SECONDS = 86_400
 
 
 @dataclass(frozen=True)
@@ -170,9 +158,11 @@ class RedisSink(Sink):
 
     def pass_columns(self, frame: DataFrame, hwm: HwmStore | None) -> list[Column]:
         """The staged form of the rows (``_rf``, ``_rv``) when the state shares the HWM store's
-        database (its task stages them), else the command's ``_rk``/``_rf``/``_rv``."""
+        database (its task stages them there), else the command's ``_rk``/``_rf``/``_rv``."""
         self._pass_staged = hwm is not None and hwm.same_database(self.config.endpoint)
         if self._pass_staged:
+            assert hwm is not None
+            self._store = hwm.endpoint
             return list(_staged_columns(frame, self.config))
         key, field, value = _command_columns(frame, self.config)
         return [key.alias("_rk"), field.alias("_rf"), value.alias("_rv")]
@@ -182,20 +172,30 @@ class RedisSink(Sink):
         ``_rk``)."""
         self._pass_staged = "_rk" not in columns
 
-    def pass_task(self) -> RowTask:
-        """Stage the open batch's rows under its stage key, or write them directly, as
-        :meth:`pass_columns` planned."""
+    def pass_context(self) -> dict[str, Any]:
+        """The open batch's stage key, when it stages the rows, and what its task waits for."""
         staging = self._stage is not None and self._store is not None
         if staging != self._pass_staged:
             raise StateError(f"Redis state {self.config.name}: whether it shares the HWM "
                              "store's database changed since the stream was planned; the "
                              "batch fails and the run plans it again when restarted")
-        if self._stage is None or self._store is None:
+        if self._stage is None:
+            replicas, timeout, ack = self._direct_wait()
+            return {"replicas": replicas, "timeout": timeout, "ack": ack}
+        replicas, timeout = self._stage_wait()
+        return {"stage": self._stage.key, "replicas": replicas, "timeout": timeout}
+
+    def pass_task(self, context: Mapping[str, Any]) -> RowTask:
+        """Stage the batch's rows under its stage key in the HWM store, or write them
+        directly, as :meth:`pass_columns` planned (``context``: :meth:`pass_context`'s)."""
+        replicas, timeout = int(context["replicas"]), float(context["timeout"])
+        if "stage" not in context:
             c = self.config
-            return _writer_task(c.name, c.endpoint, c.datatype, c.expire_seconds,
-                                *self._direct_wait())
-        stage, task = self._stage.key, _stage_task(f"Redis state {self.config.name}",
-                                                   self._store, *self._stage_wait())
+            return writer_task(c.name, c.endpoint, c.datatype, c.expire_seconds,
+                                replicas, timeout, str(context["ack"]))
+        assert self._store is not None, "a staging Redis state planned without its store"
+        stage = str(context["stage"])
+        task = stage_task(f"Redis state {self.config.name}", self._store, replicas, timeout)
 
         def staged(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for out in task(b.append_column("_stage", repeated(stage, b.num_rows))
@@ -253,107 +253,6 @@ def _staged_columns(df: DataFrame, cfg: RedisStateConfig) -> tuple[Column, Colum
             value.cast("binary").alias("_rv"))
 
 
-def _writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_seconds: int,
-                 replicas: int = 0, timeout_s: float = 10.0, ack: str = "") -> Any:
-    """The function each Spark task runs: ``_rk``/``_rf``/``_rv`` rows sent as SET or HSET,
-    one command per row in pipelines (the scalar way; a stage goes :func:`_stage_task`'s).
-
-    With ``replicas`` (not on a Redis Cluster, whose driver-side wait stays the only one), the
-    task ends once that many replicas hold its writes, on the primary it started with
-    (:func:`sqe.ledger.replicas.written_and_held`, writing ``ack``): a failover between the
-    tasks' writes and the batch's commit cannot promote a replica without them."""
-
-    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        begin_task()
-        written = 0
-        try:
-            with kept_client(endpoint) as client:
-                held = replicas > 0 and not isinstance(client, RedisCluster)
-                first = primary_id(client) if held else ""
-                for batch in batches:
-                    keys = batch.column("_rk").to_pylist()
-                    fields = batch.column("_rf").to_pylist()
-                    values = batch.column("_rv").to_pylist()
-                    for start in range(0, len(keys), _PIPELINE_ROWS):
-                        pipe = client.pipeline(transaction=False)
-                        for i in range(start, min(start + _PIPELINE_ROWS, len(keys))):
-                            value = "" if values[i] is None else values[i]
-                            if datatype == "HASH":
-                                pipe.hset(keys[i], fields[i], value)
-                            else:
-                                pipe.set(keys[i], value)
-                            if expire_seconds:
-                                pipe.expire(keys[i], expire_seconds)
-                        pipe.execute()
-                    written += batch.num_rows
-                if held:
-                    written_and_held(client, first, ack, replicas, timeout_s, ACK_TTL_SECONDS,
-                                     f"Redis state {name} at {endpoint.display}")
-        except redis.RedisError as exc:
-            raise StateError(f"Redis state {name}: {endpoint.describe_error(exc)}; the batch "
-                             "fails and is written again when it is retried") from None
-        yield counts_batch(written=written)
-
-    return write
-
-
-def _stage_task(names: str, store: RedisEndpoint, replicas: int = 0,
-                timeout_s: float = 10.0) -> Any:
-    """The function each Spark task runs to stage rows: each row's ``_rf``/``_rv`` pair into the
-    hash its ``_stage`` names, as a few long HSETs per hash built by Arrow
-    (:mod:`sqe.state.redis.protocol`), each followed by the hash's EXPIRE; one count row per
-    hash.  Every stage key of a batch carries its consumer's hash tag, so one connection (one
-    Cluster node) takes them all.
-
-    With ``replicas`` (the HWM store's), the task ends with ``WAIT`` on that same connection:
-    it succeeds only once that many replicas hold its rows, else raises
-    :class:`~sqe.errors.ReplicaLagError`.  Without it, a failover between the staging and the
-    commit would promote a replica without the rows, and the commit there would count the
-    batch done with nothing to apply.  The connection is the one the rows went through, so a
-    primary that died after taking them fails the task rather than answering for another.
-    """
-
-    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        begin_task()
-        staged: dict[str, int] = {}
-        try:
-            with kept_client(store) as client:
-                pool: Any = None
-                connection: Any = None
-                try:
-                    for batch in batches:
-                        column = batch.column("_stage")
-                        keys = pc.unique(column).to_pylist()
-                        if keys and connection is None:
-                            node = (client.get_redis_connection(client.get_node_from_key(keys[0]))
-                                    if isinstance(client, RedisCluster) else client)
-                            pool = node.connection_pool
-                            connection = pool.get_connection()
-                        for key in keys:
-                            rows = batch if len(keys) == 1 else batch.filter(
-                                pc.equal(column, scalar(key, column.type)))
-                            staged[key] = staged.get(key, 0) + send_hsets(
-                                connection, key.encode(), rows.column("_rf"), rows.column("_rv"),
-                                STAGE_TTL_SECONDS)
-                    if replicas > 0 and connection is not None:
-                        held_by_replicas(connection, replicas, timeout_s,
-                                         f"{names} (staged in the HWM store)")
-                except BaseException:
-                    if connection is not None:
-                        connection.disconnect()  # replies may be left unread on it
-                    raise
-                finally:
-                    if pool is not None:
-                        pool.release(connection)
-        except redis.RedisError as exc:
-            raise StateError(f"{names} (staged in the HWM store): {store.describe_error(exc)}; "
-                             "the batch fails and is written again when it is retried") from None
-        yield pa.RecordBatch.from_arrays([strings(list(staged)), from_numpy(  # not from_pydict:
-            np.array(list(staged.values()), dtype=np.int64))], schema=_STAGED)  # no pandas
-
-    return write
-
-
 def _send(rows: DataFrame, task: Any) -> int:
     return task_counts(rows.mapInArrow(task, "written long")).get(None, {}).get("written", 0)
 
@@ -361,9 +260,9 @@ def _send(rows: DataFrame, task: Any) -> int:
 def write_redis(df: DataFrame, cfg: RedisStateConfig, replicas: int = 0,
                 timeout_s: float = 10.0, ack: str = "") -> int:
     """Write ``df`` to Redis from the executors; returns the number of rows written (each task
-    held by ``replicas`` replicas, :func:`_writer_task`)."""
+    held by ``replicas`` replicas, :func:`~sqe.state.redis.tasks.writer_task`)."""
     return _send(prepare_redis(df, cfg),
-                 _writer_task(cfg.name, cfg.endpoint, cfg.datatype, cfg.expire_seconds,
+                 writer_task(cfg.name, cfg.endpoint, cfg.datatype, cfg.expire_seconds,
                               replicas, timeout_s, ack))
 
 
@@ -386,7 +285,7 @@ def stage_all(staged: Sequence[Staged]) -> dict[str, int]:
     rows = reduce(DataFrame.union, [item.rows for item in staged])
     replicas = max(item.replicas for item in staged)  # one store: one consumer's setting
     timeout_s = max(item.replica_timeout for item in staged)
-    sent = rows.mapInArrow(_stage_task(names, staged[0].store, replicas, timeout_s),
+    sent = rows.mapInArrow(stage_task(names, staged[0].store, replicas, timeout_s),
                            "stage string, written long")
     return {str(stage): c["written"] for stage, c in task_counts(sent, "stage").items()}
 
