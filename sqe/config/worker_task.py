@@ -1,4 +1,5 @@
-"""What every task SQE runs in a Spark Python worker does first: settle the garbage collector.
+"""What every task SQE runs in a Spark Python worker does first: settle the garbage collector
+and Arrow's allocator.
 
 Spark reuses its Python workers across tasks and batches, and its worker daemon runs
 ``gc.collect()`` after every task.  A full collection walks every object the process
@@ -17,12 +18,20 @@ rebuilds when redis-py asks for its version at every new connection (pyspark's w
 ``importlib.invalidate_caches()`` before every task), a previous task's client, its
 TaskContext.  A worker of load.yaml grew by about 0.7 MB a minute for as long as it ran
 (``bench/results/soak.md``); now what the first tasks leave is all it keeps.
+
+Arrow's default allocator (mimalloc in pyarrow's wheels) keeps the memory a task freed for
+later allocations of the process, so a worker's resident memory stayed at the high mark of
+its largest batch: load.yaml's worker peaked at 330 MB over a batch of 1,000,000 records.
+:func:`begin_task` makes the process's default pool the system allocator's, which gives
+freed memory back: 292 MB, as fast (``bench/chain.py``; ``bench/results/chain.md``).
 """
 
 from __future__ import annotations
 
 import gc
 import os
+
+import pyarrow as pa
 
 __all__ = ["FROZEN_TASKS", "begin_task"]
 
@@ -35,11 +44,14 @@ _frozen: dict[int, int] = {}  # pid -> tasks that froze (a forked child counts i
 def begin_task() -> None:
     """Keep the objects alive now out of every later collection (``gc.freeze``), in each of
     this process's first :data:`FROZEN_TASKS` tasks: modules and kept clients are never
-    garbage, and what later tasks make, cycles included, is collected as before."""
+    garbage, and what later tasks make, cycles included, is collected as before; at the
+    first, make the system allocator Arrow's default pool."""
     pid = os.getpid()
     done = _frozen.get(pid, 0)
     if done >= FROZEN_TASKS:
         return
+    if done == 0:  # this process's first task
+        pa.set_memory_pool(pa.system_memory_pool())
     gc.freeze()
     _frozen.clear()  # a forked child's copy of its parent's count is not its own
     _frozen[pid] = done + 1

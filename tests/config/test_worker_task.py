@@ -54,3 +54,22 @@ def test_a_long_running_worker_does_not_keep_each_tasks_leftovers(monkeypatch):
         assert sum(ref() is not None for ref in gone) == 0
     finally:
         gc.unfreeze()
+
+
+def test_the_first_task_makes_the_system_allocator_arrows_default_pool(monkeypatch):
+    """Arrow's mimalloc kept what a worker's largest batch freed; the system allocator gives
+    it back (bench/results/chain.md)."""
+    import pyarrow as pa
+
+    before = pa.default_memory_pool()
+    monkeypatch.setattr(worker_task, "_frozen", {})
+    try:
+        pa.set_memory_pool(pa.mimalloc_memory_pool())
+        begin_task()
+        assert pa.default_memory_pool().backend_name == "system"
+        pa.set_memory_pool(pa.mimalloc_memory_pool())
+        begin_task()  # a later task leaves the pool as it finds it
+        assert pa.default_memory_pool().backend_name == "mimalloc"
+    finally:
+        pa.set_memory_pool(before)
+        gc.unfreeze()
