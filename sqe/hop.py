@@ -58,7 +58,6 @@ from sqe.engine.stream_frame import source_frame
 from sqe.errors import OptionError, RunError, TopologyError
 from sqe.lang.topology import InsertInto, Topology, parse_commands
 from sqe.observe.batch_report import BatchReport
-from sqe.source.kafka import KafkaSource
 from sqe.state.registry import SINKS
 
 __all__ = ["Hop", "HopBatch"]
@@ -114,8 +113,7 @@ class Hop:
         StreamMetadata each carries to the next hop (``_sqe_pid``, ``_sqe_partition``,
         ``_sqe_offset``) and, with ``deserializer="json"``, the declared fields.  Its start is
         agreed with the stores first, as ``sqe run``'s is."""
-        spark.dataSource.register(KafkaSource)
-        spark.dataSource.register(HopSink)
+        spark.dataSource.register(HopSink)  # sqe-kafka: each stream's own (source_frame)
         (p,) = build_pipelines(self.plan, self.name)
         if self._location is not None:
             root = local_checkpoint(spark, self._location)

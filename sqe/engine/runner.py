@@ -56,8 +56,6 @@ from sqe.observe.batch_report import BatchReport, partition_offsets
 from sqe.observe.progress import ProgressLog, progress_path
 from sqe.observe.progress_follow import ProgressFollower
 from sqe.observe.watch import RunWatcher, StreamView, Watchers
-from sqe.source.fixed import FixedSource
-from sqe.source.kafka import KafkaSource
 
 __all__ = ["KEPT_REPORTS", "Mode", "describe_failure", "persistence_warnings",
            "python_not_started", "run_topology"]
@@ -214,8 +212,6 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
     :class:`RunStopped` saying where each stream stopped.  ``watchers`` are told the run's
     streams, each batch and each ``sqe-kafka`` stream's backlog (:mod:`sqe.observe.watch`).
     """
-    spark.dataSource.register(KafkaSource)
-    spark.dataSource.register(FixedSource)
     if "spark.sql.session.timeZone" not in plan.spark_conf:
         spark.conf.set("spark.sql.session.timeZone", "UTC")  # SQE's dates are UTC
     root = local_checkpoint(spark, str(checkpoint))

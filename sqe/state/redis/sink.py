@@ -192,7 +192,7 @@ class RedisSink(Sink):
         if "stage" not in context:
             c = self.config
             return writer_task(c.name, c.endpoint, c.datatype, c.expire_seconds,
-                                replicas, timeout, str(context["ack"]))
+                               replicas, timeout, str(context["ack"]))
         assert self._store is not None, "a staging Redis state planned without its store"
         stage = str(context["stage"])
         task = stage_task(f"Redis state {self.config.name}", self._store, replicas, timeout)
@@ -263,7 +263,7 @@ def write_redis(df: DataFrame, cfg: RedisStateConfig, replicas: int = 0,
     held by ``replicas`` replicas, :func:`~sqe.state.redis.tasks.writer_task`)."""
     return _send(prepare_redis(df, cfg),
                  writer_task(cfg.name, cfg.endpoint, cfg.datatype, cfg.expire_seconds,
-                              replicas, timeout_s, ack))
+                             replicas, timeout_s, ack))
 
 
 def staged_rows(df: DataFrame, cfg: RedisStateConfig, stage_key: str) -> DataFrame:

@@ -34,8 +34,9 @@ _STAGED = pa.schema([("stage", pa.string()), ("written", pa.int64())])
 #: How long a stage of a batch that never committed survives.
 STAGE_TTL_SECONDS = 86_400
 
+
 def writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_seconds: int,
-                 replicas: int = 0, timeout_s: float = 10.0, ack: str = "") -> Any:
+                replicas: int = 0, timeout_s: float = 10.0, ack: str = "") -> Any:
     """The function each Spark task runs: ``_rk``/``_rf``/``_rv`` rows sent as SET or HSET,
     one command per row in pipelines (the scalar way; a stage goes :func:`stage_task`'s).
 
@@ -79,7 +80,7 @@ def writer_task(name: str, endpoint: RedisEndpoint, datatype: str, expire_second
 
 
 def stage_task(names: str, store: RedisEndpoint, replicas: int = 0,
-                timeout_s: float = 10.0) -> Any:
+               timeout_s: float = 10.0) -> Any:
     """The function each Spark task runs to stage rows: each row's ``_rf``/``_rv`` pair into the
     hash its ``_stage`` names, as a few long HSETs per hash built by Arrow
     (:mod:`sqe.state.redis.protocol`), each followed by the hash's EXPIRE; one count row per
