@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TypeVar
@@ -305,17 +305,21 @@ def build_pipelines(plan: TopologyPlan, name: str) -> list[StreamPipeline]:
             pipelines.append(StreamPipeline(stream, s, steps, pid, consumer, fixed=fixed))
         else:
             pipelines.append(StreamPipeline(stream, s, steps, pid, consumer,
-                                            stream_source(plan, name, stream)))
+                                            stream_source(plan, name, stream, steps)))
     return pipelines
 
 
-def stream_source(plan: TopologyPlan, name: str, stream: CreateStream) -> SourceConfig | None:
-    """The ``sqe-kafka`` source of stream ``stream`` of a topology named ``name``; None for a
+def stream_source(plan: TopologyPlan, name: str, stream: CreateStream,
+                  steps: Sequence[QueryStep] = ()) -> SourceConfig | None:
+    """The ``sqe-kafka`` source of stream ``stream`` of a topology named ``name`` (with the
+    producers its ``steps``' states write with, for its workers to make ahead); None for a
     FIXED stream and for Spark's own connector (no broker asked)."""
     s = plan.streams[stream.streamName]
     if stream.spoutName != "KAFKA" or s.format == "native":
         return None
     fields = arrow_fields(s.declared_fields) if stream.deserializer == "json" else None
+    producers = {role: conf for step in steps if step.sink is not None
+                 for role, conf in step.sink.producers().items()}
     return SourceConfig(stream.objectName, s, f"{name}.{stream.streamName}", emit_tally=True,
-                        json_fields=fields or ())
+                        json_fields=fields or (), producers_ahead=producers)
 

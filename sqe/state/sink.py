@@ -183,6 +183,12 @@ class Sink(ABC):
         name -> (expression, what it is in messages); the runner compiles and adds them."""
         return {}
 
+    def producers(self) -> dict[str, dict[str, Any]]:
+        """The Kafka producers this state's executor tasks write with (role -> settings), which
+        a worker makes ahead of its first write (:func:`sqe.clients.producers.make_ahead`):
+        none by default."""
+        return {}
+
     def rejects(self, frame: DataFrame) -> list[tuple[Column, str]]:
         """Conditions on the rows this state is given (``frame``) under which it cannot hold
         a row, each with the reason (said in the bad record's sentence).  Checked only when a

@@ -122,6 +122,9 @@ def test_one_pass_writes_what_the_per_batch_way_writes_in_one_job_a_batch(
                      redis_url, **_conf(kafka_bootstrap))
         [p] = build_pipelines(plan, way)
         assert (why_not_one_pass(p) is None) == (types is not None)
+        assert p.source is not None  # its workers make the Kafka state's producer ahead
+        [(role, conf)] = p.source.producers_ahead.items()
+        assert role == f"Kafka state {out}" and conf["bootstrap.servers"] == kafka_bootstrap
         with caplog.at_level(logging.DEBUG, logger="sqe"):
             reports = run_topology(plan, spark, way, tmp_path / f"ck_{way}", "once")
         results[way] = (reports, _store(redis_url), _written(kafka_bootstrap, out))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import uuid
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -10,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sqe.cli.local_services import free_port
-from sqe.clients.kafka import CLIENT_DEFAULTS
+from sqe.clients.kafka import CLIENT_DEFAULTS, CLIENT_LOG_ENV, producer_conf
+from sqe.clients.producers import drop_sender, shared_sender
 from sqe.errors import SourceError
 from sqe.ledger.hwm import HwmStore
 from sqe.source.kafka import KafkaSource, KafkaStreamReader, read_range
@@ -69,6 +73,14 @@ def test_source_config_validates_and_round_trips():
         assert SourceConfig.from_options(cfg.to_options()) == cfg
     with pytest.raises(SourceError, match="needs the option topic"):
         SourceConfig.from_options({"brokers": "a:1"})
+    ahead = {"Kafka state out": {"bootstrap.servers": "a:1", "sasl.password": "hush"}}
+    cfg = source_config("t", "a:1", producersAhead=json.dumps(ahead))
+    assert cfg.producers_ahead == ahead
+    assert SourceConfig.from_options(cfg.to_options()).producers_ahead == ahead
+    with pytest.raises(SourceError, match="producersAhead must be a JSON object of producer "
+                                          "settings by role") as bad:
+        source_config("t", "a:1", producersAhead='{"Kafka state out": "sasl.password=hush"}')
+    assert "hush" not in str(bad.value)  # settings may hold secrets: never said back
     with pytest.raises(SourceError, match="maxRecordsPerBatch = '0': expected an integer >= 1"):
         source_config("t", "a:1", maxRecordsPerBatch="0")
     with pytest.raises(SourceError, match="filterReplays needs the option hwmConsumer"):
@@ -173,6 +185,30 @@ def test_a_reader_consumer_is_reused_by_the_next_task_and_reads_only_its_range(k
     rows = _rows(list(read_range(cfg, RangePartition(topic, 0, 0, 30))))
     assert [r["_offset"] for r in rows] == list(range(30))
     assert len(cfg.spies) == 2  # the stopped task's consumer was not given to the next
+
+
+def test_a_read_makes_the_streams_producers_ahead_once_per_process(kafka_bootstrap, kafka_topic,
+                                                                   tmp_path, monkeypatch):
+    """A worker's first read makes the producers its stream's Kafka states write with, so they
+    have their idempotent producer id when the worker first writes; later reads make none, and
+    the state's task takes the one made ahead."""
+    topic = kafka_topic(1)
+    produce(kafka_bootstrap, topic, [(None, b"v%d" % i, 0) for i in range(5)])
+    role, conf = f"Kafka state {topic}", producer_conf(kafka_bootstrap,
+                                                       {"client.id": f"ahead-{uuid.uuid4().hex}"})
+    log = tmp_path / "clients.jsonl"
+    monkeypatch.setenv(CLIENT_LOG_ENV, str(log))
+    cfg = source_config(topic, kafka_bootstrap, producersAhead=json.dumps({role: conf}))
+    try:
+        for _ in range(2):
+            assert len(_rows(list(read_range(cfg, RangePartition(topic, 0, 0, 5))))) == 5
+        sender = shared_sender(conf, role)
+        sender.send(topic, b"written by the state", partition=0)
+        assert sender.finish(30) is None
+        made = [json.loads(line) for line in log.read_text().splitlines()]
+        assert [m["role"] for m in made if m["client"] == "producer"] == [role]
+    finally:
+        drop_sender(conf)
 
 
 @pytest.mark.redis

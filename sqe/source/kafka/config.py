@@ -4,8 +4,8 @@ The reader options of the ``sqe-kafka`` data source are the stream's own
 ``jw.sqe.spout.kafka.*`` options, with or without that prefix
 (``brokers``, ``maxRecordsPerBatch``, ``filterReplays``,
 ``filterReplays.redis.url``, ``consumer.security.protocol``, ...: see
-``sqe options``), validated by the same registry as a topology file, plus three
-of the reader's own:
+``sqe options``), validated by the same registry as a topology file, plus the
+reader's own:
 
 * ``topic`` (required): the topic to read;
 * ``hwmConsumer``: the consumer whose high-water marks filter replays
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -59,7 +59,8 @@ OPTION_PREFIX = "jw.sqe.spout.kafka."
 
 #: The reader's own options (not ``jw.sqe.*`` keys), by their lower-case spelling.
 _OWN = {"topic": "topic", "hwmconsumer": "hwmConsumer", "emittally": "emitTally",
-        "endingoffsets": "endingOffsets", "jsonfields": "jsonFields"}
+        "endingoffsets": "endingOffsets", "jsonfields": "jsonFields",
+        "producersahead": "producersAhead"}
 
 #: Registry keys a reader option may name, by lower-case spelling (Spark lower-cases keys).
 _STREAM_KEYS = {key.lower(): key for key in REGISTRY if key.startswith(OPTION_PREFIX)}
@@ -101,6 +102,22 @@ def _json_fields(topic: str, text: Any) -> tuple[tuple[str, str], ...]:
     return arrow_fields(given) or ()
 
 
+def _producers(topic: str, text: Any) -> dict[str, dict[str, Any]]:
+    """The checked ``producersAhead`` option (empty when not given); its values may hold
+    secrets, so a problem names the option, not what it holds."""
+    if text is None or not str(text).strip():
+        return {}
+    try:
+        given = json.loads(str(text))
+    except ValueError:
+        given = None
+    if not isinstance(given, dict) or not all(isinstance(c, dict) for c in given.values()):
+        raise SourceError(f"sqe-kafka {topic}: producersAhead must be a JSON object of "
+                          "producer settings by role, such as "
+                          '{"Kafka state out": {"bootstrap.servers": "host:9092"}}')
+    return given
+
+
 @dataclass(frozen=True)
 class SourceConfig:
     """The validated options of one ``sqe-kafka`` source (see the module docstring)."""
@@ -112,6 +129,9 @@ class SourceConfig:
     ending: str | None = None  # endingOffsets: where a batch read ends (Spark's JSON)
     #: jsonFields: (name, type) of the JSON fields read in the reader, in order
     json_fields: tuple[tuple[str, str], ...] = ()
+    #: producersAhead: the producers (role -> settings) the stream's states write with, which
+    #: each worker makes at its first read (:func:`sqe.clients.producers.make_ahead`)
+    producers_ahead: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         if self.stream.filter_replays and not self.hwm_consumer:
@@ -150,7 +170,8 @@ class SourceConfig:
                 raise SourceError(f"sqe-kafka {topic}: endingOffsets must be JSON offsets "
                                   f'such as {{"0": 42}}, got {ending!r}') from None
         return cls(topic, stream, consumer, _flag(lowered, "emittally"), ending,
-                   _json_fields(topic, lowered.get("jsonfields")))
+                   _json_fields(topic, lowered.get("jsonfields")),
+                   _producers(topic, lowered.get("producersahead")))
 
     def to_options(self) -> dict[str, str]:
         """The reader options that rebuild this config (what the runner passes to Spark)."""
@@ -162,6 +183,8 @@ class SourceConfig:
             out["endingOffsets"] = self.ending
         if self.json_fields:
             out["jsonFields"] = json.dumps(dict(self.json_fields))
+        if self.producers_ahead:
+            out["producersAhead"] = json.dumps(self.producers_ahead, sort_keys=True, default=str)
         out.update({key: s.text(key) for key in sorted(s.explicit())
                     if key.startswith(OPTION_PREFIX)})
         return out

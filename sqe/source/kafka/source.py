@@ -47,17 +47,13 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from sqe.clients.kafka import error_text, topic_partitions
+from sqe.clients.producers import make_ahead
 from sqe.config.worker_task import begin_task
 from sqe.errors import SourceError
 from sqe.source.dead_letters import DeadLetters
 from sqe.source.hang_up import quiet_hang_up
 from sqe.source.json_fields import schema_with, with_fields
-from sqe.source.kafka.config import (
-    RangeGroup,
-    RangePartition,
-    SourceConfig,
-    parse_offsets,
-)
+from sqe.source.kafka.config import RangeGroup, RangePartition, SourceConfig, parse_offsets
 from sqe.source.kafka.offsets import (
     limit_offsets,
     moved_partitions,
@@ -251,6 +247,7 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
     replays dropped, chunks skipped or decoded, messages post-filtered, as configured), with
     the JSON fields ``jsonFields`` asks for (:func:`~sqe.source.json_fields.with_fields`)."""
     begin_task()
+    make_ahead(cfg.producers_ahead)  # the stream's states' producers (sqe.clients.producers)
     consumer = _READERS.take(cfg)
     stream = cfg.stream
     marks = TaskMarks.from_store(cfg) if stream.filter_replays else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sqe.clients.kafka import producer_conf
 from sqe.state.sink import SinkTarget
 from sqe.wire.chunk.codec import Codec
 
@@ -43,3 +44,15 @@ class KafkaStateConfig:
                    extra=tuple(sorted(s.producer_properties.items())), chunking=s.chunking,
                    chunk_messages=s.chunk_messages, chunk_bytes=s.chunk_bytes,
                    chunk_codec=s.chunk_codec, filter_size=s.filter_size)
+
+    @property
+    def role(self) -> str:
+        """The state's producer in messages and the client log."""
+        return f"Kafka state {self.topic}"
+
+    def producer_settings(self) -> dict[str, Any]:
+        """The settings of the producer each task writes with (the executor process's own,
+        :func:`sqe.clients.producers.shared_sender`)."""
+        conf = producer_conf(self.brokers, dict(self.extra))
+        conf.setdefault("partitioner", "murmur2_random")
+        return conf

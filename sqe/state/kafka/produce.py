@@ -3,26 +3,21 @@ a query's rows, with the executor process's producers.
 
 Each Spark task produces its rows with an idempotent confluent-kafka producer (order per
 partition holds), flushes before it reports success and fails on the first delivery error;
-the producer is the process's own, made once and reused by every task and batch (a failed
-task's is purged and dropped).  Keys, values, chunks and partitions are made as the sink's
+the producer is the process's own (:mod:`sqe.clients.producers`), made once, or ahead by the
+stream's source read, and reused by every task and batch (a failed task's is purged and
+dropped).  Keys, values, chunks and partitions are made as the sink's
 docstring says, vectorised over each Arrow batch.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from sqe.clients.kafka import (
-    FLUSH_TIMEOUT,
-    RefusedRecord,
-    Sender,
-    producer_conf,
-    topic_partitions,
-)
+from sqe.clients.kafka import FLUSH_TIMEOUT, RefusedRecord, Sender, topic_partitions
+from sqe.clients.producers import drop_sender, shared_sender
 from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.faults import armed, fault_point
@@ -88,43 +83,15 @@ def producer_task(cfg: KafkaStateConfig) -> Any:
 
     def produce(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         begin_task()
-        conf = producer_conf(cfg.brokers, dict(cfg.extra))
-        conf.setdefault("partitioner", "murmur2_random")
-        sender = _sender(conf, f"Kafka state {cfg.topic}")
+        conf = cfg.producer_settings()
+        sender = shared_sender(conf, cfg.role)
         try:
             yield from _produce(cfg, sender, batches)
         except BaseException:
-            _drop(conf)  # what it may still hold must not reach the next task's flush
+            drop_sender(conf)  # what it may still hold must not reach the next task's flush
             raise
 
     return produce
-
-
-#: This executor process's producers, by their settings: reused by every task and batch
-#: (Spark reuses its Python workers), flushed at the end of each task.
-_SENDERS: dict[str, Sender] = {}
-
-
-def _conf_key(conf: Mapping[str, Any]) -> str:
-    return json.dumps(conf, sort_keys=True, default=str)
-
-
-def _sender(conf: Mapping[str, Any], role: str) -> Sender:
-    """This process's sender for ``conf`` (made on first use), with no failure noted."""
-    key = _conf_key(conf)
-    sender = _SENDERS.get(key)
-    if sender is None:
-        sender = _SENDERS[key] = Sender.start(conf, role)
-    sender.failures.clear()
-    return sender
-
-
-def _drop(conf: Mapping[str, Any]) -> None:
-    """Forget the sender of ``conf`` after a failed task, purging what it still queues."""
-    sender = _SENDERS.pop(_conf_key(conf), None)
-    if sender is not None:
-        sender.producer.purge()
-        sender.producer.flush(0)
 
 
 def _produce(cfg: KafkaStateConfig, sender: Sender, batches: Iterator[pa.RecordBatch]

@@ -101,10 +101,14 @@ class KafkaSink(Sink):
         return KafkaLayout(partitions if c.partitioner else None,
                            canonical_partitioner(c.partitioner), c.keytype, c.chunking)
 
+    def producers(self) -> dict[str, dict[str, Any]]:
+        """The producer every task of this state writes with."""
+        return {self.config.role: self.config.producer_settings()}
+
     def topic_partitions(self) -> int:
         """How many partitions the topic has now (asked on the driver)."""
         c = self.config
-        producer = new_producer(producer_conf(c.brokers, dict(c.extra)), f"Kafka state {c.topic}")
+        producer = new_producer(producer_conf(c.brokers, dict(c.extra)), c.role)
         try:
             return len(topic_partitions(producer, c.topic, c.brokers, StateError, "Kafka state"))
         finally:
