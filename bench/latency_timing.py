@@ -229,7 +229,7 @@ class Arrivals(threading.Thread):
             self.gap_reads += 1
             gaps = sorted(self.gaps)
             for field, value in zip(gaps, self.client.hmget("load_log", gaps), strict=True):
-                if value is not None:
+                if isinstance(value, bytes):
                     self.gaps.discard(field)
                     self._arrive(field, value.decode(), t)
         if size > len(self.fields):
