@@ -1,7 +1,8 @@
 """Spark's own floor under a micro-batch: what a trigger costs with a Python source and nothing
 of SQE's, per sink protocol and checkpoint file manager.
 
-    PYTHONPATH=. .venv/bin/python bench/spark_floor.py [--seconds 30] [--rate 1000] [--json]
+    PYTHONPATH=. .venv/bin/python bench/spark_floor.py [--seconds 30] [--rate 1000]
+        [--config FILE.yaml] [--json]
 
 A Python data source that invents ``--rate`` rows a second (two input partitions, no I/O) runs
 as a streaming query with the default trigger (each batch as soon as the last ends) for
@@ -10,11 +11,17 @@ as a streaming query with the default trigger (each batch as soon as the last en
 * ``writer``: a Python data source stream writer whose ``write`` counts its rows and whose
   ``commit`` does nothing (Spark's own sink protocol: one job, ``commit`` on the driver in a
   Python worker);
-* ``foreachbatch``: ``foreachBatch`` running one ``mapInArrow`` job that counts the rows (the
-  shape of SQE's one pass);
+* ``foreachbatch``: ``foreachBatch`` running one ``mapInArrow`` job that counts the rows, its
+  ``mapInArrow`` made each batch (the shape of SQE's one pass before its task function was
+  planned with the stream, and of a batch over Spark Connect);
+* ``foreachbatch-planned``: the same ``mapInArrow`` planned once with the stream, and
+  ``foreachBatch`` collecting what it gives (the shape of SQE's one pass on classic Spark);
 * ``writer-filecontext``: ``writer`` with Spark's default checkpoint file manager on a local
   disk (FileContext; SQE's runs use the FileSystem one there,
   :func:`sqe.engine.checkpoint.use_file_system_manager`).
+
+``--config`` gives the session a config file's ``Spark:`` map, as ``sqe run --config`` does
+(``conf/low-latency.yaml``: the JVM's client compiler only).
 
 Per variant: the medians of Spark's own trigger parts (``durationMs`` of the streaming
 progress, after the first 5 triggers) and of the trigger.  Nothing of SQE runs in it, so it is
@@ -44,12 +51,16 @@ from pyspark.sql.datasource import (
 )
 
 from bench.harness.report import parser
+from sqe.config.settings import load_config
 from sqe.engine.checkpoint import FILE_MANAGER_SETTING, use_file_system_manager
 from sqe.engine.session import build_session
 
-VARIANTS = ("writer", "foreachbatch", "writer-filecontext")
+VARIANTS = ("writer", "foreachbatch", "foreachbatch-planned", "writer-filecontext")
 _FILE_CONTEXT = ("org.apache.spark.sql.execution.streaming.checkpointing."
                  "FileContextBasedCheckpointFileManager")
+
+
+_ROWS = pa.schema([("k", pa.int64()), ("v", pa.string())])  # typed also when a range is empty
 
 
 class InventedRows(DataSource):
@@ -83,7 +94,7 @@ class _Reader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         a, b = partition.value
         yield pa.RecordBatch.from_pydict({"k": list(range(a, b)),
-                                          "v": [str(i) for i in range(a, b)]})
+                                          "v": [str(i) for i in range(a, b)]}, schema=_ROWS)
 
     def commit(self, end: dict) -> None:
         return None
@@ -125,11 +136,19 @@ def one(spark: SparkSession, variant: str, seconds: float, rate: float) -> dict[
             spark.conf.set(FILE_MANAGER_SETTING, _FILE_CONTEXT)
         else:
             use_file_system_manager(spark, ck)
-        w = (spark.readStream.format("floor-rows").option("rate", str(rate)).load()
-             .writeStream.option("checkpointLocation", ck))
-        q = (w.foreachBatch(lambda df, _: df.mapInArrow(_count, "n long").collect()).start()
-             if variant == "foreachbatch" else w.format("floor-count").start())
+        rows = spark.readStream.format("floor-rows").option("rate", str(rate)).load()
+        if variant == "foreachbatch-planned":
+            rows = rows.mapInArrow(_count, "n long")
+        w = rows.writeStream.option("checkpointLocation", ck)
+        if variant == "foreachbatch":
+            q = w.foreachBatch(lambda df, _: df.mapInArrow(_count, "n long").collect()).start()
+        elif variant == "foreachbatch-planned":
+            q = w.foreachBatch(lambda df, _: df.collect()).start()
+        else:
+            q = w.format("floor-count").start()
         time.sleep(seconds)
+        if q.exception() is not None:
+            raise SystemExit(f"{variant}: the query failed: {q.exception()}")
         progress = q.recentProgress
         q.stop()
     kept = [p for p in progress if p["numInputRows"] > 0][5:]
@@ -147,9 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=1000.0, help="rows the source makes a second")
     ap.add_argument("--variant", action="append", choices=VARIANTS,
                     help="a variant to run (default: all)")
+    ap.add_argument("--config", help="a config file whose Spark: map the session takes")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    spark = build_session("sqe-floor", master="local[2]")
+    conf = dict(load_config(args.config).spark) if args.config else None
+    spark = build_session("sqe-floor", conf, master="local[2]")
     spark.dataSource.register(InventedRows)
     spark.dataSource.register(CountingSink)
     result = {v: one(spark, v, args.seconds, args.rate) for v in args.variant or VARIANTS}
