@@ -85,17 +85,27 @@ def parse_offsets(text: str) -> dict[int, int]:
     return {int(p): int(o) for p, o in json.loads(text).items()}
 
 
-def _json_fields(topic: str, text: Any) -> tuple[tuple[str, str], ...]:
-    """The checked ``jsonFields`` option (empty when not given)."""
+def _json_object(text: Any, values: type) -> dict[str, Any] | None:
+    """Option ``text`` as a JSON object whose values are all ``values``: {} when not given,
+    None when it is not one."""
     if text is None or not str(text).strip():
-        return ()
+        return {}
     try:
         given = json.loads(str(text))
     except ValueError:
-        given = None
-    if not isinstance(given, dict) or not all(isinstance(t, str) for t in given.values()):
+        return None
+    ok = isinstance(given, dict) and all(isinstance(v, values) for v in given.values())
+    return given if ok else None
+
+
+def _json_fields(topic: str, text: Any) -> tuple[tuple[str, str], ...]:
+    """The checked ``jsonFields`` option (empty when not given)."""
+    given = _json_object(text, str)
+    if given is None:
         raise SourceError(f"sqe-kafka {topic}: jsonFields must be a JSON object of field names "
                           f'and types such as {{"id": "string"}}, got {text!r}')
+    if not given:
+        return ()
     problem = fields_problem(given)
     if problem is not None:
         raise SourceError(f"sqe-kafka {topic}: jsonFields {problem}: {text!r}")
@@ -105,13 +115,8 @@ def _json_fields(topic: str, text: Any) -> tuple[tuple[str, str], ...]:
 def _producers(topic: str, text: Any) -> dict[str, dict[str, Any]]:
     """The checked ``producersAhead`` option (empty when not given); its values may hold
     secrets, so a problem names the option, not what it holds."""
-    if text is None or not str(text).strip():
-        return {}
-    try:
-        given = json.loads(str(text))
-    except ValueError:
-        given = None
-    if not isinstance(given, dict) or not all(isinstance(c, dict) for c in given.values()):
+    given = _json_object(text, dict)
+    if given is None:
         raise SourceError(f"sqe-kafka {topic}: producersAhead must be a JSON object of "
                           "producer settings by role, such as "
                           '{"Kafka state out": {"bootstrap.servers": "host:9092"}}')
