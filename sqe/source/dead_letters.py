@@ -16,15 +16,8 @@ unique per record, so a reader of the dead-letter topic tells copies apart by it
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqe.clients.kafka import (
-    RefusedRecord,
-    Sender,
-    connection_properties,
-    new_producer,
-    producer_conf,
-)
+from sqe.clients.kafka import RefusedRecord, Sender, connection_properties, producer_conf
+from sqe.clients.producers import make_ahead, shared_sender
 from sqe.config.views import StreamSettings
 from sqe.errors import SourceError
 from sqe.wire.headers import DEAD_LETTER_REASON, DEAD_LETTER_SOURCE
@@ -36,23 +29,28 @@ class DeadLetters:
     """Sends rejected records, as they were, to the dead-letter topic.
 
     Each dead letter carries :data:`DEAD_LETTER_SOURCE` (``topic/partition/offset``)
-    and :data:`DEAD_LETTER_REASON` headers.  The producer is made on first use;
-    :meth:`finish` flushes it and fails the task when a dead letter was not
-    acknowledged, so a corrupt record is never lost without trace (a retried
-    batch may send the same dead letter twice).
+    and :data:`DEAD_LETTER_REASON` headers.  The producer is the process's own
+    (:mod:`sqe.clients.producers`), made ahead when the first ``DeadLetters`` of the
+    process is, so a task's first dead letter does not wait for the idempotent producer's
+    id; :meth:`finish` flushes it and fails the task when a dead letter was not
+    acknowledged, so a corrupt record is never lost without trace (a retried batch may
+    send the same dead letter twice).
     """
+
+    ROLE = "dead letters"
 
     def __init__(self, stream: StreamSettings) -> None:
         self.stream = stream
-        self.sender: Any = None
+        self.conf = producer_conf(stream.bootstrap,
+                                  connection_properties(stream.consumer_properties))
+        self.sender: Sender | None = None
+        make_ahead({self.ROLE: self.conf})
 
     def send(self, topic: str, partition: int, offset: int, key: bytes | None,
              value: bytes | None, reason: str) -> None:
         target = str(self.stream.dead_letter_topic)
         if self.sender is None:
-            conf = producer_conf(self.stream.bootstrap,
-                                 connection_properties(self.stream.consumer_properties))
-            self.sender = Sender(new_producer(conf, "dead letters"))
+            self.sender = shared_sender(self.conf, self.ROLE)
         headers = [(DEAD_LETTER_SOURCE, f"{topic}/{partition}/{offset}".encode()),
                    (DEAD_LETTER_REASON, reason.encode("utf-8"))]
         try:

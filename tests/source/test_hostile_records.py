@@ -9,11 +9,13 @@ record after it.
 from __future__ import annotations
 
 import json
+import uuid
 from collections import Counter
 
 import pytest
 
-from sqe.clients.kafka import read_all
+from sqe.clients.kafka import CLIENT_LOG_ENV, read_all
+from sqe.clients.producers import drop_sender
 from sqe.errors import SourceError
 from sqe.source.dead_letters import DeadLetters
 from sqe.source.kafka.config import RangePartition, SourceConfig
@@ -127,6 +129,31 @@ def test_a_forged_key_is_dead_lettered_and_every_good_record_after_it_arrives(
     headers = dict(letter.headers())
     assert headers[DEAD_LETTER_SOURCE] == b"t/3/1"
     assert b"maxAdvance" in headers[DEAD_LETTER_REASON]
+
+
+def test_dead_letters_of_later_tasks_go_through_the_producer_made_ahead(
+        kafka_bootstrap, kafka_topic, tmp_path, monkeypatch):
+    """The process's dead-letter producer is made with its first DeadLetters, ahead of the
+    first letter (a new idempotent producer delivers nothing in its first half second), and
+    every later task sends through it: one producer for two tasks' letters."""
+    dead_topic = kafka_topic(1, "dead")
+    cfg = _cfg(kafka_bootstrap, dead_topic, **{"consumer.client.id": f"dl-{uuid.uuid4().hex}"})
+    log = tmp_path / "clients.jsonl"
+    monkeypatch.setenv(CLIENT_LOG_ENV, str(log))
+    try:
+        for task in range(2):
+            keys = [StreamMetadata(PID, 1, o).to_bytes() for o in (100 + task, 2**63 - 1)]
+            rec = Records(keys=keys, values=[b"ok", b"forged%d" % task], offsets=[0, 1],
+                          stamps=[0, 0])
+            dead = DeadLetters(cfg.stream)
+            to_rows(cfg, _part(), rec, TaskMarks.given({}), dead)
+            dead.finish()
+        letters = _dead_letters(kafka_bootstrap, dead_topic)
+        assert [letter.value() for letter in letters] == [b"forged0", b"forged1"]
+        made = [json.loads(line) for line in log.read_text().splitlines()]
+        assert [m["role"] for m in made if m["client"] == "producer"] == [DeadLetters.ROLE]
+    finally:
+        drop_sender(DeadLetters(cfg.stream).conf)
 
 
 def test_the_bound_is_an_option(kafka_bootstrap):
