@@ -81,7 +81,7 @@ from bench.harness.processes import quix_interpreter
 from bench.harness.report import columns, finish, num, parse_list, parser, say, service_options
 from bench.harness.services import kafka_and_redis, with_services
 from bench.harness.topics import PARTITIONS
-from bench.latency_chain import SYSTEMS, Bench, chain_run, sqe_batches
+from bench.latency_chain import SYSTEMS, Bench, chain_run, cpu_per_million, sqe_batches
 from bench.latency_timing import Producer, latencies, not_held
 
 
@@ -120,14 +120,18 @@ def report(result: dict[str, Any]) -> list[str]:
 def rate_report(result: dict[str, Any]) -> list[str]:
     """The rate runs' table, SQE's batches, the highest rate each system held."""
     cells = [("system", "rate/s", "sent", "delivered", "p50 s", "p99 s", "max s",
-              "p50 1st/last third s", "p99 after 1st third s", "in flight at end", "drain s", "held")]
+              "p50 1st/last third s", "p99 1st minute / after s", "in flight at end",
+              "drain s", "CPU s/1M/hop", "cores", "held")]
     for r in result["rows"]:
+        cpu = cpu_per_million(r, r.get("delivered", 0)) or {}
         cells.append((r["system"], f"{r['rate']:,g}", f"{r['sent']:,}",
                       f"{r.get('delivered', 0):,}", num(r.get("p50_s")), num(r.get("p99_s")),
                       num(r.get("max_s")), f"{num(r.get('p50_first_third_s'))} / "
                       f"{num(r.get('p50_last_third_s'))}",
-                      num(r.get("p99_after_first_third_s")),
+                      f"{num(r.get('p99_first_minute_s'))} / "
+                      f"{num(r.get('p99_after_minute_s'))}",
                       f"{r.get('in_flight_at_end', 0):,}", num(r.get("drain_s"), ".1f"),
+                      num(cpu.get("chain_per_hop_s"), ".1f"), num(cpu.get("chain_cores"), ".2f"),
                       "-" if "grew" not in r else "yes" if not_held(r) is None else "NO"))
     lines = columns(cells)
     lines += [f"{r['system']} at {r['rate']:,g}/s not held: {not_held(r)}"

@@ -24,8 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from bench.harness import BENCH, BenchError
+from bench.harness.cpu import CpuMeter, service_pids
 from bench.harness.processes import Background, SqeProcess, read_progress
 from bench.harness.services import flush
 from bench.harness.topics import PARTITIONS, create_topic
@@ -39,6 +41,7 @@ SETTLE_S = 2.0
 
 class Step(Protocol):
     name: str
+    process: Any  # its Popen while it runs
 
     def start(self, now: float) -> None: ...
     def end(self, graceful: bool = False) -> int | None: ...
@@ -94,6 +97,22 @@ def make_chain(system: str, source: str, enriched: str, tag: str, b: Bench) -> l
                 python, script, step, "--brokers", b.brokers, "--source", src, *where,
                 "--group", f"lat-{step}-{tag}", *extra], out / "logs"))
     return steps
+
+
+def service_ports(b: Bench) -> list[int]:
+    """The ports of the broker and Redis the chain runs against."""
+    return [int(b.brokers.rsplit(":", 1)[1]), urlsplit(b.redis_url).port or 6379]
+
+
+def cpu_per_million(row: dict[str, Any], events: int) -> dict[str, float] | None:
+    """CPU seconds per 1,000,000 events, per hop (the chain's processes) and of the shared
+    broker and Redis, over a run's ``cpu`` window; and the chain's mean cores in it."""
+    cpu = row.get("cpu")
+    if not cpu or not events:
+        return None
+    return {"chain_per_hop_s": round(cpu["chain_s"] / events * 1e6 / 2, 2),
+            "services_s": round(cpu["services_s"] / events * 1e6, 2),
+            "chain_cores": round(cpu["chain_s"] / cpu["window_s"], 2)}
 
 
 def wait_for(done: Callable[[], bool], steps: list[Step], timeout: float) -> bool:
@@ -153,9 +172,12 @@ def chain_run(system: str, what: str, row: dict[str, Any], make: Callable[[str],
     arrivals = Arrivals(b.redis_url, PARTITIONS)
     producer = make(source)
     began, sending_began = time.monotonic(), time.time()
+    meter: CpuMeter | None = None
     try:
         for s in steps:
             s.start(0.0)
+        meter = CpuMeter({"chain": [s.process.pid for s in steps if s.process is not None]},
+                         {"services": service_pids(*service_ports(b))})
         arrivals.start()
         producer.warm_up()
         warm = [f"e{i}" for i in range(producer.warm)]
@@ -168,16 +190,22 @@ def chain_run(system: str, what: str, row: dict[str, Any], make: Callable[[str],
               f"sending {producer.total:,} events")
         time.sleep(SETTLE_S)
         sending_began = time.time()
+        before = meter.mark()
         producer.start()
         if not wait_for(lambda: not producer.is_alive(), steps, send_s):
             row["problems"].append(f"the producer did not finish sending in {send_s:g} s")
         if not wait_for(lambda: arrived(arrivals) >= producer.sent, steps, drain_s):
             row["problems"].append(f"{producer.sent - len(arrivals.first):,} events not "
                                    f"delivered within {drain_s:g} s of the end")
+        spent = meter.mark().minus(before)  # the sending and the drain
+        row["cpu"] = {"window_s": round(time.time() - sending_began, 1), **{
+            f"{k}_s": v for k, v in spent.items()}}
         time.sleep(0.5)  # late duplicates, if any, reach the poller
     except BenchError as exc:
         row["problems"].append(str(exc))
     finally:
+        if meter is not None:
+            meter.stop()
         producer.halt.set()
         row["stop_codes"] = {s.name: s.end(graceful=True) for s in reversed(steps)}
         arrivals.stop()

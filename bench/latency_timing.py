@@ -259,6 +259,11 @@ def quantile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+#: Where a run's first minute ends: the events sent in it are the cold start's
+#: (``p99_first_minute_s``), the later ones the warm chain's (``p99_after_minute_s``).
+WARM_NS = 60 * 10**9
+
+
 def latencies(producer: Producer, arrivals: Arrivals) -> dict[str, Any]:
     """The latency figures of the timed events (the warm-up ones left out)."""
     first, sent = arrivals.first, producer.sent_ns
@@ -275,7 +280,12 @@ def latencies(producer: Producer, arrivals: Arrivals) -> dict[str, Any]:
         if t is not None:
             by_second.setdefault((sent[i] - producer.begin_ns) // 10**9, []).append(
                 (t - sent[i]) / 1e9)
+    minute = [(sent[i] - producer.begin_ns) < WARM_NS for i, t in timed if t is not None]
+    first_minute = [x for x, early_on in zip(lat, minute, strict=True) if early_on]
+    after_minute = [x for x, early_on in zip(lat, minute, strict=True) if not early_on]
     return {"delivered": len(lat), "p50_s": quantile(lat, 0.5), "p99_s": quantile(lat, 0.99),
+            "p99_first_minute_s": quantile(first_minute, 0.99) if first_minute else None,
+            "p99_after_minute_s": quantile(after_minute, 0.99) if after_minute else None,
             "max_s": max(lat), "mean_s": statistics.fmean(lat),
             "p50_first_third_s": early, "p50_last_third_s": late,
             "p99_after_first_third_s": quantile(warm, 0.99),

@@ -43,7 +43,7 @@ from typing import Any
 
 from bench.harness.report import columns, num, ratio
 from bench.harness.topics import PARTITIONS
-from bench.latency_chain import Bench, chain_run, sqe_batches
+from bench.latency_chain import Bench, chain_run, cpu_per_million, sqe_batches
 from bench.latency_timing import Producer, quantile
 
 OTHERS = ("quix", "quix-tuned", "plain")
@@ -112,15 +112,18 @@ def run_backlog(systems: list[str], events: int, b: Bench) -> dict[str, Any]:
 def report(backlog: dict[str, Any]) -> list[str]:
     """The backlog's lines of bench/latency.py's report."""
     cells = [("system", "backlog", "delivered", "sustained/s", "whole/s", "sent/s",
-              "first arrival s", "in flight at send end", "lost", "duplicated")]
+              "first arrival s", "in flight at send end", "lost", "duplicated", "CPU s/1M/hop",
+              "services CPU s/1M")]
     for r in backlog["rows"]:
         rate = num(r.get("sustained_rate"), ",.0f")
+        cpu = cpu_per_million(r, r.get("delivered", 0)) or {}
         cells.append((r["system"], f"{r['backlog']:,}", f"{r.get('delivered', 0):,}",
                       (">=" if r.get("kept_up") else "") + rate,
                       num(r.get("whole_rate"), ",.0f"), num(r.get("send_rate"), ",.0f"),
                       num(r.get("first_arrival_s"), ".2f"),
                       f"{r.get('in_flight_at_send_end', 0):,}", f"{r['lost']:,}",
-                      f"{r['duplicated']:,}"))
+                      f"{r['duplicated']:,}", num(cpu.get("chain_per_hop_s"), ".1f"),
+                      num(cpu.get("services_s"), ".1f")))
     lines = columns(cells)
     for r in backlog["rows"]:
         for step, s in r.get("sqe_batches", {}).items():

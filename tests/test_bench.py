@@ -232,6 +232,9 @@ def test_latency_bench_backlog_mode_measures_sustained_throughput_exactly_once(k
         # The backlog's batches only (the warm-up batch started before sending), capped.
         assert batches[step]["batches"] >= 7 and 0 < batches[step]["records_median"] <= 3000
         assert batches[step]["records_max"] <= 3000
+    for system, row in rows.items():  # CPU over the sending and the drain, the chain's own
+        assert row["cpu"]["chain_s"] > 0 and row["cpu"]["window_s"] > 0, system
+        assert row["cpu"]["services_s"] > 0, system  # the broker and Redis
     assert set(r["backlog"]["ratios"]) == {"plain"}
     ratio = r["backlog"]["ratios"]["plain"]
     assert ratio == pytest.approx(rows["sqe"]["sustained_rate"] / rows["plain"]["sustained_rate"])
@@ -303,6 +306,40 @@ def test_latency_figures_keep_the_warm_up_apart():
     assert row["p99_s"] == pytest.approx(3.0) and row["p50_first_third_s"] == pytest.approx(3.0)
     assert row["p99_after_first_third_s"] == pytest.approx(0.1)
     assert row["p50_last_third_s"] == pytest.approx(0.1) and not row["grew"]
+    assert row["p99_first_minute_s"] == pytest.approx(3.0) and row["p99_after_minute_s"] is None
+    minutes = [i * s // 2 for i in range(242)]  # 2 a second for two minutes, 2 warm-up events
+    producer = SimpleNamespace(warm=2, sent_ns=minutes, begin_ns=0, end_ns=minutes[-1])
+    cold = {f"e{i}": minutes[i] + (2 * s if minutes[i] < 60 * s else s // 5) for i in range(2, 242)}
+    row = latencies(producer, SimpleNamespace(first=cold))
+    assert row["p99_first_minute_s"] == pytest.approx(2.0)
+    assert row["p99_after_minute_s"] == pytest.approx(0.2)
+
+
+def test_the_cpu_meter_counts_a_tree_and_what_its_exited_children_spent():
+    """bench/harness/cpu.py: a process and the children it starts, one of them gone before
+    the mark, and a process counted alone."""
+    import time
+
+    from bench.harness.cpu import CpuMeter
+
+    burn = "import time; t = time.process_time() + {s}; x = 0\nwhile time.process_time() < t: x += 1"
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys; "
+        f"subprocess.run([sys.executable, '-c', {burn.format(s=0.6)!r}]); "
+        f"exec({burn.format(s=0.4)!r}); time.sleep(30)")])
+    alone = subprocess.Popen([sys.executable, "-c", burn.format(s=0.3) + "\ntime.sleep(30)"])
+    try:
+        meter = CpuMeter({"tree": [parent.pid]}, {"alone": [alone.pid]}, interval=0.05)
+        start = meter.mark()
+        time.sleep(3.0)
+        spent = meter.mark().minus(start)
+        meter.stop()
+    finally:
+        parent.kill(), alone.kill()
+    # started with the meter: nearly all of each burn falls in the window (a child that exits
+    # loses at most its last interval); the interpreters' own start-up adds a little
+    assert 0.9 <= spent["tree"] <= 1.6, spent
+    assert 0.25 <= spent["alone"] <= 0.6, spent
 
 
 @pytest.mark.redis

@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqe.engine.launcher import spark_conf_dir, spark_home
+
 __all__ = ["ARCHIVE_ENV", "archive_options", "archive_path", "finish_archive", "note_jvm"]
 
 log = logging.getLogger("sqe")
@@ -69,19 +71,12 @@ def _java() -> str:
     return str(Path(found).resolve()) if found else "java"
 
 
-def _spark_home() -> Path:
-    import pyspark
-
-    return Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent).resolve()
-
-
 def _full_directory(env: Mapping[str, str]) -> Path | None:
     """A directory with files in it that Spark's launcher puts on the driver's class path (its
     conf directory, Hadoop's and YARN's), or None.  Class-data sharing refuses such a class
     path: the JVM writes no archive (it says so on its standard output as it exits) and maps
     none."""
-    conf = env.get("SPARK_CONF_DIR") or str(_spark_home() / "conf")
-    for name in (conf, env.get("HADOOP_CONF_DIR"), env.get("YARN_CONF_DIR")):
+    for name in (str(spark_conf_dir(env)), env.get("HADOOP_CONF_DIR"), env.get("YARN_CONF_DIR")):
         if not name:
             continue
         try:
@@ -98,13 +93,13 @@ def archive_path() -> Path:
     exists)."""
     import pyspark
 
-    spark_home = _spark_home()
+    home = spark_home()
     java = _java()
     try:
         stamp = str(os.stat(java).st_mtime_ns)
     except OSError:
         stamp = ""
-    ident = "\0".join([java, stamp, str(spark_home), pyspark.__version__])
+    ident = "\0".join([java, stamp, str(home), pyspark.__version__])
     digest = hashlib.blake2b(ident.encode(), digest_size=6).hexdigest()
     return Path(tempfile.gettempdir()) / f"sqe-spark-classes-{digest}.jsa"
 
@@ -186,7 +181,7 @@ def finish_archive() -> None:
         if exited == 0 and class_path is not None and _usable(writing.partial, class_path):
             stat = writing.partial.stat()
             _seal(writing.archive).write_text(
-                f"{stat.st_size} {stat.st_mtime_ns} {_spark_home()}\n")
+                f"{stat.st_size} {stat.st_mtime_ns} {spark_home()}\n")
             writing.partial.replace(writing.archive)
     finally:
         writing.partial.unlink(missing_ok=True)

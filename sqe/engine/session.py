@@ -27,6 +27,7 @@ from pyspark.sql import SparkSession
 
 from sqe.engine.class_archive import archive_options, note_jvm
 from sqe.engine.connect_session import connect_session
+from sqe.engine.launcher import spark_default_set
 from sqe.engine.prereq import require_java
 from sqe.engine.spark_api import is_connect
 from sqe.engine.worker_python import local_worker_python
@@ -36,6 +37,7 @@ from sqe.secrets import SPARK_REDACTION_REGEX
 from sqe.source.deserializers import DUPLICATE_KEYS
 
 __all__ = ["build_session", "python_env", "quiet_failure_traces", "remote_of", "LOCAL_DEFAULTS",
+           "LOCAL_JIT",
            "PLANNING_DEFAULTS", "READING_DEFAULTS", "REDACTION_DEFAULTS",
            "FAILURE_LOGGERS", "PYTHON_FAILURE_LOGGERS"]
 
@@ -50,6 +52,17 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
 }
+
+#: The JIT option of a local run's JVM (its driver, which is its executor too) unless
+#: ``spark.driver.defaultJavaOptions`` is set (a config's ``Spark:`` map, ``--conf``,
+#: ``PYSPARK_SUBMIT_ARGS`` or ``spark-defaults.conf``): Java's client compiler only.  The
+#: server compiler spends about half a core per JVM for minutes on Spark's per-batch code
+#: (planning, scheduling: a little of each of thousands of methods), which runs meanwhile in a
+#: slower, profiling tier; on 2 cores that doubled the chain's p99 over its first minute.
+#: SQE's data path runs its records in Python and Arrow, so the server compiler's faster code
+#: gains little there (bench/results/latency.md, "The client compiler by default").
+LOCAL_JIT = "-XX:TieredStopAtLevel=1"
+_DRIVER_DEFAULT_JAVA = "spark.driver.defaultJavaOptions"
 
 #: Spark conf set on every session unless given: the keys whose values Spark masks in plans,
 #: the UI and event logs include SQE's secrets (reader options such as hwm.password and
@@ -170,6 +183,8 @@ def build_session(
         archive = archive_options() if local and _jvm_not_started() else ""
         given["spark.driver.extraJavaOptions"] = " ".join(
             o for o in (_log4j_options(spark_log_level()), archive, java) if o)
+        if local and not _set_elsewhere(_DRIVER_DEFAULT_JAVA, given, os.environ):
+            given[_DRIVER_DEFAULT_JAVA] = LOCAL_JIT
     for key, value in given.items():
         builder = builder.config(key, value)
     try:
@@ -191,6 +206,13 @@ def build_session(
     session.sparkContext.setLogLevel(spark_log_level())
     note_jvm(session)
     return session
+
+
+def _set_elsewhere(key: str, given: Mapping[str, str], env: Mapping[str, str]) -> bool:
+    """Whether Spark setting ``key`` is in ``given``, in ``PYSPARK_SUBMIT_ARGS`` or in the
+    ``spark-defaults.conf`` Spark's launcher reads."""
+    return key in given or key in env.get("PYSPARK_SUBMIT_ARGS", "") \
+        or spark_default_set(key, env)
 
 
 def _jvm_not_started() -> bool:
