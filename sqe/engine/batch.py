@@ -27,7 +27,7 @@ from functools import partial
 
 from pyspark.sql import DataFrame
 
-from sqe.engine.batch_commit import dropped
+from sqe.engine.batch_commit import Applier, dropped
 from sqe.engine.checkpoint import StreamCheckpoint
 from sqe.engine.one_pass import OnePassPlan
 from sqe.engine.one_pass_batch import write_one_pass
@@ -64,6 +64,7 @@ class BatchProcessor:
         self.busy = False  # a batch is being processed
         self._batch_id = 0  # the batch being processed, as the stores count it
         self._kept: HwmStore | None = None  # the HWM store, kept between batches (_store)
+        self._applier = Applier()  # applies a one-pass batch's committed rows meanwhile
         self._per_batch = PerBatchWay(pipeline, self._name_jobs)
 
     def __call__(self, rows: DataFrame, batch_id: int) -> None:
@@ -89,7 +90,14 @@ class BatchProcessor:
         return self._kept
 
     def close(self) -> None:
-        """Close the HWM store's client this processor keeps between batches."""
+        """Wait for the last batch's rows to be applied, and close the HWM store's client this
+        processor keeps between batches."""
+        try:
+            self._applier.wait()
+        finally:
+            self._close_store()
+
+    def _close_store(self) -> None:
         if self._kept is not None:
             self._kept.client.close()
             self._kept = None
@@ -100,6 +108,7 @@ class BatchProcessor:
         offsets = ck.end_offsets(spark_batch) if ck is not None else None
         report = BatchReport(self.p.stream.streamName, batch_id, filtering=self.p.filtering,
                              offsets=partition_offsets(offsets))
+        self._applier.wait()  # the last batch's rows, before this one reads the store
         store = self._store()
         failed = True
         try:
@@ -121,7 +130,8 @@ class BatchProcessor:
                 self.way(rows, batch, report)
             elif self.plan is None:
                 self._per_batch.run(rows, batch, report)
-            elif not write_one_pass(self.plan, rows, batch, report, self._name_jobs):
+            elif not write_one_pass(self.plan, rows, batch, report, self._name_jobs,
+                                    self._applier):
                 # the per-batch way finds the record behind it, in the batch read again
                 self._per_batch.run(self._read_again(rows, spark_batch), batch, report)
             failed = False
@@ -133,7 +143,7 @@ class BatchProcessor:
             raise
         finally:
             if failed:  # the next batch starts on a new connection
-                self.close()
+                self._close_store()
         self._done(report)
 
     def _read_again(self, rows: DataFrame, spark_batch: int) -> DataFrame:

@@ -24,7 +24,7 @@ from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import DataFrame
 
 from sqe.engine.bad_records import row_level, spark_reason
-from sqe.engine.batch_commit import commit_hwm
+from sqe.engine.batch_commit import Applier, commit_hwm
 from sqe.engine.one_pass import OnePassPlan
 from sqe.engine.one_pass_task import RESULT_SCHEMA, PassResult, merge_results, pass_task
 from sqe.engine.spark_api import give_tasks
@@ -38,10 +38,12 @@ log = logging.getLogger("sqe")
 
 
 def write_one_pass(plan: OnePassPlan, frame: DataFrame, batch: Batch, report: BatchReport,
-                   name_jobs: Callable[[DataFrame, str], None]) -> bool:
+                   name_jobs: Callable[[DataFrame, str], None],
+                   applier: Applier | None = None) -> bool:
     """Write and commit batch ``frame`` of ``plan`` (of its :attr:`~OnePassPlan.stream`) in
     one Spark job, counting into ``report``; False: it needs the ``foreachBatch`` way, and
-    nothing of it is committed."""
+    nothing of it is committed.  ``applier``: applies the committed rows in the background
+    (:func:`~sqe.engine.batch_commit.commit_hwm`)."""
     attempt = replace(batch, stages=[])
     opened: list[Sink] = []
     try:
@@ -86,7 +88,7 @@ def write_one_pass(plan: OnePassPlan, frame: DataFrame, batch: Batch, report: Ba
         for sink in opened:
             sink.close()
     fault_point("before-commit", attempt.batch_id)
-    commit_hwm(attempt, result.marks)
+    commit_hwm(attempt, result.marks, applier)
     return True
 
 

@@ -234,12 +234,14 @@ class HwmStore:
 
     def commit(self, batch_id: int, updates: Mapping[tuple[int, int], int],
                stages: Sequence[Stage] = (), offsets: str | None = None,
-               checkpoint: str | None = None) -> bool:
+               checkpoint: str | None = None, apply: bool = True) -> bool:
         """Commit batch ``batch_id`` with new marks; ``False`` if it was already committed.
 
-        The rows of ``stages`` are applied in the same atomic step (and the
+        The rows of ``stages`` are committed in the same atomic step (and the
         stages deleted either way), and the batch's end ``offsets`` and
-        ``checkpoint`` are recorded with it.  Raises :class:`StaleBatchError` when a
+        ``checkpoint`` are recorded with it; they are applied before this returns, or, with
+        ``apply`` False, by the caller's :meth:`finish_applying` (a later commit and the next
+        admission apply them first, should it not).  Raises :class:`StaleBatchError` when a
         higher batch id is committed, or this one ending at other ``offsets``; nothing is
         applied then, and the stages are gone.
         """
@@ -269,7 +271,7 @@ class HwmStore:
                 raise self._stale(batch_id, committed, offsets) from None
             done = False  # the same offsets, spaced otherwise: Spark re-ran the batch
         self.replicated(batch_id)
-        if done and stages:
+        if done and stages and apply:
             self.finish_applying([stage.key for stage in stages])
         return done
 

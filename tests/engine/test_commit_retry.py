@@ -54,14 +54,17 @@ def _batch(url: str, retry_s: float, staged: dict[bytes, bytes] | None = None) -
     return batch
 
 
-def _sha() -> bytes:
-    return redis.Redis().register_script(COMMIT).sha.encode()  # no connection: only the sha
+def _sha(direct: redis.Redis) -> bytes:
+    """The commit script's sha, the script loaded in the server: its EVALSHA then runs it
+    (in a server that never ran it, the first EVALSHA fails with NOSCRIPT, and the reply the
+    proxy would lose is that one's)."""
+    return direct.script_load(COMMIT).encode()
 
 
 def test_a_commit_whose_reply_is_lost_is_sent_again_and_counts_once(proxied, caplog):
     proxy, url, direct = proxied
     batch = _batch(url, retry_s=10, staged={b"6:eventsa": b"1", b"6:eventsb": b"2"})
-    proxy.lose_reply_to(_sha())  # Redis runs the commit; its answer never arrives
+    proxy.lose_reply_to(_sha(direct))  # Redis runs the commit; its answer never arrives
     with caplog.at_level(logging.WARNING, logger="sqe"):
         commit_hwm(batch, {(7, 0): 10})
     assert proxy.replies_lost == 1
@@ -91,7 +94,7 @@ def test_every_connection_cut_and_a_short_blackhole_heal_inside_the_retry_time(p
 def test_a_store_away_longer_than_the_retry_time_fails_the_batch_in_one_sentence(proxied):
     proxy, url, direct = proxied
     batch = _batch(url, retry_s=0)  # 0: no second attempt
-    proxy.lose_reply_to(_sha())
+    proxy.lose_reply_to(_sha(direct))
     with pytest.raises(StateError) as failed:
         commit_hwm(batch, {(7, 0): 10})
     text = str(failed.value)
