@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 
 from sqe.engine.one_pass_task import RESULT_SCHEMA, planned_task
 from sqe.engine.pipeline import QueryStep, StreamPipeline
-from sqe.engine.spark_api import is_connect
+from sqe.engine.spark_api import is_connect, optimized_once
 from sqe.errors import TopologyError
 from sqe.lang.compiler import aggregates_of, compile_projection
 from sqe.ledger.hwm import HwmStore
@@ -197,9 +197,9 @@ def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
             made += rows.columns[-len(new):]
         # One struct column: the batch's mapInArrow then takes one column, where PySpark asks
         # the JVM for a column object per column of the frame at every batch.
-        frame = rows.select(F.struct(BAD, *[_raw(n) for n in MARKED],
-                                     *[f"{_WARN}{k}" for k in range(len(warnings))],
-                                     *made).alias(ROW))
+        frame = optimized_once(rows.select(F.struct(
+            BAD, *[_raw(n) for n in MARKED], *[f"{_WARN}{k}" for k in range(len(warnings))],
+            *made).alias(ROW)))
     except AnalysisException as exc:
         raise TopologyError(f"stream {p.stream.streamName}: Spark cannot plan its queries as "
                             f"one pass: {exc.getMessage()}") from None

@@ -224,6 +224,11 @@ def test_a_record_is_one_row_however_many_queries_read_it(spark, kafka_bootstrap
     plan = plan_one_pass(p, frame, None)
     assert not isinstance(plan, str), plan
     assert plan.frame.columns == [ROW]
+    # planned over its own optimized plan: the optimizer that runs at every batch finds
+    # nothing to change in it (sqe.engine.spark_api.optimized_once)
+    analyzed = plan.frame._jdf.queryExecution().analyzed()
+    again = spark._jsparkSession.sessionState().optimizer().execute(analyzed)
+    assert again.toString() == analyzed.toString()
     every = plan.frame.select(f"{ROW}.*").collect()
     rows = [r for r in every if r["_sqe_raw_offset"] is not None]
     assert len(rows) == 9 and len(every) - len(rows) <= 3  # at most a tally row a partition
