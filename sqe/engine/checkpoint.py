@@ -47,7 +47,12 @@ def local_checkpoint(spark: SparkSession, location: str) -> str:
 
 #: The Spark setting that names the class writing a streaming query's offsets and commits.
 FILE_MANAGER_SETTING = "spark.sql.streaming.checkpointFileManagerClass"
-_FILE_SYSTEM_MANAGERS = (  # Spark 4.1 and later, Spark 4.0
+#: SQE's JVM classes (sources and build: ``sqe/engine/java``, ``tools/build_jar.py``), on the
+#: class path of a local run's driver (:func:`sqe.engine.session.build_session`).
+SQE_JAR = Path(__file__).resolve().with_name("java") / "sqe-spark.jar"
+_FILE_SYSTEM_MANAGERS = (
+    "sqe.spark.LocalCheckpointFileManager",  # in SQE_JAR: the temporary files without chmod
+    # Spark's own: 4.1 and later, 4.0
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
     "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager")
 
@@ -60,7 +65,10 @@ def use_file_system_manager(spark: SparkSession, location: str) -> str | None:
     Without Hadoop's native library, a FileContext rename asks each file's link status by
     running a program in a child process; the FileSystem's is a plain rename, as atomic on a
     local disk.  Measured on 2 cores: a micro-batch's cycle 0.29 s instead of 0.37 s
-    (``bench/batch_cost.py``).  Classic sessions only: over Spark Connect the server decides.
+    (``bench/batch_cost.py``).  The FileSystem's new file still runs ``chmod`` in a child
+    process, twice a micro-batch: a local run's driver has :data:`SQE_JAR` on its class path,
+    whose manager creates it without (``LocalCheckpointFileManager.java``); elsewhere Spark's
+    FileSystem manager does.  Classic sessions only: over Spark Connect the server decides.
     """
     if is_connect(spark) or _local_path(spark, location) is None \
             or spark.conf.get(FILE_MANAGER_SETTING, None):

@@ -88,9 +88,9 @@ def _full_directory(env: Mapping[str, str]) -> Path | None:
     return None
 
 
-def archive_path() -> Path:
-    """Where this ``java`` and this pyspark installation's archive is (whether or not it
-    exists)."""
+def archive_path(class_path: str = "") -> Path:
+    """Where the archive of this ``java``, this pyspark installation and the driver's extra
+    ``class_path`` is (whether or not it exists)."""
     import pyspark
 
     home = spark_home()
@@ -99,7 +99,7 @@ def archive_path() -> Path:
         stamp = str(os.stat(java).st_mtime_ns)
     except OSError:
         stamp = ""
-    ident = "\0".join([java, stamp, str(home), pyspark.__version__])
+    ident = "\0".join([java, stamp, str(home), pyspark.__version__, *_stamped(class_path)])
     digest = hashlib.blake2b(ident.encode(), digest_size=6).hexdigest()
     return Path(tempfile.gettempdir()) / f"sqe-spark-classes-{digest}.jsa"
 
@@ -117,9 +117,23 @@ class _Writing:
 _writing: _Writing | None = None
 
 
-def archive_options(environ: dict[str, str] | os._Environ[str] | None = None) -> str:
-    """The JVM options for the driver of a local session: map the archive, or write it at exit
-    (see the module docstring); empty when ``SQE_CLASS_ARCHIVE=off``."""
+def _stamped(class_path: str) -> list[str]:
+    """Each entry of ``class_path`` with its size and time: a jar replaced is another path."""
+    out = []
+    for entry in filter(None, class_path.split(os.pathsep)):
+        try:
+            stat = os.stat(entry)
+            out.append(f"{entry} {stat.st_size} {stat.st_mtime_ns}")
+        except OSError:
+            out.append(entry)
+    return out
+
+
+def archive_options(environ: dict[str, str] | os._Environ[str] | None = None,
+                    class_path: str = "") -> str:
+    """The JVM options for the driver of a local session whose extra class path is
+    ``class_path``: map the archive, or write it at exit (see the module docstring); empty
+    when ``SQE_CLASS_ARCHIVE=off``."""
     global _writing
     env = os.environ if environ is None else environ
     if env.get(ARCHIVE_ENV, "").strip().lower() in ("off", "0", "false", "no"):
@@ -129,7 +143,7 @@ def archive_options(environ: dict[str, str] | os._Environ[str] | None = None) ->
         log.debug("no class archive: %s, on the driver's class path, is a directory with "
                   "files in it", full)
         return _QUIET
-    archive = archive_path()
+    archive = archive_path(class_path)
     if _intact(archive):
         return f"-XX:SharedArchiveFile={archive} {_QUIET}"
     if _writing is not None:  # this process writes it with an earlier session's JVM

@@ -25,6 +25,7 @@ from pyspark.errors import PySparkRuntimeError
 from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import SparkSession
 
+from sqe.engine.checkpoint import SQE_JAR
 from sqe.engine.class_archive import archive_options, note_jvm
 from sqe.engine.connect_session import connect_session
 from sqe.engine.launcher import spark_default_set
@@ -63,6 +64,7 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
 #: gains little there (bench/results/latency.md, "The client compiler by default").
 LOCAL_JIT = "-XX:TieredStopAtLevel=1"
 _DRIVER_DEFAULT_JAVA = "spark.driver.defaultJavaOptions"
+_DRIVER_CLASS_PATH = "spark.driver.extraClassPath"
 
 #: Spark conf set on every session unless given: the keys whose values Spark masks in plans,
 #: the UI and event logs include SQE's secrets (reader options such as hwm.password and
@@ -179,8 +181,12 @@ def build_session(
              f"spark.executorEnv.{LOG_LEVEL_ENV}": log_level(),
              **(conf or {})}
     if not submitted:  # the JVM starts here: it can start quiet, and from the class archive
+        if local:  # SQE's JVM classes (sqe.engine.checkpoint's file manager)
+            given[_DRIVER_CLASS_PATH] = os.pathsep.join(
+                p for p in (given.get(_DRIVER_CLASS_PATH, ""), str(SQE_JAR)) if p)
         java = given.get("spark.driver.extraJavaOptions", "")
-        archive = archive_options() if local and _jvm_not_started() else ""
+        archive = (archive_options(class_path=given[_DRIVER_CLASS_PATH])
+                   if local and _jvm_not_started() else "")
         given["spark.driver.extraJavaOptions"] = " ".join(
             o for o in (_log4j_options(spark_log_level()), archive, java) if o)
         if local and not _set_elsewhere(_DRIVER_DEFAULT_JAVA, given, os.environ):

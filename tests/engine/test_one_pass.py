@@ -274,7 +274,9 @@ def test_a_local_checkpoint_is_written_through_hadoops_file_system(spark, tmp_pa
         assert use_file_system_manager(spark, "hdfs://nn/ck") is None
         assert spark.conf.get(FILE_MANAGER_SETTING, None) is None
         name = use_file_system_manager(spark, str(tmp_path / "ck"))
-        assert name is not None and name.endswith(".FileSystemBasedCheckpointFileManager")
+        # SQE's own (a FileSystem manager without chmod: test_checkpoint_manager.py), on a
+        # local session's class path
+        assert name == "sqe.spark.LocalCheckpointFileManager"
         assert spark.conf.get(FILE_MANAGER_SETTING) == name
         spark.conf.set(FILE_MANAGER_SETTING, "my.Manager")  # the user's choice stays
         assert use_file_system_manager(spark, str(tmp_path / "ck")) is None
