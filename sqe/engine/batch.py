@@ -20,6 +20,7 @@ given to the runner (which appends it to the progress file and tells the run's w
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -29,6 +30,7 @@ from pyspark.sql import DataFrame
 
 from sqe.engine.batch_commit import Applier, dropped
 from sqe.engine.checkpoint import StreamCheckpoint
+from sqe.engine.learned_types import learn, save_learned
 from sqe.engine.one_pass import OnePassPlan
 from sqe.engine.one_pass_batch import write_one_pass
 from sqe.engine.per_batch import PerBatchWay
@@ -39,6 +41,7 @@ from sqe.errors import SourceError, StaleBatchError, StateError
 from sqe.ledger.hwm import HwmStore
 from sqe.ledger.retry import Failed, asked
 from sqe.observe.batch_report import BatchReport, partition_offsets
+from sqe.source.json_fields import arrow_fields
 from sqe.source.kafka import KafkaSource
 from sqe.state.sink import Batch
 
@@ -53,7 +56,8 @@ class BatchProcessor:
     def __init__(self, pipeline: StreamPipeline, on_done: Callable[[BatchReport], None],
                  checkpoint: StreamCheckpoint | None = None, base: int = 0,
                  plan: OnePassPlan | None = None,
-                 way: Callable[[DataFrame, Batch, BatchReport], None] | None = None) -> None:
+                 way: Callable[[DataFrame, Batch, BatchReport], None] | None = None,
+                 learning: bool = False, on_learned: Callable[[], None] | None = None) -> None:
         self.p = pipeline
         self.plan = plan  # the stream planned once: its batches are written in one pass
         self.way = way  # writes each batch instead (a hop's: the user's function)
@@ -66,9 +70,18 @@ class BatchProcessor:
         self._kept: HwmStore | None = None  # the HWM store, kept between batches (_store)
         self._applier = Applier()  # applies a one-pass batch's committed rows meanwhile
         self._per_batch = PerBatchWay(pipeline, self._name_jobs)
+        #: the JSON field types a batch learned that the stream's plan does not read yet
+        #: (:mod:`sqe.engine.learned_types`): the runner plans the stream again with them
+        self.replan: dict[str, str] | None = None
+        #: its batches' JSON field types are learned (saved in ``checkpoint``)
+        self.learning = learning and checkpoint is not None
+        self._on_learned = on_learned  # told when :attr:`replan` is set
+        self._idle = threading.Event()  # set while no batch is being processed
+        self._idle.set()
 
     def __call__(self, rows: DataFrame, batch_id: int) -> None:
         self.busy = True
+        self._idle.clear()
         try:
             self._process(rows, batch_id)
         except BaseException as exc:
@@ -76,6 +89,13 @@ class BatchProcessor:
             raise
         finally:
             self.busy = False
+            self._idle.set()
+            if self.replan is not None and self._on_learned is not None:
+                self._on_learned()
+
+    def wait_idle(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for no batch to be processed; whether none is."""
+        return self._idle.wait(seconds)
 
     def _store(self) -> HwmStore | None:
         """The consumer's HWM store: the one the last batch used, whose client reconnects as
@@ -130,10 +150,12 @@ class BatchProcessor:
                 self.way(rows, batch, report)
             elif self.plan is None:
                 self._per_batch.run(rows, batch, report)
+                self._learn()
             elif not write_one_pass(self.plan, rows, batch, report, self._name_jobs,
                                     self._applier):
                 # the per-batch way finds the record behind it, in the batch read again
                 self._per_batch.run(self._read_again(rows, spark_batch), batch, report)
+                self._learn()
             failed = False
         except StaleBatchError as exc:
             if store is not None:  # refused: what this run staged for the batch goes too
@@ -145,6 +167,21 @@ class BatchProcessor:
             if failed:  # the next batch starts on a new connection
                 self._close_store()
         self._done(report)
+
+    def _learn(self) -> None:
+        """Keep the JSON field types the batch just written inferred, when they are new."""
+        inferred = self._per_batch.inferred
+        if not self.learning or inferred is None or self.checkpoint is None:
+            return
+        known = self.replan or self.p.learned
+        types = learn(inferred, self.p.wanted_fields, known)
+        if types is None or types == known or arrow_fields(types) is None:
+            return
+        save_learned(self.checkpoint, types)
+        log.info(f"{self.p.consumer}: its batches learned the types of its JSON fields "
+                 f"({', '.join(f'{k} {v}' for k, v in types.items())}); the stream is planned "
+                 "again with them")
+        self.replan = types
 
     def _read_again(self, rows: DataFrame, spark_batch: int) -> DataFrame:
         """The source's rows of a one-pass batch, read again from its offsets (a batch read:

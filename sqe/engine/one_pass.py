@@ -46,7 +46,8 @@ from sqe.engine.spark_api import is_connect, optimized_once
 from sqe.errors import TopologyError
 from sqe.lang.compiler import aggregates_of, compile_projection
 from sqe.ledger.hwm import HwmStore
-from sqe.source.deserializers import Deserialized, Summary, deserialize
+from sqe.source.deserializers import Deserialized, Summary, deserialize, read_in_source
+from sqe.source.json_fields import OK, arrow_fields
 from sqe.wire.columns import CARRIED, TALLY, carried_offset
 
 __all__ = ["BAD", "MARKED", "OnePassPlan", "RAW", "ROW", "plan_one_pass", "state_column",
@@ -106,7 +107,7 @@ def why_not_one_pass(p: StreamPipeline) -> str | None:
     if p.source is None:
         return (f"stream {name} is read by Spark's own Kafka connector" if p.native
                 else f"stream {name} is FIXED")
-    kind, declared = p.stream.deserializer, p.settings.declared_fields
+    kind, declared = p.stream.deserializer, p.json_types
     if kind == "json" and (declared is None or None in declared.values()):
         return (f"stream {name} infers its JSON fields' types in every batch; declare them "
                 "with types in jw.sqe.spout.fields to plan it once")
@@ -127,8 +128,13 @@ def stream_records(p: StreamPipeline, source: DataFrame) -> Deserialized:
     stamped = source.select(
         "*", F.lit(p.pid).cast("long").alias(CARRIED[0]),
         F.col("_partition").alias(CARRIED[1]), carried_offset().alias(CARRIED[2]))
-    return deserialize(stamped, p.stream.deserializer, p.wanted_fields,
-                       p.settings.declared_fields, summary=Summary(None, 0))
+    des = deserialize(stamped, p.stream.deserializer, p.wanted_fields, p.json_types,
+                      summary=Summary(None, 0))
+    if p.learned and des.undecodable is not None:  # a record the source did not read as the
+        #                     learned types is the per-batch way's, which infers them again
+        return replace(des, undecodable=des.undecodable | (
+            F.col("_value").isNotNull() & ~F.coalesce(F.col(OK), F.lit(False))))
+    return des
 
 
 def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
@@ -138,6 +144,9 @@ def plan_one_pass(p: StreamPipeline, source: DataFrame, hwm: HwmStore | None
     why = why_not_one_pass(p)
     if why is not None:
         return why
+    if p.learned and not read_in_source(source, arrow_fields(p.learned) or ()):
+        return (f"stream {p.stream.streamName}: its source does not read the JSON fields its "
+                "batches learned")
     des = stream_records(p, source)
     base = des.frame
     data = F.col("_offset").isNotNull()

@@ -145,6 +145,8 @@ class PerBatchWay:
         self.name_jobs = name_jobs  # names the Spark jobs started next
         self._fields_checked = False  # the JSON fields the queries read were looked for
         self._types: dict[str, str] | None = None  # the JSON fields of the batch being written
+        #: the JSON keys the last batch written held, with their inferred types
+        self.inferred: tuple[tuple[str, str], ...] | None = None
 
     def _deserializer(self) -> tuple[str | None, dict[str, str | None] | None]:
         """The stream's deserializer and its declared fields."""
@@ -178,6 +180,7 @@ class PerBatchWay:
 
     def run(self, rows: DataFrame, batch: Batch, report: BatchReport) -> None:
         """Write and commit batch ``rows`` (the source's rows), counting into ``report``."""
+        self.inferred = None
         frame = rows.persist()
         try:
             frame, updates, kept, summary = self._read(frame, batch.store, report)
@@ -251,6 +254,7 @@ class PerBatchWay:
                 f"the value is not a JSON object (stream {self.p.stream.streamName}, "
                 "deserializer json)"), MAX_BAD_RECORDS + 1))
         self._types = dict(des.types)
+        self.inferred = des.inferred if self.p.learns and not empty else None
         if self.p.settings.bad_record_policy == "deadletter":
             self._evaluate(rows)  # every query computes and every state can hold it: no record
             #                       is written by one query and dead-lettered by a later one

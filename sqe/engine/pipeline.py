@@ -90,11 +90,35 @@ class StreamPipeline:
     consumer: str
     source: SourceConfig | None = None  # the sqe-kafka source; None for FIXED and native
     fixed: dict[str, str] | None = None  # the sqe-fixed reader options of a FIXED stream
+    #: the JSON field types its batches learned (:mod:`sqe.engine.learned_types`), when its
+    #: file declares none: its one pass reads them so, and takes no record of other types
+    learned: dict[str, str] | None = None
 
     @property
     def native(self) -> bool:
         """Whether Spark's own Kafka connector reads this stream."""
         return self.stream.spoutName == "KAFKA" and self.settings.format == "native"
+
+    @property
+    def learns(self) -> bool:
+        """Whether this stream's JSON field types are learned from its batches (a JSON stream
+        read by the ``sqe-kafka`` source whose file declares no fields)."""
+        return (self.source is not None and self.stream.deserializer == "json"
+                and self.settings.declared_fields is None)
+
+    @property
+    def json_types(self) -> dict[str, str | None] | None:
+        """The JSON fields extracted and their types: the declared ones, else the learned."""
+        declared = self.settings.declared_fields
+        return dict(self.learned) if declared is None and self.learned is not None else declared
+
+    def with_learned(self, types: dict[str, str] | None) -> StreamPipeline:
+        """This pipeline with the JSON field types ``types`` learned (None: none), its source
+        reading them."""
+        source = self.source
+        if source is not None:
+            source = replace(source, json_fields=tuple(arrow_fields(types) or ()))
+        return replace(self, learned=types, source=source)
 
     @property
     def filtering(self) -> bool:

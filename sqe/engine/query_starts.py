@@ -73,6 +73,12 @@ class QueryStarts:
         self._names.append(name)
         self._in_a_row.append(1)
 
+    def restart(self, index: int, starter: Callable[[], Any]) -> None:
+        """Start query ``index`` (stopped by the caller) anew with ``starter``."""
+        self.queries[index] = starter()
+        self._starters[index] = starter
+        self._in_a_row[index] = 1
+
     def check(self, ending: bool = False) -> bool:
         """Raise the failure of a query that cannot be started again; start again those that
         can (True when one was).  ``ending``: the run ends now (its time is over), so such a

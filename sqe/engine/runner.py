@@ -49,7 +49,7 @@ from sqe.engine.query_starts import QueryStarts, start_query
 from sqe.engine.recovery import Rerun
 from sqe.engine.spark_api import driver_directory, is_connect, python_exec
 from sqe.engine.start import PreparedStream, default_rerun, prepare_stream
-from sqe.engine.stream_frame import planned_once, source_frame
+from sqe.engine.stream_frame import learns_types, planned_once, source_frame, with_learned_types
 from sqe.engine.triggers import TriggerTimes, trigger_kwargs
 from sqe.errors import RunError, RunStopped, SqeError
 from sqe.observe.batch_report import BatchReport, partition_offsets
@@ -66,6 +66,9 @@ Mode = Literal["once", "runtime", "forever"]
 
 #: How many batch reports a run in ``forever`` mode keeps (the last ones).
 KEPT_REPORTS = 1000
+#: How often a stream is planned again in a run for the JSON field types its batches learned
+#: (:mod:`sqe.engine.learned_types`) before its batches infer them each on its own.
+REPLANS = 4
 
 
 _PY_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.M)
@@ -279,23 +282,32 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
         follower = ProgressFollower(where, progress.run, reported)
         follower.start()
     starts = QueryStarts(queries)
+    replans = [0] * len(streams)  # how often each stream was planned again in this run
+    learned = threading.Event()  # a stream's batch learned types its plan does not read
+
+    def launch(s: PreparedStream, p: StreamPipeline, learning: bool
+               ) -> tuple[BatchProcessor, str, Callable[[], StreamingQuery]]:
+        frame = source_frame(spark, p)
+        one = planned_once(p, frame)
+        proc = BatchProcessor(p, progress.append if follower and progress else done,
+                              s.checkpoint, s.base, one, learning=learning,
+                              on_learned=learned.set)
+        query_name = f"{name}.{p.stream.streamName}"
+        writer = ((one.stream if one is not None else frame).writeStream
+                  .queryName(query_name)
+                  .option("checkpointLocation", s.checkpoint.location)
+                  .foreachBatch(proc))
+        trigger = trigger_kwargs(mode, p.settings.trigger_interval)
+        writer = writer.trigger(**trigger) if trigger else writer
+        return proc, query_name, _starter(writer, query_name, is_connect(spark))
+
     try:
         hub.started([_view(name, s) for s in streams])
         for s in streams:
-            p = s.pipeline
-            frame = source_frame(spark, p)
-            one = planned_once(p, frame)
-            proc = BatchProcessor(p, progress.append if follower and progress else done,
-                                  s.checkpoint, s.base, one)
+            proc, query_name, starter = launch(s, with_learned_types(s.pipeline, s.checkpoint),
+                                               learns_types(s.pipeline))
             processors.append(proc)
-            query_name = f"{name}.{p.stream.streamName}"
-            writer = ((one.stream if one is not None else frame).writeStream
-                      .queryName(query_name)
-                      .option("checkpointLocation", s.checkpoint.location)
-                      .foreachBatch(proc))
-            trigger = trigger_kwargs(mode, p.settings.trigger_interval)
-            writer = writer.trigger(**trigger) if trigger else writer
-            starts.start(query_name, _starter(writer, query_name, is_connect(spark)))
+            starts.start(query_name, starter)
         if on_start is not None:
             on_start(queries)
         deadline = time.monotonic() + runtime if (mode == "runtime" and runtime) else None
@@ -303,6 +315,25 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
         while True:
             starts.check()
             timing.log_new(queries)
+            for i, proc in enumerate(processors):  # a stream whose batches learned new types
+                if proc.replan is None or not proc.wait_idle(5.0):
+                    continue
+                if not queries[i].isActive:  # done (``once``): the next run starts with them
+                    proc.replan = None
+                    continue
+                replans[i] += 1
+                again = replans[i] < REPLANS
+                if not again:
+                    log.warning(f"warning: {proc.p.consumer}: the types of its JSON fields "
+                                f"changed {REPLANS} times in this run; its batches infer them "
+                                "each on its own for the rest of the run (declare them in "
+                                "jw.sqe.spout.fields to plan it once)")
+                queries[i].stop()
+                proc.close()
+                base = streams[i].pipeline
+                processors[i], _, starter = launch(
+                    streams[i], base.with_learned(proc.replan) if again else base, again)
+                starts.restart(i, starter)
             if lock.taken_over is not None:  # another run writes the checkpoint now
                 raise RunError(lock.taken_over)
             if stop is not None and stop.is_set():
@@ -320,7 +351,11 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
                 # (stopping a query inside a batch kills Spark's stream thread)
                 _wait_idle(processors, queries, 60.0)
                 break
-            _await(active[0], 1)
+            if any(p.learning for p in processors):  # replanned between two batches
+                learned.wait(0.5)
+                learned.clear()
+            else:
+                _await(active[0], 1)
         starts.check(ending=True)
     except SqeError:
         raise

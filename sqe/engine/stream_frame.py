@@ -1,6 +1,7 @@
 """The streaming DataFrame of a stream: its source (with the counters Spark observes, when
 asked), and, when the stream can be (:mod:`sqe.engine.one_pass`), all of its batch planned
-once over it."""
+once over it; for a stream that learns its JSON field types, with the types its checkpoint
+learned (:func:`with_learned_types`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource
 
+from sqe.engine.checkpoint import StreamCheckpoint
+from sqe.engine.learned_types import load_learned
 from sqe.engine.one_pass import OnePassPlan, plan_one_pass, why_not_one_pass
 from sqe.engine.pipeline import StreamPipeline
 from sqe.source.fixed import FixedSource
@@ -20,7 +23,7 @@ from sqe.source.kafka import KafkaSource
 from sqe.source.kafka.native import native_stream
 from sqe.wire.columns import TALLY
 
-__all__ = ["own_source", "planned_once", "source_frame"]
+__all__ = ["learns_types", "own_source", "planned_once", "source_frame", "with_learned_types"]
 
 log = logging.getLogger("sqe")
 
@@ -81,3 +84,19 @@ def planned_once(p: StreamPipeline, frame: DataFrame) -> OnePassPlan | None:
         return None
     log.debug(f"{p.consumer}: planned once; each batch is one Spark job")
     return plan
+
+
+def learns_types(p: StreamPipeline) -> bool:
+    """Whether stream ``p`` learns its JSON field types: it declares none, and with them it
+    could be planned once (:func:`~sqe.engine.one_pass.why_not_one_pass`)."""
+    if not p.learns or not p.wanted_fields:
+        return False
+    return why_not_one_pass(p.with_learned(dict.fromkeys(p.wanted_fields, "string"))) is None
+
+
+def with_learned_types(p: StreamPipeline, checkpoint: StreamCheckpoint) -> StreamPipeline:
+    """Stream ``p`` with the JSON field types its ``checkpoint`` learned, if it learns any."""
+    if not learns_types(p):
+        return p
+    types = load_learned(checkpoint, p.wanted_fields)
+    return p.with_learned(types) if types is not None else p

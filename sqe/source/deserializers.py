@@ -56,6 +56,8 @@ class Deserialized:
     types: tuple[tuple[str, str], ...] = ()
     #: true for the rows whose value does not decode (None: every value decodes)
     undecodable: Column | None = None
+    #: the batch's top-level JSON keys and the types inferred for them (``VOID``: no value)
+    inferred: tuple[tuple[str, str], ...] = ()
 
 
 def top_level_fields(object_type: str) -> list[tuple[str, str]]:
@@ -238,8 +240,8 @@ def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
         ).first()
         assert row is not None  # a global aggregate has one row
         summary = Summary(row["schema"], int(row["bad"]))
-    inferred = {name: _spark_type(vtype)
-                for name, vtype in top_level_fields(summary.schema or "")}
+    keys = top_level_fields(summary.schema or "")
+    inferred = {name: _spark_type(vtype) for name, vtype in keys}
     fields = list(inferred.items()) if declared is None else [
         (name, dtype or inferred.get(name, "string")) for name, dtype in declared.items()]
     # Spark resolves column names case-insensitively: compare them that way.
@@ -258,4 +260,4 @@ def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
             missing.append(name)
     out = parsed.select(*[parsed[c] for c in frame.columns if not _sources(c)], *columns)
     return Deserialized(out, summary.bad, tuple(inferred),
-                        tuple(missing), tuple(fields), undecodable)
+                        tuple(missing), tuple(fields), undecodable, tuple(keys))
