@@ -220,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="commit_interval of quix-tuned (default 0.5 s)")
     ap.add_argument("--sqe-args", default="", help="more arguments for both `sqe run` commands "
                     "(one string, split as a shell does), e.g. '--log-level debug'")
+    ap.add_argument("--untyped", action="store_true", help="SQE's topologies without their "
+                    "declared JSON fields (jw.sqe.spout.fields), as an original SQE file")
     ap.add_argument("--drain-timeout", type=float, default=180.0,
                     help="seconds the chain may take to deliver all once the input ends")
     ap.add_argument("--start-timeout", type=float, default=600.0,

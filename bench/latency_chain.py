@@ -79,7 +79,7 @@ def make_chain(system: str, source: str, enriched: str, tag: str, b: Bench) -> l
 
         conf = service_conf(b.brokers, b.redis_url) + shlex.split(args.sqe_args)
         # no RSS sampling here: less load on the machine
-        runs = [SqeProcess(f"lat_{step}_{tag}", topology_copy(step, src, sink, out), src, out,
+        runs = [SqeProcess(f"lat_{step}_{tag}", topology_copy(step, src, sink, out, args.untyped), src, out,
                            conf, rss_every=None)
                 for step, src, sink in (("enrich", source, enriched), ("load", enriched, None))]
         steps = list(runs)

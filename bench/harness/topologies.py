@@ -31,12 +31,18 @@ def retarget(commands: list[dict[str, Any]], source: str, sink: str | None) -> N
         states[0]["objectName"] = sink
 
 
-def topology_copy(name: str, source: str, sink: str | None, work: Path) -> Path:
-    """``topologies/<name>.yaml`` pointed at ``source`` (and ``sink``), written under ``work``."""
+def topology_copy(name: str, source: str, sink: str | None, work: Path,
+                  untyped: bool = False) -> Path:
+    """``topologies/<name>.yaml`` pointed at ``source`` (and ``sink``), written under ``work``;
+    ``untyped``: its stream declares no JSON fields, as an original SQE file."""
     import yaml
 
     commands = yaml.safe_load((ROOT / "topologies" / f"{name}.yaml").read_text())
     retarget(commands, source, sink)
+    if untyped:
+        for c in commands:
+            if "CreateStream" in c:
+                c["CreateStream"].get("options", {}).pop("jw.sqe.spout.fields", None)
     work.mkdir(parents=True, exist_ok=True)
     path = work / f"{name}-{uuid.uuid4().hex[:8]}.yaml"
     path.write_text(yaml.safe_dump(commands, sort_keys=False))

@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame
 
 from sqe.engine.batch_commit import Applier, dropped
 from sqe.engine.checkpoint import StreamCheckpoint
-from sqe.engine.learned_types import learn, save_learned
+from sqe.engine.learned_types import json_wanted, learn, save_learned
 from sqe.engine.one_pass import OnePassPlan
 from sqe.engine.one_pass_batch import write_one_pass
 from sqe.engine.per_batch import PerBatchWay
@@ -174,7 +174,7 @@ class BatchProcessor:
         if not self.learning or inferred is None or self.checkpoint is None:
             return
         known = self.replan or self.p.learned
-        types = learn(inferred, self.p.wanted_fields, known)
+        types = learn(inferred, json_wanted(self.p.wanted_fields), known)
         if types is None or types == known or arrow_fields(types) is None:
             return
         save_learned(self.checkpoint, types)

@@ -37,8 +37,9 @@ import json
 from collections.abc import Mapping, Sequence
 
 from sqe.engine.checkpoint import StreamCheckpoint
+from sqe.wire.columns import CARRIED, SCHEMA
 
-__all__ = ["LEARNABLE", "LEARNED_FILE", "learn", "load_learned", "save_learned"]
+__all__ = ["LEARNABLE", "LEARNED_FILE", "json_wanted", "learn", "load_learned", "save_learned"]
 
 #: The file of a stream's checkpoint that holds its learned types.
 LEARNED_FILE = "sqe-json-types"
@@ -46,6 +47,17 @@ LEARNED_FILE = "sqe-json-types"
 LEARNABLE = frozenset({"string", "bigint", "boolean"})
 #: What ``schema_of_variant_agg`` calls a field no value of the batch gives a value.
 _NO_VALUE = "VOID"
+
+
+#: The columns a record has beside its JSON fields (a field named so is the column).
+_COLUMNS = frozenset(name.lower() for name in (*SCHEMA.names, *CARRIED))
+
+
+def json_wanted(wanted: Sequence[str]) -> list[str]:
+    """The fields of ``wanted`` (the names the queries read) that are JSON fields: not the
+    record's own columns (``_offset``, ``_partition``, ...), which a JSON key does not hide."""
+    return [name for name in dict.fromkeys(wanted)
+            if name.lower() not in _COLUMNS and not name.lower().startswith("_sqe_")]
 
 
 def learn(inferred: Sequence[tuple[str, str]], wanted: Sequence[str],

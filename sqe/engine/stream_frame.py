@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource
 
 from sqe.engine.checkpoint import StreamCheckpoint
-from sqe.engine.learned_types import load_learned
+from sqe.engine.learned_types import json_wanted, load_learned
 from sqe.engine.one_pass import OnePassPlan, plan_one_pass, why_not_one_pass
 from sqe.engine.pipeline import StreamPipeline
 from sqe.source.fixed import FixedSource
@@ -89,14 +89,15 @@ def planned_once(p: StreamPipeline, frame: DataFrame) -> OnePassPlan | None:
 def learns_types(p: StreamPipeline) -> bool:
     """Whether stream ``p`` learns its JSON field types: it declares none, and with them it
     could be planned once (:func:`~sqe.engine.one_pass.why_not_one_pass`)."""
-    if not p.learns or not p.wanted_fields:
+    wanted = json_wanted(p.wanted_fields)
+    if not p.learns or not wanted:
         return False
-    return why_not_one_pass(p.with_learned(dict.fromkeys(p.wanted_fields, "string"))) is None
+    return why_not_one_pass(p.with_learned(dict.fromkeys(wanted, "string"))) is None
 
 
 def with_learned_types(p: StreamPipeline, checkpoint: StreamCheckpoint) -> StreamPipeline:
     """Stream ``p`` with the JSON field types its ``checkpoint`` learned, if it learns any."""
     if not learns_types(p):
         return p
-    types = load_learned(checkpoint, p.wanted_fields)
+    types = load_learned(checkpoint, json_wanted(p.wanted_fields))
     return p.with_learned(types) if types is not None else p

@@ -10,11 +10,16 @@ import logging
 import pytest
 
 from sqe.engine.checkpoint import StreamCheckpoint
-from sqe.engine.learned_types import LEARNED_FILE, learn, load_learned, save_learned
+from sqe.engine.learned_types import (
+    LEARNED_FILE,
+    json_wanted,
+    learn,
+    load_learned,
+    save_learned,
+)
 from sqe.engine.pipeline import build_pipelines
 from sqe.engine.runner import run_topology
 from sqe.engine.stream_frame import learns_types
-from sqe.wire.keys import StreamMetadata
 from tests.engine.test_one_pass import TYPES, _commands, _conf, _events, _flush, _store, _written
 from tests.engine.test_run_replays import _jobs, _plan
 from tests.support.kafka_io import produce
@@ -108,6 +113,6 @@ def test_a_stream_with_types_declared_or_not_read_by_sqe_kafka_learns_none(kafka
         assert not learns_types(p)
 
 
-def test_learning_keeps_the_key_metadata_of_the_events():  # the events the tests send
-    key, _, part = _events(4)[3]
-    assert StreamMetadata.from_bytes(key).partition == part
+def test_the_records_own_columns_are_not_learned_as_json_fields():
+    assert json_wanted(["region", "_partition", "_OFFSET", "_sqe_pid", "event_id", "region"]) \
+        == ["region", "event_id"]
