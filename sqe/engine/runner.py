@@ -47,6 +47,7 @@ from sqe.engine.pipeline import StreamPipeline, build_pipelines
 from sqe.engine.planner_python import bridge_planner_python
 from sqe.engine.query_starts import QueryStarts, start_query
 from sqe.engine.recovery import Rerun
+from sqe.engine.replans import Replans
 from sqe.engine.spark_api import driver_directory, is_connect, python_exec
 from sqe.engine.start import PreparedStream, default_rerun, prepare_stream
 from sqe.engine.stream_frame import learns_types, planned_once, source_frame, with_learned_types
@@ -66,9 +67,6 @@ Mode = Literal["once", "runtime", "forever"]
 
 #: How many batch reports a run in ``forever`` mode keeps (the last ones).
 KEPT_REPORTS = 1000
-#: How often a stream is planned again in a run for the JSON field types its batches learned
-#: (:mod:`sqe.engine.learned_types`) before its batches infer them each on its own.
-REPLANS = 4
 
 
 _PY_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.M)
@@ -282,7 +280,6 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
         follower = ProgressFollower(where, progress.run, reported)
         follower.start()
     starts = QueryStarts(queries)
-    replans = [0] * len(streams)  # how often each stream was planned again in this run
     learned = threading.Event()  # a stream's batch learned types its plan does not read
 
     def launch(s: PreparedStream, p: StreamPipeline, learning: bool
@@ -308,6 +305,7 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
                                                learns_types(s.pipeline))
             processors.append(proc)
             starts.start(query_name, starter)
+        replans = Replans(launch, streams, processors, starts)
         if on_start is not None:
             on_start(queries)
         deadline = time.monotonic() + runtime if (mode == "runtime" and runtime) else None
@@ -315,25 +313,7 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
         while True:
             starts.check()
             timing.log_new(queries)
-            for i, proc in enumerate(processors):  # a stream whose batches learned new types
-                if proc.replan is None or not proc.wait_idle(5.0):
-                    continue
-                if not queries[i].isActive:  # done (``once``): the next run starts with them
-                    proc.replan = None
-                    continue
-                replans[i] += 1
-                again = replans[i] < REPLANS
-                if not again:
-                    log.warning(f"warning: {proc.p.consumer}: the types of its JSON fields "
-                                f"changed {REPLANS} times in this run; its batches infer them "
-                                "each on its own for the rest of the run (declare them in "
-                                "jw.sqe.spout.fields to plan it once)")
-                queries[i].stop()
-                proc.close()
-                base = streams[i].pipeline
-                processors[i], _, starter = launch(
-                    streams[i], base.with_learned(proc.replan) if again else base, again)
-                starts.restart(i, starter)
+            replans.check()
             if lock.taken_over is not None:  # another run writes the checkpoint now
                 raise RunError(lock.taken_over)
             if stop is not None and stop.is_set():

@@ -79,21 +79,32 @@ def test_a_stream_without_types_is_planned_once_with_what_its_batches_learned(
         [p] = build_pipelines(plan, way)
         assert learns_types(p) == (types is None)
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="sqe"):
-            reports = run_topology(plan, spark, way, tmp_path / f"ck_{way}", "once")
+        with caplog.at_level(logging.INFO, logger="sqe"):  # until it idles: planned again
+            reports = run_topology(plan, spark, way, tmp_path / f"ck_{way}", "runtime",
+                                   runtime=12)
         results[way] = (_store(redis_url), _written(kafka_bootstrap, out),
                         sum(r.records_read for r in reports))
     assert results["learned"] == results["declared"]
     assert "learned.In: its batches learned the types of its JSON fields" in caplog.text
+    assert "learned.In: planned again in " in caplog.text
     ck = StreamCheckpoint(spark, str(tmp_path / "ck_learned" / "In"))
     assert load_learned(ck, WANTED) == {k: TYPES[k] for k in WANTED}
-    jobs = [[text for text, _ in _jobs(spark, f"sqe learned.In batch {b}: ")] for b in (0, 1, 2)]
-    assert len(jobs[0]) > 1  # batch 0 inferred the types, the per-batch way
-    for later in jobs[1:]:  # then one job a batch
-        assert len(later) == 1 and ": read, run the queries and write " in later[0], later
+    assert len(_jobs(spark, "sqe learned.In batch 0: ")) > 1  # inferred, the per-batch way
+
+    # the next run starts planned once with them: one job a batch
+    produce(kafka_bootstrap, source, _events(42)[30:])
+    plan = _plan(tmp_path / "learned.yaml", _commands(source, kafka_topic(3, "out1"), None),
+                 kafka_bootstrap, redis_url, **_conf(kafka_bootstrap))
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="sqe"):
+        [report] = run_topology(plan, spark, "learned", tmp_path / "ck_learned", "once")
+    assert "learned.In: planned once; each batch is one Spark job" in caplog.text
+    jobs = [t for t, _ in _jobs(spark, f"sqe learned.In batch {report.batch_id}: ")]
+    assert len(jobs) == 1 and ": read, run the queries and write " in jobs[0], jobs
+    assert report.records_read == 12
 
     # a batch that brings another type: the per-batch way writes it and teaches it
-    produce(kafka_bootstrap, source, _amount_as_text(6, 30))
+    produce(kafka_bootstrap, source, _amount_as_text(6, 42))
     plan = _plan(tmp_path / "learned.yaml", _commands(source, kafka_topic(3, "out2"), None),
                  kafka_bootstrap, redis_url, **_conf(kafka_bootstrap))
     caplog.clear()
@@ -101,7 +112,7 @@ def test_a_stream_without_types_is_planned_once_with_what_its_batches_learned(
         [report] = run_topology(plan, spark, "learned", tmp_path / "ck_learned", "once")
     assert report.records_read == 6
     assert load_learned(ck, WANTED) == {**{k: TYPES[k] for k in WANTED}, "amount": "string"}
-    assert b"e35" in _store(redis_url)[b"apac"]
+    assert b"e47" in _store(redis_url)[b"apac"]
 
 
 def test_a_stream_with_types_declared_or_not_read_by_sqe_kafka_learns_none(kafka_bootstrap,
