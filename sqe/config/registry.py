@@ -187,7 +187,9 @@ _DECLARED = [
            "read only these fields and the record columns (checked by sqe validate), and "
            "the values are extracted as the declared types instead of types inferred per "
            "batch.  With every type declared, each micro-batch is one Spark job (queries "
-           "that read the stream directly and do not aggregate).", scope="stream",
+           "that read the stream directly and do not aggregate); without this option the "
+           "stream learns the types from its batches and is planned so once they are known.",
+           scope="stream",
            check=check_declared_fields),
     # -- FIXED streams (test and demo data declared in the file) ---------------------
     Option("jw.sqe.spout.fixed.fields", "list", None,

@@ -25,8 +25,8 @@ each batch makes its ``mapInArrow`` (one column's py4j calls, not one per column
 
 The executor side is :mod:`sqe.engine.one_pass_task`; the driver's batch,
 :mod:`sqe.engine.one_pass_batch`.  :func:`plan_one_pass` says in one sentence why a stream
-cannot be planned so: its JSON fields' types are not all declared (they are inferred per
-batch), it reads with Spark's own connector or is FIXED, a query aggregates, expands keys or
+cannot be planned so: its JSON fields' types are neither all declared nor learned
+(:mod:`sqe.engine.learned_types`; they are inferred per batch), it reads with Spark's own connector or is FIXED, a query aggregates, expands keys or
 reads an intermediate stream, or a state is not written in one pass (an aggregating Redis
 state, the console).
 """
@@ -109,8 +109,8 @@ def why_not_one_pass(p: StreamPipeline) -> str | None:
                 else f"stream {name} is FIXED")
     kind, declared = p.stream.deserializer, p.json_types
     if kind == "json" and (declared is None or None in declared.values()):
-        return (f"stream {name} infers its JSON fields' types in every batch; declare them "
-                "with types in jw.sqe.spout.fields to plan it once")
+        return (f"stream {name} infers its JSON fields' types in every batch until it learns "
+                "them; declare them with types in jw.sqe.spout.fields to plan it once")
     for step in p.steps:
         if step.query.from_.objectName != name:
             return f"{step.where} reads stream {step.query.from_.objectName}, not {name}"
