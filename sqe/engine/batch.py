@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
+from typing import Any
 
 from pyspark.sql import DataFrame
 
@@ -92,6 +93,18 @@ class BatchProcessor:
             self._idle.set()
             if self.replan is not None and self._on_learned is not None:
                 self._on_learned()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What is pickled to run on a Spark Connect server: not this process's events."""
+        state = dict(self.__dict__)
+        del state["_idle"]
+        state["_on_learned"] = None  # the server's batches keep the types in the checkpoint
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._idle = threading.Event()
+        self._idle.set()
 
     def wait_idle(self, seconds: float) -> bool:
         """Wait up to ``seconds`` for no batch to be processed; whether none is."""

@@ -26,9 +26,9 @@ each batch makes its ``mapInArrow`` (one column's py4j calls, not one per column
 The executor side is :mod:`sqe.engine.one_pass_task`; the driver's batch,
 :mod:`sqe.engine.one_pass_batch`.  :func:`plan_one_pass` says in one sentence why a stream
 cannot be planned so: its JSON fields' types are neither all declared nor learned
-(:mod:`sqe.engine.learned_types`; they are inferred per batch), it reads with Spark's own connector or is FIXED, a query aggregates, expands keys or
-reads an intermediate stream, or a state is not written in one pass (an aggregating Redis
-state, the console).
+(:mod:`sqe.engine.learned_types`; they are inferred per batch), it reads with Spark's own
+connector or is FIXED, a query aggregates, expands keys or reads an intermediate stream, or a
+state is not written in one pass (an aggregating Redis state, the console).
 """
 
 from __future__ import annotations

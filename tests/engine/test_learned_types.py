@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 
 import pytest
 
+from sqe.engine.batch import BatchProcessor
 from sqe.engine.checkpoint import StreamCheckpoint
 from sqe.engine.learned_types import (
     LEARNED_FILE,
@@ -127,3 +129,16 @@ def test_a_stream_with_types_declared_or_not_read_by_sqe_kafka_learns_none(kafka
 def test_the_records_own_columns_are_not_learned_as_json_fields():
     assert json_wanted(["region", "_partition", "_OFFSET", "_sqe_pid", "event_id", "region"]) \
         == ["region", "event_id"]
+
+
+def test_a_processor_that_learns_pickles_for_a_connect_server(kafka_bootstrap, tmp_path):
+    from pyspark import cloudpickle
+
+    plan = _plan(tmp_path / "x.yaml", _commands("src", "out", None), kafka_bootstrap,
+                 "redis://127.0.0.1:6379/0", **_conf(kafka_bootstrap))
+    [p] = build_pipelines(plan, "x")
+    told = threading.Event()
+    proc = BatchProcessor(p, lambda report: None, StreamCheckpoint(None, str(tmp_path / "ck")),
+                          learning=True, on_learned=told.set)
+    again = cloudpickle.loads(cloudpickle.dumps(proc))
+    assert again.learning and again.wait_idle(0) and again.replan is None
