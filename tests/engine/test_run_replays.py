@@ -11,6 +11,7 @@ import redis
 import yaml
 
 from sqe.config.plan import plan_topology
+from sqe.engine.learned_types import LEARNED_FILE
 from sqe.engine.pipeline import stream_stores
 from sqe.engine.runner import run_topology
 from sqe.lang.topology import load_topology
@@ -99,8 +100,9 @@ def _jobs(spark, prefix: str) -> list[tuple[str, int]]:
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("learned", [True, False])
 def test_a_batch_of_replays_only_commits_everywhere_without_reading_its_rows_again(
-        spark, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
+        spark, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path, learned):
     topic = kafka_topic(3, "enriched")
     events = [(StreamMetadata(UPSTREAM_PID, i % 3, i // 3).to_bytes(),
                json.dumps({"event_id": f"e{i}", "region": "EU"}).encode(), i % 3)
@@ -125,6 +127,8 @@ def test_a_batch_of_replays_only_commits_everywhere_without_reading_its_rows_aga
                  **{"jw.sqe.state.postgres.dsn": postgres_dsn})
 
     first = run_topology(plan, spark, "quiet", tmp_path / "ck", "once")
+    if not learned:  # the per-batch way, as before a stream's types are learned
+        (tmp_path / "ck" / "In" / LEARNED_FILE).unlink()
     produce(kafka_bootstrap, topic, events)  # the same keys again: replays only
     again = run_topology(plan, spark, "quiet", tmp_path / "ck", "once")
 
@@ -135,10 +139,16 @@ def test_a_batch_of_replays_only_commits_everywhere_without_reading_its_rows_aga
     # Every store recorded the batch, as after any other batch.
     stores = stream_stores(plan, "quiet", plan.topology.streams[0])
     assert sorted(c.batch_id for c in stores.committed()) == [1, 1]
-    # The batch's rows were read once, and nothing else started a Spark job: no JSON
-    # inference, and each state recorded the batch without one (Sink.write_empty).
+    # The batch's rows were read once, and nothing else started a Spark job: planned once
+    # with the JSON types the first run learned, each state recorded the batch in that one
+    # job; the per-batch way inferred nothing and each state recorded the batch without a
+    # job (Sink.write_empty).
     jobs = _jobs(spark, f"sqe quiet.In batch {report.batch_id}: ")
-    assert jobs and all(text.endswith("find the new high-water marks") for text, _ in jobs), jobs
+    if learned:
+        assert len(jobs) == 1 and ": read, run the queries and write " in jobs[0][0], jobs
+    else:
+        assert jobs and all(text.endswith("find the new high-water marks")
+                            for text, _ in jobs), jobs
 
 
 def test_the_redis_states_of_a_batch_are_staged_in_one_spark_job(
