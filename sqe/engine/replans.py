@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqe.engine.batch import BatchProcessor
@@ -22,7 +23,7 @@ from sqe.engine.pipeline import StreamPipeline
 from sqe.engine.query_starts import QueryStarts
 from sqe.engine.start import PreparedStream
 
-__all__ = ["REPLANS", "Launch", "Replans"]
+__all__ = ["REPLANS", "Launch", "Replans", "fresh_states"]
 
 log = logging.getLogger("sqe")
 
@@ -37,12 +38,21 @@ Launch = Callable[[PreparedStream, StreamPipeline, bool],
                   tuple[BatchProcessor, str, Callable[[], Any]]]
 
 
+def fresh_states(p: StreamPipeline, built: Sequence[StreamPipeline]) -> StreamPipeline:
+    """Stream ``p`` with the states of the same stream of ``built`` (pipelines made anew from
+    its topology): a state a batch used holds clients a new plan's tasks cannot carry."""
+    [again] = [b for b in built if b.stream.streamName == p.stream.streamName]
+    return replace(p, steps=again.steps)
+
+
 class Replans:
     """The run's streams that learn their types, planned again when their batches ask."""
 
     def __init__(self, launch: Launch, streams: Sequence[PreparedStream],
-                 processors: list[BatchProcessor], starts: QueryStarts) -> None:
+                 processors: list[BatchProcessor], starts: QueryStarts,
+                 fresh: Callable[[StreamPipeline], StreamPipeline]) -> None:
         self._launch = launch
+        self._fresh = fresh  # the pipeline with states not yet used (their clients unmade)
         self._streams = streams
         self._processors = processors  # kept up to date in place, as starts.queries
         self._starts = starts
@@ -67,7 +77,7 @@ class Replans:
             log.warning(f"warning: {consumer}: the types of its JSON fields changed {REPLANS} "
                         "times in this run; its batches infer them each on its own for the rest "
                         "of the run (declare them in jw.sqe.spout.fields to plan it once)")
-        base = self._streams[i].pipeline
+        base = self._fresh(self._streams[i].pipeline)  # the new plan's tasks carry its states
         new, _, starter = self._launch(self._streams[i], base.with_learned(types) if again
                                        else base, again)
         if not proc.wait_idle(_IDLE_WAIT_S):  # a long batch: planned again after it

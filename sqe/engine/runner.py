@@ -47,7 +47,7 @@ from sqe.engine.pipeline import StreamPipeline, build_pipelines
 from sqe.engine.planner_python import bridge_planner_python
 from sqe.engine.query_starts import QueryStarts, start_query
 from sqe.engine.recovery import Rerun
-from sqe.engine.replans import Replans
+from sqe.engine.replans import Replans, fresh_states
 from sqe.engine.spark_api import driver_directory, is_connect, python_exec
 from sqe.engine.start import PreparedStream, default_rerun, prepare_stream
 from sqe.engine.stream_frame import learns_types, planned_once, source_frame, with_learned_types
@@ -305,7 +305,8 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
                                                learns_types(s.pipeline))
             processors.append(proc)
             starts.start(query_name, starter)
-        replans = Replans(launch, streams, processors, starts)
+        replans = Replans(launch, streams, processors, starts,
+                          lambda p: fresh_states(p, build_pipelines(plan, name)))
         if on_start is not None:
             on_start(queries)
         deadline = time.monotonic() + runtime if (mode == "runtime" and runtime) else None

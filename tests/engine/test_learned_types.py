@@ -22,7 +22,15 @@ from sqe.engine.learned_types import (
 from sqe.engine.pipeline import build_pipelines
 from sqe.engine.runner import run_topology
 from sqe.engine.stream_frame import learns_types
-from tests.engine.test_one_pass import TYPES, _commands, _conf, _events, _flush, _store, _written
+from tests.engine.test_one_pass import (
+    TYPES,
+    _commands,
+    _conf,
+    _events,
+    _store,
+    _written,
+    fresh_way,
+)
 from tests.engine.test_run_replays import _jobs, _plan
 from tests.support.kafka_io import produce
 
@@ -74,11 +82,8 @@ def test_a_stream_without_types_is_planned_once_with_what_its_batches_learned(
     produce(kafka_bootstrap, source, _events(30))
     results = {}
     for way, types in (("declared", TYPES), ("learned", None)):
-        _flush(redis_url)
-        out = kafka_topic(3, f"out_{way}")
-        plan = _plan(tmp_path / f"{way}.yaml", _commands(source, out, types), kafka_bootstrap,
-                     redis_url, **_conf(kafka_bootstrap))
-        [p] = build_pipelines(plan, way)
+        plan, p, out = fresh_way(way, source, types, kafka_bootstrap, kafka_topic, redis_url,
+                                 tmp_path)
         assert learns_types(p) == (types is None)
         caplog.clear()
         with caplog.at_level(logging.INFO, logger="sqe"):  # until it idles: planned again

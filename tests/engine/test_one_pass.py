@@ -108,6 +108,18 @@ def _written(kafka_bootstrap: str, topic: str) -> set[tuple[int, int, bytes | No
     return out
 
 
+def fresh_way(way: str, source: str, types: dict | None, kafka_bootstrap: str, kafka_topic,
+              redis_url: str, tmp_path) -> tuple:
+    """An empty Redis, and (plan, its stream's pipeline, its Kafka state's new topic) of
+    :func:`_commands` over ``source`` as topology ``way``."""
+    _flush(redis_url)
+    out = kafka_topic(3, f"out_{way}")
+    plan = _plan(tmp_path / f"{way}.yaml", _commands(source, out, types), kafka_bootstrap,
+                 redis_url, **_conf(kafka_bootstrap))
+    [p] = build_pipelines(plan, way)
+    return plan, p, out
+
+
 def test_one_pass_writes_what_the_per_batch_way_writes_in_one_job_a_batch(
         spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, caplog):
     source = kafka_topic(3, "src")
@@ -116,11 +128,8 @@ def test_one_pass_writes_what_the_per_batch_way_writes_in_one_job_a_batch(
     produce(kafka_bootstrap, source, events[:24] + events[:12] + _events(36)[30:])
     results = {}
     for way, types in (("once", TYPES), ("each", None)):
-        _flush(redis_url)
-        out = kafka_topic(3, f"out_{way}")
-        plan = _plan(tmp_path / f"{way}.yaml", _commands(source, out, types), kafka_bootstrap,
-                     redis_url, **_conf(kafka_bootstrap))
-        [p] = build_pipelines(plan, way)
+        plan, p, out = fresh_way(way, source, types, kafka_bootstrap, kafka_topic, redis_url,
+                                 tmp_path)
         assert (why_not_one_pass(p) is None) == (types is not None)
         assert p.source is not None  # its workers make the Kafka state's producer ahead
         [(role, conf)] = p.source.producers_ahead.items()
