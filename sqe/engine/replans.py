@@ -7,7 +7,8 @@ read.  :meth:`Replans.check` then plans the stream with them while its query sti
 stops the query between two batches and starts the new one from the same checkpoint (a batch
 the old query began and did not finish is read again and written once: its commit decides).
 A stream planned again :data:`REPLANS` times in one run (its types keep changing) is run the
-per-batch way for the rest of the run.
+per-batch way for the rest of the run.  A run of what is there now (``sqe run --once``) is not
+planned again: its next run starts planned with the types its batches learned.
 """
 
 from __future__ import annotations

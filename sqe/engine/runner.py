@@ -314,7 +314,8 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
         while True:
             starts.check()
             timing.log_new(queries)
-            replans.check()
+            if mode != "once":  # a run of what is there now: its next run starts planned
+                replans.check()
             if lock.taken_over is not None:  # another run writes the checkpoint now
                 raise RunError(lock.taken_over)
             if stop is not None and stop.is_set():

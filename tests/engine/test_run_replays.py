@@ -126,24 +126,25 @@ def test_a_batch_of_replays_only_commits_everywhere_without_reading_its_rows_aga
     plan = _plan(tmp_path / "quiet.yaml", commands, kafka_bootstrap, redis_url,
                  **{"jw.sqe.state.postgres.dsn": postgres_dsn})
 
-    first = run_topology(plan, spark, "quiet", tmp_path / "ck", "once")
+    name = f"quiet_{'learned' if learned else 'inferred'}"  # its jobs' names are its own
+    first = run_topology(plan, spark, name, tmp_path / "ck", "once")
     if not learned:  # the per-batch way, as before a stream's types are learned
         (tmp_path / "ck" / "In" / LEARNED_FILE).unlink()
     produce(kafka_bootstrap, topic, events)  # the same keys again: replays only
-    again = run_topology(plan, spark, "quiet", tmp_path / "ck", "once")
+    again = run_topology(plan, spark, name, tmp_path / "ck", "once")
 
     assert [r.written for r in first] == [{"quiet_log": 9, table: 9}]
     [report] = again
     assert (report.records_read, report.replays_dropped) == (9, 9)
     assert report.written == {"quiet_log": 0, table: 0}
     # Every store recorded the batch, as after any other batch.
-    stores = stream_stores(plan, "quiet", plan.topology.streams[0])
+    stores = stream_stores(plan, name, plan.topology.streams[0])
     assert sorted(c.batch_id for c in stores.committed()) == [1, 1]
     # The batch's rows were read once, and nothing else started a Spark job: planned once
     # with the JSON types the first run learned, each state recorded the batch in that one
     # job; the per-batch way inferred nothing and each state recorded the batch without a
     # job (Sink.write_empty).
-    jobs = _jobs(spark, f"sqe quiet.In batch {report.batch_id}: ")
+    jobs = _jobs(spark, f"sqe {name}.In batch {report.batch_id}: ")
     if learned:
         assert len(jobs) == 1 and ": read, run the queries and write " in jobs[0][0], jobs
     else:
