@@ -88,7 +88,7 @@ def test_a_stream_without_types_is_planned_once_with_what_its_batches_learned(
         caplog.clear()
         with caplog.at_level(logging.INFO, logger="sqe"):  # until it idles: planned again
             reports = run_topology(plan, spark, way, tmp_path / f"ck_{way}", "runtime",
-                                   runtime=12)
+                                   runtime=20)
         results[way] = (_store(redis_url), _written(kafka_bootstrap, out),
                         sum(r.records_read for r in reports))
     assert results["learned"] == results["declared"]
