@@ -42,7 +42,6 @@ from sqe.errors import SourceError, StaleBatchError, StateError
 from sqe.ledger.hwm import HwmStore
 from sqe.ledger.retry import Failed, asked
 from sqe.observe.batch_report import BatchReport, partition_offsets
-from sqe.source.json_fields import arrow_fields
 from sqe.source.kafka import KafkaSource
 from sqe.state.sink import Batch
 
@@ -66,7 +65,6 @@ class BatchProcessor:
         self.checkpoint = checkpoint  # where Spark keeps this stream's offsets
         self.base = base  # the id the stores count this checkpoint's batch 0 as
         self.failure: BaseException | None = None
-        self.busy = False  # a batch is being processed
         self._batch_id = 0  # the batch being processed, as the stores count it
         self._kept: HwmStore | None = None  # the HWM store, kept between batches (_store)
         self._applier = Applier()  # applies a one-pass batch's committed rows meanwhile
@@ -81,7 +79,6 @@ class BatchProcessor:
         self._idle.set()
 
     def __call__(self, rows: DataFrame, batch_id: int) -> None:
-        self.busy = True
         self._idle.clear()
         try:
             self._process(rows, batch_id)
@@ -89,7 +86,6 @@ class BatchProcessor:
             self.failure = exc
             raise
         finally:
-            self.busy = False
             self._idle.set()
             if self.replan is not None and self._on_learned is not None:
                 self._on_learned()
@@ -105,6 +101,11 @@ class BatchProcessor:
         self.__dict__.update(state)
         self._idle = threading.Event()
         self._idle.set()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a batch is being processed."""
+        return not self._idle.is_set()
 
     def wait_idle(self, seconds: float) -> bool:
         """Wait up to ``seconds`` for no batch to be processed; whether none is."""
@@ -188,7 +189,7 @@ class BatchProcessor:
             return
         known = self.replan or self.p.learned
         types = learn(inferred, json_wanted(self.p.wanted_fields), known)
-        if types is None or types == known or arrow_fields(types) is None:
+        if types is None or types == known:
             return
         save_learned(self.checkpoint, types)
         log.info(f"{self.p.consumer}: its batches learned the types of its JSON fields "

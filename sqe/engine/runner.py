@@ -301,8 +301,10 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
     try:
         hub.started([_view(name, s) for s in streams])
         for s in streams:
-            proc, query_name, starter = launch(s, with_learned_types(s.pipeline, s.checkpoint),
-                                               learns_types(s.pipeline))
+            learning = learns_types(s.pipeline)
+            proc, query_name, starter = launch(
+                s, with_learned_types(s.pipeline, s.checkpoint) if learning else s.pipeline,
+                learning)
             processors.append(proc)
             starts.start(query_name, starter)
         replans = Replans(launch, streams, processors, starts,

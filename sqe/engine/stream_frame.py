@@ -96,8 +96,7 @@ def learns_types(p: StreamPipeline) -> bool:
 
 
 def with_learned_types(p: StreamPipeline, checkpoint: StreamCheckpoint) -> StreamPipeline:
-    """Stream ``p`` with the JSON field types its ``checkpoint`` learned, if it learns any."""
-    if not learns_types(p):
-        return p
+    """Stream ``p`` (one that :func:`learns_types`) with the JSON field types its
+    ``checkpoint`` learned, if any."""
     types = load_learned(checkpoint, json_wanted(p.wanted_fields))
     return p.with_learned(types) if types is not None else p

@@ -49,8 +49,6 @@ class Deserialized:
 
     frame: DataFrame
     unparseable_values: int
-    #: the JSON fields the batch's records hold (inferred; empty when fields are declared)
-    present: tuple[str, ...] = ()
     #: fields asked for that no record of the batch holds (made NULL)
     missing: tuple[str, ...] = ()
     #: the fields extracted and their Spark types (to read part of the batch the same way)
@@ -59,6 +57,12 @@ class Deserialized:
     undecodable: Column | None = None
     #: the batch's top-level JSON keys and the types inferred for them (``VOID``: no value)
     inferred: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def present(self) -> tuple[str, ...]:
+        """The JSON fields the batch's records hold (inferred; empty when fields are
+        declared)."""
+        return tuple(dict.fromkeys(name for name, _ in self.inferred))
 
 
 def top_level_fields(object_type: str) -> list[tuple[str, str]]:
@@ -260,5 +264,5 @@ def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
             taken.add(name.lower())
             missing.append(name)
     out = parsed.select(*[parsed[c] for c in frame.columns if not _sources(c)], *columns)
-    return Deserialized(out, summary.bad, tuple(inferred),
-                        tuple(missing), tuple(fields), undecodable, tuple(keys))
+    return Deserialized(out, summary.bad, tuple(missing), tuple(fields), undecodable,
+                        tuple(keys))
