@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         else "not asked (--plot)"
     result["plot"] = str(args.plot) if args.plot and not no_plot else f"none: {no_plot}"
     (out / "latency.json").write_text(json.dumps(result, indent=1))
-    summary = {**result, "rows": [{k: v for k, v in r.items() if k != "p50_by_second_s"}
+    summary = {**result, "rows": [{k: v for k, v in r.items() if not k.endswith("_by_second_s")}
                                   for r in rows]}
     return finish(report(result), result["problems"], summary if args.json else None)
 

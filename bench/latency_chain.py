@@ -214,6 +214,7 @@ def chain_run(system: str, what: str, row: dict[str, Any], make: Callable[[str],
     row["problems"] += found
     row |= {"sent": producer.sent - producer.warm, "warm_up": producer.warm, **counts,
             "poller_wakes": arrivals.wakes, "poller_resyncs": arrivals.resyncs,
+            "poller_ahead_reads": arrivals.ahead_reads,
             "poller_gap_reads": arrivals.gap_reads,
             "poller_busy": arrivals.busy}
     return Run(row, producer, arrivals, steps, sending_began)

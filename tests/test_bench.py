@@ -362,9 +362,13 @@ def test_the_arrival_poller_finds_fields_written_out_of_order_without_reading_th
         arrivals._read(2)
         assert arrivals.first == {"e0": 1, "e2": 1, "e5": 1, "e1": 2, "e3": 2}
         assert (arrivals.gap_reads, arrivals.resyncs, arrivals.gaps) == (1, 0, set())
-        client.hset("load_log", "0:9000", "far")  # past every chunk: only the whole log has it
+        client.hset("load_log", "0:9000", "ahead")  # past the chunk: read ahead in wider windows
         arrivals._read(3)
-        assert arrivals.first["far"] == 3 and arrivals.resyncs == 1
+        assert arrivals.first["ahead"] == 3 and (arrivals.ahead_reads, arrivals.resyncs) == (4, 0)
+        assert arrivals.next[0] == 9001 and len(arrivals.gaps) == 9000 - 4
+        client.hset("load_log", "1:900000", "far")  # past every window: only the whole log has it
+        arrivals._read(4)
+        assert arrivals.first["far"] == 4 and arrivals.resyncs == 1
     finally:
         arrivals.stop()
         client.close()
