@@ -9,12 +9,15 @@
         [--partitions 4]
 
 * ``spark-read``: a Spark streaming query over the project's ``sqe-kafka`` source (AvailableNow
-  trigger, ``maxRecordsPerBatch`` = ``--batch-records``), whose ``foreachBatch`` counts the rows.
+  trigger, ``maxRecordsPerBatch`` = ``--batch-records``), whose ``foreachBatch`` counts the rows;
+  it also reports the rows and the seconds of the counts after the first batch (``later_*``):
+  the read once the workers run and the JVM's code is made, as in a long-running stream.
 * ``raw-read``: one confluent-kafka consumer that assigns every partition from its first offset
   and reads the same range, touching each record's key, value and offset.
 * ``state-write``: the Kafka state (``sqe.state.kafka.sink.write_kafka``, keytype StreamMetadata,
   ``SourcePartitionPartitioner``) run by Spark on a cached DataFrame of the records, as
-  ``bench/kafka_write.py`` measures it (its :class:`Writers`, writer ``state``).
+  ``bench/kafka_write.py`` measures it (its :class:`Writers`, writer ``state``); then the same
+  again to another topic (``again_seconds``), its workers and producers made.
 * ``idempotent-write``: the same records from one bare confluent-kafka producer with
   ``enable.idempotence=true``, partitioned the same way (``bench/kafka_write.py``'s writer
   ``idempotent``, in a process of its own).
@@ -49,19 +52,27 @@ def spark_read(brokers: str, topic: str, checkpoint: str, batch_records: int) ->
     spark.sparkContext.setLogLevel("ERROR")
     try:
         spark.dataSource.register(KafkaSource)
-        counts: list[int] = []
+        counts: list[tuple[int, float]] = []  # per batch: its rows, the seconds of its read
+
+        def count(df: Any, _id: int) -> None:
+            began = time.perf_counter()
+            rows = df.count()
+            counts.append((rows, time.perf_counter() - began))
+
         frame = (spark.readStream.format(KafkaSource.name())
                  .options(topic=topic, brokers=brokers, maxRecordsPerBatch=str(batch_records))
                  .load())
         start = time.perf_counter()
         query = (frame.writeStream.trigger(availableNow=True)
-                 .option("checkpointLocation", checkpoint)
-                 .foreachBatch(lambda df, _id: counts.append(df.count())).start())
+                 .option("checkpointLocation", checkpoint).foreachBatch(count).start())
         query.awaitTermination()
         seconds = time.perf_counter() - start
     finally:
         spark.stop()
-    return {"topic": topic, "rows": sum(counts), "batches": len(counts), "seconds": seconds}
+    later = counts[1:]
+    return {"topic": topic, "rows": sum(n for n, _ in counts), "batches": len(counts),
+            "seconds": seconds, "later_rows": sum(n for n, _ in later),
+            "later_seconds": sum(t for _, t in later)}
 
 
 def raw_read(brokers: str, topic: str) -> dict[str, Any]:
@@ -111,11 +122,14 @@ def state_write(brokers: str, records: int, partitions: int) -> dict[str, Any]:
         writers = kafka_write.Writers(spark, kafka_write.make_records(records), brokers,
                                       partitions, 10_000)
         seconds = writers.run("state")
+        first = writers.topics["state"]
+        # again, to a new topic: the workers, their producers and the JVM's code made
+        again = writers.run("state")
         writers.frame.unpersist()
     finally:
         spark.stop()
-    return {"topic": writers.topics["state"], "written": writers.offsets["state"],
-            "seconds": seconds}
+    return {"topic": first, "written": writers.offsets["state"], "seconds": seconds,
+            "again_seconds": again}
 
 
 def idempotent_write(brokers: str, records: int, partitions: int) -> dict[str, Any]:

@@ -19,9 +19,12 @@ LABELS = {"chain": "chain: enrich + load vs plain program",
           "enrich": "enrich vs quixstreams exactly-once",
           "read": "Spark read (sqe-kafka) vs raw consumer",
           "write": "Kafka state write vs idempotent producer",
-          "connect": "chain over Spark Connect vs classic"}
+          "connect": "chain over Spark Connect vs classic",
+          "read_later": "Spark read, its batches after the first, vs raw",
+          "write_again": "Kafka state write run again vs idempotent"}
 OTHER = {"chain": "plain", "enrich": "quix EOS", "read": "raw", "write": "idempotent",
          "connect": "classic"}
+STEADY = ("read_later", "write_again")  # a read or write row's SQE side, warm (:func:`_steady`)
 EMPTY_TARGET_S = 0.3
 WORKER_TARGET_MB = 300.0
 
@@ -32,6 +35,10 @@ def target(row: str, events: int) -> float | None:
         return 0.5 if events >= 1_000_000 else 0.25 if events >= 200_000 else None
     if row == "enrich":
         return 1.0 if events >= 1_000_000 else None
+    if row == "read_later":
+        return 0.3
+    if row == "write_again":
+        return 0.6
     return 0.8  # read, write, connect
 
 
@@ -69,6 +76,10 @@ def summarize(args: argparse.Namespace, runs: dict[str, dict[int, dict[str, list
                 entry["other_steps"] = [r.extra for r in b]
             entry["met"] = (entry["ratio"] >= want) if want and entry["ratio"] else None
             rows.append(entry)
+    for row in STEADY:
+        for n in args.events:
+            a, b = (runs[row.split("_")[0]][n][c] for c in CONTENDERS[row.split("_")[0]])
+            rows.append(_steady(row, n, a, b))
     if "classic" in empty:
         classic = empty["classic"]
         rows.append({"row": "empty_batch", "value": classic["cycle_s"], "unit": "s",
@@ -110,6 +121,24 @@ def summarize(args: argparse.Namespace, runs: dict[str, dict[int, dict[str, list
             "rows": rows, "problems": problems, "checks_passed": not problems}
 
 
+def _steady(row: str, n: int, a: list[Run], b: list[Run]) -> dict[str, Any]:
+    """A read or write row once SQE's side runs warm: the Spark read's batches after its first
+    (their rows at their rate), the Kafka state's write run again; against the other's work."""
+    if row == "read_later":
+        rates = [r.extra["later_rows"] / r.extra["later_seconds"] for r in a
+                 if r.extra.get("later_seconds")]
+    else:
+        rates = [n / r.extra["again_seconds"] for r in a if r.extra.get("again_seconds")]
+    sqe_rps, other_rps = median(rates), median([n / r.work for r in b if r.work])
+    want = target(row, n)
+    got = ratio(sqe_rps, other_rps)
+    return {"row": row, "events": n, "other": OTHER[row.split("_")[0]],
+            "sqe_s": n / sqe_rps if sqe_rps else None, "other_s": n / other_rps if other_rps
+            else None, "sqe_rps": sqe_rps, "other_rps": other_rps, "ratio": got,
+            "work_ratio": None, "target": want, "skipped": None,
+            "met": (got >= want) if want and got else None}
+
+
 def _fmt_s(seconds: float | None, events: int) -> str:
     if seconds is None:
         return "-"
@@ -125,7 +154,7 @@ def table(r: dict[str, Any]) -> list[str]:
     cells = [("row", "events", "SQE", "other", "ratio", "work", "target", "met")]
     for e in r["rows"]:
         row, n = e["row"], e.get("events")
-        if row in CONTENDERS:
+        if row in CONTENDERS or row in STEADY:
             other = "-"
             if row == "enrich" and r["quix"]["skipped"]:
                 other = "skipped (no quixstreams)"

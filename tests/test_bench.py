@@ -171,6 +171,11 @@ def test_chain_bench_runs_every_row_and_checks_every_output(kafka_bootstrap, red
             assert "quixstreams" in r["quix"]["skipped"] and e["other_s"] is None
             continue
         assert e["other_s"] > 0 and e["ratio"] > 0 and e["work_ratio"] > 0
+    # the read's batches after its first, and the state's write run again, against the other
+    for row, target in (("read_later", 0.3), ("write_again", 0.6)):
+        e = rows[(row, 2000)]
+        assert e["sqe_rps"] > 0 and e["other_rps"] > 0 and e["target"] == target
+        assert e["ratio"] == pytest.approx(e["sqe_rps"] / e["other_rps"])
     assert rows[("chain", 2000)]["sqe_steps"][0]["load_batches"] >= 1
     assert rows[("empty_batch", None)]["empty_batches"] == 3
     assert 0 < rows[("empty_batch", None)]["value"]
