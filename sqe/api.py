@@ -205,7 +205,7 @@ def run(topology: TopologyArg | PreparedRun, *, config: Sequence[ConfigArg] = ()
         spark: SparkSession | None = None, verbose: bool = False,
         stop: threading.Event | None = None, rerun: Rerun | None = None,
         watchers: Sequence[RunWatcher] = (), adopt_layout: bool = False,
-        remote: str | None = None) -> RunResult:
+        remote: str | None = None, accept_lost_marks: int | None = None) -> RunResult:
     """Run a topology on Spark, as ``sqe run``; returns when it is done.
 
     Without ``once`` or ``runtime`` it runs until ``stop`` is set, or for ever.
@@ -237,6 +237,9 @@ def run(topology: TopologyArg | PreparedRun, *, config: Sequence[ConfigArg] = ()
             without it).
         remote: a Spark Connect server, ``sc://host:port`` (default ``SPARK_REMOTE`` or a
             config's ``spark.remote``), to run from a process without a JVM.
+        accept_lost_marks: go on although the HWM store lost the commits up to this batch,
+            the one a refusal names (replays of those batches' records then pass the filter
+            once); without it such a store is refused before anything is read.
 
     Returns:
         Every batch's report and the checkpoint.
@@ -280,7 +283,8 @@ def run(topology: TopologyArg | PreparedRun, *, config: Sequence[ConfigArg] = ()
     hint = rerun or _call_hint(topo, [c.path for c in prepared.config], prepared.conf,
                                prepared.name, where, once, runtime)
     reports = run_topology(plan, spark, topo.name, where, mode, runtime, resume=resume_from_store,
-                           rerun=hint, stop=stop, watchers=watchers, adopt_layout=adopt_layout)
+                           rerun=hint, stop=stop, watchers=watchers, adopt_layout=adopt_layout,
+                           accept_lost_marks=accept_lost_marks)
     return RunResult(topo.name, where, reports)
 
 
@@ -296,6 +300,8 @@ def _call_hint(topology: Topology, config: list[str], conf: Mapping[str, Any] | 
         args.append(f"checkpoint={flags.get('--checkpoint', checkpoint)!r}")
         args += ["once=True"] if once else ([f"runtime={runtime!r}"] if runtime else [])
         args += ["resume_from_store=True"] if "--resume-from-store" in flags else []
+        if "--accept-lost-marks" in flags:
+            args.append(f"accept_lost_marks={flags['--accept-lost-marks']}")
         return f"sqe.run({', '.join(args)})"
 
     return hint

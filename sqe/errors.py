@@ -143,6 +143,11 @@ class CheckpointMismatch(RunError):
     """A checkpoint that does not belong to the commits the stores hold; nothing was read."""
 
 
+class StoreBehind(RunError):
+    """An HWM store that lost commits its checkpoint counts as done (its marks with them);
+    nothing was read."""
+
+
 class TopologyChanged(RunError):
     """A change to the topology that the checkpoint or the stores cannot follow; nothing read."""
 

@@ -81,14 +81,16 @@ class Hop:
         conf: options over them, as ``sqe run --conf``.
         deserializer: ``json`` (with ``jw.sqe.spout.fields`` and their types) gives the
             records' fields as columns; None gives the record's bytes (``_value``).
+        accept_lost_marks: go on although the HWM store lost the commits up to this batch
+            (the one a refusal names); without it such a store is refused in :meth:`read`.
     """
 
     def __init__(self, consumer: str, topic: str,
                  into: Sequence[InsertInto | Mapping[str, Any]] = (), *,
                  checkpoint: str | Path | None = None,
                  config: Sequence[str | Path | ConfigFile] = (),
-                 conf: Mapping[str, Any] | None = None, deserializer: str | None = None
-                 ) -> None:
+                 conf: Mapping[str, Any] | None = None, deserializer: str | None = None,
+                 accept_lost_marks: int | None = None) -> None:
         name, dot, stream = consumer.partition(".")
         if not (name and dot and stream):
             raise OptionError(f"hop {consumer!r}: a consumer is <topology>.<stream>, e.g. "
@@ -96,6 +98,7 @@ class Hop:
         self.consumer = consumer
         self.name = name
         self._location = str(checkpoint) if checkpoint is not None else None
+        self._accept_lost = accept_lost_marks
         self.plan = _plan(consumer, stream, topic, into, config, conf, deserializer)
         self.reports: list[BatchReport] = []  # the last KEPT batches' reports, oldest first
         self._prepared: PreparedStream | None = None
@@ -119,7 +122,7 @@ class Hop:
             root = local_checkpoint(spark, self._location)
             use_file_system_manager(spark, root)
             self._prepared = prepare_stream(p, StreamCheckpoint(spark, root), False,
-                                            default_rerun(self.plan))
+                                            default_rerun(self.plan), self._accept_lost)
             p = self._prepared.pipeline
         self._pipeline = p
         return stream_records(p, source_frame(spark, p)).frame

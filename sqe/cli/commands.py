@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         result = api.run(prepared, once=args.once, runtime=args.runtime, spark=spark,
                          resume_from_store=args.resume_from_store, stop=stop,
                          adopt_layout=args.adopt_layout,
+                         accept_lost_marks=args.accept_lost_marks,
                          rerun=_rerun_command(args), watchers=watchers)
     except RunStopped as exc:
         print(f"sqe: {topology.name} {exc}", file=sys.stderr)
@@ -169,6 +170,8 @@ def _rerun_command(args: argparse.Namespace) -> Rerun:
         argv += (["--once"] if args.once else
                  ["--runtime", str(args.runtime)] if args.runtime is not None else [])
         argv += ["--resume-from-store"] if "--resume-from-store" in flags else []
+        lost = flags.get("--accept-lost-marks")
+        argv += ["--accept-lost-marks", lost] if lost is not None else []
         return shlex.join(argv)
 
     return command

@@ -77,6 +77,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--resume-from-store", action="store_true",
                    help="on an empty checkpoint: start where the stores' last commits end "
                    "(their offsets), as the lost checkpoint would have")
+    r.add_argument("--accept-lost-marks", type=int, metavar="BATCH",
+                   help="go on although the HWM store lost the commits up to BATCH (the batch "
+                   "a refusal names): replays of those batches' records then pass the filter "
+                   "once")
     r.add_argument("--remote", metavar="sc://HOST:PORT",
                    help="run on a Spark Connect server (default: SPARK_REMOTE, or spark.remote "
                    "in a config file's Spark: section; without one, a local session or the "

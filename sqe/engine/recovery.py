@@ -17,9 +17,11 @@ Postgres batch tables, Redis aggregates: :mod:`sqe.ledger.commits`):
   before anything is read.
 
 A store *behind* the checkpoint is only noticed where the checkpoint's progress
-file says what was committed there: :func:`lost_commits` is the warning for an
+file says what was committed there: :func:`lost_commits` refuses to start on an
 HWM store that holds fewer batches than the progress file shows it committed (a
-failover to a replica that was behind, or a restart that lost acknowledged writes).
+failover to a replica that was behind, or a restart that lost acknowledged writes),
+whose lost marks would let replays through, unless the operator accepts that loss
+for the batch it names (``--accept-lost-marks``).
 """
 
 from __future__ import annotations
@@ -29,11 +31,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqe.engine.checkpoint import StreamCheckpoint
-from sqe.errors import CheckpointMismatch
+from sqe.errors import CheckpointMismatch, StoreBehind
 from sqe.ledger.commits import Commit
 
-__all__ = ["CheckpointMismatch", "Rerun", "StreamStart", "lost_commits", "partition_offsets",
-           "plan_start"]
+__all__ = ["CheckpointMismatch", "Rerun", "StoreBehind", "StreamStart", "lost_commits",
+           "partition_offsets", "plan_start"]
 
 #: Formats the command (or call) that runs the topology again with some flags changed: a
 #: map of flag (``--checkpoint``, ``--resume-from-store``) to value (None: a bare flag); the
@@ -147,17 +149,30 @@ def _paragraph(consumer: str, checkpoint: StreamCheckpoint, commits: Sequence[Co
 
 
 def lost_commits(consumer: str, store: str, held: Commit | None, recorded: int | None,
-                 progress: str) -> str | None:
-    """The warning for the HWM store (``store``, for the message) of ``consumer`` when it
-    holds an older last batch (``held``; None: none) than the last batch the progress file
-    ``progress`` recorded as committed there (``recorded``), else None."""
+                 progress: str, accepted: int | None, rerun: Rerun) -> str | None:
+    """Refuse the run of ``consumer`` (:class:`StoreBehind`) when its HWM store (``store``, for
+    the message) holds an older last batch (``held``; None: none) than the last batch the
+    progress file ``progress`` recorded as committed there (``recorded``): the marks of the
+    batches in between are gone, and replays of their records would pass the filter.  The
+    operator's ``accepted`` batch equal to ``recorded`` lets it go on: the warning to log is
+    returned.  None when the store is not behind."""
     if recorded is None or (held is not None and held.batch_id >= recorded):
         return None
     has = f"holds batch {held.batch_id} as its last" if held is not None else "holds no batch"
     lost = f"after batch {held.batch_id}" if held is not None else "up to it"
-    return (f"warning: {consumer}: {store} {has}, but the checkpoint's progress file "
-            f"({progress}) shows batch {recorded} committed there: the store lost the commits "
-            f"{lost} (a failover to a replica that was behind, or a restart that lost "
-            "acknowledged writes), so the marks of those batches are gone, replays of their "
-            "records would pass the filter, and Redis rows staged with them are gone; the run "
-            "goes on from the checkpoint (docs/exactly-once.md, Preconditions)")
+    first = held.batch_id + 1 if held is not None else 0
+    span = f"batch {recorded}" if first == recorded else f"batches {first} to {recorded}"
+    what = (f"{consumer}: {store} {has}, but the checkpoint's progress file ({progress}) shows "
+            f"batch {recorded} committed there: the store lost the commits {lost} (a failover "
+            "to a replica that was behind, or a restart that lost acknowledged writes)")
+    if accepted == recorded:
+        return (f"warning: {what}; going on without the marks of {span} as asked, so replays "
+                "of their records pass the filter once, and Redis rows staged with them are "
+                "gone")
+    raise StoreBehind(
+        f"{what}, so replays of the records of {span} would pass the replay filter, and the "
+        "run stops before reading anything: restore the store from a "
+        f"copy that holds batch {recorded} (its replica or its append-only file) and run "
+        "again, or, to go on without those marks and the Redis rows staged with them, "
+        f"`{rerun({'--accept-lost-marks': str(recorded)})}` (docs/troubleshooting.md, 'The "
+        "HWM store holds fewer batches than the checkpoint')")

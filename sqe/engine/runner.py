@@ -197,16 +197,18 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
                  on_start: Callable[[list[StreamingQuery]], None] | None = None,
                  resume: bool = False, rerun: Rerun | None = None,
                  stop: threading.Event | None = None,
-                 watchers: Sequence[RunWatcher] = (), adopt_layout: bool = False
-                 ) -> list[BatchReport]:
+                 watchers: Sequence[RunWatcher] = (), adopt_layout: bool = False,
+                 accept_lost_marks: int | None = None) -> list[BatchReport]:
     """Run every stream of ``plan`` until done (``once``), ``runtime`` seconds, or forever.
 
     The run holds its checkpoint (:mod:`sqe.engine.lock`) and starts each stream where its
     checkpoint and stores agree (:mod:`sqe.engine.recovery`; ``resume``: from the offsets
     the stores recorded, on an empty checkpoint; ``rerun`` formats the commands a refusal
-    names).  A topology changed since its checkpoint last ran is held against what ran
-    (:mod:`sqe.engine.changes`; ``adopt_layout``: its Kafka states take their topics' partition
-    counts and their new partitioners, key types and chunking, once their readers caught up).
+    names; an HWM store behind the checkpoint is refused unless ``accept_lost_marks`` is the
+    last batch the checkpoint recorded committed there).  A topology changed since its
+    checkpoint last ran is held against what ran (:mod:`sqe.engine.changes`; ``adopt_layout``:
+    its Kafka states take their topics' partition counts and their new partitioners, key types
+    and chunking, once their readers caught up).
     Returns the batch reports (a run in ``forever`` mode keeps the last
     :data:`KEPT_REPORTS`); a failed query raises :class:`RunError` after
     stopping the others; ``stop`` set ends the run after the batch being written, with
@@ -230,7 +232,8 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
         if python is not None and where is not None:
             undo = bridge_planner_python(python, where)
         return _run(plan, spark, name, root, mode, runtime, on_start, resume,
-                    rerun or default_rerun(plan), stop, watchers, adopt_layout, lock)
+                    rerun or default_rerun(plan), stop, watchers, adopt_layout, lock,
+                    accept_lost_marks)
     finally:
         if undo is not None:
             undo()
@@ -241,7 +244,7 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
          runtime: float | None, on_start: Callable[[list[StreamingQuery]], None] | None,
          resume: bool, rerun: Rerun, stop: threading.Event | None,
          watchers: Sequence[RunWatcher], adopt_layout: bool,
-         lock: CheckpointLock) -> list[BatchReport]:
+         lock: CheckpointLock, accept_lost: int | None) -> list[BatchReport]:
     pipelines = build_pipelines(plan, name)
     for warning in persistence_warnings(pipelines):
         log.warning(f"warning: {warning}")
@@ -253,7 +256,7 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
         log.warning(f"warning: {warning}")
     for note in found.notes:
         log.info(note)
-    streams = [prepare_stream(p, checkpoints[p.stream.streamName], resume, rerun)
+    streams = [prepare_stream(p, checkpoints[p.stream.streamName], resume, rerun, accept_lost)
                for p in pipelines]
     write_records(files, pipelines, found)
     hub = Watchers(watchers, {s.pipeline.stream.streamName: s.pipeline.source for s in streams

@@ -33,7 +33,8 @@ def default_rerun(plan: TopologyPlan) -> Rerun:
         if "reset" in flags:
             return f"sqe reset {plan.topology.path} --name {plan.topology.name}"
         return "the same run with " + ", ".join(
-            f"{k.lstrip('-').replace('-', '_')}={'True' if v is None else repr(v)}"
+            f"{k.lstrip('-').replace('-', '_')}="
+            f"{'True' if v is None else v if v.isdigit() else repr(v)}"
             for k, v in flags.items())
 
     return hint
@@ -49,15 +50,17 @@ class PreparedStream:
 
 
 def prepare_stream(p: StreamPipeline, checkpoint: StreamCheckpoint, resume: bool,
-                   rerun: Rerun) -> PreparedStream:
+                   rerun: Rerun, accept_lost: int | None = None) -> PreparedStream:
     """Stream ``p`` ready to start on ``checkpoint``: what its stores left applied, its start
-    agreed with them (:func:`~sqe.engine.recovery.plan_start`), and its batch 0 pinned to the
-    offsets it first started at."""
+    agreed with them (:func:`~sqe.engine.recovery.plan_start`), its HWM store not behind the
+    checkpoint unless the operator accepts losing the marks up to batch ``accept_lost``
+    (:func:`~sqe.engine.recovery.lost_commits`), and its batch 0 pinned to the offsets it
+    first started at."""
     p.stores.finish_applying()
     commits = p.stores.committed()
     start = plan_start(p.consumer, checkpoint, commits, resume, rerun)
     if p.filtering:
-        _check_hwm_store(p, checkpoint, commits)
+        _check_hwm_store(p, checkpoint, commits, accept_lost, rerun)
     if start.base != checkpoint.base():
         checkpoint.set_base(start.base)
     if start.offsets is not None:
@@ -75,10 +78,11 @@ def prepare_stream(p: StreamPipeline, checkpoint: StreamCheckpoint, resume: bool
     return PreparedStream(p, checkpoint, start.base)
 
 
-def _check_hwm_store(p: StreamPipeline, checkpoint: StreamCheckpoint,
-                     commits: list[Commit]) -> None:
-    """Say so when the HWM store holds fewer batches than the progress file shows it
-    committed (:func:`~sqe.engine.recovery.lost_commits`)."""
+def _check_hwm_store(p: StreamPipeline, checkpoint: StreamCheckpoint, commits: list[Commit],
+                     accept_lost: int | None, rerun: Rerun) -> None:
+    """Refuse to start when the HWM store holds fewer batches than the progress file shows it
+    committed, unless that loss is accepted (then say so;
+    :func:`~sqe.engine.recovery.lost_commits`)."""
     root = checkpoint.location.rsplit("/", 1)[0]
     where = progress_path(root)
     if where is None:
@@ -91,6 +95,7 @@ def _check_hwm_store(p: StreamPipeline, checkpoint: StreamCheckpoint,
                     f"{exc}")
         return
     held = next((c for c in commits if c.store.startswith("HWM store")), None)
-    lost = lost_commits(p.consumer, store, held, last.batch_id if last else None, str(where))
+    lost = lost_commits(p.consumer, store, held, last.batch_id if last else None, str(where),
+                        accept_lost, rerun)
     if lost is not None:
         log.warning(lost)

@@ -160,6 +160,34 @@ def test_a_new_checkpoint_stops_the_run_and_each_printed_way_out_is_exact(cli):
 
 
 @pytest.mark.slow
+def test_an_hwm_store_that_forgot_its_marks_stops_the_run_and_the_printed_way_on_is_exact(cli):
+    _events(cli.kafka, cli.topic, 0, 20)
+    first = cli.sqe_run("--checkpoint", "ck1")
+    assert first.returncode == 0, first.stderr
+    client = redis.Redis.from_url(cli.redis_url)
+    try:  # the store forgets: its marks and commit record of the consumer are gone
+        forgot = client.keys("sqe:{load.Enriched}:*")
+        assert forgot and client.delete(*forgot) == len(forgot)
+    finally:
+        client.close()
+    _events(cli.kafka, cli.topic, 20, 10)
+    refused = cli.sqe_run("--checkpoint", "ck1")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "holds no batch, but the checkpoint's progress file" in refused.stderr
+    assert "so replays of the records of batch 0 would pass the replay filter, and the run " \
+        "stops before reading anything" in refused.stderr
+    _once_each(cli.stores(), 20)  # nothing was read
+    (way_on,) = _hints(refused.stderr)
+    assert way_on.endswith("--checkpoint ck1 --once --accept-lost-marks 0"), refused.stderr
+    followed = cli.follow(way_on)
+    assert followed.returncode == 0, followed.stderr
+    assert "going on without the marks of batch 0 as asked" in followed.stderr
+    _once_each(cli.stores(), 30)
+    again = cli.sqe_run("--checkpoint", "ck1")  # the store holds batch 1 now: no refusal
+    assert again.returncode == 0 and "lost the commits" not in again.stderr, again.stderr
+
+
+@pytest.mark.slow
 def test_reset_asks_first_resets_every_store_and_never_reuses_a_batch_id(cli):
     _events(cli.kafka, cli.topic, 0, 20)
     assert cli.sqe_run("--checkpoint", "ck1").returncode == 0

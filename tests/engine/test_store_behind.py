@@ -1,6 +1,8 @@
-"""An HWM store that lost commits the checkpoint counts as done is said at the next start: a real
-``redis-server`` restarted from an older snapshot (a restart that lost acknowledged writes),
-and the progress file of the checkpoint as the witness of what was committed there."""
+"""An HWM store that lost commits the checkpoint counts as done is refused at the next start,
+before anything is read (its lost marks would let replays through), until the operator accepts
+that loss for the batch the refusal names: a real ``redis-server`` restarted from an older
+snapshot (a restart that lost acknowledged writes), and the progress file of the checkpoint as
+the witness of what was committed there."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import yaml
 
 from sqe.config.plan import plan_topology
 from sqe.engine.runner import run_topology
+from sqe.errors import StoreBehind
 from sqe.lang.topology import load_topology
 from sqe.observe.batch_report import BatchReport
 from sqe.observe.progress import PROGRESS_FILE, ProgressLog, last_report
@@ -32,7 +35,7 @@ def _events(kafka: str, topic: str, start: int, count: int) -> None:
                            for i in range(start, start + count)])
 
 
-def test_an_hwm_store_restarted_without_its_last_commits_is_said_at_the_next_start(
+def test_an_hwm_store_restarted_without_its_last_commits_is_refused_until_the_loss_is_accepted(
         spark, kafka_bootstrap, kafka_topic, tmp_path, caplog):
     server, port = start_redis(tmp_path / "redis", _VOLATILE, {})
     topic = kafka_topic(1, "enriched")
@@ -64,17 +67,39 @@ def test_an_hwm_store_restarted_without_its_last_commits_is_said_at_the_next_sta
         server, _ = start_redis(tmp_path / "redis", _VOLATILE, {}, port=port)
         assert int(redis.Redis(port=port).get("sqe:{behind.In}:batch")) == 0
         _events(kafka_bootstrap, topic, 8, 2)
+        progress = tmp_path / "ck" / PROGRESS_FILE
+        lost = (f"behind.In: the HWM store at {url} holds batch 0 as its last, but the "
+                f"checkpoint's progress file ({progress}) shows batch 1 committed there: the "
+                "store lost the commits after batch 0 (a failover to a replica that was behind, "
+                "or a restart that lost acknowledged writes)")
+        # fails closed: refused before anything is read, naming the way on
+        with pytest.raises(StoreBehind) as refused:
+            run_topology(plan, spark, "behind", tmp_path / "ck", "once")
+        assert str(refused.value).startswith(
+            f"{lost}, so replays of the records of batch 1 would pass the replay filter, and "
+            "the run stops before reading anything: restore the store from a copy that holds "
+            "batch 1"), str(refused.value)
+        assert "`the same run with accept_lost_marks=1`" in str(refused.value)
+        assert int(redis.Redis(port=port).get("sqe:{behind.In}:batch")) == 0
+        assert last_report(progress, lambda r: True).batch_id == 1  # nothing ran
+        # a loss accepted for another batch is refused all the same
+        with pytest.raises(StoreBehind):
+            run_topology(plan, spark, "behind", tmp_path / "ck", "once", accept_lost_marks=0)
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="sqe"):
-            reports = run_topology(plan, spark, "behind", tmp_path / "ck", "once")
+            reports = run_topology(plan, spark, "behind", tmp_path / "ck", "once",
+                                   accept_lost_marks=1)
+        assert f"warning: {lost}; going on without the marks of batch 1 as asked" in caplog.text
+        assert int(redis.Redis(port=port).get("sqe:{behind.In}:batch")) == 2
+        caplog.clear()
+        _events(kafka_bootstrap, topic, 10, 2)
+        with caplog.at_level(logging.WARNING, logger="sqe"):  # caught up: nothing to accept
+            again = run_topology(plan, spark, "behind", tmp_path / "ck", "once")
+        assert said not in caplog.text
     finally:
         server.stop()
-    progress = tmp_path / "ck" / PROGRESS_FILE
-    assert (f"warning: behind.In: the HWM store at {url} holds batch 0 as its last, but the "
-            f"checkpoint's progress file ({progress}) shows batch 1 committed there: the store "
-            "lost the commits after batch 0 (a failover to a replica that was behind, or a "
-            "restart that lost acknowledged writes)") in caplog.text, caplog.text
-    assert [r.batch_id for r in reports] == [2]  # the run goes on from the checkpoint
+    assert [r.batch_id for r in reports] == [2]  # goes on from the checkpoint, as asked
+    assert [r.batch_id for r in again] == [3]
 
 
 def test_the_last_report_is_read_from_the_end_past_an_unfinished_line(tmp_path):
