@@ -32,6 +32,7 @@ __all__ = [
     "RunError",
     "RunStopped",
     "CheckpointMismatch",
+    "StoreBehind",
     "TopologyChanged",
     "BadRecordError",
     "ProgressError",

@@ -43,6 +43,7 @@ from sqe.cli.sample_events import produce_events
 from sqe.config.plan import plan_topology
 from sqe.config.settings import load_config
 from sqe.engine.runner import run_topology
+from sqe.errors import StoreBehind
 from sqe.faults import kill_group, start_with_fault, wait_for_fault
 from sqe.lang.topology import load_topology
 from sqe.observe.batch_report import BatchReport
@@ -94,11 +95,13 @@ def _command(path: Path, checkpoint: Path, kafka: str, redis_url: str, dsn: str 
             "--config", str(LOCAL_CONF), *service_conf(kafka, redis_url, dsn), *extra]
 
 
-def _run_once(spark: object, path: Path, conf: dict, checkpoint: Path) -> list[BatchReport]:
+def _run_once(spark: object, path: Path, conf: dict, checkpoint: Path,
+              accept_lost_marks: int | None = None) -> list[BatchReport]:
     """What `sqe run PATH --once` does, in this process's Spark session."""
     topology = load_topology(path)
     plan = plan_topology(topology, [load_config(LOCAL_CONF)], conf)
-    return run_topology(plan, spark, topology.name, checkpoint, "once")
+    return run_topology(plan, spark, topology.name, checkpoint, "once",
+                        accept_lost_marks=accept_lost_marks)
 
 
 def _wait_until(what: str, condition: Callable[[], bool], proc: subprocess.Popen, log: Path,
@@ -326,9 +329,10 @@ def test_redis_with_aof_keeps_hwms_and_batch_id_through_a_sigkill(spark, kafka_b
 @pytest.mark.kafka
 @pytest.mark.redis
 @pytest.mark.postgres
-def test_redis_without_persistence_loses_the_marks_and_replays_reach_postgres_twice(
+def test_redis_without_persistence_loses_the_marks_and_only_an_accepted_loss_lets_replays_through(
         spark, kafka_bootstrap, kafka_topic, postgres_dsn, tmp_path):
-    """Documents why `sqe run` warns about an HWM store without persistence."""
+    """Documents why `sqe run` warns about an HWM store without persistence, and why a store
+    behind the checkpoint stops the run: the marks are gone, and replays would pass."""
     server = RestartableRedis(tmp_path / "redis", aof=False)
     server.start()
     try:
@@ -344,7 +348,12 @@ def test_redis_without_persistence_loses_the_marks_and_replays_reach_postgres_tw
         assert _redis_contents(server.url()) == {}  # marks, batch id and Redis states: gone
 
         produce(kafka_bootstrap, enriched, _stamped(range(140, 200)) + _stamped(range(200, 300)))
-        (second,) = _run_once(spark, path, conf, tmp_path / "ck")
+        with pytest.raises(StoreBehind):  # fails closed: nothing read
+            _run_once(spark, path, conf, tmp_path / "ck")
+        assert _redis_contents(server.url()) == {}
+        assert len(_postgres(postgres_dsn, "SELECT event_id FROM loaded_events")) == 200
+        # the loss accepted: what a store without persistence lets through
+        (second,) = _run_once(spark, path, conf, tmp_path / "ck", accept_lost_marks=0)
         assert (second.batch_id, second.replays_dropped) == (1, 0)  # nothing left to judge by
         counts = Counter(r[0] for r in _postgres(postgres_dsn,
                                                  "SELECT event_id FROM loaded_events"))
