@@ -174,5 +174,5 @@ def lost_commits(consumer: str, store: str, held: Commit | None, recorded: int |
         "run stops before reading anything: restore the store from a "
         f"copy that holds batch {recorded} (its replica or its append-only file) and run "
         "again, or, to go on without those marks and the Redis rows staged with them, "
-        f"`{rerun({'--accept-lost-marks': str(recorded)})}` (docs/troubleshooting.md, 'The "
-        "HWM store holds fewer batches than the checkpoint')")
+        f"`{rerun({'--accept-lost-marks': str(recorded)})}` (docs/troubleshooting.md, "
+        "StoreBehind)")
