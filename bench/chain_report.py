@@ -24,7 +24,8 @@ LABELS = {"chain": "chain: enrich + load vs plain program",
           "write_again": "Kafka state write run again vs idempotent"}
 OTHER = {"chain": "plain", "enrich": "quix EOS", "read": "raw", "write": "idempotent",
          "connect": "classic"}
-STEADY = ("read_later", "write_again")  # a read or write row's SQE side, warm (:func:`_steady`)
+#: a read or write row's SQE side once warm (:func:`_steady`), and the row it is of
+STEADY = {"read_later": "read", "write_again": "write"}
 EMPTY_TARGET_S = 0.3
 WORKER_TARGET_MB = 300.0
 
@@ -76,9 +77,9 @@ def summarize(args: argparse.Namespace, runs: dict[str, dict[int, dict[str, list
                 entry["other_steps"] = [r.extra for r in b]
             entry["met"] = (entry["ratio"] >= want) if want and entry["ratio"] else None
             rows.append(entry)
-    for row in STEADY:
+    for row, of in STEADY.items():
         for n in args.events:
-            a, b = (runs[row.split("_")[0]][n][c] for c in CONTENDERS[row.split("_")[0]])
+            a, b = (runs[of][n][c] for c in CONTENDERS[of])
             rows.append(_steady(row, n, a, b))
     if "classic" in empty:
         classic = empty["classic"]
@@ -132,7 +133,7 @@ def _steady(row: str, n: int, a: list[Run], b: list[Run]) -> dict[str, Any]:
     sqe_rps, other_rps = median(rates), median([n / r.work for r in b if r.work])
     want = target(row, n)
     got = ratio(sqe_rps, other_rps)
-    return {"row": row, "events": n, "other": OTHER[row.split("_")[0]],
+    return {"row": row, "events": n, "other": OTHER[STEADY[row]],
             "sqe_s": n / sqe_rps if sqe_rps else None, "other_s": n / other_rps if other_rps
             else None, "sqe_rps": sqe_rps, "other_rps": other_rps, "ratio": got,
             "work_ratio": None, "target": want, "skipped": None,
