@@ -39,6 +39,7 @@ run time fails the batch in one sentence, nothing of it committed (:mod:`sqe.eng
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,7 @@ from sqe.engine.hop_batch import HopBatch, UserWay
 from sqe.engine.hop_sink import HopSink, HopSpec, sink_frame
 from sqe.engine.one_pass import stream_records
 from sqe.engine.pipeline import StreamPipeline, build_pipelines, state_problems
+from sqe.engine.source_reads import SourceReads, reports_reads
 from sqe.engine.start import PreparedStream, default_rerun, prepare_stream
 from sqe.engine.stream_frame import source_frame
 from sqe.errors import OptionError, RunError, TopologyError
@@ -118,6 +120,8 @@ class Hop:
         agreed with the stores first, as ``sqe run``'s is."""
         spark.dataSource.register(HopSink)  # sqe-kafka: each stream's own (source_frame)
         (p,) = build_pipelines(self.plan, self.name)
+        if p.source is not None and p.filtering:  # the marks are what the source read
+            p = replace(p, source=replace(p.source, report_read=True, emit_tally=False))
         if self._location is not None:
             root = local_checkpoint(spark, self._location)
             use_file_system_manager(spark, root)
@@ -177,8 +181,10 @@ class Hop:
             raise RunError(f"hop {self.consumer}: call read(spark) before exactly_once(...): "
                            "the read agrees the hop's start with its stores")
         s = self._prepared
+        reads = SourceReads(s.pipeline, s.checkpoint, s.base) \
+            if reports_reads(s.pipeline) else None
         return BatchProcessor(s.pipeline, self._done, s.checkpoint, s.base,
-                              way=UserWay(s.pipeline, function))
+                              way=UserWay(s.pipeline, function, reads), drain=True)
 
     def _done(self, report: BatchReport) -> None:
         self.reports = [*self.reports[-(KEPT - 1):], report]

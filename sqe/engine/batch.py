@@ -57,10 +57,14 @@ class BatchProcessor:
                  checkpoint: StreamCheckpoint | None = None, base: int = 0,
                  plan: OnePassPlan | None = None,
                  way: Callable[[DataFrame, Batch, BatchReport], None] | None = None,
-                 learning: bool = False, on_learned: Callable[[], None] | None = None) -> None:
+                 learning: bool = False, on_learned: Callable[[], None] | None = None,
+                 drain: bool = False) -> None:
         self.p = pipeline
         self.plan = plan  # the stream planned once: its batches are written in one pass
         self.way = way  # writes each batch instead (a hop's: the user's function)
+        #: a batch the stores hold is still run through, writing nothing: a hop's query may
+        #: hold state in Spark's state store, which Spark computes again and checks
+        self.drain = drain
         self.on_done = on_done  # given each batch's report once it is committed (or skipped)
         self.checkpoint = checkpoint  # where Spark keeps this stream's offsets
         self.base = base  # the id the stores count this checkpoint's batch 0 as
@@ -154,6 +158,10 @@ class BatchProcessor:
                     raise SourceError(f"cannot read the HWM store of {self.p.consumer}: "
                                       f"{exc}") from None
                 if not todo:  # committed already: Spark re-ran a finished batch
+                    if self.drain:
+                        self._name_jobs(rows, "run the batch again, writing nothing (the "
+                                        "stores hold it; Spark's state store computes it)")
+                        rows.write.format("noop").mode("overwrite").save()
                     report.skipped = True
                     failed = False
                     self._done(report)

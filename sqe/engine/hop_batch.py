@@ -5,15 +5,19 @@ the batch's rows (the ``sqe-kafka`` source's columns, with whatever the user's t
 added), and the function hands each of the hop's states its frame with
 :meth:`HopBatch.write`.  Everything around the function is the engine's own: the batch is
 admitted by :class:`~sqe.engine.batch.BatchProcessor` against the stores' commit record,
-:class:`UserWay` finds its new high-water marks in one Spark job over the rows, writes each
-state through the sink protocol (:mod:`sqe.state.sink`) and commits the marks, the batch id
-and the staged rows in one step (:func:`~sqe.engine.batch_commit.commit_hwm`), as a topology's
-batch does.
+:class:`UserWay` runs the batch once (its rows cached for the function) and takes its new
+high-water marks from what the source tasks read (:mod:`sqe.engine.source_reads`), writes
+each state through the sink protocol (:mod:`sqe.state.sink`) and commits the marks, the batch
+id and the staged rows in one step (:func:`~sqe.engine.batch_commit.commit_hwm`), as a
+topology's batch does.  The marks are the source's, not the rows', so the query between the
+read and the states may be anything Structured Streaming runs: an aggregation, a
+deduplication, a join.  A batch the stores hold already is still run through, writing
+nothing, so that Spark's state store holds it (:class:`~sqe.engine.batch.BatchProcessor`'s
+``drain``).
 
-What exactly-once asks of the user's code, checked here in one sentence each: the rows keep
-the source's columns (the marks are found from ``_pid``, ``_source_partition`` and
-``_source_offset``, and a Kafka state keys each row by the ``_sqe_*`` columns
-:meth:`sqe.hop.Hop.read` adds); each state is written once in every batch; a Kafka state's
+What exactly-once asks of the user's code, checked here in one sentence each: a Kafka state
+keys each row by the ``_sqe_*`` columns :meth:`sqe.hop.Hop.read` adds, so its frame keeps
+them; each state is written once in every batch; a Kafka state's
 rows stay in source order per source partition (a frame that a shuffle or a sort reordered is
 put back in that order, with a warning; over Spark Connect, where no plan can be read, every
 Kafka state's frame is), and a transform Spark knows to be non-deterministic is warned of (a
@@ -32,8 +36,11 @@ from urllib.parse import urlsplit
 from pyspark.sql import DataFrame
 
 from sqe.engine.batch_commit import commit_hwm
+from sqe.engine.batch_keys import batch_keyed
+from sqe.engine.one_pass_batch import count_source
 from sqe.engine.per_batch import batch_marks, stage_counted, write_state
 from sqe.engine.pipeline import QueryStep, StreamPipeline
+from sqe.engine.source_reads import SourceReads
 from sqe.engine.spark_api import describe_jobs, is_connect
 from sqe.errors import StateError
 from sqe.faults import fault_point
@@ -42,12 +49,12 @@ from sqe.state.kafka.sink import KafkaSink
 from sqe.state.sink import Batch, Sink, Staged
 from sqe.wire.columns import CARRIED, data_rows
 
-__all__ = ["MARKED_BY", "HopBatch", "UserWay", "reorders"]
+__all__ = ["HopBatch", "UserWay", "reorders"]
 
 log = logging.getLogger("sqe")
 
-#: The source columns a hop's rows must keep: the high-water marks are found by them.
-MARKED_BY = ("_offset", "_pid", "_source_partition", "_source_offset")
+#: The source columns by which a hop without an HWM store counts its batch's records.
+_MARKED_BY = ("_offset", "_pid", "_source_partition", "_source_offset")
 _KEEP = ("keep the source's columns through the transform (select('*', ...) and withColumn "
          "keep them; a select of named columns or an aggregation drops them)")
 #: A shuffle or a sort in a physical plan: what reorders the rows of a source partition.
@@ -127,7 +134,7 @@ class _OpenBatch:
                              "state one frame per batch (union them first)")
         self.written.add(state)
         assert step.sink is not None
-        frame = self._way.fit(step, frame, self._where(state), self._batch.checkpoint)
+        frame = self._way.fit(step, frame, self._where(state), self.id, self._batch.checkpoint)
         self.opened.append(step.sink)
         self.staged += write_state(step, frame, self._batch, self._report, self.name_jobs)
 
@@ -143,9 +150,11 @@ class UserWay:
     """The way a hop's batch is written: the user's function instead of compiled queries."""
 
     def __init__(self, pipeline: StreamPipeline,
-                 function: Callable[[DataFrame, HopBatch], Any]) -> None:
+                 function: Callable[[DataFrame, HopBatch], Any],
+                 reads: SourceReads | None = None) -> None:
         self.p = pipeline
         self.function = function
+        self.reads = reads  # the batches' marks from what the source read (else from the rows)
         self._said: set[tuple[str, str]] = set()  # warnings said once per run: (state, what)
 
     def step(self, state: str) -> QueryStep:
@@ -157,12 +166,13 @@ class UserWay:
         raise StateError(f"hop {self.p.consumer}: it has no state {state} (its states: "
                          f"{names}); name each state in the hop's into=[...]")
 
-    def fit(self, step: QueryStep, frame: DataFrame, where: str, checkpoint: str | None = None
-            ) -> DataFrame:
+    def fit(self, step: QueryStep, frame: DataFrame, where: str, batch_id: int,
+            checkpoint: str | None = None) -> DataFrame:
         """``frame`` as ``step``'s state takes it: its fields present, and for a Kafka state
         the carried columns, in source order per source partition (put back in it where a
         plan shows a shuffle or a sort, and over Spark Connect, where no plan can be read;
-        ``checkpoint``: the streaming query's)."""
+        ``checkpoint``: the streaming query's), or, for rows with none of the carried columns
+        (an aggregation's), keys of batch ``batch_id`` (:mod:`sqe.engine.batch_keys`)."""
         fields = step.query.insertInto.fields
         lower = {c.lower() for c in frame.columns}
         missing = [f for f in fields if f.lower() not in lower]
@@ -173,7 +183,7 @@ class UserWay:
         if not isinstance(step.sink, KafkaSink):
             return frame
         lost = [c for c in CARRIED if c not in frame.columns]
-        if lost:
+        if lost and len(lost) < len(CARRIED):
             raise StateError(f"{where}: a Kafka state keys each row by the columns "
                              f"{', '.join(CARRIED)} that Hop.read gives, and the frame has no "
                              f"{', '.join(lost)}; {_KEEP}")
@@ -183,6 +193,8 @@ class UserWay:
                        "UDF marked nondeterministic, ...): a batch run again after a failure "
                        "may write other rows than the first attempt, and the next hop keeps "
                        "the first attempt's rows of each source offset")
+        if lost:  # rows no single record stands behind: keyed by the batch
+            return batch_keyed(frame, self.p.pid, batch_id, where)
         if not plans or any(reorders(text) for text, _ in plans):
             if plans:
                 self._warn(where, "order", "its frame is shuffled or sorted after the read, "
@@ -202,17 +214,26 @@ class UserWay:
     def __call__(self, rows: DataFrame, batch: Batch, report: BatchReport) -> None:
         """Write and commit batch ``rows`` through the user's function."""
         where = f"hop {self.p.consumer} batch {batch.batch_id}"
-        lost = [c for c in MARKED_BY if c not in rows.columns]
-        if lost:
-            raise StateError(f"{where}: its rows have no column {', '.join(lost)}, by which "
-                             f"the batch's high-water marks are found; {_KEEP}")
+        reads = self.reads if batch.store is not None else None
+        if batch.store is not None and reads is None:
+            raise StateError(f"{where}: its source does not report what it read (reportRead), "
+                             "by which the batch's high-water marks are found")
         frame = rows.persist()
         attempt = replace(batch, stages=[])
         out = _OpenBatch(self, attempt, report)
         try:
-            out.name_jobs(frame, "count and find the new high-water marks")
-            updates, _, _ = batch_marks(frame, report)
-            self.function(data_rows(frame), out)
+            if reads is not None and batch.store is not None:
+                out.name_jobs(frame, "read the batch")
+                frame.count()  # every source task runs (and reports), the rows are cached
+                read = reads.batch(batch.store, batch.batch_id)
+                count_source(read, report)
+                updates = read.marks
+            elif all(c in frame.columns for c in _MARKED_BY):  # no marks: count the records
+                out.name_jobs(frame, "count the records")
+                updates, _, _ = batch_marks(frame, report)
+            else:
+                updates = {}
+            self.function(data_rows(frame) if "_offset" in frame.columns else frame, out)
             unwritten = [s.query.insertInto.objectName for s in self.p.steps
                          if s.query.insertInto.objectName not in out.written]
             if unwritten:
@@ -229,3 +250,5 @@ class UserWay:
             frame.unpersist()
         fault_point("before-commit", attempt.batch_id)
         commit_hwm(attempt, updates)
+        if reads is not None and batch.store is not None:
+            reads.forget_before(batch.store, batch.batch_id)

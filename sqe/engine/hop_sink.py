@@ -49,11 +49,11 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from sqe.engine.batch_commit import commit_hwm
-from sqe.engine.hop_batch import MARKED_BY
 from sqe.engine.one_pass import BAD, MARKED, RAW, REFUSED, state_column
 from sqe.engine.one_pass_batch import count_source
 from sqe.engine.one_pass_task import merge_results, pass_task
 from sqe.engine.pipeline import StreamPipeline
+from sqe.engine.source_reads import SourceReads, reports_reads
 from sqe.errors import StateError, TopologyError
 from sqe.faults import fault_point
 from sqe.ledger.hwm import HwmStore, Stage
@@ -100,11 +100,9 @@ def sink_frame(p: StreamPipeline, frame: DataFrame, hwm: HwmStore | None) -> Dat
     the columns its marks are found by and each state's task columns, as a one-pass plan's.
     ``hwm``: the hop's HWM store (a Redis state in its database stages its rows)."""
     where = f"hop {p.consumer}"
-    lost = [c for c in MARKED_BY if c not in frame.columns]
-    if lost:
-        raise TopologyError(f"{where}: its rows have no column {', '.join(lost)}, by which a "
-                            "batch's high-water marks are found; keep the source's columns "
-                            "through the transform")
+    if p.filtering and not reports_reads(p):
+        raise TopologyError(f"{where}: its source does not report what it read (reportRead), "
+                            "by which a batch's high-water marks are found")
     rows = frame
     have = set(frame.columns)
     raw = [(F.col(n) if n in have else F.lit(None).cast("long")).alias(f"{RAW}{n}")
@@ -118,6 +116,13 @@ def sink_frame(p: StreamPipeline, frame: DataFrame, hwm: HwmStore | None) -> Dat
         if missing:
             raise TopologyError(f"{where}, state {name}: the rows have no column "
                                 f"{', '.join(missing)} of the state's fields")
+        lost = [c for c in CARRIED if c not in have] if isinstance(sink, KafkaSink) else []
+        if lost:
+            raise TopologyError(f"{where}, state {name}: a Kafka state keys each row by the "
+                                f"columns {', '.join(CARRIED)} that Hop.read gives, and the "
+                                f"rows have no {', '.join(lost)}; the sqe-hop sink writes rows "
+                                "that keep them (write rows an aggregation made from "
+                                "hop.exactly_once, which keys them by batch)")
         with_extra = step.with_state_columns(rows)
         cols = sink.pass_columns(with_extra, hwm)
         if cols is None:
@@ -125,7 +130,8 @@ def sink_frame(p: StreamPipeline, frame: DataFrame, hwm: HwmStore | None) -> Dat
                                 "the sqe-hop sink (Kafka, Postgres and Redis states that do not "
                                 "aggregate can); write it from hop.exactly_once instead")
         rows = with_extra
-        mine = F.col("_offset").isNotNull()  # a record's row, not a tally's
+        # a record's row, not a tally's (a hop whose source reports what it read has none)
+        mine = F.col("_offset").isNotNull() if "_offset" in have else F.lit(True)
         states.append(F.when(mine, F.struct(*cols)).alias(state_column(i)))
         rejects = [c for c, _ in sink.rejects(with_extra)]
         if rejects:
@@ -221,14 +227,19 @@ class HopWriter(DataSourceStreamArrowWriter):
                 if sink.written_by_pass_done:  # e.g. Postgres: the rows and the batch id
                     _write_on_driver(sink, batch, result.states.get(index, {}),
                                      result.data.get(index, []))
+            p = self.spec.pipeline
+            reads = SourceReads(p, None, self.spec.base) if reports_reads(p) and mine else None
+            read = reads.batch(store, batch_id, mine[0].writer) \
+                if reads is not None and store is not None else None
             fault_point("before-commit", batch_id)
-            commit_hwm(batch, result.marks)
+            commit_hwm(batch, result.marks if read is None else read.marks)
+            if reads is not None and store is not None:
+                reads.forget_before(store, batch_id, mine[0].writer)
         finally:
             if store is not None:
                 store.client.close()
-        p = self.spec.pipeline
         report = BatchReport(p.stream.streamName, batch_id, filtering=p.filtering)
-        count_source(result, report)
+        count_source(result if read is None else read, report)
         for index, step in enumerate(p.steps):
             report.written[step.query.insertInto.objectName] = result.states.get(
                 index, {}).get("written", 0)

@@ -30,6 +30,7 @@ from sqe.engine.one_pass_task import RESULT_SCHEMA, PassResult, merge_results, p
 from sqe.engine.spark_api import give_tasks
 from sqe.faults import fault_point
 from sqe.observe.batch_report import BatchReport
+from sqe.source.read_report import BatchRead
 from sqe.state.sink import Batch, Sink
 
 __all__ = ["count_source", "write_one_pass"]
@@ -92,7 +93,7 @@ def write_one_pass(plan: OnePassPlan, frame: DataFrame, batch: Batch, report: Ba
     return True
 
 
-def count_source(result: PassResult, report: BatchReport) -> None:
+def count_source(result: PassResult | BatchRead, report: BatchReport) -> None:
     """What the one-pass tasks read (``result``: records, replays, counters) into ``report``."""
     report.source.add(result.tally)
     report.records_read += (result.records + result.tally.replays_dropped

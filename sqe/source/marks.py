@@ -28,7 +28,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from pyspark.sql import functions as F
@@ -42,9 +42,10 @@ from sqe.source.replay import pair_groups
 if TYPE_CHECKING:  # the Kafka source's package imports this module
     from sqe.source.kafka.config import SourceConfig
 
-__all__ = ["Pair", "TaskMarks", "frame_marks", "read_marks"]
+__all__ = ["Pair", "TaskMarks", "frame_marks", "read_marks", "with_store"]
 
 Pair = tuple[int, int]
+T = TypeVar("T")
 Fetch = Callable[[list[Pair]], Mapping[Pair, int]]
 
 
@@ -64,17 +65,32 @@ class TaskMarks:
         return cls(lambda pairs: {p: marks[p] for p in pairs if p in marks})
 
     @classmethod
-    def from_store(cls, cfg: SourceConfig) -> TaskMarks:
+    def from_store(cls, cfg: SourceConfig, recorded: Mapping[Pair, int | None] | None = None
+                   ) -> TaskMarks:
         """Marks read from the HWM store of ``cfg``'s consumer, through the client this
-        worker process keeps for it (:func:`sqe.clients.redis_clients.kept_client`)."""
-        endpoint = cfg.stream.hwm_store
+        worker process keeps for it (:func:`sqe.clients.redis_clients.kept_client`);
+        ``recorded``: the marks a run of this task before filtered by (None: the store had
+        none), taken instead of the store's for the pairs they name."""
+        known = dict(recorded or {})
 
         def fetch(pairs: list[Pair]) -> Mapping[Pair, int]:
-            with kept_client(endpoint) as client:
-                return read_marks(HwmStore(client, str(cfg.hwm_consumer), cfg.stream.hwm_ttl,
-                                           endpoint), pairs, cfg.stream.hwm_commit_retry)
+            got = {p: mark for p in pairs if (mark := known.get(p)) is not None}
+            rest = [p for p in pairs if p not in known]
+            if rest:
+                got.update(with_store(cfg, lambda store: read_marks(
+                    store, rest, cfg.stream.hwm_commit_retry)))
+            return got
 
         return cls(fetch)
+
+    def started(self) -> dict[Pair, int | None]:
+        """The mark of each pair asked for as the task began (None: the store had none)."""
+        return {pair: self.start.get(pair) for pair in self.asked}
+
+    def advanced(self) -> dict[Pair, int]:
+        """The pairs the records kept moved past their start, and where to."""
+        return {pair: offset for pair, offset in self.now.items()
+                if offset > self.start.get(pair, offset - 1)}
 
     def meet(self, pid: np.ndarray, part: np.ndarray, named: np.ndarray) -> None:
         """Read the marks of the pairs the ``named`` records (keys that decode) name and that
@@ -97,6 +113,14 @@ class TaskMarks:
         self.start.update(got)
         for pair, offset in got.items():
             self.now.setdefault(pair, offset)
+
+
+def with_store(cfg: SourceConfig, call: Callable[[HwmStore], T]) -> T:
+    """``call`` on the HWM store of ``cfg``'s consumer, through the client this worker process
+    keeps for it (:func:`sqe.clients.redis_clients.kept_client`)."""
+    endpoint = cfg.stream.hwm_store
+    with kept_client(endpoint) as client:
+        return call(HwmStore(client, str(cfg.hwm_consumer), cfg.stream.hwm_ttl, endpoint))
 
 
 def frame_marks(rows: Any, store: HwmStore) -> dict[Pair, int]:

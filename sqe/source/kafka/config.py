@@ -12,6 +12,9 @@ reader's own:
   (``<topology>.<stream>``; required with ``filterReplays``);
 * ``emitTally``: also yield each task's counters as one tally row
   (:class:`~sqe.wire.columns.Tally`);
+* ``reportRead``: with ``filterReplays``, each task of a streaming batch reports what it read
+  (its marks and counters) to the HWM store, for the batch's commit
+  (:mod:`sqe.source.read_report`: a hop's rows need not say where they came from);
 * ``endingOffsets`` (a batch read, ``spark.read``, only): where the read ends, Spark's JSON
   ``{"<partition>": <offset>}``, as ``startingOffsets`` (then JSON too) says where it starts;
 * ``jsonFields``: JSON ``{"<field>": "<type>"}`` of fields to read from each JSON value in
@@ -59,6 +62,7 @@ OPTION_PREFIX = "jw.sqe.spout.kafka."
 
 #: The reader's own options (not ``jw.sqe.*`` keys), by their lower-case spelling.
 _OWN = {"topic": "topic", "hwmconsumer": "hwmConsumer", "emittally": "emitTally",
+        "reportread": "reportRead",
         "endingoffsets": "endingOffsets", "jsonfields": "jsonFields",
         "producersahead": "producersAhead"}
 
@@ -137,6 +141,8 @@ class SourceConfig:
     #: producersAhead: the producers (role -> settings) the stream's states write with, which
     #: each worker makes at its first read (:func:`sqe.clients.producers.make_ahead`)
     producers_ahead: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False)
+    #: reportRead: each task reports what it read (:mod:`sqe.source.read_report`)
+    report_read: bool = False
 
     def __post_init__(self) -> None:
         if self.stream.filter_replays and not self.hwm_consumer:
@@ -176,12 +182,15 @@ class SourceConfig:
                                   f'such as {{"0": 42}}, got {ending!r}') from None
         return cls(topic, stream, consumer, _flag(lowered, "emittally"), ending,
                    _json_fields(topic, lowered.get("jsonfields")),
-                   _producers(topic, lowered.get("producersahead")))
+                   _producers(topic, lowered.get("producersahead")),
+                   _flag(lowered, "reportread"))
 
     def to_options(self) -> dict[str, str]:
         """The reader options that rebuild this config (what the runner passes to Spark)."""
         s = self.stream.settings
         out = {"topic": self.topic, "emitTally": "true" if self.emit_tally else "false"}
+        if self.report_read:
+            out["reportRead"] = "true"
         if self.hwm_consumer:
             out["hwmConsumer"] = self.hwm_consumer
         if self.ending:

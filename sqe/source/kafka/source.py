@@ -63,6 +63,7 @@ from sqe.source.kafka.offsets import (
 )
 from sqe.source.kafka.rows import Records, to_rows
 from sqe.source.marks import TaskMarks
+from sqe.source.read_report import RangeRead
 from sqe.wire.columns import SCHEMA, Tally
 from sqe.wire.headers import FILTER_HEADER
 
@@ -250,7 +251,10 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
     make_ahead(cfg.producers_ahead)  # the stream's states' producers (sqe.clients.producers)
     consumer = _READERS.take(cfg)
     stream = cfg.stream
-    marks = TaskMarks.from_store(cfg) if stream.filter_replays else None
+    reported = RangeRead.begin(cfg, part)
+    marks = (reported.marks() if reported is not None else TaskMarks.from_store(cfg)) \
+        if stream.filter_replays else None
+    rows = unparseable = 0
     policies = (stream.corrupt_policy, stream.bad_record_policy)
     dead = DeadLetters(stream) if "deadletter" in policies else None
     headers = stream.post_filtering and not stream.chunks  # plain records carry the filter value
@@ -279,9 +283,13 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
                 tally.add(counts)
                 rec = Records(filter_values=[] if headers else None)
                 if batch.num_rows:
+                    rows += batch.num_rows
+                    unparseable += batch.column("_pid").null_count
                     yield with_fields(batch, cfg.json_fields)
         if dead is not None:
             dead.finish()
+        if reported is not None and marks is not None:
+            reported.write(marks, rows, unparseable, tally)
         if cfg.emit_tally and tally:
             yield with_fields(tally.row(part.topic, part.partition), cfg.json_fields)
         _READERS.give_back(cfg, consumer)
