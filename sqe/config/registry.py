@@ -256,6 +256,11 @@ _DECLARED = [
     Option("jw.sqe.state.postgres.dsn", "str", None,
            "Postgres connection string of the Postgres state (libpq URI or key=value), e.g. "
            "postgresql://postgres@localhost:5432/postgres.", scope="state"),
+    Option("jw.sqe.state.postgres.keyFields", "list", [],
+           "Fields that key the table's rows: a batch's row replaces the stored row with the "
+           "same key (an aggregate's newer value) instead of adding one; a new table gets them "
+           "as its primary key, an existing one needs a unique index on exactly them. Empty: "
+           "rows are appended.", scope="state"),
     Option("jw.sqe.state.postgres.commitRetrySeconds", "int", 30,
            "Seconds a batch's Postgres transaction is sent again on a new connection after "
            "its connection dropped (a restart, a reset, a reply lost after the COMMIT ran); "

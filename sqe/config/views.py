@@ -233,6 +233,7 @@ class PostgresStateSettings(_View):
 
     dsn = OptionKey[str | None]("jw.sqe.state.postgres.dsn")
     commit_retry = OptionKey[int]("jw.sqe.state.postgres.commitRetrySeconds")
+    key_fields = OptionKey[list[str]]("jw.sqe.state.postgres.keyFields")
 
 
 @dataclass(frozen=True)

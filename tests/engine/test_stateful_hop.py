@@ -5,20 +5,31 @@ replays and a batch that Spark runs again."""
 from __future__ import annotations
 
 import json
+import re
+import sys
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+import psycopg
 import pytest
 import redis
+from pyspark import cloudpickle
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 import sqe
+from sqe.cli.local_services import service_conf
+from sqe.cli.sample_events import produce_events, sample_events
+from sqe.faults import kill_group
 from sqe.source.read_report import TaskRead
 from sqe.wire.keys import StreamMetadata
-from tests.engine.test_hop import _options
+from tests.engine.test_exactly_once import crash_enrich_and_run_it_again
+from tests.engine.test_hop import PySparkChain, _options
+from tests.support import ROOT
 from tests.support.kafka_io import produce, read_topic
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -73,22 +84,27 @@ def _loaded(client: redis.Redis, prefix: str) -> dict[tuple[str, str], int]:
 @pytest.mark.spark
 @pytest.mark.kafka
 @pytest.mark.redis
+@pytest.mark.postgres
 @pytest.mark.parametrize("way", ["foreachBatch", "sink"])
 def test_a_windowed_aggregation_in_a_hop_counts_each_record_once_through_replays(
-        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, way):
+        spark, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path, way):
     topic = kafka_topic(2, "enriched")
     produce(kafka_bootstrap, topic, _records(range(0, 600)))
     tag = f"win-{topic[-6:]}"
     consumer = f"agg_{way}.enriched"
     prefix = f"{tag}:"
-    conf = _options(kafka_bootstrap, redis_url, more={
+    conf = _options(kafka_bootstrap, redis_url, postgres_dsn, more={
         "jw.sqe.spout.kafka.filterReplays": True, "jw.sqe.spout.fields": FIELDS,
         "jw.sqe.spout.kafka.maxRecordsPerBatch": 150})
     into = [sqe.InsertInto(objectName="sums", stateName="REDIS",
                            fields=["tag", "region", "window_start", "total"],
                            options={"jw.sqe.state.redis.datatype": "HASH",
                                     "jw.sqe.state.redis.keyname.fields": ["tag", "region"],
-                                    "jw.sqe.state.redis.fieldname.fields": ["window_start"]})]
+                                    "jw.sqe.state.redis.fieldname.fields": ["window_start"]}),
+            sqe.InsertInto(objectName="window_sums", stateName="POSTGRES",
+                           fields=["region", "window_start", "total"],
+                           options={"jw.sqe.state.postgres.keyFields":
+                                    ["region", "window_start"]})]
 
     def run(once: bool = False) -> sqe.Hop:
         hop = sqe.Hop(consumer, topic=topic, checkpoint=tmp_path / "ck",
@@ -98,8 +114,9 @@ def test_a_windowed_aggregation_in_a_hop_counts_each_record_once_through_replays
             writer = hop.write_stream(sums).outputMode("append")
         else:
             writer = (sums.writeStream.option("checkpointLocation", hop.checkpoint)
-                      .foreachBatch(hop.exactly_once(
-                          lambda rows, batch: batch.write("sums", rows))).outputMode("update"))
+                      .foreachBatch(hop.exactly_once(lambda rows, batch: [
+                          batch.write(name, rows) for name in ("sums", "window_sums")]))
+                      .outputMode("update"))
         trigger = {"once": True} if once else {"availableNow": True}
         writer.trigger(**trigger).start().awaitTermination()
         return hop
@@ -112,6 +129,10 @@ def test_a_windowed_aggregation_in_a_hop_counts_each_record_once_through_replays
         final = (START + timedelta(seconds=events.stop - 1 - 30 - 60)).strftime(
             "%Y-%m-%d %H:%M:%S")
         assert {w for w in want if w[1] < final} <= set(got)
+        with psycopg.connect(postgres_dsn) as conn:  # a window's row replaced by its newer one
+            table = {(r, w): t for r, w, t in conn.execute(
+                "SELECT region, window_start, total FROM window_sums").fetchall()}
+        assert table == {(r, w): v for (r, w), v in got.items()}
 
     hop = run()
     client = redis.Redis.from_url(redis_url)
@@ -211,3 +232,233 @@ def test_an_aggregations_kafka_output_is_keyed_by_batch_and_a_batch_run_again_is
     assert sum(r.replays_dropped for r in load.reports) == len(keys) - len(set(keys))
     got = _loaded(redis.Redis.from_url(redis_url), f"{tag}:")
     assert got == _windows(range(0, 600))
+
+
+class SumsChain(PySparkChain):
+    """examples/pyspark_chain.py's enrich, then examples/windowed_sums.py, as subprocesses."""
+
+    def __init__(self, *args: Any, sums: str) -> None:
+        super().__init__(*args)
+        self.sums = sums
+
+    def command(self, name: str, checkpoint: str | None = None, *extra: str) -> list[str]:
+        if name != "sums":
+            return super().command(name, checkpoint, *extra)
+        return [sys.executable, str(ROOT / "examples/windowed_sums.py"), "--once",
+                "--enriched", self.enriched, "--sums", self.sums,
+                "--checkpoint", str(self.tmp / (checkpoint or "ck")),
+                "--config", str(ROOT / "conf/local.yaml"),
+                *service_conf(self.kafka, self.redis_url, self.dsn), *extra]
+
+
+def _next_hop(records: list[Any]) -> list[Any]:
+    """The records a next hop's replay filter passes, in order."""
+    marks: dict[tuple[int, int], int] = {}
+    kept = []
+    for r in records:
+        k = StreamMetadata.from_bytes(r.key)
+        if k.offset > marks.get((k.pid, k.partition), -1):
+            marks[(k.pid, k.partition)] = k.offset
+            kept.append(r)
+    return kept
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+@pytest.mark.postgres
+def test_the_windowed_example_is_exactly_once_through_kills_and_replays(
+        kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
+    events, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")
+    sums = kafka_topic(2, "sums")
+    chain = SumsChain(tmp_path, kafka_bootstrap, events, enriched, redis_url, postgres_dsn,
+                      sums=sums)
+    count = 2000
+    produce_events(kafka_bootstrap, events, count, partitions=2)
+    expected = {f"e{i}" for i in range(count)}
+    records = crash_enrich_and_run_it_again(chain, expected)  # `enriched` holds replays
+    cents: dict[str, int] = defaultdict(int)
+    for event in sample_events(count):
+        cents[event["region"].upper()] += event["amount"] * 100
+
+    # the hop dies with batch 1's states written, before its commit; run again, it writes
+    # batch 1 again (the same rows, the same keys) and goes on
+    batch = ("--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=700")
+    proc, _ = chain.start_with_fault("sums", "before-commit@1", "wait", *batch)
+    chain.wait(proc, "sums", "before-commit@1")
+    kill_group(proc)
+    done = chain.run("sums", *batch)
+    assert done.returncode == 0, done.stderr[-3000:]
+    dropped = sum(int(n) for n in re.findall(r"(\d+) replays dropped", done.stdout))
+    assert 0 < dropped <= len(records) - count
+
+    client = redis.Redis.from_url(redis_url)
+    by_region = {region: sum(int(v) for v in client.hgetall(region).values())
+                 for region in cents}
+    assert by_region == dict(cents)  # every window's last value: each event counted once
+    out = read_topic(kafka_bootstrap, sums)
+    kept = _next_hop(out)
+    assert len(kept) < len(out)  # batch 1's copies, dropped by the next hop
+    last = {}
+    for r in kept:
+        row = json.loads(r.value)
+        last[(row["region"], row["minute"])] = row
+    assert sum(row["events"] for row in last.values()) == count
+    assert {(k[0], k[1]): row["cents"] for k, row in last.items()} == {
+        (region, minute.decode()): int(v) for region in cents
+        for minute, v in client.hgetall(region).items()}
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+@pytest.mark.parametrize("operator", ["sliding", "session", "dedup"])
+def test_sliding_and_session_windows_and_a_watermark_deduplication_count_each_record_once(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, operator):
+    topic, out = kafka_topic(2, "enriched"), kafka_topic(2, "out")
+    twice = [(StreamMetadata(8, part, i // 2).to_bytes(), value, part)  # another producer's
+             for i, (_, value, part) in enumerate(_records(range(0, 300)))]
+    produce(kafka_bootstrap, topic, _records(range(0, 300)) + twice)
+    produce(kafka_bootstrap, topic, _records(range(100, 200)))  # replays
+    tag = f"{operator}-{topic[-6:]}"
+    conf = _options(kafka_bootstrap, redis_url, more={
+        "jw.sqe.spout.kafka.filterReplays": True, "jw.sqe.spout.fields": FIELDS,
+        "jw.sqe.spout.kafka.maxRecordsPerBatch": 150})
+    fields = ["tag", "region", "window", "total"]
+    hop = sqe.Hop(f"{operator}.enriched", topic=topic, checkpoint=tmp_path / "ck",
+                  deserializer="json", conf=conf, into=[
+                      sqe.InsertInto(objectName="sums", stateName="REDIS", fields=fields,
+                                     options={"jw.sqe.state.redis.datatype": "HASH",
+                                              "jw.sqe.state.redis.keyname.fields":
+                                                  ["tag", "region"],
+                                              "jw.sqe.state.redis.fieldname.fields":
+                                                  ["window"]}),
+                      sqe.InsertInto(objectName=out, stateName="KAFKA", fields=fields, options={
+                          "jw.sqe.state.kafka.keytype": "StreamMetadata",
+                          "jw.sqe.state.kafka.partitionClass": "SourcePartitionPartitioner"})])
+    rows = hop.read(spark).withWatermark("ts", "30 seconds")
+    if operator == "dedup":  # each event once, though two producers sent it
+        frame = (rows.dropDuplicatesWithinWatermark(["event_id"])
+                 .select(F.col("event_id").alias("window"), "region",
+                         F.col("amount").alias("total")))
+        mode = "append"
+    else:
+        # a region's events are 3 s apart: a session of a 2 s gap holds one event
+        window = (F.window("ts", "60 seconds", "30 seconds") if operator == "sliding"
+                  else F.session_window("ts", "2 seconds"))
+        frame = (rows.where(F.col("_pid") == 7).groupBy("region", window.alias("w"))
+                 .agg(F.sum("amount").alias("total"))
+                 .select("region", F.col("w.start").cast("string").alias("window"), "total"))
+        mode = "update" if operator == "sliding" else "append"  # Spark's rule for sessions
+
+    def write(batch_rows: DataFrame, batch: Any) -> None:
+        batch.write("sums", batch_rows)
+        batch.write(out, batch_rows)
+
+    (frame.withColumn("tag", F.lit(tag)).writeStream.outputMode(mode)
+     .option("checkpointLocation", hop.checkpoint).trigger(availableNow=True)
+     .foreachBatch(hop.exactly_once(write)).start().awaitTermination())
+    assert sum(r.replays_dropped for r in hop.reports) == 100
+    client = redis.Redis.from_url(redis_url)
+    totals: dict[str, int] = defaultdict(int)
+    for (region, _), value in _loaded(client, f"{tag}:").items():
+        totals[region] += value
+    want: dict[str, int] = defaultdict(int)
+    for i in range(300):
+        want[_event(i)["region"]] += _event(i)["amount"]
+    if operator == "sliding":  # every instant lies in two windows of a minute sliding by 30 s
+        assert totals == {r: 2 * v for r, v in want.items()}
+    elif operator == "session":  # each closed once the watermark (30 s) passed its end
+        sessions = {(e["region"], (START + timedelta(seconds=i)).strftime("%Y-%m-%d %H:%M:%S")):
+                    e["amount"] for i in range(300) for e in [_event(i)]}
+        got = _loaded(client, f"{tag}:")
+        assert got == {k: v for k, v in sessions.items() if k in got}
+        assert len(got) >= 300 - 33
+    else:
+        assert totals == want
+        ids = [json.loads(r.value)["window"] for r in read_topic(kafka_bootstrap, out)]
+        assert sorted(ids) == sorted(f"e{i}" for i in range(300))
+
+
+class RegionTotals(StatefulProcessor):
+    """transformWithStateInPandas: each region's running total, in a value state."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.total = handle.getValueState("total", "total long")
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+        total = self.total.get()[0] if self.total.exists() else 0
+        for frame in rows:
+            total += int(frame["amount"].sum())
+        self.total.update((total,))
+        yield pd.DataFrame({"region": [key[0]], "total": [total]})
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+def test_transform_with_state_in_pandas_in_a_hop_keeps_each_record_once(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    topic = kafka_topic(2, "enriched")
+    produce(kafka_bootstrap, topic, _records(range(0, 400)) + _records(range(50, 250)))
+    tag = f"tws-{topic[-6:]}"
+    hop = sqe.Hop("tws.enriched", topic=topic, checkpoint=tmp_path / "ck", deserializer="json",
+                  conf=_options(kafka_bootstrap, redis_url, more={
+                      "jw.sqe.spout.kafka.filterReplays": True, "jw.sqe.spout.fields": FIELDS,
+                      "jw.sqe.spout.kafka.maxRecordsPerBatch": 150}),
+                  into=[sqe.InsertInto(objectName="totals", stateName="REDIS",
+                                       fields=["tag", "region", "total"],
+                                       options={"jw.sqe.state.redis.keyname.fields":
+                                                ["tag", "region"]})])
+    totals = (hop.read(spark).groupBy("region")
+              .transformWithStateInPandas(RegionTotals(), "region string, total long",
+                                          "Update", "None")
+              .withColumn("tag", F.lit(tag)))
+    provider = "spark.sql.streaming.stateStore.providerClass"  # the processor's state needs it
+    spark.conf.set(provider, "org.apache.spark.sql.execution.streaming.state."
+                             "RocksDBStateStoreProvider")
+    try:
+        (totals.writeStream.outputMode("update").option("checkpointLocation", hop.checkpoint)
+         .trigger(availableNow=True)
+         .foreachBatch(hop.exactly_once(lambda rows, batch: batch.write("totals", rows)))
+         .start().awaitTermination())
+    finally:
+        spark.conf.unset(provider)
+    assert sum(r.replays_dropped for r in hop.reports) == 200
+    client = redis.Redis.from_url(redis_url)
+    want: dict[str, int] = defaultdict(int)
+    for i in range(400):
+        want[_event(i)["region"]] += _event(i)["amount"]
+    assert {r: int(client.get(f"{tag}:{r}")) for r in want} == want
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+@pytest.mark.postgres
+@pytest.mark.connect
+def test_the_windowed_example_over_spark_connect(
+        connect_server, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
+    events, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")
+    chain = SumsChain(tmp_path, kafka_bootstrap, events, enriched, redis_url, postgres_dsn,
+                      sums=kafka_topic(2, "sums"))
+    produce_events(kafka_bootstrap, events, 1000, partitions=2)
+    remote = ("--remote", connect_server.url)
+    done = chain.run("enrich", *remote)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = read_topic(kafka_bootstrap, enriched)
+    produce(kafka_bootstrap, enriched, [(r.key, r.value, r.partition) for r in records[:300]])
+    done = chain.run("sums", *remote, "--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=400")
+    assert done.returncode == 0, done.stderr[-3000:]
+    cents: dict[str, int] = defaultdict(int)
+    for event in sample_events(1000):
+        cents[event["region"].upper()] += event["amount"] * 100
+    client = redis.Redis.from_url(redis_url)
+    # the 300 copies counted once: each region's minutes add up to its events' amounts
+    assert {r: sum(int(v) for v in client.hgetall(r).values()) for r in cents} == dict(cents)

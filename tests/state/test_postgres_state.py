@@ -82,6 +82,28 @@ def test_appends_to_an_existing_table_and_refuses_one_without_the_columns(spark,
     assert _rows(postgres_dsn, "SELECT count(*) FROM mine") == [(3,)]
 
 
+def test_key_fields_make_a_batchs_row_replace_the_stored_row_of_its_key(spark, postgres_dsn):
+    cfg = PostgresStateConfig("windows", postgres_dsn, ("region", "minute", "cents"),
+                              keys=("region", "minute"))
+    first = spark.createDataFrame([("EU", "12:00", 5), ("US", "12:00", 7)],
+                                  "region string, minute string, cents long")
+    write_postgres(first, cfg, "t.In", 0)
+    # a window's newer value replaces it; within a batch, the last row of a key wins
+    later = spark.createDataFrame([("EU", "12:00", 9), ("EU", "12:01", 1), ("EU", "12:01", 3)],
+                                  "region string, minute string, cents long").coalesce(1)
+    write_postgres(later, cfg, "t.In", 1)
+    assert _rows(postgres_dsn, "SELECT region, minute, cents FROM windows ORDER BY 1, 2") == [
+        ("EU", "12:00", 9), ("EU", "12:01", 3), ("US", "12:00", 7)]
+    assert write_postgres(later, cfg, "t.In", 1).skipped  # fenced by the batch id, as appends
+
+    with psycopg.connect(postgres_dsn) as conn:  # a table of the user's, with no such index
+        conn.execute("CREATE TABLE plain (region text, minute text, cents bigint)")
+    with pytest.raises(StateError, match="Postgres state plain: the table has no primary key or "
+                                         r"unique index on exactly \(region, minute\)"):
+        write_postgres(first, PostgresStateConfig("plain", postgres_dsn, cfg.fields,
+                                                  keys=cfg.keys), "t.In", 0)
+
+
 def test_a_batch_is_written_once_and_an_older_one_refused(spark, postgres_dsn):
     df = spark.createDataFrame([(i,) for i in range(5)], "id long")
     cfg = PostgresStateConfig("ids", postgres_dsn, ("id",))

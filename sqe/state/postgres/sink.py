@@ -3,8 +3,12 @@
 The table is ``insertInto.objectName`` (``table`` or ``schema.table``).  When
 it is missing it is created with one column per ``fields`` entry, typed from
 the Spark column (:func:`pg_type`); when it exists it must have those
-columns, and rows are appended to them.  Writers that create it at once do not race:
-the creation takes the table's creation lock (:mod:`sqe.state.postgres.ddl`).
+columns, and rows are appended to them (:mod:`sqe.state.postgres.table`).
+
+With ``keyFields`` a row replaces the stored row with the same key (an aggregate's newer
+value, a window's update) instead of adding one: the batch is copied into a temporary table and
+merged with ``INSERT ... ON CONFLICT (keys) DO UPDATE``, the batch's last row of each key
+winning, in the same transaction.
 
 One micro-batch ``K`` of consumer ``C`` is one SQL transaction, as the sink
 protocol (:mod:`sqe.state.sink`) runs it:
@@ -50,17 +54,15 @@ from sqe.state.postgres.batches import (
     record_batch,
     reset_batch,
 )
-from sqe.state.postgres.ddl import creation_lock
 from sqe.state.postgres.encoding import csv_column, csv_task, pass_csv, pg_type
+from sqe.state.postgres.table import copy_in, ensure_table
 from sqe.state.sink import Batch, RowTask, Sink, SinkTarget
 from sqe.wire.columns import field_column
 
 if TYPE_CHECKING:
     import psycopg
-    from psycopg import sql
 else:  # the postgres extra: PostgresSink.problems says when it is missing
     psycopg = optional("psycopg")
-    sql = optional("psycopg.sql")
 
 T_ = TypeVar("T_")
 
@@ -75,12 +77,14 @@ class PostgresStateConfig:
     dsn: str
     fields: tuple[str, ...]
     retry_s: float = 30.0  # jw.sqe.state.postgres.commitRetrySeconds
+    keys: tuple[str, ...] = ()  # jw.sqe.state.postgres.keyFields: a row replaces its key's
 
     @classmethod
     def of(cls, target: SinkTarget) -> PostgresStateConfig:
         """The config of a query's Postgres state (its DSN checked by :meth:`PostgresSink.problems`)."""
         settings = target.settings.postgres
-        return cls(target.name, settings.dsn or "", target.fields, settings.commit_retry)
+        return cls(target.name, settings.dsn or "", target.fields, settings.commit_retry,
+                   tuple(settings.key_fields or ()))
 
     @property
     def schema_and_table(self) -> tuple[str | None, str]:
@@ -101,36 +105,6 @@ class PostgresWrite:
 
     rows: int
     skipped: bool
-
-
-def _ident(name: str) -> Any:
-    return sql.Identifier(name)
-
-
-def _columns(cur: Any, cfg: PostgresStateConfig) -> set[str]:
-    """The columns of the state's table (none when it is missing)."""
-    cur.execute("SELECT a.attname FROM pg_attribute a "
-                "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped",
-                [cfg.target.as_string(cur)])
-    return {r[0] for r in cur.fetchall()}
-
-
-def _ensure_table(cur: Any, cfg: PostgresStateConfig, schema: T.StructType) -> None:
-    """Create the table when it is missing (under its creation lock, held until the batch
-    commits: :mod:`sqe.state.postgres.ddl`), and check it has the fields' columns."""
-    existing = _columns(cur, cfg)
-    if not existing:
-        creation_lock(cur, *cfg.schema_and_table)
-        columns = sql.SQL(", ").join(
-            sql.SQL("{} {}").format(_ident(f), sql.SQL(pg_type(schema[f].dataType)))
-            for f in cfg.fields)
-        cur.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(cfg.target, columns))
-        existing = _columns(cur, cfg)  # another writer's, when it created the table first
-    missing = [f for f in cfg.fields if f not in existing]
-    if missing:
-        raise StateError(f"Postgres state {cfg.table}: the table exists without column(s) "
-                         f"{', '.join(missing)} that insertInto.fields names; add them or "
-                         "write to another table")
 
 
 class _Transaction:
@@ -193,12 +167,8 @@ class _Transaction:
         self.sent = (schema, chunks, rows)
         try:
             with self.conn.cursor() as cur:
-                _ensure_table(cur, cfg, schema)
-                copy = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(
-                    cfg.target, sql.SQL(", ").join(_ident(f) for f in cfg.fields))
-                with cur.copy(copy) as sink:
-                    for chunk in chunks:
-                        sink.write(chunk)
+                ensure_table(cur, cfg, schema)
+                copy_in(cur, cfg, chunks)
                 b = self.batch
                 record_batch(cur, cfg.schema_and_table[0], b.consumer, cfg.table, b.batch_id,
                              rows, b.offsets, b.checkpoint)
@@ -247,6 +217,10 @@ class PostgresSink(Sink):
                             "into a REDIS or KAFKA state, not POSTGRES")
         if not target.settings.postgres.dsn:
             problems.append(f"{target.where}: a POSTGRES state needs jw.sqe.state.postgres.dsn")
+        strays = [k for k in target.settings.postgres.key_fields or () if k not in target.fields]
+        if strays:
+            problems.append(f"{target.where}: jw.sqe.state.postgres.keyFields names "
+                            f"{', '.join(strays)}, which insertInto.fields does not")
         absent = missing("psycopg", f"{target.where}: a POSTGRES state")
         return problems + ([absent] if absent else [])
 
