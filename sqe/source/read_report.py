@@ -34,6 +34,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from sqe.errors import SourceError, StateError
 from sqe.ledger.hwm import HwmStore
 from sqe.ledger.retry import Failed, asked
@@ -163,6 +165,12 @@ class RangeRead:
 
     def __init__(self, cfg: SourceConfig, key: str, prior: TaskRead | None) -> None:
         self.cfg, self.key, self.prior = cfg, key, prior
+        self.rows = self.unparseable = 0  # the record rows yielded, those without StreamMetadata
+
+    def saw(self, batch: pa.RecordBatch) -> None:
+        """Count the record rows of ``batch``, which the task yields."""
+        self.rows += batch.num_rows
+        self.unparseable += batch.column("_pid").null_count
 
     @classmethod
     def begin(cls, cfg: SourceConfig, part: RangePartition) -> RangeRead | None:
@@ -179,9 +187,10 @@ class RangeRead:
         """The marks the task filters by: those a run before recorded, else the store's."""
         return TaskMarks.from_store(self.cfg, self.prior.start if self.prior else None)
 
-    def write(self, marks: TaskMarks, rows: int, unparseable: int, tally: Tally) -> None:
+    def write(self, marks: TaskMarks, tally: Tally) -> None:
         """Record what the task read (it read its whole range), kept for the marks' TTL."""
-        value = TaskRead(marks.started(), marks.advanced(), rows, unparseable, tally).dump()
+        value = TaskRead(marks.started(), marks.advanced(), self.rows, self.unparseable,
+                         tally).dump()
         ttl = max(1, self.cfg.stream.hwm_ttl)
         at = task_batch()
 

@@ -10,14 +10,14 @@ its end offset: a task asks the broker for no more than what remains and stops
 as soon as its position reaches the end, so it never waits out a consume
 timeout, and offsets may have gaps (compaction, transaction markers).
 
-With ``filterReplays`` each task reads the high-water marks of the
-(pid, partition) pairs its records name, when it first meets them
-(:class:`sqe.source.marks.TaskMarks`: what a batch touches, not what the store
-holds), and drops replays (:func:`sqe.source.replay.filter_replays`) before they
-become Spark rows.  With ``emitTally`` each task that dropped replays
-also yields one *tally row* (``_offset`` NULL, ``_replays_dropped`` = count)
-so the runner can report the counter (:func:`sqe.wire.columns.data_rows` removes
-tally rows).  Its options are :mod:`sqe.source.kafka.config`'s.
+With ``filterReplays`` each task reads the high-water marks of the (pid, partition) pairs its
+records name, when it first meets them (:class:`sqe.source.marks.TaskMarks`: what a batch
+touches, not what the store holds), and drops replays (:func:`sqe.source.replay.filter_replays`)
+before they become Spark rows; with ``reportRead`` it reports what it read to the store
+(:mod:`sqe.source.read_report`).  With ``emitTally`` each task that dropped replays also yields
+one *tally row* (``_offset`` NULL, ``_replays_dropped`` = count) for the runner's counters
+(:func:`sqe.wire.columns.data_rows` removes them).  Its options are
+:mod:`sqe.source.kafka.config`'s.
 
 Example::
 
@@ -72,8 +72,7 @@ __all__ = ["SOURCE_NAME", "KafkaBatchReader", "KafkaSource", "KafkaStreamReader"
 SOURCE_NAME = "sqe-kafka"
 
 #: Records turned into one Arrow batch at a time: what a task holds as Python objects and Arrow
-#: copies at once.  20,000 records of about 300 bytes peak at 60 MB in the worker where 100,000
-#: peaked at 180 MB, and read no slower (bench/results/throughput.md).
+#: copies at once (20,000 of ~300 bytes peak at 60 MB, 100,000 at 180 MB, and read no faster).
 _ROWS_PER_ARROW_BATCH = 20_000
 _CONSUME_TIMEOUT = 0.5
 
@@ -90,8 +89,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._meta = None  # a consumer for metadata and watermarks, made on first use
         self._target: dict[int, int] | None = None  # AvailableNow's end
 
-    def __getstate__(self) -> dict:
-        # Executors get the config only: clients are made where they are used.
+    def __getstate__(self) -> dict:  # executors get the config: clients are made where used
         return {"config": self.config, "_meta": None, "_target": None}
 
     # -- driver side -------------------------------------------------------------------
@@ -251,10 +249,9 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
     make_ahead(cfg.producers_ahead)  # the stream's states' producers (sqe.clients.producers)
     consumer = _READERS.take(cfg)
     stream = cfg.stream
-    reported = RangeRead.begin(cfg, part)
-    marks = (reported.marks() if reported is not None else TaskMarks.from_store(cfg)) \
-        if stream.filter_replays else None
-    rows = unparseable = 0
+    reported = RangeRead.begin(cfg, part)  # with filterReplays only
+    marks = reported.marks() if reported is not None else (
+        TaskMarks.from_store(cfg) if stream.filter_replays else None)
     policies = (stream.corrupt_policy, stream.bad_record_policy)
     dead = DeadLetters(stream) if "deadletter" in policies else None
     headers = stream.post_filtering and not stream.chunks  # plain records carry the filter value
@@ -283,13 +280,13 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
                 tally.add(counts)
                 rec = Records(filter_values=[] if headers else None)
                 if batch.num_rows:
-                    rows += batch.num_rows
-                    unparseable += batch.column("_pid").null_count
+                    if reported is not None:
+                        reported.saw(batch)
                     yield with_fields(batch, cfg.json_fields)
         if dead is not None:
             dead.finish()
         if reported is not None and marks is not None:
-            reported.write(marks, rows, unparseable, tally)
+            reported.write(marks, tally)
         if cfg.emit_tally and tally:
             yield with_fields(tally.row(part.topic, part.partition), cfg.json_fields)
         _READERS.give_back(cfg, consumer)
