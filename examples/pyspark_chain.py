@@ -51,7 +51,7 @@ def enrich(spark: SparkSession, a: argparse.Namespace) -> DataFrame:
                 .join(F.broadcast(tiers), "user", "left")        # a static table
                 .withColumn("region", F.upper("region"))
                 .withColumn("amount_cents", cents("amount")))      # a pandas UDF
-    return _start(hop, enriched, lambda rows, batch: batch.write(a.enriched, rows), a)
+    return start_hop(hop, enriched, lambda rows, batch: batch.write(a.enriched, rows), a)
 
 
 def load(spark: SparkSession, a: argparse.Namespace) -> DataFrame:
@@ -78,12 +78,14 @@ def load(spark: SparkSession, a: argparse.Namespace) -> DataFrame:
         for name in ("events_by_region", "load_log", "loaded_events"):
             batch.write(name, batch_rows)
 
-    return _start(hop, rows, write, a)
+    return start_hop(hop, rows, write, a)
 
 
-def _start(hop: sqe.Hop, frame: DataFrame, write: Callable[[DataFrame, sqe.HopBatch], None],
-           a: argparse.Namespace) -> DataFrame:
-    writer = (frame.writeStream.queryName(hop.consumer)
+def start_hop(hop: sqe.Hop, frame: DataFrame, write: Callable[[DataFrame, sqe.HopBatch], None],
+              a: argparse.Namespace, mode: str = "append") -> DataFrame:
+    """Run ``frame``'s query (in output ``mode``), each batch written by ``write`` exactly once,
+    until stopped (with ``--once``: until what is there is read), and print its reports."""
+    writer = (frame.writeStream.queryName(hop.consumer).outputMode(mode)
               .option("checkpointLocation", hop.checkpoint)
               .foreachBatch(hop.exactly_once(write)))
     query = (writer.trigger(availableNow=True) if a.once else writer).start()
@@ -93,14 +95,14 @@ def _start(hop: sqe.Hop, frame: DataFrame, write: Callable[[DataFrame, sqe.HopBa
     return frame
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("hop", choices=["enrich", "load"])
+def hop_main(doc: str, name: str, run: Callable[[SparkSession, argparse.Namespace], object],
+             options: Callable[[argparse.ArgumentParser], None], argv: list[str] | None) -> int:
+    """Parse a hop's command line (the common options and its own), make the Spark session
+    (local, or ``--remote``), run ``run(spark, args)``, and say a refusal in one sentence."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    options(parser)
     parser.add_argument("--config", action="append", default=[])
     parser.add_argument("--conf", action="append", default=[])
-    parser.add_argument("--events", default="events")
-    parser.add_argument("--enriched", default="enriched")
-    parser.add_argument("--checkpoint", default="checkpoints/pyspark-chain")
     parser.add_argument("--once", action="store_true")
     parser.add_argument("--remote", help="a Spark Connect server, e.g. sc://localhost:15002")
     a = parser.parse_args(argv)
@@ -108,16 +110,28 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (SparkSession.builder.remote(a.remote) if a.remote
                else SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false"))
-    spark = (builder.appName(f"pyspark-chain {a.hop}")
+    spark = (builder.appName(name.format(**vars(a)))
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     try:
-        (enrich if a.hop == "enrich" else load)(spark, a)
+        run(spark, a)
     except sqe.SqeError as exc:  # a refusal before the query starts: one sentence
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
         spark.stop()
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("hop", choices=["enrich", "load"])
+        parser.add_argument("--events", default="events")
+        parser.add_argument("--enriched", default="enriched")
+        parser.add_argument("--checkpoint", default="checkpoints/pyspark-chain")
+
+    return hop_main(__doc__, "pyspark-chain {hop}",
+                    lambda spark, a: (enrich if a.hop == "enrich" else load)(spark, a),
+                    options, argv)
 
 
 if __name__ == "__main__":

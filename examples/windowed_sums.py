@@ -21,17 +21,16 @@ the docs explains the rules a stateful hop follows.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark_chain import hop_main, start_hop  # as the chain's hops do
 
 import sqe
-from sqe.config.settings import parse_conf_pairs  # `--conf K=V` as `sqe run` reads it
 
 
-def sums(spark: SparkSession, a: argparse.Namespace) -> sqe.Hop:
+def sums(spark: SparkSession, a: argparse.Namespace) -> DataFrame:
     fields = {"event_id": "string", "region": "string", "amount_cents": "bigint"}
     hop = sqe.Hop(
         "sums.enriched", topic=a.enriched, checkpoint=f"{a.checkpoint}/sums", config=a.config,
@@ -59,40 +58,16 @@ def sums(spark: SparkSession, a: argparse.Namespace) -> sqe.Hop:
         batch.write("sums_by_minute", rows)
         batch.write(a.sums, rows)
 
-    writer = (per_minute.writeStream.queryName(hop.consumer).outputMode("update")
-              .option("checkpointLocation", hop.checkpoint)
-              .foreachBatch(hop.exactly_once(write)))
-    query = (writer.trigger(availableNow=True) if a.once else writer).start()
-    query.awaitTermination()
-    for report in hop.reports:
-        print(report.line())
-    return hop
+    return start_hop(hop, per_minute, write, a, "update")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", action="append", default=[])
-    parser.add_argument("--conf", action="append", default=[])
-    parser.add_argument("--enriched", default="enriched")
-    parser.add_argument("--sums", default="sums")
-    parser.add_argument("--checkpoint", default="checkpoints/windowed-sums")
-    parser.add_argument("--once", action="store_true")
-    parser.add_argument("--remote", help="a Spark Connect server, e.g. sc://localhost:15002")
-    a = parser.parse_args(argv)
-    a.conf = parse_conf_pairs(a.conf)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = (SparkSession.builder.remote(a.remote) if a.remote
-               else SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false"))
-    spark = (builder.appName("windowed-sums")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    try:
-        sums(spark, a)
-    except sqe.SqeError as exc:  # a refusal before the query starts: one sentence
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        spark.stop()
-    return 0
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--enriched", default="enriched")
+        parser.add_argument("--sums", default="sums")
+        parser.add_argument("--checkpoint", default="checkpoints/windowed-sums")
+
+    return hop_main(__doc__, "windowed-sums", sums, options, argv)
 
 
 if __name__ == "__main__":

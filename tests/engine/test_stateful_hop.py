@@ -63,6 +63,23 @@ def _windows(events: range) -> dict[tuple[str, str], int]:
     return dict(sums)
 
 
+def _by_region(events: range) -> dict[str, int]:
+    """Each region's sum of the events' amounts."""
+    sums: dict[str, int] = defaultdict(int)
+    for i in events:
+        sums[_event(i)["region"]] += _event(i)["amount"]
+    return dict(sums)
+
+
+def _cents_by_region(count: int) -> dict[str, int]:
+    """Each region's cents (as `enrich` writes it: upper case) of the first ``count`` sample
+    events."""
+    cents: dict[str, int] = defaultdict(int)
+    for event in sample_events(count):
+        cents[event["region"].upper()] += event["amount"] * 100
+    return dict(cents)
+
+
 def _windowed(rows: DataFrame, tag: str) -> DataFrame:
     return (rows.withWatermark("ts", "30 seconds")
             .groupBy("region", F.window("ts", "60 seconds"))
@@ -278,9 +295,7 @@ def test_the_windowed_example_is_exactly_once_through_kills_and_replays(
     produce_events(kafka_bootstrap, events, count, partitions=2)
     expected = {f"e{i}" for i in range(count)}
     records = crash_enrich_and_run_it_again(chain, expected)  # `enriched` holds replays
-    cents: dict[str, int] = defaultdict(int)
-    for event in sample_events(count):
-        cents[event["region"].upper()] += event["amount"] * 100
+    cents = _cents_by_region(count)
 
     # the hop dies with batch 1's states written, before its commit; run again, it writes
     # batch 1 again (the same rows, the same keys) and goes on
@@ -296,7 +311,7 @@ def test_the_windowed_example_is_exactly_once_through_kills_and_replays(
     client = redis.Redis.from_url(redis_url)
     by_region = {region: sum(int(v) for v in client.hgetall(region).values())
                  for region in cents}
-    assert by_region == dict(cents)  # every window's last value: each event counted once
+    assert by_region == cents  # every window's last value: each event counted once
     out = read_topic(kafka_bootstrap, sums)
     kept = _next_hop(out)
     assert len(kept) < len(out)  # batch 1's copies, dropped by the next hop
@@ -364,9 +379,7 @@ def test_sliding_and_session_windows_and_a_watermark_deduplication_count_each_re
     totals: dict[str, int] = defaultdict(int)
     for (region, _), value in _loaded(client, f"{tag}:").items():
         totals[region] += value
-    want: dict[str, int] = defaultdict(int)
-    for i in range(300):
-        want[_event(i)["region"]] += _event(i)["amount"]
+    want = _by_region(range(300))
     if operator == "sliding":  # every instant lies in two windows of a minute sliding by 30 s
         assert totals == {r: 2 * v for r, v in want.items()}
     elif operator == "session":  # each closed once the watermark (30 s) passed its end
@@ -431,9 +444,7 @@ def test_transform_with_state_in_pandas_in_a_hop_keeps_each_record_once(
         spark.conf.unset(provider)
     assert sum(r.replays_dropped for r in hop.reports) == 200
     client = redis.Redis.from_url(redis_url)
-    want: dict[str, int] = defaultdict(int)
-    for i in range(400):
-        want[_event(i)["region"]] += _event(i)["amount"]
+    want = _by_region(range(400))
     assert {r: int(client.get(f"{tag}:{r}")) for r in want} == want
 
 
@@ -456,9 +467,7 @@ def test_the_windowed_example_over_spark_connect(
     produce(kafka_bootstrap, enriched, [(r.key, r.value, r.partition) for r in records[:300]])
     done = chain.run("sums", *remote, "--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=400")
     assert done.returncode == 0, done.stderr[-3000:]
-    cents: dict[str, int] = defaultdict(int)
-    for event in sample_events(1000):
-        cents[event["region"].upper()] += event["amount"] * 100
+    cents = _cents_by_region(1000)
     client = redis.Redis.from_url(redis_url)
     # the 300 copies counted once: each region's minutes add up to its events' amounts
-    assert {r: sum(int(v) for v in client.hgetall(r).values()) for r in cents} == dict(cents)
+    assert {r: sum(int(v) for v in client.hgetall(r).values()) for r in cents} == cents
