@@ -120,7 +120,7 @@ class StandaloneCluster:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as r:
                 return json.loads(r.read())
-        except OSError:
+        except (OSError, ValueError):  # not up yet, or its UI answered before it had a state
             return None
 
     def alive_workers(self) -> int:
