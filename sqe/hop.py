@@ -52,9 +52,11 @@ from sqe.engine.batch import BatchProcessor
 from sqe.engine.checkpoint import StreamCheckpoint, local_checkpoint, use_file_system_manager
 from sqe.engine.hop_batch import HopBatch, UserWay
 from sqe.engine.hop_sink import HopSink, HopSpec, sink_frame
+from sqe.engine.late_records import LateRecords
 from sqe.engine.one_pass import stream_records
 from sqe.engine.pipeline import StreamPipeline, build_pipelines, state_problems
 from sqe.engine.source_reads import SourceReads, reports_reads
+from sqe.engine.spark_api import is_connect
 from sqe.engine.start import PreparedStream, default_rerun, prepare_stream
 from sqe.engine.stream_frame import source_frame
 from sqe.errors import OptionError, RunError, TopologyError
@@ -106,6 +108,7 @@ class Hop:
         self._prepared: PreparedStream | None = None
         self._pipeline: StreamPipeline | None = None
         self._framed = False  # sink_frame planned the states for the sqe-hop sink
+        self._spark: SparkSession | None = None  # the session of read()
 
     @property
     def checkpoint(self) -> str | None:
@@ -129,6 +132,7 @@ class Hop:
                                             default_rerun(self.plan), self._accept_lost)
             p = self._prepared.pipeline
         self._pipeline = p
+        self._spark = spark
         return stream_records(p, source_frame(spark, p)).frame
 
     def sink_frame(self, rows: DataFrame) -> DataFrame:
@@ -173,7 +177,8 @@ class Hop:
         """The ``foreachBatch`` function that runs ``function(rows, batch)`` in each batch:
         ``rows`` the batch's records, ``batch.write(state, frame)`` hands a state its frame;
         the batch's marks, id and staged rows are committed once it returns, and a batch the
-        stores hold already is not run again."""
+        stores hold already is not run again.  Records Spark drops as later than a watermark
+        are counted in :attr:`reports` (``late_dropped``) once Spark reports the batch."""
         if self._location is None:
             raise RunError(f"hop {self.consumer}: exactly_once(...) needs the hop's checkpoint "
                            "(Hop(..., checkpoint=...)), which its batches are counted by")
@@ -183,6 +188,9 @@ class Hop:
         s = self._prepared
         reads = SourceReads(s.pipeline, s.checkpoint, s.base) \
             if reports_reads(s.pipeline) else None
+        if self._spark is not None and not is_connect(self._spark):  # its reports are here
+            self._spark.streams.addListener(LateRecords(self.consumer, s.checkpoint,
+                                                        lambda: self.reports, s.base))
         return BatchProcessor(s.pipeline, self._done, s.checkpoint, s.base,
                               way=UserWay(s.pipeline, function, reads), drain=True)
 

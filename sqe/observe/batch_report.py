@@ -55,6 +55,9 @@ class BatchReport:
     warnings: dict[str, int] = field(default_factory=dict, metadata={**_COUNTER, **_OPTIONAL})
     started: float = field(default_factory=time.time)  # epoch seconds
     duration_s: float = field(default=0.0, metadata=_COUNTER)  # set when the batch is done
+    #: records a hop's stateful operators dropped as later than the watermark (Spark's
+    #: ``numRowsDroppedByWatermark``, known once Spark reports the batch's progress)
+    late_dropped: int = field(default=0, metadata={**_COUNTER, **_OPTIONAL})
 
     @property
     def rows_written(self) -> int:
