@@ -70,7 +70,7 @@ from sqe.ledger.hwm_lua import APPLY, COMMIT, LAST, LOAD, MARKS
 from sqe.ledger.replicas import wait_for_replicas
 from sqe.ledger.retry import Failed, asked
 
-__all__ = ["APPLY_ROWS", "HwmStore", "HwmSnapshot", "Stage", "StaleBatchError"]
+__all__ = ["APPLY_ROWS", "HwmSnapshot", "HwmStore", "Stage", "StaleBatchError", "consumer_tag"]
 
 #: The most staged rows one step of :meth:`HwmStore.finish_applying` applies: about 10 ms of
 #: the server's time (a step holds every other client of that Redis while it runs).
@@ -116,7 +116,8 @@ def _pair(field: str) -> tuple[int, int]:
     return int(pid), int(part)
 
 
-def _tag(consumer: str) -> str:
+def consumer_tag(consumer: str) -> str:
+    """The hash tag of ``consumer``'s keys (one Redis Cluster slot holds them all)."""
     if not consumer:
         raise ValueError("the HWM store needs a non-empty consumer name")
     return consumer.replace("{", "(").replace("}", ")")
@@ -137,7 +138,7 @@ class HwmStore:
                  replica_timeout: float = 10.0, commit_retry_s: float = 0.0) -> None:
         if ttl_seconds < 1:
             raise ValueError(f"HWM ttl must be at least 1 second, got {ttl_seconds}")
-        tag = _tag(consumer)
+        tag = consumer_tag(consumer)
         self.client = client
         self.consumer = consumer
         self.ttl_seconds = ttl_seconds
@@ -376,16 +377,20 @@ class HwmStore:
     def reset(self) -> int:
         """Forget this consumer's HWMs and the offsets it committed, keeping its batch id.
 
-        Returns the number of marks and stages deleted.  The next run with a new
+        Returns the number of marks and stages deleted; what its source tasks reported
+        reading (:mod:`sqe.source.read_report`) goes too.  The next run with a new
         checkpoint starts where its source's ``startingOffsets`` say, with batch ids
         after the committed one (so no id a state has seen comes again), and filters
         nothing it has not seen since.
         """
-        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self._stage_prefix) + "*"
-        stages = list(self.client.scan_iter(match=pattern))
+        left = {kind: list(self.client.scan_iter(match=re.sub(  # what its tasks left
+            r"([*?\[\]\\])", r"\\\1", f"{self._stage_prefix[:-6]}{kind}:") + "*"))
+            for kind in ("stage", "read", "reads")}
+        stages = left["stage"]
         marks = int(self.client.hlen(self.keys[0]))
         self.finish_applying()  # a committed batch's rows stay committed
-        self.client.delete(self.keys[0], self.keys[1], self.keys[4], self._ack, *stages)
+        self.client.delete(self.keys[0], self.keys[1], self.keys[4], self._ack, *stages,
+                           *left["read"], *left["reads"])
         if self.client.exists(self.keys[2]):
             self.client.hset(self.keys[3], mapping={"offsets": "", "reset": "1"})
         return marks + len(stages)

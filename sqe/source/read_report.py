@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from sqe.errors import SourceError, StateError
-from sqe.ledger.hwm import HwmStore
+from sqe.ledger.hwm import HwmStore, consumer_tag
 from sqe.ledger.retry import Failed, asked
 from sqe.source.marks import TaskMarks, with_store
 from sqe.wire.columns import Tally
@@ -57,12 +57,12 @@ BATCH_PROPERTY = "streaming.sql.batchId"
 
 def range_key(consumer: str, topic: str, partition: int, start: int, end: int) -> str:
     """The key of what the task of one range read."""
-    return f"sqe:{{{consumer}}}:read:{topic}/{partition}/{start}/{end}"
+    return f"sqe:{{{consumer_tag(consumer)}}}:read:{topic}/{partition}/{start}/{end}"
 
 
 def batch_key(consumer: str, query: str, spark_batch: int) -> str:
     """The set of the range keys of ``query``'s batch ``spark_batch``."""
-    return f"sqe:{{{consumer}}}:reads:{query}:{spark_batch}"
+    return f"sqe:{{{consumer_tag(consumer)}}}:reads:{query}:{spark_batch}"
 
 
 def task_batch() -> tuple[str, int] | None:

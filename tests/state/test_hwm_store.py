@@ -165,7 +165,11 @@ def test_reset_forgets_marks_and_offsets_and_keeps_the_batch_id(store):
     commit = store.load().commit
     assert (commit.batch_id, commit.offsets, commit.checkpoint, commit.reset) == (
         3, '{"0": 7}', "/ck/S", False)
+    tag = "sqe:{load/Enriched}"
+    store.client.set(f"{tag}:read:t/0/0/9", "{}")  # what a source task reported reading
+    store.client.sadd(f"{tag}:reads:q:3", f"{tag}:read:t/0/0/9")
     assert store.reset() == 1
+    assert store.client.keys(f"{tag}:read*") == []
     after = store.load()
     assert after.hwm == {} and after.commit.batch_id == 3
     assert (after.commit.offsets, after.commit.reset) == (None, True)
