@@ -19,6 +19,7 @@ Hadoop FileSystem:
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,13 @@ class StreamCheckpoint:
     def is_empty(self) -> bool:
         """Whether Spark planned no batch here yet."""
         return not self._ids("offsets")
+
+    def query_id(self) -> str | None:
+        """The streaming query's id, as Spark's ``metadata`` file keeps it (None before the
+        query first started)."""
+        text = self.files.read("metadata")
+        query = json.loads(text).get("id") if text else None
+        return str(query) if query else None
 
     def end_offsets(self, batch_id: int) -> str | None:
         """The source offsets batch ``batch_id`` ends at (Spark's JSON), or None."""

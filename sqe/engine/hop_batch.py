@@ -55,8 +55,8 @@ log = logging.getLogger("sqe")
 
 #: The source columns by which a hop without an HWM store counts its batch's records.
 _MARKED_BY = ("_offset", "_pid", "_source_partition", "_source_offset")
-_KEEP = ("keep the source's columns through the transform (select('*', ...) and withColumn "
-         "keep them; a select of named columns or an aggregation drops them)")
+_KEEP = ("keep all three through a row-wise transform (select('*', ...) and withColumn keep "
+         "them), or none: rows an aggregation made are keyed by batch")
 #: A shuffle or a sort in a physical plan: what reorders the rows of a source partition.
 _REORDERS = re.compile(r"\bExchange (?:hashpartitioning|rangepartitioning|RoundRobinPartitioning"
                        r"|SinglePartition)|\bSort \[")

@@ -9,7 +9,6 @@ each state operator), which it reports once the batch is done, after SQE's commi
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 
@@ -42,8 +41,7 @@ class LateRecords(StreamingQueryListener):
 
     def _mine(self, progress: object) -> bool:
         if self._query is None:
-            text = self.checkpoint.files.read("metadata")
-            self._query = str(json.loads(text).get("id")) if text else None
+            self._query = self.checkpoint.query_id()
         return self._query is not None and str(getattr(progress, "id", "")) == self._query
 
     def onQueryStarted(self, event: object) -> None:

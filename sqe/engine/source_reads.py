@@ -62,7 +62,8 @@ class SourceReads:
         where = f"{self.pipeline.consumer} batch {batch_id - 1}"
         try:
             keys = self._keys(store, batch_id - self.base - 1, query, where)
-            listed = query or self._query()  # a foreachBatch's classic tasks list theirs too
+            # a foreachBatch's classic tasks list theirs too
+            listed = query or (self.checkpoint.query_id() if self.checkpoint else None)
             if listed is not None:
                 keys.append(batch_key(self.pipeline.consumer, listed, batch_id - self.base - 1))
             if keys:
@@ -85,12 +86,6 @@ class SourceReads:
         start, end = (json.loads(text) for text in span)
         return [range_key(p.consumer, r.topic, r.partition, r.start, r.end)
                 for group in plan_ranges(p.source, start, end) for r in group.ranges]
-
-    def _query(self) -> str | None:
-        """The streaming query's id, as its checkpoint's metadata file keeps it."""
-        text = self.checkpoint.files.read("metadata") if self.checkpoint else None
-        query = json.loads(text).get("id") if text else None
-        return str(query) if query else None
 
     @staticmethod
     def _ask(store: HwmStore, where: str, action: str, call: Callable[[], T]) -> T:

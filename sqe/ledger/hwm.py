@@ -384,7 +384,7 @@ class HwmStore:
         nothing it has not seen since.
         """
         left = {kind: list(self.client.scan_iter(match=re.sub(  # what its tasks left
-            r"([*?\[\]\\])", r"\\\1", f"{self._stage_prefix[:-6]}{kind}:") + "*"))
+            r"([*?\[\]\\])", r"\\\1", self._stage_prefix.removesuffix("stage:") + f"{kind}:") + "*"))
             for kind in ("stage", "read", "reads")}
         stages = left["stage"]
         marks = int(self.client.hlen(self.keys[0]))
