@@ -107,7 +107,8 @@ class Hop:
         self.reports: list[BatchReport] = []  # the last KEPT batches' reports, oldest first
         self._prepared: PreparedStream | None = None
         self._pipeline: StreamPipeline | None = None
-        self._framed = False  # sink_frame planned the states for the sqe-hop sink
+        # the Kafka states the sqe-hop sink keys by batch, once sink_frame planned its states
+        self._keyed: tuple[int, ...] | None = None
         self._spark: SparkSession | None = None  # the session of read()
 
     @property
@@ -141,11 +142,10 @@ class Hop:
         p = self._read_first("sink_frame")
         store = p.stores.hwm_store()
         try:
-            frame = sink_frame(p, rows, store)
+            frame, self._keyed = sink_frame(p, rows, store)
         finally:
             if store is not None:
                 store.client.close()
-        self._framed = True
         return frame
 
     def sink_options(self) -> dict[str, str]:
@@ -153,10 +153,11 @@ class Hop:
         ``writeStream.format("sqe-hop").options(...)`` or Declarative Pipelines'
         ``create_sink(name, "sqe-hop", options)``."""
         p = self._read_first("sink_options")
-        if not self._framed:  # the states learn the rows' types from it (Postgres's table)
+        if self._keyed is None:  # the states learn the rows' types from it (Postgres's table)
             raise RunError(f"hop {self.consumer}: call sink_frame(rows) before "
                            "sink_options(): the sink's states are planned from the rows")
-        return {"hop": HopSpec(p, self._prepared.base if self._prepared else 0).dump()}
+        return {"hop": HopSpec(p, self._prepared.base if self._prepared else 0,
+                               self._keyed).dump()}
 
     def write_stream(self, rows: DataFrame) -> DataStreamWriter:
         """``rows`` written to the hop's states by the ``sqe-hop`` sink: the streaming writer,

@@ -12,6 +12,10 @@ join's row comes from many records, so :func:`batch_keyed` gives it a key of the
 * ``_sqe_offset``: ``batch_id << INDEX_BITS | i``, ``i`` the row's place in its partition with
   the partition's rows sorted by their values.
 
+The ``sqe-hop`` sink's write task keys its own rows the same way (:func:`keyed_task`): the
+task's partition, and its rows sorted by the Kafka states' records (value, then key); a task
+holds its rows in memory to sort them, as a stateful operator's output of one partition is.
+
 Every batch's offsets lie above every earlier batch's, so the next hop passes each batch's rows
 once; a batch that Spark runs again after a failure makes the same rows (its input filtered by
 the same marks, :mod:`sqe.source.read_report`) with the same keys, so whatever its first attempt
@@ -26,13 +30,20 @@ Example (the key of the third row of partition 1 of batch 5)::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import MapType, VariantType
 
+from sqe.errors import StateError
 from sqe.wire.columns import CARRIED
 
-__all__ = ["INDEX_BITS", "batch_keyed", "batch_offset"]
+__all__ = ["INDEX_BITS", "batch_keyed", "batch_offset", "keyed_task", "keyed_task_reference"]
 
 #: The bits of a batch key's offset that number the rows of one partition of one batch.
 INDEX_BITS = 28
@@ -66,3 +77,50 @@ def batch_keyed(frame: DataFrame, pid: int, batch_id: int, where: str) -> DataFr
                                    F.lit(batch_id << INDEX_BITS).cast("long") + index)
                 .otherwise(too_many.cast("long"))})
             .drop("_sqe_row_id"))
+
+
+def keyed_task(batches: Sequence[pa.RecordBatch], states: Sequence[str], pid: int,
+               partition: int, batch_id: int, where: str) -> list[pa.RecordBatch]:
+    """A ``sqe-hop`` write task's rows (``batches``) sorted by the records of the Kafka states
+    whose struct columns ``states`` name (each one's ``_v``, then ``_k``, in turn), with each
+    struct's carried fields set to batch ``batch_id``'s keys of task ``partition``
+    (:func:`keyed_task_reference`, row by row)."""
+    if not batches:
+        return []
+    table = pa.Table.from_batches(batches)
+    if table.num_rows > 1 << INDEX_BITS:
+        raise StateError(f"{where}: a task of the batch has {table.num_rows} rows, more than "
+                         f"the {1 << INDEX_BITS} its keys can number")
+    order = {f"{i}{f}": pc.struct_field(table.column(name), f)
+             for i, name in enumerate(states) for f in ("_v", "_k")}
+    table = table.take(pc.sort_indices(pa.table(order), sort_keys=[  # nulls last
+        (k, "ascending") for k in order]))
+    n = table.num_rows
+    keys = {CARRIED[0]: np.full(n, pid, np.int64), CARRIED[1]: np.full(n, partition, np.int32),
+            CARRIED[2]: np.arange(n, dtype=np.int64) + (batch_id << INDEX_BITS)}
+    for name in states:
+        struct = table.column(name).combine_chunks()
+        children = [pa.array(keys[f.name], f.type) if f.name in keys else struct.field(f.name)
+                    for f in struct.type]
+        table = table.set_column(table.schema.get_field_index(name), name,
+                                 pa.StructArray.from_arrays(children, fields=list(struct.type),
+                                                            mask=struct.is_null()))
+    return table.to_batches()
+
+
+def keyed_task_reference(rows: Sequence[dict[str, Any]], states: Sequence[str], pid: int,
+                         partition: int, batch_id: int) -> list[dict[str, Any]]:
+    """:func:`keyed_task` row by row (Python rows as ``to_pylist`` gives them), for tests."""
+    def order(row: dict[str, Any]) -> tuple[Any, ...]:
+        parts = [row[name] or {} for name in states]
+        return tuple((p.get(f) is None, p.get(f) or b"") for p in parts for f in ("_v", "_k"))
+
+    keyed = []
+    for i, row in enumerate(sorted(rows, key=order)):
+        new = dict(row)
+        for name in states:
+            if row[name] is not None:
+                new[name] = {**row[name], CARRIED[0]: pid, CARRIED[1]: partition,
+                             CARRIED[2]: batch_offset(batch_id, i)}
+        keyed.append(new)
+    return keyed

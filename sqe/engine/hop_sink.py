@@ -19,7 +19,9 @@ from the one-pass batch is where its parts are decided:
 * a task whose batch the store holds already writes nothing (Spark ran a committed batch
   again), and the commit of a batch the store holds commits nothing;
 * a Kafka state needs each source partition's records in one task, in order: a transform that
-  spread one over several tasks (a shuffle) fails the batch in one sentence before its commit.
+  spread one over several tasks (a shuffle) fails the batch in one sentence before its commit;
+  rows with none of the carried StreamMetadata (an aggregation's) are keyed by batch, each task
+  its own partition of keys (:func:`~sqe.engine.batch_keys.keyed_task`).
 
 States written so: Kafka, Redis states that are not aggregates (their tasks write or stage the
 rows) and Postgres (its tasks build the CSV that the commit copies in the batch's transaction,
@@ -49,6 +51,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from sqe.engine.batch_commit import commit_hwm
+from sqe.engine.batch_keys import keyed_task
 from sqe.engine.one_pass import BAD, MARKED, RAW, REFUSED, state_column
 from sqe.engine.one_pass_batch import count_source
 from sqe.engine.one_pass_task import merge_results, pass_task
@@ -73,6 +76,7 @@ class HopSpec:
 
     pipeline: StreamPipeline
     base: int = 0
+    keyed: tuple[int, ...] = ()  # the Kafka states whose rows are keyed by batch
 
     def dump(self) -> str:
         """The spec as the sink's option ``hop``."""
@@ -95,10 +99,13 @@ class HopSpec:
         return [step.sink for step in self.pipeline.steps if step.sink is not None]
 
 
-def sink_frame(p: StreamPipeline, frame: DataFrame, hwm: HwmStore | None) -> DataFrame:
+def sink_frame(p: StreamPipeline, frame: DataFrame, hwm: HwmStore | None
+               ) -> tuple[DataFrame, tuple[int, ...]]:
     """The rows the ``sqe-hop`` sink writes for hop ``p``: each of ``frame``'s rows once, with
-    the columns its marks are found by and each state's task columns, as a one-pass plan's.
-    ``hwm``: the hop's HWM store (a Redis state in its database stages its rows)."""
+    the columns its marks are found by and each state's task columns, as a one-pass plan's;
+    and the Kafka states whose rows the sink's tasks key by batch (``frame`` carries no
+    StreamMetadata).  ``hwm``: the hop's HWM store (a Redis state in its database stages its
+    rows)."""
     where = f"hop {p.consumer}"
     if p.filtering and not reports_reads(p):
         raise TopologyError(f"{where}: its source does not report what it read (reportRead), "
@@ -108,6 +115,7 @@ def sink_frame(p: StreamPipeline, frame: DataFrame, hwm: HwmStore | None) -> Dat
     raw = [(F.col(n) if n in have else F.lit(None).cast("long")).alias(f"{RAW}{n}")
            for n in MARKED]
     states: list[Column] = []
+    keyed: list[int] = []
     for i, step in enumerate(p.steps):
         sink = step.sink
         assert sink is not None
@@ -117,12 +125,15 @@ def sink_frame(p: StreamPipeline, frame: DataFrame, hwm: HwmStore | None) -> Dat
             raise TopologyError(f"{where}, state {name}: the rows have no column "
                                 f"{', '.join(missing)} of the state's fields")
         lost = [c for c in CARRIED if c not in have] if isinstance(sink, KafkaSink) else []
-        if lost:
+        if 0 < len(lost) < len(CARRIED):
             raise TopologyError(f"{where}, state {name}: a Kafka state keys each row by the "
-                                f"columns {', '.join(CARRIED)} that Hop.read gives, and the "
-                                f"rows have no {', '.join(lost)}; the sqe-hop sink writes rows "
-                                "that keep them (write rows an aggregation made from "
-                                "hop.exactly_once, which keys them by batch)")
+                                f"columns {', '.join(CARRIED)} that Hop.read gives, or by the "
+                                f"batch when the rows have none of them; these have no "
+                                f"{', '.join(lost)} (keep all three or drop all three)")
+        if lost:  # keyed by batch in the sink's tasks
+            keyed.append(i)
+            rows = rows.withColumns({c: F.lit(None).cast(t) for c, t in zip(
+                CARRIED, ("long", "int", "long"), strict=True)})
         with_extra = step.with_state_columns(rows)
         cols = sink.pass_columns(with_extra, hwm)
         if cols is None:
@@ -138,7 +149,7 @@ def sink_frame(p: StreamPipeline, frame: DataFrame, hwm: HwmStore | None) -> Dat
             states.append(F.when(mine, F.coalesce(reduce(lambda a, b: a | b, rejects),
                                                     F.lit(False))).otherwise(False)
                           .alias(f"{REFUSED}{i}"))
-    return rows.select(F.lit(False).alias(BAD), *raw, *states)
+    return rows.select(F.lit(False).alias(BAD), *raw, *states), tuple(keyed)
 
 
 @dataclass
@@ -190,7 +201,13 @@ class HopWriter(DataSourceStreamArrowWriter):
                     tasks.append((index, sink.pass_task(sink.pass_context())))
             sources: dict[int, set[int]] = {i: set() for i, sink in enumerate(sinks)
                                             if isinstance(sink, KafkaSink)}
-            rows = _watched(iter([] if first is None else [first]), iterator, sources=sources)
+            given = iter([] if first is None else [first])
+            if self.spec.keyed and first is not None:
+                given, iterator = iter(keyed_task(
+                    [first, *iterator], [state_column(i) for i in self.spec.keyed],
+                    self.spec.pipeline.pid, ctx.partitionId(), batch_id,
+                    f"hop {batch.consumer} batch {batch_id}")), iter([])
+            rows = _watched(given, iterator, sources=sources)
             results = list(pass_task(tasks, 0)(rows))
             for sink in opened:
                 sink.commit()
