@@ -190,8 +190,8 @@ class Hop:
         reads = SourceReads(s.pipeline, s.checkpoint, s.base) \
             if reports_reads(s.pipeline) else None
         if self._spark is not None and not is_connect(self._spark):  # its reports are here
-            self._spark.streams.addListener(LateRecords(self.consumer, s.checkpoint,
-                                                        lambda: self.reports, s.base))
+            LateRecords(self.consumer, s.checkpoint, lambda: self.reports, s.base,
+                        self._spark.streams)
         return BatchProcessor(s.pipeline, self._done, s.checkpoint, s.base,
                               way=UserWay(s.pipeline, function, reads), drain=True)
 

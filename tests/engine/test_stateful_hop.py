@@ -152,10 +152,15 @@ def test_a_windowed_aggregation_in_a_hop_counts_each_record_once_through_replays
                 "SELECT region, window_start, total FROM window_sums").fetchall()}
         assert table == {(r, w): v for (r, w), v in got.items()}
 
+    listeners = len(spark.streams._jsqm.listListeners())
     hop = run()
     client = redis.Redis.from_url(redis_url)
     if way == "foreachBatch":
         assert sum(r.records_read for r in hop.reports) == 600
+        deadline = time.monotonic() + 30  # the late-records listener leaves with its query
+        while len(spark.streams._jsqm.listListeners()) > listeners:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
     exact(range(0, 600))
 
     # replays of 300 of them (an upstream that ran a batch again), 300 new events, and 5 new
