@@ -16,9 +16,10 @@ Postgres batch tables, Redis aggregates: :mod:`sqe.ledger.commits`):
   commits -- :class:`CheckpointMismatch`, one paragraph naming both ways out,
   before anything is read.
 
-A store *behind* the checkpoint is only noticed where the checkpoint's progress
-file says what was committed there: :func:`lost_commits` refuses to start on an
-HWM store that holds fewer batches than the progress file shows it committed (a
+A store *behind* the checkpoint is noticed by what the checkpoint says was committed
+there (``sqe run``'s progress file, else Spark's commit log, see
+:mod:`sqe.engine.start`): :func:`lost_commits` refuses to start on an
+HWM store that holds fewer batches than that (a
 failover to a replica that was behind, or a restart that lost acknowledged writes),
 whose lost marks would let replays through, unless the operator accepts that loss
 for the batch it names (``--accept-lost-marks``).
@@ -149,10 +150,11 @@ def _paragraph(consumer: str, checkpoint: StreamCheckpoint, commits: Sequence[Co
 
 
 def lost_commits(consumer: str, store: str, held: Commit | None, recorded: int | None,
-                 progress: str, accepted: int | None, rerun: Rerun) -> str | None:
+                 witness: str, accepted: int | None, rerun: Rerun) -> str | None:
     """Refuse the run of ``consumer`` (:class:`StoreBehind`) when its HWM store (``store``, for
-    the message) holds an older last batch (``held``; None: none) than the last batch the
-    progress file ``progress`` recorded as committed there (``recorded``): the marks of the
+    the message) holds an older last batch (``held``; None: none) than the last batch
+    ``witness`` (the checkpoint's record, as the message names it) shows committed there
+    (``recorded``): the marks of the
     batches in between are gone, and replays of their records would pass the filter.  The
     operator's ``accepted`` batch equal to ``recorded`` lets it go on: the warning to log is
     returned.  None when the store is not behind."""
@@ -162,7 +164,7 @@ def lost_commits(consumer: str, store: str, held: Commit | None, recorded: int |
     lost = f"after batch {held.batch_id}" if held is not None else "up to it"
     first = held.batch_id + 1 if held is not None else 0
     span = f"batch {recorded}" if first == recorded else f"batches {first} to {recorded}"
-    what = (f"{consumer}: {store} {has}, but the checkpoint's progress file ({progress}) shows "
+    what = (f"{consumer}: {store} {has}, but {witness} shows "
             f"batch {recorded} committed there: the store lost the commits {lost} (a failover "
             "to a replica that was behind, or a restart that lost acknowledged writes)")
     if accepted == recorded:

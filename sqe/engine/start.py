@@ -80,22 +80,38 @@ def prepare_stream(p: StreamPipeline, checkpoint: StreamCheckpoint, resume: bool
 
 def _check_hwm_store(p: StreamPipeline, checkpoint: StreamCheckpoint, commits: list[Commit],
                      accept_lost: int | None, rerun: Rerun) -> None:
-    """Refuse to start when the HWM store holds fewer batches than the progress file shows it
+    """Refuse to start when the HWM store holds fewer batches than the checkpoint shows it
     committed, unless that loss is accepted (then say so;
-    :func:`~sqe.engine.recovery.lost_commits`)."""
+    :func:`~sqe.engine.recovery.lost_commits`).  The witness is the progress file of ``sqe
+    run``'s checkpoint; where there is none (a hop of plain PySpark, a checkpoint off the local
+    file system), Spark's commit log: a batch Spark counts as done was committed to the HWM
+    store first."""
+    store = f"the HWM store at {p.settings.hwm_store.display}"
+    recorded, witness = _progress_witness(p, checkpoint)
+    if recorded is None:
+        done = checkpoint.last_committed()
+        if done is not None:
+            recorded = checkpoint.base() + done
+            witness = f"Spark's commit log of the checkpoint ({checkpoint.location}/commits)"
+    held = next((c for c in commits if c.store.startswith("HWM store")), None)
+    lost = lost_commits(p.consumer, store, held, recorded, witness, accept_lost, rerun)
+    if lost is not None:
+        log.warning(lost)
+
+
+def _progress_witness(p: StreamPipeline, checkpoint: StreamCheckpoint
+                      ) -> tuple[int | None, str]:
+    """The last batch the checkpoint's progress file shows committed to the HWM store, and
+    the file as a refusal names it; None when there is no such file or record (a file that
+    cannot be read is warned of)."""
     root = checkpoint.location.rsplit("/", 1)[0]
     where = progress_path(root)
     if where is None:
-        return
-    store = f"the HWM store at {p.settings.hwm_store.display}"
+        return None, ""
     try:
         last = last_report(where, lambda r: r.stream == p.stream.streamName and r.filtering)
     except ProgressError as exc:
-        log.warning(f"warning: {p.consumer}: cannot check {store} against the progress file: "
-                    f"{exc}")
-        return
-    held = next((c for c in commits if c.store.startswith("HWM store")), None)
-    lost = lost_commits(p.consumer, store, held, last.batch_id if last else None, str(where),
-                        accept_lost, rerun)
-    if lost is not None:
-        log.warning(lost)
+        log.warning(f"warning: {p.consumer}: cannot check the HWM store at "
+                    f"{p.settings.hwm_store.display} against the progress file: {exc}")
+        return None, ""
+    return (last.batch_id if last else None), f"the checkpoint's progress file ({where})"

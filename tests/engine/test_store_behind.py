@@ -14,6 +14,7 @@ import pytest
 import redis
 import yaml
 
+import sqe
 from sqe.config.plan import plan_topology
 from sqe.engine.runner import run_topology
 from sqe.errors import StoreBehind
@@ -114,3 +115,40 @@ def test_the_last_report_is_read_from_the_end_past_an_unfinished_line(tmp_path):
     assert found is not None and found.batch_id == 3 * 999
     assert last_report(path, lambda r: r.stream == "C") is None
     assert last_report(tmp_path / "none.jsonl", lambda r: True) is None
+
+
+def test_a_hops_store_that_lost_its_marks_is_refused_by_sparks_commit_log(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    """A hop of plain PySpark keeps no progress file: Spark's commit log is the witness (a
+    batch Spark counts as done was committed to the HWM store first)."""
+    topic = kafka_topic(1, "enriched")
+    conf = {"jw.sqe.spout.kafka.brokers": kafka_bootstrap,
+            "jw.sqe.spout.kafka.filterReplays": True,
+            "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url,
+            "jw.sqe.spout.kafka.startingOffsets": "earliest"}
+
+    def run(accept: int | None = None) -> sqe.Hop:
+        hop = sqe.Hop("flushed.enriched", topic=topic, checkpoint=tmp_path / "ck", conf=conf,
+                      accept_lost_marks=accept)
+        (hop.read(spark).writeStream.option("checkpointLocation", hop.checkpoint)
+         .trigger(availableNow=True).foreachBatch(hop.exactly_once(lambda rows, batch: None))
+         .start().awaitTermination())
+        return hop
+
+    client = redis.Redis.from_url(redis_url)
+    _events(kafka_bootstrap, topic, 0, 4)
+    run()
+    _events(kafka_bootstrap, topic, 4, 4)
+    run()  # batch 1
+    client.delete(*client.keys("sqe:{flushed.enriched}:*"))  # a store restarted empty
+    _events(kafka_bootstrap, topic, 0, 4)  # replays of batch 0's records
+    with pytest.raises(StoreBehind) as refused:
+        run()
+    commits = f"{tmp_path / 'ck'}/commits".replace("//", "/")
+    assert (f"flushed.enriched: the HWM store at {redis_url} holds no batch, but Spark's "
+            f"commit log of the checkpoint (") in str(refused.value)
+    assert f"{commits}) shows batch 1 committed there" in str(refused.value)
+    assert "`the same run with accept_lost_marks=1`" in str(refused.value)
+    assert not client.keys("sqe:{flushed.enriched}:*")  # nothing read, nothing committed
+    hop = run(accept=1)  # going on without the marks, as asked: the replays pass once
+    assert [r.records_read for r in hop.reports] == [4]
