@@ -148,6 +148,20 @@ class StoreBehind(RunError):
     """An HWM store that lost commits its checkpoint counts as done (its marks with them);
     nothing was read."""
 
+    @classmethod
+    def since(cls, store: str, consumer: str, held: int | None, seen: int, batch_id: int
+              ) -> StoreBehind:
+        """The refusal of batch ``batch_id`` of a running ``consumer`` whose ``store`` holds
+        batch ``held`` (None: none) as its last after batch ``seen`` was committed there."""
+        has = f"holds batch {held} as its last" if held is not None else "holds no batch"
+        return cls(f"{consumer}: the {store} {has}, but batch {seen} was committed there: the "
+                   "store lost commits while the stream ran (a failover to a replica that was "
+                   "behind, or a restart that lost acknowledged writes), so replays of their "
+                   f"records would pass the replay filter, and batch {batch_id} stops before "
+                   f"reading anything: restore the store from a copy that holds batch {seen}, "
+                   "or go on without those marks on purpose (--accept-lost-marks "
+                   f"{seen}, accept_lost_marks={seen}) (docs/troubleshooting.md, StoreBehind)")
+
 
 class TopologyChanged(RunError):
     """A change to the topology that the checkpoint or the stores cannot follow; nothing read."""

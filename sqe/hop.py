@@ -157,7 +157,7 @@ class Hop:
             raise RunError(f"hop {self.consumer}: call sink_frame(rows) before "
                            "sink_options(): the sink's states are planned from the rows")
         return {"hop": HopSpec(p, self._prepared.base if self._prepared else 0,
-                               self._keyed).dump()}
+                               self._keyed, self._accept_lost).dump()}
 
     def write_stream(self, rows: DataFrame) -> DataStreamWriter:
         """``rows`` written to the hop's states by the ``sqe-hop`` sink: the streaming writer,

@@ -70,6 +70,9 @@ class BatchProcessor:
         self.base = base  # the id the stores count this checkpoint's batch 0 as
         self.failure: BaseException | None = None
         self._batch_id = 0  # the batch being processed, as the stores count it
+        #: the last batch this stream saw committed to its HWM store (a store that then holds
+        #: less lost commits: the next batch is refused, :class:`~sqe.errors.StoreBehind`)
+        self._seen: int | None = None
         self._kept: HwmStore | None = None  # the HWM store, kept between batches (_store)
         self._applier = Applier()  # applies a one-pass batch's committed rows meanwhile
         self._per_batch = PerBatchWay(pipeline, self._name_jobs)
@@ -152,7 +155,7 @@ class BatchProcessor:
         try:
             if store is not None:
                 try:  # a lower batch id, or the same with other offsets: StaleBatchError
-                    todo = asked(store, partial(store.admit, batch_id, offsets),
+                    todo = asked(store, partial(store.admit, batch_id, offsets, self._seen),
                                  f"batch {batch_id} of {self.p.consumer}", "its admission")[0]
                 except Failed as exc:
                     raise SourceError(f"cannot read the HWM store of {self.p.consumer}: "
@@ -164,6 +167,7 @@ class BatchProcessor:
                         rows.write.format("noop").mode("overwrite").save()
                     report.skipped = True
                     failed = False
+                    self._seen = batch_id
                     self._done(report)
                     return
             batch = Batch(self.p.consumer, batch_id, store, offsets,
@@ -179,6 +183,7 @@ class BatchProcessor:
                 self._per_batch.run(self._read_again(rows, spark_batch), batch, report)
                 self._learn()
             failed = False
+            self._seen = batch_id if store is not None else None
         except StaleBatchError as exc:
             if store is not None:  # refused: what this run staged for the batch goes too
                 sinks = sum(1 for step in self.p.steps if step.sink is not None)

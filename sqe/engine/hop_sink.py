@@ -57,7 +57,7 @@ from sqe.engine.one_pass_batch import count_source
 from sqe.engine.one_pass_task import merge_results, pass_task
 from sqe.engine.pipeline import StreamPipeline
 from sqe.engine.source_reads import SourceReads, reports_reads
-from sqe.errors import StateError, TopologyError
+from sqe.errors import StateError, StoreBehind, TopologyError
 from sqe.faults import fault_point
 from sqe.ledger.hwm import HwmStore, Stage
 from sqe.observe.batch_report import BatchReport
@@ -77,6 +77,7 @@ class HopSpec:
     pipeline: StreamPipeline
     base: int = 0
     keyed: tuple[int, ...] = ()  # the Kafka states whose rows are keyed by batch
+    accepted: int | None = None  # the batch whose lost marks the operator accepts losing
 
     def dump(self) -> str:
         """The spec as the sink's option ``hop``."""
@@ -184,6 +185,8 @@ class HopWriter(DataSourceStreamArrowWriter):
                 for _ in iterator:  # committed already: Spark ran the batch again
                     pass
                 return HopMessage(writer=query)
+            if store is not None:  # Spark finished the batch before: the store holds it
+                _not_behind(self.spec, store, done.batch_id if done else None, batch_id)
             first = next(iterator, None)
             batch = Batch(self.spec.pipeline.consumer, batch_id, store, None,
                           f"{query}/{ctx.partitionId()}")
@@ -296,6 +299,16 @@ def _write_on_driver(sink: Sink, batch: Batch, counts: dict[str, int], data: lis
             sink.commit()
     finally:
         sink.close()
+
+
+def _not_behind(spec: HopSpec, store: HwmStore, held: int | None, batch_id: int) -> None:
+    """Refuse batch ``batch_id`` when the store, holding batch ``held``, lost the batch before
+    it (Spark counts it as done, and SQE committed it first), unless the operator accepts
+    losing it (:class:`~sqe.errors.StoreBehind`)."""
+    seen = batch_id - 1
+    if (held if held is not None else spec.base - 1) < seen and (
+            spec.accepted is None or seen > spec.accepted):
+        raise StoreBehind.since(store.describe(), spec.pipeline.consumer, held, seen, batch_id)
 
 
 def _task_columns(batch: pa.RecordBatch, index: int) -> list[str]:

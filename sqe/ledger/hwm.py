@@ -64,7 +64,7 @@ from typing import cast
 import redis
 
 from sqe.clients.redis_endpoint import RedisEndpoint
-from sqe.errors import StaleBatchError, StateError
+from sqe.errors import StaleBatchError, StateError, StoreBehind
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm_lua import APPLY, COMMIT, LAST, LOAD, MARKS
 from sqe.ledger.replicas import wait_for_replicas
@@ -301,16 +301,20 @@ class HwmStore:
                           self.ttl_seconds, f"{self.describe()}: batch {batch_id} of "
                           f"{self.consumer}")
 
-    def admit(self, batch_id: int, offsets: str | None = None) -> bool:
+    def admit(self, batch_id: int, offsets: str | None = None, seen: int | None = None) -> bool:
         """Whether batch ``batch_id`` is still to be processed (``False``: it is committed).
 
         The check :meth:`commit` makes atomically, made before the batch does
         any work, reading only the commit record: a batch id lower than the
         committed one raises :class:`StaleBatchError`, and so does the committed
-        batch id with other end ``offsets`` (another checkpoint's batch of the same number).
+        batch id with other end ``offsets`` (another checkpoint's batch of the same number);
+        a store short of batch ``seen`` (committed there before) raises :class:`StoreBehind`.
         """
         self.finish_applying()  # what a run that stopped mid-way left
         commit = self.last_commit()
+        if seen is not None and (commit is None or commit.batch_id < seen):
+            raise StoreBehind.since(self.describe(), self.consumer,
+                                    commit.batch_id if commit else None, seen, batch_id)
         if commit is not None:
             if commit.same_batch(batch_id, offsets):
                 self.replicated(batch_id)  # the run that committed it may have stopped waiting

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import signal
+import time
 
 import pytest
 import redis
@@ -152,3 +153,44 @@ def test_a_hops_store_that_lost_its_marks_is_refused_by_sparks_commit_log(
     assert not client.keys("sqe:{flushed.enriched}:*")  # nothing read, nothing committed
     hop = run(accept=1)  # going on without the marks, as asked: the replays pass once
     assert [r.records_read for r in hop.reports] == [4]
+
+
+@pytest.mark.parametrize("way", ["foreachBatch", "sink"])
+def test_a_store_that_loses_its_marks_while_a_hop_runs_stops_its_next_batch(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, way):
+    topic = kafka_topic(1, "enriched")
+    consumer = f"running_{way}.enriched"
+    hop = sqe.Hop(consumer, topic=topic, checkpoint=tmp_path / "ck", conf={
+        "jw.sqe.spout.kafka.brokers": kafka_bootstrap,
+        "jw.sqe.spout.kafka.filterReplays": True,
+        "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url,
+        "jw.sqe.spout.kafka.startingOffsets": "earliest"},
+        into=[sqe.InsertInto(objectName=f"log_{way}", stateName="REDIS",
+                             fields=["_partition", "_offset", "_value"],
+                             options={"jw.sqe.state.redis.datatype": "HASH",
+                                      "jw.sqe.state.redis.keyname.fields": ["_partition"],
+                                      "jw.sqe.state.redis.fieldname.fields": ["_offset"]})])
+    rows = hop.read(spark)
+    writer = hop.write_stream(rows) if way == "sink" else (
+        rows.writeStream.option("checkpointLocation", hop.checkpoint)
+        .foreachBatch(hop.exactly_once(lambda batch_rows, batch: batch.write(
+            f"log_{way}", batch_rows))))
+    client = redis.Redis.from_url(redis_url)
+    _events(kafka_bootstrap, topic, 0, 4)
+    query = writer.trigger(processingTime="200 milliseconds").start()
+    try:
+        deadline = time.monotonic() + 60
+        while client.get(f"sqe:{{{consumer}}}:batch") is None:
+            assert time.monotonic() < deadline and query.isActive
+            time.sleep(0.1)
+        client.delete(*client.keys(f"sqe:{{{consumer}}}:*"))  # the store restarted empty
+        _events(kafka_bootstrap, topic, 0, 4)  # replays, which its marks would have dropped
+        with pytest.raises(Exception) as stopped:
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+    said = str(stopped.value)
+    assert (f"{consumer}: the HWM store at {redis_url} holds no batch, but batch 0 was "
+            "committed there: the store lost commits while the stream ran") in said, said
+    assert "accept_lost_marks=0" in said
+    assert client.get(f"sqe:{{{consumer}}}:batch") is None  # nothing of the replays committed
