@@ -292,9 +292,11 @@ def _call_hint(topology: Topology, config: list[str], conf: Mapping[str, Any] | 
                name: str | None, checkpoint: str, once: bool, runtime: float | None) -> Rerun:
     """A :data:`Rerun` that names the way to run again as a call of :func:`run`."""
     def hint(flags: dict[str, str | None]) -> str:
-        if "reset" in flags:
-            names = ["sqe", "reset", topology.path, *[a for c in config for a in ("--config", c)]]
-            return shlex.join([*names, *(["--name", name] if name else [])])
+        if "reset" in flags or "rebuild" in flags:
+            names = ["sqe", *(["reset"] if "reset" in flags else ["hwm", "rebuild"]),
+                     topology.path, *[a for c in config for a in ("--config", c)]]
+            where = ["--checkpoint", checkpoint] if "rebuild" in flags else []
+            return shlex.join([*names, *(["--name", name] if name else []), *where])
         args = [repr(topology.path)] + [f"{k}={v!r}" for k, v in (
             ("config", config), ("conf", dict(conf or {})), ("name", name)) if v]
         args.append(f"checkpoint={flags.get('--checkpoint', checkpoint)!r}")

@@ -19,6 +19,7 @@ import redis
 
 from sqe import __version__, api
 from sqe.cli import pack as packing
+from sqe.cli import rebuild
 from sqe.cli import report as summary
 from sqe.cli.demo import run_demo
 from sqe.cli.live import LiveProgress
@@ -154,7 +155,9 @@ def _stop_on_signals() -> tuple[threading.Event, list[int]]:
 def _rerun_command(args: argparse.Namespace) -> Rerun:
     """How a refusal names this ``sqe run`` again with some flags changed (secrets masked)."""
     def command(flags: dict[str, str | None]) -> str:
-        argv = ["sqe", "reset" if "reset" in flags else "run", args.topology]
+        verb = ["reset"] if "reset" in flags else ["hwm", "rebuild"] if "rebuild" in flags \
+            else ["run"]
+        argv = ["sqe", *verb, args.topology]
         for path in args.config:
             argv += ["--config", path]
         for pair in args.conf:
@@ -167,6 +170,8 @@ def _rerun_command(args: argparse.Namespace) -> Rerun:
         checkpoint = flags.get("--checkpoint", args.checkpoint)
         if checkpoint:
             argv += ["--checkpoint", checkpoint]
+        if "rebuild" in flags:
+            return shlex.join(argv)
         argv += (["--once"] if args.once else
                  ["--runtime", str(args.runtime)] if args.runtime is not None else [])
         argv += ["--resume-from-store"] if "--resume-from-store" in flags else []
@@ -178,7 +183,10 @@ def _rerun_command(args: argparse.Namespace) -> Rerun:
 
 
 def hwm(args: argparse.Namespace) -> int:
-    """``sqe hwm show``: a consumer's high-water marks and last batch in its HWM store."""
+    """``sqe hwm show``: a consumer's high-water marks and last batch in its HWM store
+    (``sqe hwm rebuild``: :mod:`sqe.cli.rebuild`)."""
+    if args.hwm_command == "rebuild":
+        return rebuild.rebuild(args)
     if args.hwm_command == "reset":
         print("error: sqe hwm reset is replaced by sqe reset TOPOLOGY [--config FILE]..., which "
               "resets every store the topology commits to (the HWM store, Postgres and Redis "

@@ -130,8 +130,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="the N high-water marks updated last, per stream (default 10)")
     st.set_defaults(func=status.status)
 
-    h = sub.add_parser("hwm", help="show a consumer's high-water marks in Redis (sqe reset "
-                       "forgets them)")
+    h = sub.add_parser("hwm", help="show a consumer's high-water marks in Redis, or rebuild "
+                       "those a store lost (sqe reset forgets them)")
     hsub = h.add_subparsers(dest="hwm_command", required=True, metavar="ACTION")
     for action, text in (("show", "print the committed batch and the HWMs"),):
         a = hsub.add_parser(action, help=text)
@@ -148,6 +148,16 @@ def _parser() -> argparse.ArgumentParser:
         a.add_argument("--ttl", type=int, metavar="SECONDS",
                        help="entries older than this are not shown (default: jw.sqe.spout.kafka."
                        "filterReplays.metadata.ttl of --config/--conf, else 172800)")
+    rb = hsub.add_parser("rebuild", help="give a topology's HWM stores that lost commits "
+                         "their marks back, read again from the topics up to where the "
+                         "checkpoint's last batch ended; asks first")
+    rb.add_argument("topology", metavar="TOPOLOGY", help="topology file (YAML or JSON)")
+    _option_arguments(rb)
+    rb.add_argument("--checkpoint", metavar="DIR",
+                    help="the run's checkpoint directory (default: checkpoints/<name>)")
+    rb.add_argument("--stream", action="append", default=[], metavar="NAME",
+                    help="only this stream's consumer (repeatable; default: every stream)")
+    rb.add_argument("--yes", action="store_true", help="do not ask (for scripts)")
     gone = hsub.add_parser("reset", help="replaced by sqe reset TOPOLOGY")
     gone.add_argument("rest", nargs=argparse.REMAINDER, metavar="...",
                       help="anything: the command says what replaced it")

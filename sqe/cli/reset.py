@@ -20,9 +20,10 @@ import sys
 from sqe import api
 from sqe.config.settings import load_config, parse_conf_pairs
 from sqe.engine.pipeline import StreamStores, stream_stores
+from sqe.errors import OptionError
 from sqe.ledger.commits import Commit
 
-__all__ = ["reset"]
+__all__ = ["confirmed", "reset"]
 
 
 def _held(stores: StreamStores) -> tuple[list[Commit], int | None]:
@@ -66,15 +67,22 @@ def reset(args: argparse.Namespace) -> int:
     print(f"A reset forgets these marks and offsets (batch ids are kept). The next run on a "
           f"new, empty checkpoint reads from startingOffsets{after}, and writes again to the "
           "states whatever it reads again.")
-    if not args.yes:
-        if not sys.stdin.isatty():
-            print("error: sqe reset changes the stores above; confirm with --yes when not at a "
-                  "terminal", file=sys.stderr)
-            return 2
-        if input("Reset? [y/N] ").strip().lower() not in ("y", "yes"):
-            print("nothing changed")
-            return 1
+    if not confirmed(args.yes, "Reset?", "sqe reset changes the stores above"):
+        return 1
     for stores, _, _ in held:
         stores.reset()
     print(f"reset {', '.join(stores.consumer for stores, _, _ in held)}")
     return 0
+
+
+def confirmed(yes: bool, question: str, changes: str) -> bool:
+    """Whether the operator agrees to a change (``yes``: agreed beforehand); off a terminal,
+    without ``yes``, a :class:`~sqe.errors.OptionError` saying ``changes``."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        raise OptionError(f"{changes}; confirm with --yes when not at a terminal")
+    if input(f"{question} [y/N] ").strip().lower() in ("y", "yes"):
+        return True
+    print("nothing changed")
+    return False

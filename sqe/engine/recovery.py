@@ -171,10 +171,12 @@ def lost_commits(consumer: str, store: str, held: Commit | None, recorded: int |
         return (f"warning: {what}; going on without the marks of {span} as asked, so replays "
                 "of their records pass the filter once, and Redis rows staged with them are "
                 "gone")
+    again = rerun({"rebuild": None})
+    rebuild = f", or read its marks again from the topic with `{again}`" if again else ""
     raise StoreBehind(
         f"{what}, so replays of the records of {span} would pass the replay filter, and the "
         "run stops before reading anything: restore the store from a "
         f"copy that holds batch {recorded} (its replica or its append-only file) and run "
-        "again, or, to go on without those marks and the Redis rows staged with them, "
+        f"again{rebuild}, or, to go on without those marks and the Redis rows staged with them, "
         f"`{rerun({'--accept-lost-marks': str(recorded)})}` (docs/troubleshooting.md, "
         "StoreBehind)")

@@ -30,6 +30,9 @@ def default_rerun(plan: TopologyPlan) -> Rerun:
     """How a refusal names the commands that recover (``sqe reset`` for the topology, or the
     same run with other arguments)."""
     def hint(flags: dict[str, str | None]) -> str:
+        if "rebuild" in flags:  # a hop of plain PySpark has no topology file to name
+            return "" if plan.topology.path.startswith("hop ") else \
+                f"sqe hwm rebuild {plan.topology.path} --name {plan.topology.name}"
         if "reset" in flags:
             return f"sqe reset {plan.topology.path} --name {plan.topology.name}"
         return "the same run with " + ", ".join(

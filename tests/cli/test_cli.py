@@ -125,7 +125,7 @@ def test_run_on_a_checkpoint_that_is_a_file_is_refused_before_spark(tmp_path):
     (["rn"], "sqe: error: argument COMMAND: invalid choice: 'rn' (did you mean 'run'? choose "
              "from 'validate', 'run', "),
     (["hwm", "shwo"], "sqe hwm: error: argument ACTION: invalid choice: 'shwo' (did you mean "
-                      "'show'? choose from 'show', 'reset')"),
+                      "'show'? choose from 'show', 'rebuild', 'reset')"),
     (["run", "t.yaml", "--checkpiont", "ck"], "sqe run: error: unrecognized arguments: "
                                               "--checkpiont ck (did you mean --checkpoint?)"),
     (["run", "t.yaml", "--onec", "--chekpoint=ck"],

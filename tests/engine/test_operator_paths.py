@@ -177,14 +177,20 @@ def test_an_hwm_store_that_forgot_its_marks_stops_the_run_and_the_printed_way_on
     assert "so replays of the records of batch 0 would pass the replay filter, and the run " \
         "stops before reading anything" in refused.stderr
     _once_each(cli.stores(), 20)  # nothing was read
-    (way_on,) = _hints(refused.stderr)
-    assert way_on.endswith("--checkpoint ck1 --once --accept-lost-marks 0"), refused.stderr
-    followed = cli.follow(way_on)
+    rebuild, accept = _hints(refused.stderr)
+    assert accept.endswith("--checkpoint ck1 --once --accept-lost-marks 0"), refused.stderr
+    assert rebuild.startswith("sqe hwm rebuild ") and rebuild.endswith("--checkpoint ck1")
+    asks = cli.follow(rebuild)  # not at a terminal: it shows what it found and asks for --yes
+    assert asks.returncode == 2 and "confirm with --yes" in asks.stderr, asks.stderr
+    assert "load.Enriched: its HWM store holds no batch, the checkpoint's last is batch 0" \
+        in asks.stdout and "20 records of" in asks.stdout
+    followed = cli.follow(rebuild + " --yes")
     assert followed.returncode == 0, followed.stderr
-    assert "going on without the marks of batch 0 as asked" in followed.stderr
-    _once_each(cli.stores(), 30)
-    again = cli.sqe_run("--checkpoint", "ck1")  # the store holds batch 1 now: no refusal
+    assert "load.Enriched: committed batch 0 with 1 high-water mark(s)" in followed.stdout
+    _events(cli.kafka, cli.topic, 0, 20)  # replays of batch 0's records: dropped again
+    again = cli.sqe_run("--checkpoint", "ck1")
     assert again.returncode == 0 and "lost the commits" not in again.stderr, again.stderr
+    _once_each(cli.stores(), 30)
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ import redis
 import yaml
 
 import sqe
+from sqe.cli.main import main
 from sqe.config.plan import plan_topology
 from sqe.engine.runner import run_topology
 from sqe.errors import StoreBehind
@@ -194,3 +195,53 @@ def test_a_store_that_loses_its_marks_while_a_hop_runs_stops_its_next_batch(
             "committed there: the store lost commits while the stream ran") in said, said
     assert "accept_lost_marks=0" in said
     assert client.get(f"sqe:{{{consumer}}}:batch") is None  # nothing of the replays committed
+
+
+def test_sqe_hwm_rebuild_reads_the_lost_marks_again_from_the_topic_and_replays_are_dropped(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, capsys):
+    topic = kafka_topic(1, "enriched")
+    path = tmp_path / "rebuilt.yaml"
+    path.write_text(yaml.safe_dump([
+        {"CreateStream": {"streamName": "In", "objectName": topic, "spoutName": "KAFKA",
+                          "deserializer": "json",
+                          "options": {"jw.sqe.spout.kafka.filterReplays": True,
+                                      "jw.sqe.spout.kafka.startingOffsets": "earliest"}}},
+        {"Query": {"insertInto": {"objectName": "log", "stateName": "CONSOLE",
+                                  "fields": ["event_id"]},
+                   "select": {"expressions": ["event_id"]}, "from": {"objectName": "In"}}}]))
+    conf = {"jw.sqe.spout.kafka.brokers": kafka_bootstrap,
+            "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url}
+    plan = plan_topology(load_topology(path), conf=conf)
+    client = redis.Redis.from_url(redis_url)
+    ck = tmp_path / "ck"
+    produce(kafka_bootstrap, topic, [  # another writer's records first: pid 77
+        (StreamMetadata(77, 3, i).to_bytes(), json.dumps({"event_id": f"x{i}"}).encode(), 0)
+        for i in range(3)])
+    _events(kafka_bootstrap, topic, 0, 4)
+    run_topology(plan, spark, "rebuilt", ck, "once")
+    _events(kafka_bootstrap, topic, 4, 4)
+    run_topology(plan, spark, "rebuilt", ck, "once")  # batch 1
+    marks = client.hgetall("sqe:{rebuilt.In}:hwm")
+    assert marks == {b"4242:0": b"7", b"77:3": b"2"}
+    client.delete(*client.keys("sqe:{rebuilt.In}:*"))  # a store restarted empty
+    _events(kafka_bootstrap, topic, 4, 4)  # replays of batch 1's records
+    _events(kafka_bootstrap, topic, 8, 2)
+    with pytest.raises(StoreBehind, match="`sqe hwm rebuild"):
+        run_topology(plan, spark, "rebuilt", ck, "once")
+
+    cli = ["hwm", "rebuild", str(path), "--checkpoint", str(ck),
+           *[a for k, v in conf.items() for a in ("--conf", f"{k}={v}")]]
+    capsys.readouterr()
+    assert main(cli) == 2  # not at a terminal: asks for --yes
+    assert "confirm with --yes" in capsys.readouterr().err
+    assert main([*cli, "--yes"]) == 0
+    said = capsys.readouterr().out
+    assert ("rebuilt.In: its HWM store holds no batch, the checkpoint's last is batch 1 "
+            "(ended at offsets") in said
+    assert "11 records of" in said and "give 2 high-water mark(s)" in said
+    assert "rebuilt.In: committed batch 1 with 2 high-water mark(s)" in said
+    assert client.hgetall("sqe:{rebuilt.In}:hwm") == marks
+    assert main([*cli, "--yes"]) == 0  # level with the checkpoint: nothing to do
+    assert "nothing to rebuild" in capsys.readouterr().out
+    reports = run_topology(plan, spark, "rebuilt", ck, "once")
+    assert [(r.batch_id, r.replays_dropped, r.records_read) for r in reports] == [(2, 4, 6)]
