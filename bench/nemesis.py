@@ -69,10 +69,16 @@ def supervise(world: World, begin: float, exits: list[dict[str, Any]],
                 continue
             if run.process.poll() is None:
                 continue
+            said = last_error(run.log)
             exits.append({"t": round(now - begin, 1), "run": name,
-                          "code": run.process.returncode, "said": last_error(run.log)})
+                          "code": run.process.returncode, "said": said})
             live = [r for r in run.rivals if r[0].poll() is None]
-            if live:  # the second run a takeover started goes on as this run
+            healed = world.heal(name, said) if not live else None
+            if healed is not None:  # its HWM store lost commits: rebuilt from the topic
+                exits[-1]["healed"] = healed
+                run.end()
+                run.start(time.monotonic())
+            elif live:  # the second run a takeover started goes on as this run
                 run.adopt(*live[0])
             else:  # 2 s, then twice as long after each exit without a batch, up to 30 s
                 run.end()
@@ -217,7 +223,8 @@ def report(r: dict[str, Any]) -> list[str]:
         lines.append(f"  {f['fault']}: {healed}" + "".join(f"; {n}" for n in noted)
                      + (f" (failed: {f['error']})" if f["error"] else ""))
     for e in r["exits"]:
-        lines.append(f"  exit at {e['t']:.0f} s: {e['run']} exited {e['code']}: {e['said']}")
+        lines.append(f"  exit at {e['t']:.0f} s: {e['run']} exited {e['code']}: {e['said']}"
+                     + (f"; healed: {e['healed']}" if e.get("healed") else ""))
     if not r["drained"]:
         lines.append(f"  the chain did not drain: {r['backlog_end']} records left")
     if r["producer_error"]:  # events it could not send are not in the input: not expected

@@ -29,6 +29,9 @@ kind                target              what happens
                     postgres
 ``delay``           kafka, redis,       every chunk through the proxy waits ``latency`` s,
                     postgres            for ``hold`` s
+``forget``          hwm                 the HWM store loses the consumers' marks and commit
+                                        records (as a store of its own restarted empty; with
+                                        ``lagging``: restored from a copy ``hold`` s older)
 ==================  ==================  ====================================================
 
 Faults are drawn at random times, so they overlap: a kill of load during a Redis failover,
@@ -57,6 +60,7 @@ KINDS: dict[str, tuple[tuple[str, ...], int, float, float]] = {
     "lost-reply": (STORES, 3, 0.0, 0.0),
     "blackhole": (STORES, 2, 1.0, 8.0),
     "delay": (STORES, 2, 5.0, 20.0),
+    "forget": (("hwm",), 2, 5.0, 30.0),
 }
 
 
@@ -68,13 +72,15 @@ class Fault:
     kind: str
     target: str
     hold: float = 0.0
-    lagging: bool = False  # failover: the replica cut off before the primary dies
+    lagging: bool = False  # failover: the replica cut off first; forget: an older copy
     latency: float = 0.0  # delay: seconds added to each chunk
 
     def describe(self) -> str:
         extra = {"failover": " with the replica behind" if self.lagging else "",
-                 "delay": f" of {self.latency * 1000:.0f} ms"}.get(self.kind, "")
-        held = f" for {self.hold:.1f} s" if self.hold else ""
+                 "delay": f" of {self.latency * 1000:.0f} ms",
+                 "forget": f" back to a copy {self.hold:.1f} s older" if self.lagging
+                 else ", restarted empty"}.get(self.kind, "")
+        held = f" for {self.hold:.1f} s" if self.hold and self.kind != "forget" else ""
         return f"{self.at:7.1f} s  {self.kind} {self.target}{extra}{held}"
 
 
@@ -96,7 +102,7 @@ def draw(seed: int, seconds: float, every: float = 20.0,
         targets, _, low, high = KINDS[kind]
         faults.append(Fault(at=round(rng.uniform(start, end), 1), kind=kind,
                             target=rng.choice(targets), hold=round(rng.uniform(low, high), 1),
-                            lagging=kind == "failover" and rng.random() < 0.5,
+                            lagging=kind in ("failover", "forget") and rng.random() < 0.5,
                             latency=round(rng.uniform(0.05, 0.5), 2) if kind == "delay" else 0.0))
     return sorted(faults, key=lambda f: f.at)
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import threading
@@ -38,6 +40,10 @@ from tests.support.spark_cluster import StandaloneCluster
 #: The request whose reply a ``lost-reply`` fault drops, per store.
 COMMIT_REQUEST: dict[str, bytes | int] = {"kafka": 0, "redis": b"EVALSHA", "postgres": b"COMMIT"}
 POSTGRES_TABLE = "loaded_events"
+#: The keys of a consumer that a ``forget`` fault takes from the HWM store.
+FORGOTTEN = {b"hwm", b"age", b"ts", b"batch", b"commit", b"ack"}
+#: The command a run refused for a store that lost commits prints.
+REBUILD = re.compile(r"`(sqe hwm rebuild [^`]+)`")
 OTHER_HOST = "nemesis-other-host"
 
 
@@ -137,7 +143,7 @@ class World:
         self.pg_proxy = FaultProxy(("127.0.0.1", self.postgres.port))
         self.proxies: dict[str, Any] = {"kafka": self.kafka.proxy, "postgres": self.pg_proxy}
         self.locks = {t: threading.Lock() for t in ("enrich", "load", "kafka", "redis",
-                                                    "postgres", "cluster")}
+                                                    "postgres", "cluster", "hwm")}
         self.runs: dict[str, Run] = {}
         self.events = self.enriched = ""
 
@@ -271,6 +277,40 @@ class World:
     def _delay(self, fault: Fault, journal: dict[str, Any]) -> None:
         self.proxy(fault.target).delay(fault.latency, fault.hold)
         time.sleep(fault.hold)
+
+    def _forget(self, fault: Fault, journal: dict[str, Any]) -> None:
+        """The HWM store loses the marks and commit records of the consumers (not the rows
+        staged for Redis states, which a store of its own would not hold)."""
+        client = self.redis.client()
+        try:
+            def kept() -> list[bytes]:
+                return [k for k in client.scan_iter(match="sqe:{*}:*", count=1000)
+                        if k.rsplit(b":", 1)[-1] in FORGOTTEN]
+            copy = {k: client.dump(k) for k in kept()} if fault.lagging else {}
+            if fault.lagging:
+                time.sleep(fault.hold)  # the chain goes on; the copy grows older
+            gone = kept()
+            pipe = client.pipeline(transaction=True)
+            if gone:
+                pipe.delete(*gone)
+            for key, value in copy.items():
+                pipe.restore(key, 0, value, replace=True)
+            pipe.execute()
+            journal["forgot"] = len(gone)
+        finally:
+            client.close()
+
+    def heal(self, name: str, said: str) -> str | None:
+        """Follow the ``sqe hwm rebuild`` command a refused run printed, as an operator would
+        (with ``--yes``): what it said, or None when the refusal named none."""
+        match = REBUILD.search(said)
+        if match is None:
+            return None
+        command = [*self.runs[name].command[:3], *shlex.split(match.group(1))[1:], "--yes"]
+        done = subprocess.run(command, capture_output=True, text=True, env=child_env(),
+                              cwd=ROOT, timeout=600)
+        return (done.stdout + done.stderr).strip().splitlines()[-1] if done.returncode == 0 \
+            else f"exit {done.returncode}: {done.stderr.strip()[-300:]}"
 
     def stop(self) -> None:
         for run in self.runs.values():

@@ -171,7 +171,7 @@ class BatchProcessor:
                     self._done(report)
                     return
             batch = Batch(self.p.consumer, batch_id, store, offsets,
-                          ck.location if ck is not None else None)
+                          ck.location if ck is not None else None, seen=self._seen)
             if self.way is not None:
                 self.way(rows, batch, report)
             elif self.plan is None:

@@ -81,7 +81,7 @@ def commit_hwm(batch: Batch, updates: Mapping[tuple[int, int], int],
 
     def commit() -> None:
         committed.append(store.commit(batch.batch_id, updates, batch.stages, batch.offsets,
-                                      batch.checkpoint, apply=not later))
+                                      batch.checkpoint, apply=not later, seen=batch.seen))
 
     try:
         _, tries = asked(store, commit, f"batch {batch.batch_id} of {batch.consumer}",

@@ -185,8 +185,10 @@ class HopWriter(DataSourceStreamArrowWriter):
                 for _ in iterator:  # committed already: Spark ran the batch again
                     pass
                 return HopMessage(writer=query)
-            if store is not None:  # Spark finished the batch before: the store holds it
-                _not_behind(self.spec, store, done.batch_id if done else None, batch_id)
+            seen = _seen(self.spec, batch_id)  # Spark finished it: the store must hold it
+            if store is not None and seen is not None and (done is None or done.batch_id < seen):
+                raise StoreBehind.since(store.describe(), self.spec.pipeline.consumer,
+                                        done.batch_id if done else None, seen, batch_id)
             first = next(iterator, None)
             batch = Batch(self.spec.pipeline.consumer, batch_id, store, None,
                           f"{query}/{ctx.partitionId()}")
@@ -238,7 +240,7 @@ class HopWriter(DataSourceStreamArrowWriter):
         store = self.spec.store()
         try:
             batch = Batch(consumer, batch_id, store, None, mine[0].writer if mine else None,
-                          [s for m in mine for s in m.stages])
+                          [s for m in mine for s in m.stages], _seen(self.spec, batch_id))
             if store is not None and not store.admit(batch_id):
                 if batch.stages:
                     store.client.delete(*[s.key for s in batch.stages])
@@ -301,14 +303,13 @@ def _write_on_driver(sink: Sink, batch: Batch, counts: dict[str, int], data: lis
         sink.close()
 
 
-def _not_behind(spec: HopSpec, store: HwmStore, held: int | None, batch_id: int) -> None:
-    """Refuse batch ``batch_id`` when the store, holding batch ``held``, lost the batch before
-    it (Spark counts it as done, and SQE committed it first), unless the operator accepts
-    losing it (:class:`~sqe.errors.StoreBehind`)."""
+def _seen(spec: HopSpec, batch_id: int) -> int | None:
+    """The batch the store must hold when batch ``batch_id`` runs: the one before, which Spark
+    finished (SQE committed it first); None for the checkpoint's first batch, or where the
+    operator accepts losing it."""
     seen = batch_id - 1
-    if (held if held is not None else spec.base - 1) < seen and (
-            spec.accepted is None or seen > spec.accepted):
-        raise StoreBehind.since(store.describe(), spec.pipeline.consumer, held, seen, batch_id)
+    return None if seen < spec.base or (spec.accepted is not None and seen <= spec.accepted) \
+        else seen
 
 
 def _task_columns(batch: pa.RecordBatch, index: int) -> list[str]:

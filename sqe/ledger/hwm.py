@@ -1,14 +1,11 @@
 """The high-water-mark store in Redis: per-consumer HWMs and the last committed batch.
 
-One consumer (a topology's stream) owns these keys, all with the same hash
-tag so they live in one Redis Cluster slot and one Lua script may touch them:
+One consumer (a topology's stream) owns these keys, with one hash tag (one Cluster slot):
 
 * ``sqe:{<consumer>}:hwm``   hash ``"<pid>:<partition>" -> highest source offset``
 * ``sqe:{<consumer>}:age``   sorted set ``"<pid>:<partition>"`` scored by its last update
-  (server ms): the index the commit expires marks from, oldest first, touching only
-  the marks that expire (stores written before it kept the times in a hash,
-  ``sqe:{<consumer>}:ts``, which the first commit moves into the index and a read
-  uses until then)
+  (server ms): the index the commit expires marks from, oldest first (older stores kept the
+  times in a hash, ``sqe:{<consumer>}:ts``, which the first commit moves into the index)
 * ``sqe:{<consumer>}:batch`` the last committed batch id
 * ``sqe:{<consumer>}:commit`` hash: the source ``offsets`` that batch ended at, the
   ``checkpoint`` that committed it, and ``reset`` (1 after :meth:`HwmStore.reset`);
@@ -42,14 +39,12 @@ steps, and one that needs whole batches reads while ``sqe:{<consumer>}:apply`` d
 (``WATCH`` it, read, ``EXEC``).  Behind a primary with
 replicas, a commit counts once ``replicas`` of them hold it (:meth:`HwmStore.replicated`,
 ``WAIT``), so a failover cannot take back a batch that Spark's checkpoint counts as done.
-A batch reads only what it touches: :meth:`HwmStore.admit` reads the commit
-record alone, and each source task reads the marks of the (pid, partition)
-pairs its records name with :meth:`HwmStore.marks` (one script call; a mark
-older than the TTL reads as none), so neither grows with the marks stored.
+A batch reads only what it touches: :meth:`HwmStore.admit` reads the commit record alone,
+and each source task the marks of the (pid, partition) pairs its records name with
+:meth:`HwmStore.marks` (one script call; a mark older than the TTL reads as none).
 :meth:`HwmStore.load` reads everything, for ``sqe hwm show``.
-Offsets are compared as decimal strings inside Lua, because Lua
-numbers are doubles and would round int64 offsets above 2**53.  Times come
-from the Redis server's clock, so writers with skewed clocks agree.
+Offsets are compared as decimal strings inside Lua (Lua numbers are doubles: int64 above
+2**53 would round).  Times come from the Redis server's clock, so skewed writers agree.
 """
 
 from __future__ import annotations
@@ -77,7 +72,7 @@ __all__ = ["APPLY_ROWS", "HwmSnapshot", "HwmStore", "Stage", "StaleBatchError", 
 APPLY_ROWS = 1000
 
 # The commit script's refusal: its code and the commit it found (JSON).
-_REFUSED = re.compile(r"(SQE_STALE|SQE_OTHER) (\{.*\})", re.S)
+_REFUSED = re.compile(r"(SQE_STALE|SQE_OTHER|SQE_BEHIND) (\{.*\})", re.S)
 
 
 @dataclass(frozen=True)
@@ -125,9 +120,8 @@ def consumer_tag(consumer: str) -> str:
 
 def _writer(checkpoint: str | None) -> str:
     """The writer part of a stage key: a short hash of the checkpoint (``-``: none known)."""
-    if checkpoint is None:
-        return "-"
-    return hashlib.blake2b(checkpoint.encode(), digest_size=4).hexdigest()
+    return "-" if checkpoint is None else hashlib.blake2b(checkpoint.encode(),
+                                                         digest_size=4).hexdigest()
 
 
 class HwmStore:
@@ -235,7 +229,8 @@ class HwmStore:
 
     def commit(self, batch_id: int, updates: Mapping[tuple[int, int], int],
                stages: Sequence[Stage] = (), offsets: str | None = None,
-               checkpoint: str | None = None, apply: bool = True) -> bool:
+               checkpoint: str | None = None, apply: bool = True, seen: int | None = None
+               ) -> bool:
         """Commit batch ``batch_id`` with new marks; ``False`` if it was already committed.
 
         The rows of ``stages`` are committed in the same atomic step (and the
@@ -244,10 +239,11 @@ class HwmStore:
         ``apply`` False, by the caller's :meth:`finish_applying` (a later commit and the next
         admission apply them first, should it not).  Raises :class:`StaleBatchError` when a
         higher batch id is committed, or this one ending at other ``offsets``; nothing is
-        applied then, and the stages are gone.
+        applied then, and the stages are gone.  A store short of batch ``seen`` (the writer saw
+        it committed) raises :class:`StoreBehind`, atomically with the commit it refuses.
         """
         args: list[str | int] = [self.ttl_seconds, int(batch_id), len(stages), offsets or "",
-                                 checkpoint or ""]
+                                 checkpoint or "", "" if seen is None else int(seen)]
         for stage in stages:
             args += [stage.datatype, int(stage.expire_seconds)]
         for (pid, part), offset in updates.items():
@@ -266,6 +262,10 @@ class HwmStore:
             if refused is None:
                 raise
             found = json.loads(refused.group(2))
+            if refused.group(1) == "SQE_BEHIND":
+                raise StoreBehind.since(self.describe(), self.consumer, int(found["batch"])
+                                        if found["batch"] else None, int(seen or 0),
+                                        batch_id) from None
             committed = Commit(self.describe(), int(found["batch"]), found["offsets"] or None,
                                found["checkpoint"] or None)
             if refused.group(1) != "SQE_OTHER" or not committed.same_batch(batch_id, offsets):

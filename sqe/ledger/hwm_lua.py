@@ -32,10 +32,13 @@ end
 """
 
 # KEYS: hwm, ts (the old layout), batch, commit, age, apply, applied, stage keys...; ARGV: ttl,
-# batch id, number of stages, the batch's end offsets, the checkpoint, (datatype, expire
-# seconds) per stage, then "<pid>:<partition>", offset pairs.  A refusal deletes the stages (a
-# stage the last commit left to apply stays) and replies with an error 'SQE_STALE <the stored
-# commit as JSON>'; 'SQE_OTHER <...>' when the same batch id ends at other offsets as text
+# batch id, number of stages, the batch's end offsets, the checkpoint, the batch the writer saw
+# committed before ('' when none), (datatype, expire seconds) per stage, then
+# "<pid>:<partition>", offset pairs.  A store holding less than the batch seen replies
+# 'SQE_BEHIND <the stored batch as JSON>' (it lost commits and their marks since).  A refusal
+# deletes the stages (a stage the last commit left to apply stays) and replies with an error
+# 'SQE_STALE <the stored commit as JSON>'; 'SQE_OTHER <...>' when the same batch id ends at
+# other offsets as text
 # (HwmStore.commit compares them as JSON); 'SQE_PENDING' while rows of the last commit are
 # still to be applied (the caller applies them, APPLY, and commits again).  The stages are not
 # applied here: they are recorded in the apply hash, their expiry removed, for APPLY to apply
@@ -44,6 +47,9 @@ COMMIT = NOW + GT + """
 local stages = tonumber(ARGV[3])
 local stored = redis.call('GET', KEYS[3])
 local batch = tonumber(ARGV[2])
+if ARGV[6] ~= '' and ((not stored) or tonumber(stored) < tonumber(ARGV[6])) then
+  return redis.error_reply('SQE_BEHIND ' .. cjson.encode({batch = stored or ''}))
+end
 if stored and batch <= tonumber(stored) then
   for s = 1, stages do
     if redis.call('HEXISTS', KEYS[6], 's:' .. KEYS[7 + s]) == 0 then
@@ -65,7 +71,7 @@ local pending = 0
 for s = 1, stages do
   if redis.call('EXISTS', KEYS[7 + s]) == 1 then
     redis.call('PERSIST', KEYS[7 + s])
-    redis.call('HSET', KEYS[6], 's:' .. KEYS[7 + s], ARGV[4 + 2 * s] .. ' ' .. ARGV[5 + 2 * s])
+    redis.call('HSET', KEYS[6], 's:' .. KEYS[7 + s], ARGV[5 + 2 * s] .. ' ' .. ARGV[6 + 2 * s])
     pending = pending + 1
   end
 end
@@ -76,7 +82,7 @@ if redis.call('EXISTS', KEYS[2]) == 1 then  -- the old layout: its times move in
   for i = 1, #old, 2 do redis.call('ZADD', KEYS[5], tonumber(old[i + 1]), old[i]) end
   redis.call('DEL', KEYS[2])
 end
-for i = 6 + 2 * stages, #ARGV, 2 do
+for i = 7 + 2 * stages, #ARGV, 2 do
   local field, offset = ARGV[i], ARGV[i + 1]
   local old = redis.call('HGET', KEYS[1], field)
   if (not old) or gt(offset, old) then redis.call('HSET', KEYS[1], field, offset) end

@@ -95,6 +95,9 @@ class Batch:
     offsets: str | None = None  # the source offsets the batch ends at (Spark's JSON)
     checkpoint: str | None = None  # the stream's checkpoint, recorded with the batch
     stages: list[Stage] = field(default_factory=list)  # rows the HWM commit applies
+    #: the batch the writer saw committed before: a store short of it lost commits since, and
+    #: the HWM commit refuses (:class:`~sqe.errors.StoreBehind`)
+    seen: int | None = None
     _stage_keys: int = 0
 
     def stage_key(self) -> str:

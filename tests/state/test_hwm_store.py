@@ -7,6 +7,7 @@ import time
 import pytest
 import redis
 
+from sqe.errors import StoreBehind
 from sqe.ledger.hwm import HwmStore, StaleBatchError
 
 
@@ -38,6 +39,23 @@ def test_a_committed_batch_is_skipped_and_an_older_one_fenced(store):
                                               "'load/Enriched' committed;"):
         store.commit(4, {(1, 0): 50})
     assert store.load().hwm == {(1, 0): 10}  # the refused writer changed nothing
+
+
+def test_a_store_that_lost_the_batch_its_writer_saw_refuses_the_commit(store):
+    """A store that loses commits while a batch runs (after its admission) refuses its commit,
+    atomically: committing the batch's marks alone would leave the lost pairs' marks out."""
+    store.commit(0, {(1, 0): 10, (2, 0): 4})
+    assert store.admit(1, seen=0)
+    store.client.delete(*store.keys)  # restarted empty, mid-batch
+    with pytest.raises(StoreBehind, match="'?load/Enriched'?: the HWM store at .* holds no "
+                       "batch, but batch 0 was committed there: the store lost commits"):
+        store.commit(1, {(2, 0): 6}, seen=0)
+    assert store.load().batch_id is None and store.load().hwm == {}
+    with pytest.raises(StoreBehind, match="and batch 1 stops before reading anything"):
+        store.admit(1, seen=0)
+    store.commit(0, {(1, 0): 10, (2, 0): 4})  # rebuilt
+    assert store.commit(1, {(2, 0): 6}, seen=0) is True
+    assert store.load().hwm == {(1, 0): 10, (2, 0): 6}
 
 
 def test_int64_offsets_keep_full_precision(store):
