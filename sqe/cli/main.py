@@ -51,6 +51,15 @@ def _option_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default: the file's stem)")
 
 
+def _checkpoint_arguments(parser: argparse.ArgumentParser) -> None:
+    """A topology, its options and its run's checkpoint: what sqe status and sqe hwm rebuild
+    read."""
+    parser.add_argument("topology", metavar="TOPOLOGY", help="topology file (YAML or JSON)")
+    _option_arguments(parser)
+    parser.add_argument("--checkpoint", metavar="DIR",
+                        help="the run's checkpoint directory (default: checkpoints/<name>)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = SuggestingParser(
         prog="sqe", description="SQE on Spark: declarative streaming topologies on Spark.")
@@ -119,10 +128,7 @@ def _parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="how far behind a topology's run is (per partition), "
                         "its high-water marks, its stores' last commits and its last batches; "
                         "works while the run runs")
-    st.add_argument("topology", metavar="TOPOLOGY", help="topology file (YAML or JSON)")
-    _option_arguments(st)
-    st.add_argument("--checkpoint", metavar="DIR",
-                    help="the run's checkpoint directory (default: checkpoints/<name>)")
+    _checkpoint_arguments(st)
     st.add_argument("--json", action="store_true", help="print the status as JSON")
     st.add_argument("--batches", type=int, default=5, metavar="N",
                     help="the last N batches of each stream (default 5)")
@@ -151,10 +157,7 @@ def _parser() -> argparse.ArgumentParser:
     rb = hsub.add_parser("rebuild", help="give a topology's HWM stores that lost commits "
                          "their marks back, read again from the topics up to where the "
                          "checkpoint's last batch ended; asks first")
-    rb.add_argument("topology", metavar="TOPOLOGY", help="topology file (YAML or JSON)")
-    _option_arguments(rb)
-    rb.add_argument("--checkpoint", metavar="DIR",
-                    help="the run's checkpoint directory (default: checkpoints/<name>)")
+    _checkpoint_arguments(rb)
     rb.add_argument("--stream", action="append", default=[], metavar="NAME",
                     help="only this stream's consumer (repeatable; default: every stream)")
     rb.add_argument("--yes", action="store_true", help="do not ask (for scripts)")

@@ -38,12 +38,8 @@ def _events(kafka: str, topic: str, start: int, count: int) -> None:
                            for i in range(start, start + count)])
 
 
-def test_an_hwm_store_restarted_without_its_last_commits_is_refused_until_the_loss_is_accepted(
-        spark, kafka_bootstrap, kafka_topic, tmp_path, caplog):
-    server, port = start_redis(tmp_path / "redis", _VOLATILE, {})
-    topic = kafka_topic(1, "enriched")
-    url = f"redis://127.0.0.1:{port}/0"
-    path = tmp_path / "behind.yaml"
+def _write_topology(path, topic: str) -> None:
+    """A topology of one stream of ``topic``, replays filtered, to the console."""
     path.write_text(yaml.safe_dump([
         {"CreateStream": {"streamName": "In", "objectName": topic, "spoutName": "KAFKA",
                           "deserializer": "json",
@@ -52,6 +48,15 @@ def test_an_hwm_store_restarted_without_its_last_commits_is_refused_until_the_lo
         {"Query": {"insertInto": {"objectName": "log", "stateName": "CONSOLE",
                                   "fields": ["event_id"]},
                    "select": {"expressions": ["event_id"]}, "from": {"objectName": "In"}}}]))
+
+
+def test_an_hwm_store_restarted_without_its_last_commits_is_refused_until_the_loss_is_accepted(
+        spark, kafka_bootstrap, kafka_topic, tmp_path, caplog):
+    server, port = start_redis(tmp_path / "redis", _VOLATILE, {})
+    topic = kafka_topic(1, "enriched")
+    url = f"redis://127.0.0.1:{port}/0"
+    path = tmp_path / "behind.yaml"
+    _write_topology(path, topic)
     plan = plan_topology(load_topology(path), conf={
         "jw.sqe.spout.kafka.brokers": kafka_bootstrap,
         "jw.sqe.spout.kafka.filterReplays.redis.url": url})
@@ -201,14 +206,7 @@ def test_sqe_hwm_rebuild_reads_the_lost_marks_again_from_the_topic_and_replays_a
         spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, capsys):
     topic = kafka_topic(1, "enriched")
     path = tmp_path / "rebuilt.yaml"
-    path.write_text(yaml.safe_dump([
-        {"CreateStream": {"streamName": "In", "objectName": topic, "spoutName": "KAFKA",
-                          "deserializer": "json",
-                          "options": {"jw.sqe.spout.kafka.filterReplays": True,
-                                      "jw.sqe.spout.kafka.startingOffsets": "earliest"}}},
-        {"Query": {"insertInto": {"objectName": "log", "stateName": "CONSOLE",
-                                  "fields": ["event_id"]},
-                   "select": {"expressions": ["event_id"]}, "from": {"objectName": "In"}}}]))
+    _write_topology(path, topic)
     conf = {"jw.sqe.spout.kafka.brokers": kafka_bootstrap,
             "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url}
     plan = plan_topology(load_topology(path), conf=conf)
