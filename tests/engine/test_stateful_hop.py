@@ -449,31 +449,56 @@ def test_transform_with_state_in_pandas_in_a_hop_keeps_each_record_once(
     topic = kafka_topic(2, "enriched")
     produce(kafka_bootstrap, topic, _records(range(0, 400)) + _records(range(50, 250)))
     tag = f"tws-{topic[-6:]}"
-    hop = sqe.Hop("tws.enriched", topic=topic, checkpoint=tmp_path / "ck", deserializer="json",
-                  conf=_options(kafka_bootstrap, redis_url, more={
-                      "jw.sqe.spout.kafka.filterReplays": True, "jw.sqe.spout.fields": FIELDS,
-                      "jw.sqe.spout.kafka.maxRecordsPerBatch": 150}),
-                  into=[sqe.InsertInto(objectName="totals", stateName="REDIS",
-                                       fields=["tag", "region", "total"],
-                                       options={"jw.sqe.state.redis.keyname.fields":
-                                                ["tag", "region"]})])
-    totals = (hop.read(spark).groupBy("region")
-              .transformWithStateInPandas(RegionTotals(), "region string, total long",
-                                          "Update", "None")
-              .withColumn("tag", F.lit(tag)))
+
+    def run(once: bool = False) -> sqe.Hop:
+        hop = sqe.Hop("tws.enriched", topic=topic, checkpoint=tmp_path / "ck",
+                      deserializer="json", conf=_options(kafka_bootstrap, redis_url, more={
+                          "jw.sqe.spout.kafka.filterReplays": True, "jw.sqe.spout.fields": FIELDS,
+                          "jw.sqe.spout.kafka.maxRecordsPerBatch": 150}),
+                      into=[sqe.InsertInto(objectName="totals", stateName="REDIS",
+                                           fields=["tag", "region", "total"],
+                                           options={"jw.sqe.state.redis.keyname.fields":
+                                                    ["tag", "region"]})])
+        totals = (hop.read(spark).groupBy("region")
+                  .transformWithStateInPandas(RegionTotals(), "region string, total long",
+                                              "Update", "None")
+                  .withColumn("tag", F.lit(tag)))
+        (totals.writeStream.outputMode("update").option("checkpointLocation", hop.checkpoint)
+         .trigger(**({"once": True} if once else {"availableNow": True}))
+         .foreachBatch(hop.exactly_once(lambda rows, batch: batch.write("totals", rows)))
+         .start().awaitTermination())
+        return hop
+
     provider = "spark.sql.streaming.stateStore.providerClass"  # the processor's state needs it
     spark.conf.set(provider, "org.apache.spark.sql.execution.streaming.state."
                              "RocksDBStateStoreProvider")
+    client = redis.Redis.from_url(redis_url)
     try:
-        (totals.writeStream.outputMode("update").option("checkpointLocation", hop.checkpoint)
-         .trigger(availableNow=True)
-         .foreachBatch(hop.exactly_once(lambda rows, batch: batch.write("totals", rows)))
-         .start().awaitTermination())
+        hop = run()
+        assert sum(r.replays_dropped for r in hop.reports) == 200
+        want = _by_region(range(400))
+        assert {r: int(client.get(f"{tag}:{r}")) for r in want} == want
+        # RocksDB's state through the two ways Spark runs a batch again: its commit file lost
+        # after the stores committed it (run through, writing nothing), and the driver dead
+        # before the HWM commit (the store as before it: run again, the same totals written)
+        produce(kafka_bootstrap, topic, _records(range(400, 600)))
+        held = {k: client.dump(k) for k in client.keys("sqe:{tws.enriched}:*")}
+        hop = run(once=True)
+        commits = Path(str(hop.checkpoint).removeprefix("file:")) / "commits"
+        last = commits / str(max(int(f.name) for f in commits.iterdir() if f.name.isdigit()))
+        last.unlink()
+        assert [r.skipped for r in run(once=True).reports] == [True]
+        last.unlink()
+        client.delete(*client.keys("sqe:{tws.enriched}:*"))
+        for key, value in held.items():
+            client.restore(key, 0, value)
+        assert [r.skipped for r in run(once=True).reports] == [False]
+        produce(kafka_bootstrap, topic, _records(range(600, 700)) + _records(range(500, 550)))
+        hop = run()
+        assert sum(r.replays_dropped for r in hop.reports) == 50
     finally:
         spark.conf.unset(provider)
-    assert sum(r.replays_dropped for r in hop.reports) == 200
-    client = redis.Redis.from_url(redis_url)
-    want = _by_region(range(400))
+    want = _by_region(range(700))
     assert {r: int(client.get(f"{tag}:{r}")) for r in want} == want
 
 
