@@ -32,6 +32,8 @@ kind                target              what happens
 ``forget``          hwm                 the HWM store loses the consumers' marks and commit
                                         records (as a store of its own restarted empty; with
                                         ``lagging``: restored from a copy ``hold`` s older)
+``disk-full``       checkpoint          the filesystem of both runs' checkpoints (a tmpfs
+                                        of its own) filled up for ``hold`` s
 ==================  ==================  ====================================================
 
 Faults are drawn at random times, so they overlap: a kill of load during a Redis failover,
@@ -61,6 +63,7 @@ KINDS: dict[str, tuple[tuple[str, ...], int, float, float]] = {
     "blackhole": (STORES, 2, 1.0, 8.0),
     "delay": (STORES, 2, 5.0, 20.0),
     "forget": (("hwm",), 2, 5.0, 30.0),
+    "disk-full": (("checkpoint",), 2, 5.0, 30.0),
 }
 
 

@@ -38,6 +38,8 @@ from tests.support.proxied_redis import ProxiedRedisPair
 from tests.support.spark_cluster import StandaloneCluster
 
 #: The request whose reply a ``lost-reply`` fault drops, per store.
+#: The size of the tmpfs the runs' checkpoints live on (a disk-full fault fills it).
+DISK_MB = 1024
 COMMIT_REQUEST: dict[str, bytes | int] = {"kafka": 0, "redis": b"EVALSHA", "postgres": b"COMMIT"}
 POSTGRES_TABLE = "loaded_events"
 #: The keys of a consumer that a ``forget`` fault takes from the HWM store.
@@ -135,6 +137,15 @@ class World:
             self.cluster.start_master()
             for _ in range(2):
                 self.cluster.start_worker(cores=1, memory="1g")
+        # the runs' checkpoints (out/checkpoints/<run>) on a filesystem a disk-full fault fills
+        self.disk = out / "checkpoints"
+        self.disk.mkdir(parents=True, exist_ok=True)
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_MB}m", "tmpfs",
+                                  str(self.disk)], capture_output=True, text=True)
+        self.mounted = mounted.returncode == 0
+        if not self.mounted:
+            say(f"warning: no filesystem of its own for the checkpoints (mount: "
+                f"{mounted.stderr.strip()}); disk-full faults are skipped")
         self.kafka = ProxiedKafka(out / "kafka")
         self.kafka.start()
         self.redis = ProxiedRedisPair(out / "redis")
@@ -143,7 +154,8 @@ class World:
         self.pg_proxy = FaultProxy(("127.0.0.1", self.postgres.port))
         self.proxies: dict[str, Any] = {"kafka": self.kafka.proxy, "postgres": self.pg_proxy}
         self.locks = {t: threading.Lock() for t in ("enrich", "load", "kafka", "redis",
-                                                    "postgres", "cluster", "hwm")}
+                                                    "postgres", "cluster", "hwm",
+                                                    "checkpoint")}
         self.runs: dict[str, Run] = {}
         self.events = self.enriched = ""
 
@@ -300,6 +312,23 @@ class World:
         finally:
             client.close()
 
+    def _disk_full(self, fault: Fault, journal: dict[str, Any]) -> None:
+        """The checkpoints' filesystem full for the fault's hold, then freed."""
+        if not self.mounted:
+            journal["skipped"] = "no filesystem of its own"
+            return
+        filler = self.disk / ".filler"
+        block, written = b"\0" * (1 << 20), 0
+        with open(filler, "wb", buffering=0) as out:
+            try:
+                while True:
+                    written += out.write(block)
+            except OSError as exc:  # ENOSPC: full
+                journal["full"] = exc.strerror
+        journal["filled_mb"] = written >> 20
+        time.sleep(fault.hold)
+        filler.unlink()
+
     def heal(self, name: str, said: str) -> str | None:
         """Follow the ``sqe hwm rebuild`` command a refused run printed, as an operator would
         (with ``--yes``): what it said, or None when the refusal named none."""
@@ -319,9 +348,13 @@ class World:
             for rival, _ in run.rivals:
                 with suppress(ProcessLookupError):
                     os.killpg(rival.pid, signal.SIGKILL)
-        stops = [self.kafka.stop, self.redis.stop, self.pg_proxy.stop, self.postgres.close]
+        stops = [self.kafka.stop, self.redis.stop, self.pg_proxy.stop, self.postgres.close,
+                 *([self._unmount] if self.mounted else [])]
         for stop in stops + ([self.cluster.stop] if self.cluster is not None else []):
             try:
                 stop()
             except Exception as exc:  # the next service still stops; this one is named
                 self.say(f"warning: could not stop {stop.__qualname__}: {exc}")
+
+    def _unmount(self) -> None:
+        subprocess.run(["umount", "-l", str(self.disk)], check=True, capture_output=True)

@@ -29,6 +29,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from sqe.engine.spark_api import default_file_system, is_connect
+from sqe.errors import RunError
 
 __all__ = ["FILE_MANAGER_SETTING", "CheckpointFiles", "StreamCheckpoint", "local_checkpoint",
            "not_a_directory", "use_file_system_manager"]
@@ -164,8 +165,12 @@ class CheckpointFiles:
             target = self._local / name
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(target)
+            try:
+                tmp.write_text(text, encoding="utf-8")
+                tmp.replace(target)
+            except OSError as exc:
+                tmp.unlink(missing_ok=True)
+                raise self._unwritten(name, exc) from None
             return
         out = self._fs.create(self._path(name), True)
         try:
@@ -183,8 +188,14 @@ class CheckpointFiles:
                 fd = os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
                 return False
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
+            except OSError as exc:
+                raise self._unwritten(name, exc) from None
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as out:
+                    out.write(text)
+            except OSError as exc:  # a file half written is no file
+                target.unlink(missing_ok=True)
+                raise self._unwritten(name, exc) from None
             return True
         if self._fs.exists(self._path(name)):
             return False
@@ -199,6 +210,12 @@ class CheckpointFiles:
         finally:
             out.close()
         return True
+
+    def _unwritten(self, name: str, exc: OSError) -> RunError:
+        """The one sentence for a file of the checkpoint that could not be written (a full
+        disk, a read-only filesystem)."""
+        return RunError(f"checkpoint {self.location}: cannot write {name}: "
+                        f"{exc.strerror or exc}; make room on its filesystem and run again")
 
     def delete(self, name: str) -> None:
         """Delete file ``name`` if it is there."""

@@ -25,6 +25,7 @@ Example::
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import threading
@@ -34,6 +35,8 @@ from typing import Any
 
 from sqe.engine.checkpoint import CheckpointFiles
 from sqe.errors import RunError
+
+log = logging.getLogger("sqe")
 
 __all__ = ["HEARTBEAT_SECONDS", "LOCK_FILE", "STALE_SECONDS", "CheckpointLock"]
 
@@ -145,9 +148,21 @@ class CheckpointLock:
 
     def _start_heartbeat(self) -> None:
         def beat() -> None:
+            failing = False
             while not self._stop.wait(HEARTBEAT_SECONDS):
-                if not self.renew():
-                    return
+                try:
+                    if not self.renew():
+                        return
+                except RunError as exc:  # a full disk: said once, tried again each beat
+                    if not failing:
+                        log.warning(f"warning: {exc} (the lock's heartbeat is tried again "
+                                    f"every {HEARTBEAT_SECONDS:.0f} s)")
+                    failing = True
+                    continue
+                if failing:
+                    log.warning(f"checkpoint {self.files.location}: the lock's heartbeat is "
+                                "written again")
+                failing = False
 
         self._beat = threading.Thread(target=beat, name="sqe-lock-heartbeat", daemon=True)
         self._beat.start()

@@ -105,14 +105,13 @@ class ProgressLog:
     def append(self, report: BatchReport) -> None:
         """Append one batch's entry as a line.
 
-        The batch is committed when this runs, so a file that cannot be written is a
-        warning (once per run), never a failed batch.
+        The batch is committed when this runs, so a file that cannot be written (a full
+        disk) is a warning, once until it can be again, never a failed batch; the next batch
+        tries again, after cutting what the failed write left of its line.
         """
         text = json.dumps(_entry(report, self.run, self.topology), separators=(",", ":"),
                           sort_keys=True) + "\n"
         with self._lock:
-            if self._failed:
-                return
             try:
                 if not self._repaired:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,9 +120,17 @@ class ProgressLog:
                 with self.path.open("a", encoding="utf-8") as f:
                     f.write(text)
             except OSError as exc:
+                self._repaired = False
+                if not self._failed:
+                    log.warning(f"cannot write the progress file {self.path}: "
+                                f"{exc.strerror or exc}; batches are left out of it until it "
+                                "can be written again")
                 self._failed = True
-                log.warning(f"cannot write the progress file {self.path}: "
-                            f"{exc.strerror or exc}; this run's batches are not in it")
+                return
+            if self._failed:
+                log.warning(f"the progress file {self.path} is written again, from batch "
+                            f"{report.batch_id} of {report.stream}")
+            self._failed = False
 
 
 @dataclass(frozen=True)
