@@ -215,7 +215,7 @@ class CheckpointFiles:
         """The one sentence for a file of the checkpoint that could not be written (a full
         disk, a read-only filesystem)."""
         return RunError(f"checkpoint {self.location}: cannot write {name}: "
-                        f"{exc.strerror or exc}; make room on its filesystem and run again")
+                        f"{exc.strerror or exc}; make room on its filesystem")
 
     def delete(self, name: str) -> None:
         """Delete file ``name`` if it is there."""
