@@ -105,6 +105,10 @@ def describe_failure(exc: BaseException, processors: list[BatchProcessor]) -> st
         if missing_python:
             return missing_python
     text = str(exc)
+    if "No space left on device" in text:
+        return ("a disk the streaming query writes to is full (No space left on device): its "
+                "checkpoint's filesystem, or Spark's local directories (spark.local.dir); make "
+                "room and run again: the batch it was in is committed whole or not at all")
     ours = [m for m in _PY_ERROR.finditer(text) if m.group(1) in errors.__all__]
     if ours:
         return ours[-1].group(2).strip()

@@ -14,6 +14,7 @@ import pytest
 
 from sqe.engine.checkpoint import CheckpointFiles
 from sqe.engine.lock import CheckpointLock
+from sqe.engine.runner import describe_failure
 from sqe.errors import RunError
 from sqe.observe.batch_report import BatchReport
 from sqe.observe.progress import PROGRESS_FILE, ProgressLog, read_progress
@@ -115,3 +116,11 @@ def test_the_progress_file_on_a_full_disk_skips_batches_and_is_written_again(ful
     assert f"is written again, from batch {batch + 2} of In" in caplog.text
     assert [e.report.batch_id for e in read_progress(ck / PROGRESS_FILE).entries] == [
         *range(batch), batch + 2]  # whole lines only: what the failed write left was cut
+
+
+def test_a_query_that_failed_on_a_full_disk_is_said_so():
+    failed = RuntimeError("[STREAM_FAILED] Query [id = 1] terminated with exception: "
+                          "No space left on device\n\tat java.io.FileOutputStream.writeBytes")
+    assert describe_failure(failed, []).startswith(
+        "a disk the streaming query writes to is full (No space left on device): its "
+        "checkpoint's filesystem, or Spark's local directories (spark.local.dir)")
