@@ -14,10 +14,14 @@ that ends unbidden is recorded (its exit code and last sentence) and started aga
 run a takeover started is kept when the first ends.  Then the input ends, the chain drains,
 both runs get SIGTERM, and a checker compares each event id's count in the input topic with
 its count in load's Redis log (``load_log``) and in its Postgres table: lost, duplicated and
-unknown events per store.  Printed: the seed and the schedule (also in ``schedule.json``;
+unknown events per store, and (Jepsen's "unseen") events the broker acknowledged to the input's
+producer that a store never got; and it reads enrich's Kafka output for records of a (pid,
+source partition) below a higher offset that no replay explains (the next hop would drop
+them), listing each with its key.  Printed: the seed and the schedule (also in ``schedule.json``;
 ``--schedule`` replays it exactly), each fault with the seconds the chain took to make
 progress again after it (load's next batch), every run's exit, the verdict.  Exit 1 when an
-event is lost, duplicated or unknown, or the chain does not drain.
+event is lost, duplicated, unknown or unseen, a record is out of order, or the chain does not
+drain.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -121,15 +126,49 @@ def counts(world: World) -> dict[str, Counter[str]]:
     return found
 
 
-def verdict(found: dict[str, Counter[str]]) -> dict[str, dict[str, int]]:
+def verdict(found: dict[str, Counter[str]], acked: set[str]) -> dict[str, dict[str, int]]:
+    """Per store, Jepsen's anomalies: events of the input topic lost or duplicated, events no
+    input holds (unknown), and events the broker acknowledged that the store never got after
+    the drain (unseen; an acknowledged event the topic lost is unseen in every store)."""
     want = found["input"]
     out = {}
     for store in ("redis", "postgres"):
         got = found[store]
         out[store] = {"lost": sum(max(0, n - got[i]) for i, n in want.items()),
                       "duplicated": sum(max(0, n - want[i]) for i, n in got.items() if i in want),
-                      "unknown": sum(n for i, n in got.items() if i not in want)}
+                      "unknown": sum(n for i, n in got.items() if i not in want),
+                      "unseen": sum(1 for i in acked if not got[i])}
     return out
+
+
+def out_of_order(world: World) -> list[str]:
+    """The records of enrich's Kafka state that no replay explains out of order
+    (:func:`disorder`)."""
+    from sqe.clients.kafka import read_all
+
+    return disorder(world.enriched, ((m.partition(), m.offset(), m.key())
+                                     for m in read_all(world.direct_brokers, world.enriched)))
+
+
+def disorder(topic: str, records: Iterable[tuple[int, int, bytes]]) -> list[str]:
+    """Of ``records`` (Kafka partition, offset and StreamMetadata key, each partition in
+    order), those that arrive below a higher offset of their (pid, source partition) without
+    being a copy of an earlier one: the next hop would drop them as replays.  Copies (a batch
+    written again) are what replays explain; each anomaly is listed with its key."""
+    from sqe.wire.keys import StreamMetadata
+
+    seen: dict[tuple[int, int], set[int]] = {}
+    top: dict[tuple[int, int], int] = {}
+    found = []
+    for partition, offset, key in records:
+        k = StreamMetadata.from_bytes(key)
+        pair = (k.pid, k.partition)
+        if k.offset < top.get(pair, -1) and k.offset not in seen.get(pair, set()):
+            found.append(f"{topic}/{partition}@{offset}: (pid {k.pid}, partition "
+                         f"{k.partition}) offset {k.offset} after {top[pair]}")
+        seen.setdefault(pair, set()).add(k.offset)
+        top[pair] = max(top.get(pair, -1), k.offset)
+    return found
 
 
 def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[str, Any]:
@@ -180,6 +219,7 @@ def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[s
         consumer.close()
         stop_codes = {name: world.runs[name].end(graceful=True) for name in ("enrich", "load")}
         found = counts(world)
+        disorder = out_of_order(world)
     finally:
         world.stop()
     faults_done = []
@@ -196,7 +236,8 @@ def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[s
               "events": sum(found["input"].values()), "faults": faults_done, "exits": exits,
               "stop_codes": stop_codes, "drained": drained, "backlog_end": left,
               "producer_error": producer.error,
-              "stores": verdict(found), "out": str(out)}
+              "stores": verdict(found, producer.acked), "out_of_order": disorder,
+              "acked": len(producer.acked), "out": str(out)}
     (out / "nemesis.json").write_text(json.dumps(result, indent=1))
     return result
 
@@ -214,7 +255,9 @@ def report(r: dict[str, Any]) -> list[str]:
     lines = [f"seed {r['seed']}: {r['events']:,} events, {len(r['faults'])} faults, slowest "
              f"heal {max(heals, default=0):.1f} s; " + "; ".join(
                  f"{store}: lost {v['lost']:,}, duplicated {v['duplicated']:,}, unknown "
-                 f"{v['unknown']:,}" for store, v in r["stores"].items())]
+                 f"{v['unknown']:,}, unseen {v['unseen']:,}" for store, v in r["stores"].items())
+             + f"; out of order in enrich's output: {len(r['out_of_order'])}"]
+    lines += [f"  out of order: {anomaly}" for anomaly in r["out_of_order"][:20]]
     for f in r["faults"]:
         healed = "no progress after it" if f["healed_s"] is None else \
             f"load's next batch {f['healed_s']:.1f} s after"
@@ -233,7 +276,8 @@ def report(r: dict[str, Any]) -> list[str]:
 
 
 def failed(r: dict[str, Any]) -> bool:
-    return not r["drained"] or any(n for v in r["stores"].values() for n in v.values())
+    return not r["drained"] or bool(r["out_of_order"]) or any(
+        n for v in r["stores"].values() for n in v.values())
 
 
 def main(argv: list[str] | None = None) -> int:

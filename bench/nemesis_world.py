@@ -95,23 +95,32 @@ class Run(SqeProcess):
 class SteadyProducer(EventWriter):
     """soak's writer of the sample events, which goes on through a broker away: a failed
     send is noted in ``troubles`` and the client made again a second later (the events of
-    that round may or may not be in the topic; the checker counts what the topic holds)."""
+    that round may or may not be in the topic; the checker counts what the topic holds).
+    ``acked`` holds the ids of the events the broker acknowledged (a delivery report each)."""
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.troubles: list[str] = []
+        self.acked: set[str] = set()
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is None:
+            self.acked.add(json.loads(msg.value())["event_id"])
+        elif len(self.troubles) < 20:
+            self.troubles.append(f"not delivered: {err}")
 
     def run(self) -> None:
         from sqe.cli.sample_events import sample_events
-        from sqe.clients.kafka import Sender, producer_conf
+        from sqe.clients.kafka import Sender, new_producer, producer_conf
 
         events, start = sample_events(10**12), time.monotonic()
         sender = None
         while not self.halt.wait(0.05) and time.monotonic() - start < self.seconds:
             try:
-                if sender is None:
-                    sender = Sender.start(producer_conf(self.brokers, {"log_level": 2}),
-                                          "nemesis events")
+                if sender is None:  # a delivery report of every record: the acked ids
+                    sender = Sender(new_producer(
+                        {**producer_conf(self.brokers, {"log_level": 2}),
+                         "on_delivery": self._delivered}, "nemesis events"), reports_all=False)
                 n = int(self.rate * (time.monotonic() - start)) - self.sent
                 sender.send_many(self.topic, [json.dumps(next(events)).encode()
                                               for _ in range(n)], [None] * n, [-1] * n)

@@ -36,6 +36,20 @@ def test_a_schedule_file_that_is_not_one_is_said_in_one_sentence(tmp_path) -> No
     assert "lost-reply redis" in Fault(5.0, "lost-reply", "redis").describe()
 
 
+def test_the_checker_finds_records_out_of_order_that_no_replay_explains() -> None:
+    from bench.nemesis import disorder
+    from sqe.wire.keys import StreamMetadata
+
+    def key(offset: int, partition: int = 0) -> bytes:
+        return StreamMetadata(5, partition, offset).to_bytes()
+
+    copies = [(0, 0, key(1)), (0, 1, key(2)), (0, 2, key(1)), (0, 3, key(2)), (0, 4, key(3)),
+              (1, 0, key(0, 1)), (1, 1, key(1, 1))]  # a batch written again, another pair
+    assert disorder("t", copies) == []
+    swapped = [(0, 0, key(1)), (0, 1, key(3)), (0, 2, key(2))]
+    assert disorder("t", swapped) == ["t/0@2: (pid 5, partition 0) offset 2 after 3"]
+
+
 @pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.kafka
@@ -51,5 +65,7 @@ def test_the_short_nemesis_loses_and_doubles_nothing(tmp_path) -> None:
         assert r["drained"], r
         assert r["faults"] and all(f["error"] is None for f in r["faults"]), r["faults"]
         for store, found in r["stores"].items():
-            assert found == {"lost": 0, "duplicated": 0, "unknown": 0}, (r["seed"], store, r)
+            assert found == {"lost": 0, "duplicated": 0, "unknown": 0, "unseen": 0}, \
+                (r["seed"], store, r)
+        assert r["out_of_order"] == [] and r["acked"] == r["events"] > 0, r
         assert r["events"] > 0
