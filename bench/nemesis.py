@@ -237,7 +237,9 @@ def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[s
               "stop_codes": stop_codes, "drained": drained, "backlog_end": left,
               "producer_error": producer.error,
               "stores": verdict(found, producer.acked), "out_of_order": disorder,
-              "acked": len(producer.acked), "out": str(out)}
+              "acked": len(producer.acked),
+              "broker_lost": sum(1 for i in producer.acked if not found["input"][i]),
+              "out": str(out)}
     (out / "nemesis.json").write_text(json.dumps(result, indent=1))
     return result
 
@@ -257,6 +259,9 @@ def report(r: dict[str, Any]) -> list[str]:
                  f"{store}: lost {v['lost']:,}, duplicated {v['duplicated']:,}, unknown "
                  f"{v['unknown']:,}, unseen {v['unseen']:,}" for store, v in r["stores"].items())
              + f"; out of order in enrich's output: {len(r['out_of_order'])}"]
+    if r["broker_lost"]:  # unseen everywhere: the input topic lost them, not the chain
+        lines.append(f"  the broker acknowledged {r['broker_lost']:,} input events that its "
+                     "topic does not hold: unseen in every store, lost before the chain")
     lines += [f"  out of order: {anomaly}" for anomaly in r["out_of_order"][:20]]
     for f in r["faults"]:
         healed = "no progress after it" if f["healed_s"] is None else \
@@ -276,8 +281,11 @@ def report(r: dict[str, Any]) -> list[str]:
 
 
 def failed(r: dict[str, Any]) -> bool:
+    """Whether the chain broke its promise: a store's anomaly (unseen events the broker lost
+    from its own topic are the broker's), disorder, or no drain."""
     return not r["drained"] or bool(r["out_of_order"]) or any(
-        n for v in r["stores"].values() for n in v.values())
+        n - (r["broker_lost"] if kind == "unseen" else 0)
+        for v in r["stores"].values() for kind, n in v.items())
 
 
 def main(argv: list[str] | None = None) -> int:
