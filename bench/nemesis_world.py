@@ -304,13 +304,13 @@ class World:
         staged for Redis states, which a store of its own would not hold)."""
         client = self.redis.client()
         try:
-            def kept() -> list[bytes]:
+            def marks_keys() -> list[bytes]:
                 return [k for k in client.scan_iter(match="sqe:{*}:*", count=1000)
                         if k.rsplit(b":", 1)[-1] in FORGOTTEN]
-            copy = {k: client.dump(k) for k in kept()} if fault.lagging else {}
+            copy = {k: client.dump(k) for k in marks_keys()} if fault.lagging else {}
             if fault.lagging:
                 time.sleep(fault.hold)  # the chain goes on; the copy grows older
-            gone = kept()
+            gone = marks_keys()
             pipe = client.pipeline(transaction=True)
             if gone:
                 pipe.delete(*gone)

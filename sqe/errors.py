@@ -149,6 +149,14 @@ class StoreBehind(RunError):
     nothing was read."""
 
     @classmethod
+    def unless_holding(cls, store: str, consumer: str, held: int | None, seen: int | None,
+                       batch_id: int) -> None:
+        """Refuse batch ``batch_id`` (:meth:`since`) when ``store``, whose last batch is
+        ``held`` (None: none), is short of batch ``seen`` (None: none it must hold)."""
+        if seen is not None and (held is None or held < seen):
+            raise cls.since(store, consumer, held, seen, batch_id)
+
+    @classmethod
     def since(cls, store: str, consumer: str, held: int | None, seen: int, batch_id: int
               ) -> StoreBehind:
         """The refusal of batch ``batch_id`` of a running ``consumer`` whose ``store`` holds

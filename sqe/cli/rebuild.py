@@ -49,13 +49,11 @@ def rebuild(args: argparse.Namespace) -> int:
         if not stores.filtering or source is None:
             continue
         ck = StreamCheckpoint(None, f"{root}/{stream.streamName}")
-        done = ck.last_committed()
-        ended = ck.end_offsets(done) if done is not None else None
-        if done is None or ended is None:
+        batch, ended = ck.last_batch() or (None, None)
+        if batch is None or ended is None:
             print(f"{stores.consumer}: checkpoint {ck.location} has no finished batch; "
                   "nothing to rebuild")
             continue
-        batch = ck.base() + done
         held = stores.hwm_commit()
         if held is not None and held.batch_id >= batch:
             print(f"{stores.consumer}: its HWM store holds batch {held.batch_id}, the "

@@ -235,10 +235,8 @@ def _offsets(commit: Commit | None) -> dict[str, int] | None:
 def _checkpoint_end(ck: StreamCheckpoint) -> tuple[int, dict[str, int] | None] | None:
     """The checkpoint's last committed batch, as the stores count it, and the offsets it ended
     at (None: no batch committed yet)."""
-    done = ck.last_committed()
-    if done is None:
-        return None
-    return ck.base() + done, partition_offsets(ck.end_offsets(done)) or None
+    last = ck.last_batch()
+    return None if last is None else (last[0], partition_offsets(last[1]) or None)
 
 
 def _stream(plan: TopologyPlan, name: str, stream: CreateStream, root: str, marks: int,

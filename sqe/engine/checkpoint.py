@@ -163,9 +163,9 @@ class CheckpointFiles:
         """Write ``text`` as file ``name``, replacing it."""
         if self._local is not None:
             target = self._local / name
-            target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
             try:
+                target.parent.mkdir(parents=True, exist_ok=True)
                 tmp.write_text(text, encoding="utf-8")
                 tmp.replace(target)
             except OSError as exc:
@@ -183,7 +183,10 @@ class CheckpointFiles:
         local disk and on HDFS)."""
         if self._local is not None:
             target = self._local / name
-            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # a full disk, or a file where the folder goes
+                raise self._unwritten(name, exc) from None
             try:
                 fd = os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
@@ -254,6 +257,12 @@ class StreamCheckpoint:
         text = self.files.read("metadata")
         query = json.loads(text).get("id") if text else None
         return str(query) if query else None
+
+    def last_batch(self) -> tuple[int, str | None] | None:
+        """The last batch Spark finished here, as the stores count it, and the source offsets
+        it ended at (Spark's JSON; None: not known); None when it finished none."""
+        done = self.last_committed()
+        return None if done is None else (self.base() + done, self.end_offsets(done))
 
     def end_offsets(self, batch_id: int) -> str | None:
         """The source offsets batch ``batch_id`` ends at (Spark's JSON), or None."""

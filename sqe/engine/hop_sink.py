@@ -185,10 +185,10 @@ class HopWriter(DataSourceStreamArrowWriter):
                 for _ in iterator:  # committed already: Spark ran the batch again
                     pass
                 return HopMessage(writer=query)
-            seen = _seen(self.spec, batch_id)  # Spark finished it: the store must hold it
-            if store is not None and seen is not None and (done is None or done.batch_id < seen):
-                raise StoreBehind.since(store.describe(), self.spec.pipeline.consumer,
-                                        done.batch_id if done else None, seen, batch_id)
+            if store is not None:  # Spark finished the batch before: the store must hold it
+                StoreBehind.unless_holding(store.describe(), self.spec.pipeline.consumer,
+                                           done.batch_id if done else None,
+                                           _seen(self.spec, batch_id), batch_id)
             first = next(iterator, None)
             batch = Batch(self.spec.pipeline.consumer, batch_id, store, None,
                           f"{query}/{ctx.partitionId()}")

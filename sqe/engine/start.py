@@ -91,11 +91,10 @@ def _check_hwm_store(p: StreamPipeline, checkpoint: StreamCheckpoint, commits: l
     store first."""
     store = f"the HWM store at {p.settings.hwm_store.display}"
     recorded, witness = _progress_witness(p, checkpoint)
-    if recorded is None:
-        done = checkpoint.last_committed()
-        if done is not None:
-            recorded = checkpoint.base() + done
-            witness = f"Spark's commit log of the checkpoint ({checkpoint.location}/commits)"
+    last = checkpoint.last_batch() if recorded is None else None
+    if last is not None:
+        recorded = last[0]
+        witness = f"Spark's commit log of the checkpoint ({checkpoint.location}/commits)"
     held = next((c for c in commits if c.store.startswith("HWM store")), None)
     lost = lost_commits(p.consumer, store, held, recorded, witness, accept_lost, rerun)
     if lost is not None:

@@ -312,9 +312,8 @@ class HwmStore:
         """
         self.finish_applying()  # what a run that stopped mid-way left
         commit = self.last_commit()
-        if seen is not None and (commit is None or commit.batch_id < seen):
-            raise StoreBehind.since(self.describe(), self.consumer,
-                                    commit.batch_id if commit else None, seen, batch_id)
+        StoreBehind.unless_holding(self.describe(), self.consumer,
+                                   commit.batch_id if commit else None, seen, batch_id)
         if commit is not None:
             if commit.same_batch(batch_id, offsets):
                 self.replicated(batch_id)  # the run that committed it may have stopped waiting
