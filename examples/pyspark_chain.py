@@ -31,7 +31,7 @@ SOURCE_PARTITIONS = {"jw.sqe.state.kafka.keytype": "StreamMetadata",
                      "jw.sqe.state.kafka.partitionClass": "SourcePartitionPartitioner"}
 
 
-def enrich(spark: SparkSession, a: argparse.Namespace) -> DataFrame:
+def enrich(spark: SparkSession, a: argparse.Namespace) -> sqe.Hop:
     fields = {"event_id": "string", "user": "string", "region": "string", "amount": "bigint"}
     hop = sqe.Hop("enrich.events", topic=a.events, checkpoint=f"{a.checkpoint}/enrich",
                   config=a.config, deserializer="json",
@@ -54,7 +54,7 @@ def enrich(spark: SparkSession, a: argparse.Namespace) -> DataFrame:
     return start_hop(hop, enriched, lambda rows, batch: batch.write(a.enriched, rows), a)
 
 
-def load(spark: SparkSession, a: argparse.Namespace) -> DataFrame:
+def load(spark: SparkSession, a: argparse.Namespace) -> sqe.Hop:
     fields = {"event_id": "string", "region": "string", "amount_cents": "bigint"}
 
     def redis_hash(name: str, columns: list[str]) -> sqe.InsertInto:  # key, field, value
@@ -82,17 +82,19 @@ def load(spark: SparkSession, a: argparse.Namespace) -> DataFrame:
 
 
 def start_hop(hop: sqe.Hop, frame: DataFrame, write: Callable[[DataFrame, sqe.HopBatch], None],
-              a: argparse.Namespace, mode: str = "append") -> DataFrame:
-    """Run ``frame``'s query (in output ``mode``), each batch written by ``write`` exactly once,
-    until stopped (with ``--once``: until what is there is read), and print its reports."""
+              a: argparse.Namespace, mode: str = "append", also: list[sqe.Hop] | None = None
+              ) -> sqe.Hop:
+    """Run ``frame``'s query (in output ``mode``; ``also``: the other hops it reads, a join),
+    each batch written by ``write`` exactly once, until stopped (with ``--once``: until what
+    is there is read), and print its reports; the hop, whose reports they are."""
     writer = (frame.writeStream.queryName(hop.consumer).outputMode(mode)
               .option("checkpointLocation", hop.checkpoint)
-              .foreachBatch(hop.exactly_once(write)))
+              .foreachBatch(hop.exactly_once(write, also=also or [])))
     query = (writer.trigger(availableNow=True) if a.once else writer).start()
     query.awaitTermination()
     for report in hop.reports:
         print(report.line())
-    return frame
+    return hop
 
 
 def hop_main(doc: str, name: str, run: Callable[[SparkSession, argparse.Namespace], object],

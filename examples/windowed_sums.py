@@ -30,7 +30,7 @@ from pyspark_chain import hop_main, start_hop  # as the chain's hops do
 import sqe
 
 
-def sums(spark: SparkSession, a: argparse.Namespace) -> DataFrame:
+def sums(spark: SparkSession, a: argparse.Namespace) -> sqe.Hop:
     fields = {"event_id": "string", "region": "string", "amount_cents": "bigint"}
     hop = sqe.Hop(
         "sums.enriched", topic=a.enriched, checkpoint=f"{a.checkpoint}/sums", config=a.config,

@@ -52,6 +52,7 @@ from sqe.engine.batch import BatchProcessor
 from sqe.engine.checkpoint import StreamCheckpoint, local_checkpoint, use_file_system_manager
 from sqe.engine.hop_batch import HopBatch, UserWay
 from sqe.engine.hop_sink import HopSink, HopSpec, sink_frame
+from sqe.engine.joined import JoinedHop
 from sqe.engine.late_records import LateRecords
 from sqe.engine.one_pass import stream_records
 from sqe.engine.pipeline import StreamPipeline, build_pipelines, state_problems
@@ -129,7 +130,8 @@ class Hop:
         if self._location is not None:
             root = local_checkpoint(spark, self._location)
             use_file_system_manager(spark, root)
-            self._prepared = prepare_stream(p, StreamCheckpoint(spark, root), False,
+            checkpoint = StreamCheckpoint(spark, root, p.source.offsets_topic if p.source else None)
+            self._prepared = prepare_stream(p, checkpoint, False,
                                             default_rerun(self.plan), self._accept_lost)
             p = self._prepared.pipeline
         self._pipeline = p
@@ -173,13 +175,17 @@ class Hop:
                            "read plans the hop's stream")
         return self._pipeline
 
-    def exactly_once(self, function: Callable[[DataFrame, HopBatch], Any]
-                     ) -> Callable[[DataFrame, int], None]:
+    def exactly_once(self, function: Callable[[DataFrame, HopBatch], Any],
+                     also: Sequence[Hop] = ()) -> Callable[[DataFrame, int], None]:
         """The ``foreachBatch`` function that runs ``function(rows, batch)`` in each batch:
         ``rows`` the batch's records, ``batch.write(state, frame)`` hands a state its frame;
         the batch's marks, id and staged rows are committed once it returns, and a batch the
         stores hold already is not run again.  Records Spark drops as later than a watermark
-        are counted in :attr:`reports` (``late_dropped``) once Spark reports the batch."""
+        are counted in :attr:`reports` (``late_dropped``) once Spark reports the batch.
+
+        ``also``: the other hops the query reads (a stream-stream join), each read on the same
+        session and checkpoint; their consumers commit their marks and the batch id after this
+        hop's commit (:mod:`sqe.engine.joined`), and this hop's states are the batch's."""
         if self._location is None:
             raise RunError(f"hop {self.consumer}: exactly_once(...) needs the hop's checkpoint "
                            "(Hop(..., checkpoint=...)), which its batches are counted by")
@@ -187,13 +193,43 @@ class Hop:
             raise RunError(f"hop {self.consumer}: call read(spark) before exactly_once(...): "
                            "the read agrees the hop's start with its stores")
         s = self._prepared
+        joined = [self._joined(other) for other in also]
         reads = SourceReads(s.pipeline, s.checkpoint, s.base) \
             if reports_reads(s.pipeline) else None
         if self._spark is not None and not is_connect(self._spark):  # its reports are here
             LateRecords(self.consumer, s.checkpoint, lambda: self.reports, s.base,
                         self._spark.streams)
         return BatchProcessor(s.pipeline, self._done, s.checkpoint, s.base,
-                              way=UserWay(s.pipeline, function, reads), drain=True)
+                              way=UserWay(s.pipeline, function, reads), drain=True,
+                              joined=joined)
+
+    def _joined(self, other: Hop) -> JoinedHop:
+        """``other``, read by this hop's query, as its batches commit it (checked)."""
+        assert self._prepared is not None
+        mine, theirs = self._prepared, other._prepared
+        where = f"hop {self.consumer}: exactly_once(..., also=[{other.consumer}])"
+        if not isinstance(other, Hop) or other is self:
+            raise RunError(f"{where}: also takes the other sqe.Hop objects the query reads")
+        if theirs is None or other._spark is not self._spark:
+            raise RunError(f"{where}: call read(spark) on that hop, with this hop's session, "
+                           "before exactly_once(...): the read agrees its start with its stores")
+        if theirs.checkpoint.location != mine.checkpoint.location:
+            raise RunError(f"{where}: both hops are one query, with one checkpoint; give that "
+                           f"hop checkpoint={self._location!r} too (it has "
+                           f"{other._location!r})")
+        if not (reports_reads(mine.pipeline) and reports_reads(theirs.pipeline)):
+            raise RunError(f"{where}: each hop of a join filters replays "
+                           "(jw.sqe.spout.kafka.filterReplays), by which its batches are counted")
+        topic = mine.checkpoint.topic
+        if theirs.checkpoint.topic == topic:
+            raise RunError(f"{where}: both read topic {topic}, whose offsets the checkpoint "
+                           "cannot tell apart; read it with one hop")
+        if theirs.base != mine.base:
+            raise RunError(f"{where}: its stores count this checkpoint's batch 0 as batch "
+                           f"{theirs.base}, and this hop's as {mine.base}, so one batch id "
+                           "cannot fence both; start the join on a new checkpoint after "
+                           f"`sqe hwm reset` of one of them")
+        return JoinedHop(theirs.pipeline, theirs.checkpoint, theirs.base)
 
     def _done(self, report: BatchReport) -> None:
         self.reports = [*self.reports[-(KEPT - 1):], report]

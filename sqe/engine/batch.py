@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -31,6 +31,7 @@ from pyspark.sql import DataFrame
 
 from sqe.engine.batch_commit import Applier, dropped
 from sqe.engine.checkpoint import StreamCheckpoint
+from sqe.engine.joined import JoinedHop
 from sqe.engine.learned_types import json_wanted, learn, save_learned
 from sqe.engine.one_pass import OnePassPlan
 from sqe.engine.one_pass_batch import write_one_pass
@@ -58,13 +59,15 @@ class BatchProcessor:
                  plan: OnePassPlan | None = None,
                  way: Callable[[DataFrame, Batch, BatchReport], None] | None = None,
                  learning: bool = False, on_learned: Callable[[], None] | None = None,
-                 drain: bool = False) -> None:
+                 drain: bool = False, joined: Sequence[JoinedHop] = ()) -> None:
         self.p = pipeline
         self.plan = plan  # the stream planned once: its batches are written in one pass
         self.way = way  # writes each batch instead (a hop's: the user's function)
         #: a batch the stores hold is still run through, writing nothing: a hop's query may
         #: hold state in Spark's state store, which Spark computes again and checks
         self.drain = drain
+        #: the other hops the query reads (a join): their consumers commit after this one's
+        self.joined = tuple(joined)
         self.on_done = on_done  # given each batch's report once it is committed (or skipped)
         self.checkpoint = checkpoint  # where Spark keeps this stream's offsets
         self.base = base  # the id the stores count this checkpoint's batch 0 as
@@ -121,22 +124,19 @@ class BatchProcessor:
     def _store(self) -> HwmStore | None:
         """The consumer's HWM store: the one the last batch used, whose client reconnects as
         needed, or (after a failed batch) a new one."""
-        s = self.p.settings
-        if not self.p.filtering:
-            return None
         if self._kept is None:
-            self._kept = HwmStore.from_url(s.hwm_store, self.p.consumer, s.hwm_ttl,
-                                           s.hwm_replicas, s.hwm_replica_timeout,
-                                           s.hwm_commit_retry)
+            self._kept = self.p.stores.hwm_store()
         return self._kept
 
     def close(self) -> None:
-        """Wait for the last batch's rows to be applied, and close the HWM store's client this
+        """Wait for the last batch's rows to be applied, and close the HWM stores' clients this
         processor keeps between batches."""
         try:
             self._applier.wait()
         finally:
             self._close_store()
+            for joined in self.joined:
+                joined.close()
 
     def _close_store(self) -> None:
         if self._kept is not None:
@@ -152,6 +152,7 @@ class BatchProcessor:
         self._applier.wait()  # the last batch's rows, before this one reads the store
         store = self._store()
         failed = True
+        others: list[JoinedHop] = []  # the joined hops whose stores lack the batch
         try:
             if store is not None:
                 try:  # a lower batch id, or the same with other offsets: StaleBatchError
@@ -160,11 +161,14 @@ class BatchProcessor:
                 except Failed as exc:
                     raise SourceError(f"cannot read the HWM store of {self.p.consumer}: "
                                       f"{exc}") from None
+                others = [j for j in self.joined if j.admit(spark_batch)]
                 if not todo:  # committed already: Spark re-ran a finished batch
                     if self.drain:
                         self._name_jobs(rows, "run the batch again, writing nothing (the "
                                         "stores hold it; Spark's state store computes it)")
                         rows.write.format("noop").mode("overwrite").save()
+                    for joined in others:  # the driver died between the commits
+                        joined.commit(spark_batch, report)
                     report.skipped = True
                     failed = False
                     self._seen = batch_id
@@ -182,6 +186,8 @@ class BatchProcessor:
                 # the per-batch way finds the record behind it, in the batch read again
                 self._per_batch.run(self._read_again(rows, spark_batch), batch, report)
                 self._learn()
+            for joined in others:  # after this consumer's commit
+                joined.commit(spark_batch, report)
             failed = False
             self._seen = batch_id if store is not None else None
         except StaleBatchError as exc:

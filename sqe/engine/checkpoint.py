@@ -9,7 +9,9 @@ Hadoop FileSystem:
 * ``<streamName>/sqe-start-offsets``: the source offsets batch 0 starts at, fixed when the
   checkpoint was new (a source's ``startingOffsets`` of ``latest`` or ``earliest`` would say
   otherwise later), so batch 0 run again reads what it read, and any batch can be read again
-  (:meth:`StreamCheckpoint.batch_range`);
+  (:meth:`StreamCheckpoint.batch_range`); a hop's, ``sqe-start-offsets.<topic>``: a query
+  may read two hops (a stream-stream join), whose offsets Spark keeps a line each of, under
+  their topics (the ``sqe-kafka`` option ``reportRead``);
 * ``<streamName>/sqe-batch-base``: the id the stores count this checkpoint's
   batch 0 as (absent: 0).  A checkpoint that resumed from the stores' commits, or
   that started after ``sqe reset``, continues their numbering, so no batch id a
@@ -229,10 +231,13 @@ class CheckpointFiles:
 
 
 class StreamCheckpoint:
-    """One stream's checkpoint directory (``<checkpoint>/<streamName>``)."""
+    """One stream's checkpoint directory (``<checkpoint>/<streamName>``); ``topic``: the
+    topic of a hop's source, whose offsets are its line of the offsets log."""
 
-    def __init__(self, spark: SparkSession | None, location: str) -> None:
+    def __init__(self, spark: SparkSession | None, location: str,
+                 topic: str | None = None) -> None:
         self.files = CheckpointFiles(spark, location)
+        self.topic = topic
 
     @property
     def location(self) -> str:
@@ -269,8 +274,16 @@ class StreamCheckpoint:
         text = self.files.read(f"offsets/{batch_id}")
         if text is None:
             return None
-        lines = [line for line in text.splitlines() if line.strip()]
-        return lines[-1] if len(lines) >= 3 else None
+        sources = [line for line in text.splitlines() if line.strip()][2:]
+        if self.topic is None or len(sources) <= 1:
+            return sources[-1] if sources else None
+        for line in sources:
+            if line.startswith("{") and list(json.loads(line)) == [self.topic]:
+                return line
+        raise RunError(f"checkpoint {self.location}: batch {batch_id}'s offsets "
+                       f"(offsets/{batch_id}) have no line of topic {self.topic} among its "
+                       f"{len(sources)} sources' (a query that reads hops reads each under "
+                       "its topic: start it on a new checkpoint)")
 
     def base(self) -> int:
         """The id the stores count this checkpoint's batch 0 as."""
@@ -284,12 +297,23 @@ class StreamCheckpoint:
     def start_offsets(self) -> str | None:
         """The source offsets this checkpoint's batch 0 starts at (Spark's JSON), as the run
         that began it recorded them; None: not recorded (a FIXED stream, or an older SQE)."""
-        text = self.files.read(_START)
+        text = self.files.read(self._start_file)
+        if self.topic is not None and not (text and text.strip()):
+            text = self.files.read(_START)  # a hop's, written by an earlier SQE
         return text.strip() if text and text.strip() else None
 
     def set_start_offsets(self, offsets: str) -> None:
         """Record where batch 0 starts (for a checkpoint that has no batch yet)."""
-        self.files.write(_START, offsets + "\n")
+        self.files.write(self._start_file, offsets + "\n")
+
+    @property
+    def start_file(self) -> str:
+        """Where :meth:`start_offsets` are kept (the file's location)."""
+        return f"{self.location}/{self._start_file}"
+
+    @property
+    def _start_file(self) -> str:
+        return _START if self.topic is None else f"{_START}.{self.topic}"
 
     def batch_range(self, batch_id: int) -> tuple[str, str] | None:
         """The source offsets Spark's batch ``batch_id`` starts and ends at, or None when one

@@ -233,7 +233,7 @@ class UserWay:
                 updates, _, _ = batch_marks(frame, report)
             else:
                 updates = {}
-            self.function(data_rows(frame) if "_offset" in frame.columns else frame, out)
+            self.function(data_rows(frame) if frame.columns.count("_offset") == 1 else frame, out)
             unwritten = [s.query.insertInto.objectName for s in self.p.steps
                          if s.query.insertInto.objectName not in out.written]
             if unwritten:

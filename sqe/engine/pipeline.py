@@ -39,7 +39,8 @@ from sqe.ledger.retry import Failed, asked, times_tried
 from sqe.source.fixed import fixed_options
 from sqe.source.json_fields import arrow_fields
 from sqe.source.kafka import KafkaStreamReader
-from sqe.source.kafka.config import SourceConfig
+from sqe.source.kafka.config import SourceConfig, by_partition, parse_offsets
+from sqe.source.kafka.offsets import offsets_json
 from sqe.state.registry import SINKS, sink_for, sink_problems
 from sqe.state.sink import Sink, SinkTarget
 from sqe.wire.keys import kafka_secondary_id, pid_for
@@ -137,8 +138,9 @@ class StreamPipeline:
         the offsets come from, in messages)."""
         if self.fixed is not None:
             return replace(self, fixed={**self.fixed, "start": str(json.loads(offsets)["rows"])})
+        flat = json.dumps(offsets_json(parse_offsets(offsets)))  # a hop's too
         settings = StreamSettings(self.settings.settings.overlay(
-            {StreamSettings.starting_offsets.key: offsets}, why))
+            {StreamSettings.starting_offsets.key: flat}, why))
         source = (replace(self.source, stream=settings) if self.source is not None else None)
         return replace(self, settings=settings, source=source)
 
@@ -149,7 +151,7 @@ class StreamPipeline:
             return None
         reader = KafkaStreamReader(self.source)
         try:
-            return json.dumps(reader.initialOffset())
+            return json.dumps(offsets_json(by_partition(reader.initialOffset())))
         finally:
             reader.stop()
 
@@ -174,12 +176,14 @@ class StreamStores:
     sinks: tuple[Sink, ...]
 
     def hwm_store(self) -> HwmStore | None:
-        """The consumer's HWM store (its client to be closed by the caller), or None."""
+        """The consumer's HWM store (its client to be closed by the caller), or None; its
+        commits as the settings ask (replicas, retries)."""
         if not self.filtering:
             return None
         s = self.settings
         try:
-            return HwmStore.from_url(s.hwm_store, self.consumer, s.hwm_ttl)
+            return HwmStore.from_url(s.hwm_store, self.consumer, s.hwm_ttl, s.hwm_replicas,
+                                     s.hwm_replica_timeout, s.hwm_commit_retry)
         except redis.RedisError as exc:
             raise SourceError(f"cannot reach the HWM store of {self.consumer}: "
                               f"{s.hwm_store.describe_error(exc)}") from None

@@ -77,7 +77,7 @@ def prepare_stream(p: StreamPipeline, checkpoint: StreamCheckpoint, resume: bool
             if pinned is not None:
                 checkpoint.set_start_offsets(pinned)
         if pinned is not None and pinned != start.offsets:
-            p = p.starting_at(pinned, f"{checkpoint.location}/sqe-start-offsets")
+            p = p.starting_at(pinned, checkpoint.start_file)
     return PreparedStream(p, checkpoint, start.base)
 
 

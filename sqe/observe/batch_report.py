@@ -148,16 +148,19 @@ class BatchReport:
 
 
 def partition_offsets(text: str | None) -> dict[str, int]:
-    """The end offsets of a batch as Spark's checkpoint holds them, when they are the
-    ``sqe-kafka`` source's ``{"<partition>": <next offset>}``; ``{}`` for other sources'.
+    """The end offsets of a batch as Spark's checkpoint holds them, when they are one topic's:
+    ``{"<partition>": <next offset>}`` (``sqe-kafka``'s), or the same under the topic (a hop's
+    source's, Spark's Kafka source's); ``{}`` for other sources'.
 
         >>> partition_offsets('{"0": 42, "1": 7}'), partition_offsets('{"t": {"0": 1}}')
-        ({'0': 42, '1': 7}, {})
+        ({'0': 42, '1': 7}, {'0': 1})
     """
     try:
         data = json.loads(text) if text else None
     except ValueError:
         return {}
+    if isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data.values())), dict):
+        data = next(iter(data.values()))
     if not isinstance(data, dict) or not all(k.isdigit() and _is_int(v) for k, v in data.items()):
         return {}
     return dict(data)

@@ -14,7 +14,10 @@ reader's own:
   (:class:`~sqe.wire.columns.Tally`);
 * ``reportRead``: with ``filterReplays``, each task of a streaming batch reports what it read
   (its marks and counters) to the HWM store, for the batch's commit
-  (:mod:`sqe.source.read_report`: a hop's rows need not say where they came from);
+  (:mod:`sqe.source.read_report`: a hop's rows need not say where they came from), and its
+  offsets name the topic (``{"<topic>": {"<partition>": <offset>}}``, as Spark's own Kafka
+  source's do), so that a query reading two hops (a stream-stream join) tells their offsets
+  apart in its checkpoint;
 * ``endingOffsets`` (a batch read, ``spark.read``, only): where the read ends, Spark's JSON
   ``{"<partition>": <offset>}``, as ``startingOffsets`` (then JSON too) says where it starts;
 * ``jsonFields``: JSON ``{"<field>": "<type>"}`` of fields to read from each JSON value in
@@ -85,8 +88,24 @@ def _flag(options: Mapping[str, Any], name: str) -> bool:
 
 
 def parse_offsets(text: str) -> dict[int, int]:
-    """``{"0": 42}`` as ``{0: 42}`` (a checked ``startingOffsets`` value)."""
-    return {int(p): int(o) for p, o in json.loads(text).items()}
+    """``{"0": 42}`` (or ``{"<topic>": {"0": 42}}``) as ``{0: 42}`` (a checked
+    ``startingOffsets`` value)."""
+    return by_partition(json.loads(text))
+
+
+def by_partition(offsets: Mapping[str, Any]) -> dict[int, int]:
+    """Offsets by partition, from Spark's JSON of them as this source keeps them:
+    ``{"<partition>": <offset>}``, or, for a source that reports its reads (a hop's, whose
+    query may read more than one topic), ``{"<topic>": {"<partition>": <offset>}}``.
+
+        >>> by_partition({"0": 42}), by_partition({"clicks": {"1": 7}})
+        ({0: 42}, {1: 7})
+    """
+    if len(offsets) == 1:
+        (inner,) = offsets.values()
+        if isinstance(inner, Mapping):
+            offsets = inner
+    return {int(p): int(o) for p, o in offsets.items()}
 
 
 def _json_object(text: Any, values: type) -> dict[str, Any] | None:
@@ -155,6 +174,11 @@ class SourceConfig:
                 raise SourceError(f"sqe-kafka {self.topic}: {name} deadletter needs the "
                                   "option deadLetterTopic")
         _ = self.post_filter  # a bad post-filter fails here, not on an executor
+
+    @property
+    def offsets_topic(self) -> str | None:
+        """The topic its offsets are kept under (with ``reportRead``), or None: by partition."""
+        return self.topic if self.report_read else None
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> SourceConfig:

@@ -1,6 +1,7 @@
 """Where the ``sqe-kafka`` source's micro-batches begin and end, partition by partition.
 
-Offsets are JSON ``{"<partition>": <next offset>}`` (:func:`offsets_json`).  A batch
+Offsets are JSON ``{"<partition>": <next offset>}``, or ``{"<topic>": {...}}`` for a source
+that reports its reads (:func:`offsets_json`).  A batch
 reads at most ``maxRecordsPerBatch`` records, shared by backlog (:func:`limit_offsets`).
 A partition the topic gained since the last batch starts at its earliest offset; a
 partition that is gone, or one that now ends before the offset the stream stands at, means
@@ -24,14 +25,22 @@ from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 
-from sqe.source.kafka.config import RangeGroup, RangePartition, SourceConfig, group_ranges
+from sqe.source.kafka.config import (
+    RangeGroup,
+    RangePartition,
+    SourceConfig,
+    by_partition,
+    group_ranges,
+)
 
 __all__ = ["limit_offsets", "moved_partitions", "offsets_json", "plan_ranges", "undelivered"]
 
 
-def offsets_json(offsets: Mapping[int, int]) -> dict[str, int]:
-    """Offsets as Spark keeps them: ``{"<partition>": <next offset>}``, by partition."""
-    return {str(p): int(o) for p, o in sorted(offsets.items())}
+def offsets_json(offsets: Mapping[int, int], topic: str | None = None) -> dict[str, Any]:
+    """Offsets as Spark keeps them: ``{"<partition>": <next offset>}``, by partition, under
+    ``topic`` when given (a hop's source: its query may read two topics)."""
+    flat = {str(p): int(o) for p, o in sorted(offsets.items())}
+    return flat if topic is None else {topic: flat}
 
 
 def limit_offsets(start: Mapping[int, int], latest: Mapping[int, int],
@@ -84,8 +93,7 @@ def plan_ranges(cfg: SourceConfig, start: Mapping[Any, Any], end: Mapping[Any, A
                 ) -> list[RangeGroup]:
     """The ranges ``[start, end)`` (offsets by partition) of the Kafka partitions with
     records, as few input partitions (tasks) as hold ``minRecordsPerTask`` records each."""
-    begin = {int(p): int(o) for p, o in start.items()}
-    stop = {int(p): int(o) for p, o in end.items()}
+    begin, stop = by_partition(start), by_partition(end)
     ranges = [RangePartition(cfg.topic, p, begin.get(p, 0), e)
               for p, e in sorted(stop.items()) if e > begin.get(p, 0)]
     return group_ranges(ranges, cfg.stream.min_records_per_task)

@@ -29,7 +29,6 @@ Example::
 from __future__ import annotations
 
 import gc
-import json
 import time
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping
@@ -53,7 +52,13 @@ from sqe.errors import SourceError
 from sqe.source.dead_letters import DeadLetters
 from sqe.source.hang_up import quiet_hang_up
 from sqe.source.json_fields import schema_with, with_fields
-from sqe.source.kafka.config import RangeGroup, RangePartition, SourceConfig, parse_offsets
+from sqe.source.kafka.config import (
+    RangeGroup,
+    RangePartition,
+    SourceConfig,
+    by_partition,
+    parse_offsets,
+)
 from sqe.source.kafka.offsets import (
     limit_offsets,
     moved_partitions,
@@ -61,6 +66,7 @@ from sqe.source.kafka.offsets import (
     plan_ranges,
     undelivered,
 )
+from sqe.source.kafka.reader_pool import READERS
 from sqe.source.kafka.rows import Records, to_rows
 from sqe.source.marks import TaskMarks
 from sqe.source.read_report import RangeRead
@@ -163,7 +169,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         """Where a query without a checkpoint starts: earliest, latest or the given JSON."""
-        return offsets_json(self.starting(self._watermarks()))
+        return offsets_json(self.starting(self._watermarks()), self.config.offsets_topic)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """``maxRecordsPerBatch`` as Spark's row limit, else everything available."""
@@ -177,7 +183,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """The end of the next micro-batch: high watermarks, capped by the limit and target."""
-        begin = {int(p): int(o) for p, o in start.items()}
+        begin = by_partition(start)
         marks = self._watermarks()
         moved = moved_partitions(self.config.topic, begin, marks)
         if moved:
@@ -191,7 +197,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         first = {p: begin.get(p, marks[p][0]) for p in latest}
         latest = {p: max(latest[p], first[p]) for p in latest}
         rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        return offsets_json(limit_offsets(first, latest, rows))
+        return offsets_json(limit_offsets(first, latest, rows), self.config.offsets_topic)
 
     def partitions(self, start: dict, end: dict) -> list[RangeGroup]:
         """The ranges ``[start, end)`` of the Kafka partitions with records, as few input
@@ -247,7 +253,7 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
     the JSON fields ``jsonFields`` asks for (:func:`~sqe.source.json_fields.with_fields`)."""
     begin_task()
     make_ahead(cfg.producers_ahead)  # the stream's states' producers (sqe.clients.producers)
-    consumer = _READERS.take(cfg)
+    consumer = READERS.take(cfg)
     stream = cfg.stream
     reported = RangeRead.begin(cfg, part)  # with filterReplays only
     marks = reported.marks() if reported is not None else (
@@ -289,40 +295,11 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
             reported.write(marks, tally)
         if cfg.emit_tally and tally:
             yield with_fields(tally.row(part.topic, part.partition), cfg.json_fields)
-        _READERS.give_back(cfg, consumer)
+        READERS.give_back(cfg, consumer)
         consumer = None
     finally:
         if consumer is not None:  # the task failed or was stopped: its state is unknown
             consumer.close()
-
-
-class _ReaderPool:
-    """The reader consumers this executor process keeps between tasks, by their settings.
-
-    Spark reuses its Python workers across tasks and batches; a consumer made per task paid a
-    connection and a metadata round trip to the brokers every time (about 30 ms, four times
-    per micro-batch of a 4-partition topic).  A task takes an idle consumer (or makes one),
-    assigns its range, and gives it back unassigned once the range is read; a task that fails
-    or is stopped closes its consumer instead.
-    """
-
-    def __init__(self) -> None:
-        self._idle: dict[str, list[Any]] = {}
-
-    @staticmethod
-    def _key(cfg: SourceConfig) -> str:
-        return json.dumps(cfg.consumer_settings("reader"), sort_keys=True, default=str)
-
-    def take(self, cfg: SourceConfig) -> Any:
-        idle = self._idle.get(self._key(cfg))
-        return idle.pop() if idle else cfg.consumer("reader")
-
-    def give_back(self, cfg: SourceConfig, consumer: Any) -> None:
-        consumer.unassign()  # librdkafka drops what it fetched for the range
-        self._idle.setdefault(self._key(cfg), []).append(consumer)
-
-
-_READERS = _ReaderPool()
 
 
 def _take(messages: list[Any], rec: Records, part: RangePartition, position: int) -> int:

@@ -1,0 +1,106 @@
+"""The other hops a hop's query reads (a stream-stream join): admitted with its batch, committed
+after it.
+
+A query may join the streams of two hops (:meth:`sqe.Hop.exactly_once` with ``also=[other]``).
+Spark keeps one checkpoint for it, with a line of offsets per source (each hop's under its topic,
+:mod:`sqe.engine.checkpoint`), and runs one batch over both.  The batch's states are the first
+hop's: its commit carries their staged rows, its marks and the batch id
+(:func:`~sqe.engine.batch_commit.commit_hwm`).  Each other hop's consumer is admitted with the
+batch (a store behind what this run saw, or a batch another writer committed with other offsets,
+stops it before anything is read) and commits its marks and the same batch id after the first
+hop's commit, from what its source tasks read (:mod:`sqe.engine.source_reads`).
+
+A driver that dies between the two commits leaves the first hop's stores holding the batch and
+the other's not.  Spark runs the batch again: the first hop's stores hold it, so it is run
+through writing nothing (Spark's state store computes it again), and the other hop commits
+then.  Its tasks find what they read the first time and filter by the marks they recorded
+(:mod:`sqe.source.read_report`), so the batch passes the same records as the first time, and
+the next batch, read only after that commit, drops every replay of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqe.engine.batch_commit import commit_hwm
+from sqe.engine.checkpoint import StreamCheckpoint
+from sqe.engine.one_pass_batch import count_source
+from sqe.engine.pipeline import StreamPipeline
+from sqe.engine.source_reads import SourceReads
+from sqe.errors import SourceError
+from sqe.ledger.hwm import HwmStore
+from sqe.ledger.retry import Failed, asked
+from sqe.observe.batch_report import BatchReport
+from sqe.state.sink import Batch
+
+__all__ = ["JoinedHop"]
+
+
+@dataclass
+class JoinedHop:
+    """Another hop read by the query: its stream, its line of the query's ``checkpoint`` and
+    the id the stores count the query's batch 0 as (the first hop's too)."""
+
+    pipeline: StreamPipeline
+    checkpoint: StreamCheckpoint
+    base: int
+    #: the last batch this consumer saw committed to its HWM store (StoreBehind below it)
+    seen: int | None = None
+    _store: HwmStore | None = field(default=None, repr=False)
+
+    @property
+    def consumer(self) -> str:
+        """The hop's consumer (``<topology>.<stream>``)."""
+        return self.pipeline.consumer
+
+    def admit(self, spark_batch: int) -> bool:
+        """Whether Spark's batch ``spark_batch`` is still to be committed for this consumer
+        (False: its HWM store holds it); refusals are raised (:meth:`HwmStore.admit`)."""
+        store = self._hwm()
+        offsets = self.checkpoint.end_offsets(spark_batch)
+        batch_id = self.base + spark_batch
+        try:
+            todo = asked(store, lambda: store.admit(batch_id, offsets, self.seen),
+                         f"batch {batch_id} of {self.consumer}", "its admission")[0]
+        except Failed as exc:
+            self.close()
+            raise SourceError(f"cannot read the HWM store of {self.consumer}: {exc}") from None
+        except BaseException:
+            self.close()
+            raise
+        if not todo:
+            self.seen = batch_id
+        return bool(todo)
+
+    def commit(self, spark_batch: int, report: BatchReport) -> None:
+        """Commit this consumer's marks of Spark's batch ``spark_batch`` (after the first hop's
+        commit of it), counting what its tasks read into ``report``."""
+        batch_id = self.base + spark_batch
+        store = self._hwm()
+        reads = SourceReads(self.pipeline, self.checkpoint, self.base)
+        try:
+            read = reads.batch(store, batch_id)
+            batch = Batch(self.consumer, batch_id, store,
+                          self.checkpoint.end_offsets(spark_batch), self.checkpoint.location,
+                          seen=self.seen)
+            commit_hwm(batch, read.marks)
+        except BaseException:
+            self.close()
+            raise
+        self.seen = batch_id
+        count_source(read, report)
+        reads.forget_before(store, batch_id)
+
+    def close(self) -> None:
+        """Close the HWM store's client (the next batch makes a new one)."""
+        if self._store is not None:
+            self._store.client.close()
+            self._store = None
+
+    def _hwm(self) -> HwmStore:
+        if self._store is None:
+            store = self.pipeline.stores.hwm_store()
+            if store is None:  # Hop.exactly_once takes only hops that filter replays
+                raise SourceError(f"{self.consumer}: a joined hop filters replays")
+            self._store = store
+        return self._store

@@ -1,0 +1,165 @@
+"""A stream-stream join in a hop (examples/ad_clicks.py): two hops read by one query, each
+consumer's marks taken from what its source read, committed one after the other with one batch
+id, through replays on both sides and a driver that dies between the two commits."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+import sqe
+from sqe.ledger.hwm import HwmStore
+from sqe.wire.keys import StreamMetadata
+from tests.engine.test_hop import _options
+from tests.support import ROOT
+from tests.support.kafka_io import produce, read_topic
+
+START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+REGIONS = ("eu", "us", "apac")
+NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+
+
+def _ad_clicks() -> Any:
+    """examples/ad_clicks.py, imported as its directory's scripts import each other."""
+    if str(ROOT / "examples") not in sys.path:
+        sys.path.insert(0, str(ROOT / "examples"))
+    return importlib.import_module("ad_clicks")
+
+
+def _shown(i: int) -> datetime:
+    return START + timedelta(seconds=2 * i)
+
+
+def _impressions(ids: range) -> list[tuple[bytes, bytes, int]]:
+    """Impressions ``ids`` as an upstream hop writes them: keyed by (pid 7, partition, offset)."""
+    return [(StreamMetadata(7, i % 2, i // 2).to_bytes(),
+             json.dumps({"imp_id": f"i{i}", "region": REGIONS[i % 3],
+                         "ts": _shown(i).isoformat()}).encode(), i % 2) for i in ids]
+
+
+def _clicks(ids: range) -> list[tuple[bytes, bytes, int]]:
+    """The clicks on impressions ``ids`` (none on every fourth), a few seconds after each."""
+    return [(StreamMetadata(8, i % 2, i // 2).to_bytes(),
+             json.dumps({"imp_id": f"i{i}", "cents": 10 * (i % 7 + 1),
+                         "ts": (_shown(i) + timedelta(seconds=i % 5 + 1)).isoformat()}).encode(),
+             i % 2) for i in ids if i % 4]
+
+
+def _matches(ids: range) -> dict[str, tuple[str, int]]:
+    """Each clicked impression: its region and cents."""
+    return {f"i{i}": (REGIONS[i % 3], 10 * (i % 7 + 1)) for i in ids if i % 4}
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+def test_a_stream_stream_join_of_two_hops_is_exactly_once_through_replays_and_a_crash_between_commits(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    impressions, clicks = kafka_topic(2, "impressions"), kafka_topic(2, "clicks")
+    out = kafka_topic(2, "clicked")
+    example = _ad_clicks()
+    args = argparse.Namespace(impressions=impressions, clicks=clicks, clicked=out,
+                              checkpoint=str(tmp_path / "ck"), config=[], once=True,
+                              conf=_options(kafka_bootstrap, redis_url))
+    client = redis.Redis.from_url(redis_url)
+    client.delete(*REGIONS)
+    consumers = ("clicked.impressions", "clicked.clicks")
+
+    def run() -> sqe.Hop:
+        return example.clicked(spark, args)
+
+    def exact(ids: range) -> None:
+        want = _matches(ids)
+        records = read_topic(kafka_bootstrap, out)
+        got = [json.loads(r.value)["imp_id"] for r in records]
+        assert sorted(got) == sorted(want)  # each match once: no replay joined twice
+        assert all(0 < json.loads(r.value)["delay_s"] <= 5 for r in records)
+        held = {(region.decode(), k.decode()): int(v) for region in map(str.encode, REGIONS)
+                for k, v in client.hgetall(region).items()}
+        assert held == {(region, imp): cents for imp, (region, cents) in want.items()}
+
+    def committed(consumer: str) -> int | None:
+        store = HwmStore.from_url(redis_url, consumer, 3600)
+        try:
+            last = store.last_commit()
+            return last.batch_id if last else None
+        finally:
+            store.client.close()
+
+    produce(kafka_bootstrap, impressions, _impressions(range(0, 150)))
+    produce(kafka_bootstrap, clicks, _clicks(range(0, 150)))
+    hop = run()
+    exact(range(0, 150))
+    assert committed(consumers[0]) == committed(consumers[1]) == hop.reports[-1].batch_id
+    assert sum(r.records_read for r in hop.reports) == 150 + len(_clicks(range(0, 150)))
+
+    # replays on both sides (upstream batches run again), inside the watermark, and new events
+    copies = _impressions(range(130, 150)) + _clicks(range(120, 150))
+    produce(kafka_bootstrap, impressions, _impressions(range(130, 150)) + _impressions(
+        range(150, 300)))
+    produce(kafka_bootstrap, clicks, _clicks(range(120, 150)) + _clicks(range(150, 300)))
+    hop = run()
+    assert sum(r.replays_dropped for r in hop.reports) == len(copies)
+    exact(range(0, 300))
+    assert committed(consumers[0]) == committed(consumers[1]) == hop.reports[-1].batch_id
+
+    # The driver dies between the two commits: the impressions' stores hold the batch, the
+    # clicks' HWM store does not, and Spark's commit file of it is missing.  Spark runs the
+    # batch again: the impressions hop writes nothing, the clicks hop commits its marks.  (No
+    # batch without data after it, which would commit the same marks again.)
+    spark.conf.set(NO_DATA_BATCHES, "false")
+    try:
+        produce(kafka_bootstrap, impressions, _impressions(range(300, 450)))
+        produce(kafka_bootstrap, clicks, _clicks(range(300, 450)))
+        before = committed(consumers[1])
+        marks = [k for k in client.keys("sqe:{clicked.clicks}:*") if b":read" not in k]
+        held = {k: client.dump(k) for k in marks}
+        last = run().reports[-1].batch_id
+        assert committed(consumers[0]) == committed(consumers[1]) == last
+        (Path(args.checkpoint) / "clicked" / "commits" / str(last)).unlink()
+        client.delete(*marks)
+        for key, value in held.items():
+            client.restore(key, 0, value)
+        assert committed(consumers[1]) == before
+        hop = run()
+        assert [(r.batch_id, r.skipped) for r in hop.reports] == [(last, True)]
+        assert committed(consumers[0]) == committed(consumers[1]) == last
+    finally:
+        spark.conf.unset(NO_DATA_BATCHES)
+    exact(range(0, 450))
+
+    # the clicks of that batch come again: the filter drops them, with its marks of batch 2
+    produce(kafka_bootstrap, clicks, _clicks(range(425, 450)) + _clicks(range(450, 500)))
+    produce(kafka_bootstrap, impressions, _impressions(range(450, 500)))
+    hop = run()
+    assert sum(r.replays_dropped for r in hop.reports) == len(_clicks(range(425, 450)))
+    exact(range(0, 500))
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+def test_a_join_is_refused_in_one_sentence_when_its_hops_do_not_share_a_query(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    conf = {**_options(kafka_bootstrap, redis_url), "jw.sqe.spout.kafka.filterReplays": True}
+    left, right = kafka_topic(1, "left"), kafka_topic(1, "right")
+    a = sqe.Hop("j.left", topic=left, checkpoint=tmp_path / "a", conf=conf)
+    b = sqe.Hop("j.right", topic=right, checkpoint=tmp_path / "b", conf=conf)
+    with pytest.raises(sqe.SqeError, match=r"call read\(spark\) on that hop"):
+        a.read(spark)
+        a.exactly_once(lambda rows, batch: None, also=[b])
+    b.read(spark)
+    with pytest.raises(sqe.SqeError, match="both hops are one query, with one checkpoint"):
+        a.exactly_once(lambda rows, batch: None, also=[b])
+    same = sqe.Hop("j.again", topic=left, checkpoint=tmp_path / "a", conf=conf)
+    same.read(spark)
+    with pytest.raises(sqe.SqeError, match=f"both read topic {left}"):
+        a.exactly_once(lambda rows, batch: None, also=[same])
