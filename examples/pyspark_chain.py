@@ -10,7 +10,8 @@ the ``foreachBatch`` function (``hop.exactly_once``).
 
 ``--once`` reads what is there and stops; ``--conf K=V`` sets an option over the config
 files, as ``sqe run --conf`` does; ``--remote sc://HOST:PORT`` runs the hop over Spark
-Connect.  The page "SQE from PySpark" in the docs explains each line.
+Connect; ``--sink`` writes the states with the ``sqe-hop`` sink instead of ``foreachBatch``.
+The page "SQE from PySpark" in the docs explains each line.
 """
 
 from __future__ import annotations
@@ -87,9 +88,12 @@ def start_hop(hop: sqe.Hop, frame: DataFrame, write: Callable[[DataFrame, sqe.Ho
     """Run ``frame``'s query (in output ``mode``; ``also``: the other hops it reads, a join),
     each batch written by ``write`` exactly once, until stopped (with ``--once``: until what
     is there is read), and print its reports; the hop, whose reports they are."""
-    writer = (frame.writeStream.queryName(hop.consumer).outputMode(mode)
-              .option("checkpointLocation", hop.checkpoint)
-              .foreachBatch(hop.exactly_once(write, also=also or [])))
+    if a.sink:  # Spark's own sink protocol: every state takes every row, its fields
+        writer = hop.write_stream(frame, also=also or []).outputMode(mode)
+    else:
+        writer = (frame.writeStream.queryName(hop.consumer).outputMode(mode)
+                  .option("checkpointLocation", hop.checkpoint)
+                  .foreachBatch(hop.exactly_once(write, also=also or [])))
     query = (writer.trigger(availableNow=True) if a.once else writer).start()
     query.awaitTermination()
     for report in hop.reports:
@@ -106,6 +110,8 @@ def hop_main(doc: str, name: str, run: Callable[[SparkSession, argparse.Namespac
     parser.add_argument("--config", action="append", default=[])
     parser.add_argument("--conf", action="append", default=[])
     parser.add_argument("--once", action="store_true")
+    parser.add_argument("--sink", action="store_true",
+                        help="write with the sqe-hop sink instead of foreachBatch")
     parser.add_argument("--remote", help="a Spark Connect server, e.g. sc://localhost:15002")
     a = parser.parse_args(argv)
     a.conf = parse_conf_pairs(a.conf)

@@ -35,7 +35,7 @@ FAULT_ENV = "SQE_FAULT"
 MARKER_ENV = "SQE_FAULT_MARKER"
 ACTION_ENV = "SQE_FAULT_ACTION"
 
-POINTS = ("kafka-state-sent", "before-commit", "postgres-before-commit")
+POINTS = ("kafka-state-sent", "before-commit", "postgres-before-commit", "joined-before-commit")
 
 
 def armed(point: str) -> int | None:

@@ -150,22 +150,24 @@ class Hop:
                 store.client.close()
         return frame
 
-    def sink_options(self) -> dict[str, str]:
+    def sink_options(self, also: Sequence[Hop] = ()) -> dict[str, str]:
         """The options of the ``sqe-hop`` sink that writes this hop's states, for
         ``writeStream.format("sqe-hop").options(...)`` or Declarative Pipelines'
-        ``create_sink(name, "sqe-hop", options)``."""
+        ``create_sink(name, "sqe-hop", options)``; ``also``: as :meth:`exactly_once`'s."""
         p = self._read_first("sink_options")
+        joined = tuple(self._joined(other).pipeline for other in also)
         if self._keyed is None:  # the states learn the rows' types from it (Postgres's table)
             raise RunError(f"hop {self.consumer}: call sink_frame(rows) before "
                            "sink_options(): the sink's states are planned from the rows")
         return {"hop": HopSpec(p, self._prepared.base if self._prepared else 0,
-                               self._keyed, self._accept_lost).dump()}
+                               self._keyed, self._accept_lost, joined).dump()}
 
-    def write_stream(self, rows: DataFrame) -> DataStreamWriter:
+    def write_stream(self, rows: DataFrame, also: Sequence[Hop] = ()) -> DataStreamWriter:
         """``rows`` written to the hop's states by the ``sqe-hop`` sink: the streaming writer,
-        with its checkpoint, to start (``.start()``, after a trigger if wanted)."""
+        with its checkpoint, to start (``.start()``, after a trigger if wanted); ``also``: as
+        :meth:`exactly_once`'s."""
         writer = (self.sink_frame(rows).writeStream.format(HopSink.name())
-                  .options(**self.sink_options()).queryName(self.consumer))
+                  .options(**self.sink_options(also)).queryName(self.consumer))
         return writer.option("checkpointLocation", self.checkpoint) if self.checkpoint \
             else writer
 
@@ -205,11 +207,13 @@ class Hop:
 
     def _joined(self, other: Hop) -> JoinedHop:
         """``other``, read by this hop's query, as its batches commit it (checked)."""
-        assert self._prepared is not None
         mine, theirs = self._prepared, other._prepared
-        where = f"hop {self.consumer}: exactly_once(..., also=[{other.consumer}])"
+        where = f"hop {self.consumer}: also=[{getattr(other, 'consumer', other)}]"
         if not isinstance(other, Hop) or other is self:
             raise RunError(f"{where}: also takes the other sqe.Hop objects the query reads")
+        if mine is None:
+            raise RunError(f"{where}: a join of hops is fenced by the batch ids of the query's "
+                           "checkpoint: give both hops checkpoint=... and read them first")
         if theirs is None or other._spark is not self._spark:
             raise RunError(f"{where}: call read(spark) on that hop, with this hop's session, "
                            "before exactly_once(...): the read agrees its start with its stores")

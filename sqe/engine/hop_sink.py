@@ -52,6 +52,7 @@ from pyspark.sql.types import StructType
 
 from sqe.engine.batch_commit import commit_hwm
 from sqe.engine.batch_keys import keyed_task
+from sqe.engine.joined import JoinedHop
 from sqe.engine.one_pass import BAD, MARKED, RAW, REFUSED, state_column
 from sqe.engine.one_pass_batch import count_source
 from sqe.engine.one_pass_task import merge_results, pass_task
@@ -78,6 +79,8 @@ class HopSpec:
     base: int = 0
     keyed: tuple[int, ...] = ()  # the Kafka states whose rows are keyed by batch
     accepted: int | None = None  # the batch whose lost marks the operator accepts losing
+    #: the other hops the query reads (a join), whose consumers commit after this one's
+    joined: tuple[StreamPipeline, ...] = ()
 
     def dump(self) -> str:
         """The spec as the sink's option ``hop``."""
@@ -237,30 +240,41 @@ class HopWriter(DataSourceStreamArrowWriter):
             raise StateError(f"hop {consumer} batch {batch_id}: {result.refused} rows that a "
                              "state cannot hold (a value no state takes); nothing of the batch "
                              "is committed")
+        p = self.spec.pipeline
+        report = BatchReport(p.stream.streamName, batch_id, filtering=p.filtering)
+        query = mine[0].writer if mine else None
+        others = [JoinedHop(j, None, self.spec.base, _seen(self.spec, batch_id))
+                  for j in self.spec.joined]
         store = self.spec.store()
         try:
-            batch = Batch(consumer, batch_id, store, None, mine[0].writer if mine else None,
+            batch = Batch(consumer, batch_id, store, None, query,
                           [s for m in mine for s in m.stages], _seen(self.spec, batch_id))
             if store is not None and not store.admit(batch_id):
                 if batch.stages:
                     store.client.delete(*[s.key for s in batch.stages])
+                for joined in others:  # the driver died between the commits
+                    if joined.admit(batchId):
+                        joined.commit(batchId, None, query)
                 return
             for index, sink in enumerate(self.spec.sinks()):
                 if sink.written_by_pass_done:  # e.g. Postgres: the rows and the batch id
                     _write_on_driver(sink, batch, result.states.get(index, {}),
                                      result.data.get(index, []))
-            p = self.spec.pipeline
             reads = SourceReads(p, None, self.spec.base) if reports_reads(p) and mine else None
-            read = reads.batch(store, batch_id, mine[0].writer) \
+            read = reads.batch(store, batch_id, query) \
                 if reads is not None and store is not None else None
+            todo = [joined for joined in others if joined.admit(batchId)]
             fault_point("before-commit", batch_id)
             commit_hwm(batch, result.marks if read is None else read.marks)
             if reads is not None and store is not None:
-                reads.forget_before(store, batch_id, mine[0].writer)
+                reads.forget_before(store, batch_id, query)
+            for joined in todo:  # after this consumer's commit
+                joined.commit(batchId, report, query)
         finally:
             if store is not None:
                 store.client.close()
-        report = BatchReport(p.stream.streamName, batch_id, filtering=p.filtering)
+            for joined in others:
+                joined.close()
         count_source(result if read is None else read, report)
         for index, step in enumerate(p.steps):
             report.written[step.query.insertInto.objectName] = result.states.get(

@@ -27,7 +27,8 @@ from sqe.engine.checkpoint import StreamCheckpoint
 from sqe.engine.one_pass_batch import count_source
 from sqe.engine.pipeline import StreamPipeline
 from sqe.engine.source_reads import SourceReads
-from sqe.errors import SourceError
+from sqe.errors import SourceError, StateError
+from sqe.faults import fault_point
 from sqe.ledger.hwm import HwmStore
 from sqe.ledger.retry import Failed, asked
 from sqe.observe.batch_report import BatchReport
@@ -38,11 +39,12 @@ __all__ = ["JoinedHop"]
 
 @dataclass
 class JoinedHop:
-    """Another hop read by the query: its stream, its line of the query's ``checkpoint`` and
-    the id the stores count the query's batch 0 as (the first hop's too)."""
+    """Another hop read by the query: its stream, its line of the query's ``checkpoint`` (None
+    in the ``sqe-hop`` sink's commit, whose tasks list what they read) and the id the stores
+    count the query's batch 0 as (the first hop's too)."""
 
     pipeline: StreamPipeline
-    checkpoint: StreamCheckpoint
+    checkpoint: StreamCheckpoint | None
     base: int
     #: the last batch this consumer saw committed to its HWM store (StoreBehind below it)
     seen: int | None = None
@@ -57,7 +59,7 @@ class JoinedHop:
         """Whether Spark's batch ``spark_batch`` is still to be committed for this consumer
         (False: its HWM store holds it); refusals are raised (:meth:`HwmStore.admit`)."""
         store = self._hwm()
-        offsets = self.checkpoint.end_offsets(spark_batch)
+        offsets = self.checkpoint.end_offsets(spark_batch) if self.checkpoint else None
         batch_id = self.base + spark_batch
         try:
             todo = asked(store, lambda: store.admit(batch_id, offsets, self.seen),
@@ -72,24 +74,32 @@ class JoinedHop:
             self.seen = batch_id
         return bool(todo)
 
-    def commit(self, spark_batch: int, report: BatchReport) -> None:
+    def commit(self, spark_batch: int, report: BatchReport | None = None,
+               query: str | None = None) -> None:
         """Commit this consumer's marks of Spark's batch ``spark_batch`` (after the first hop's
-        commit of it), counting what its tasks read into ``report``."""
+        commit of it), counting what its tasks read into ``report``; ``query``: the streaming
+        query, whose tasks listed what they read (the sink's commit)."""
         batch_id = self.base + spark_batch
+        ck = self.checkpoint
+        if ck is None and query is None:  # nothing says which ranges the batch read
+            raise StateError(f"{self.consumer} batch {batch_id}: no task of the batch said "
+                             "what it read, so its marks cannot be committed; it is run again")
         store = self._hwm()
-        reads = SourceReads(self.pipeline, self.checkpoint, self.base)
+        reads = SourceReads(self.pipeline, ck, self.base)
         try:
-            read = reads.batch(store, batch_id)
+            read = reads.batch(store, batch_id, query)
             batch = Batch(self.consumer, batch_id, store,
-                          self.checkpoint.end_offsets(spark_batch), self.checkpoint.location,
-                          seen=self.seen)
+                          ck.end_offsets(spark_batch) if ck else None,
+                          ck.location if ck else query, seen=self.seen)
+            fault_point("joined-before-commit", batch_id)
             commit_hwm(batch, read.marks)
         except BaseException:
             self.close()
             raise
         self.seen = batch_id
-        count_source(read, report)
-        reads.forget_before(store, batch_id)
+        if report is not None:
+            count_source(read, report)
+        reads.forget_before(store, batch_id, query)
 
     def close(self) -> None:
         """Close the HWM store's client (the next batch makes a new one)."""

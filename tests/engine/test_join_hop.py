@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -16,9 +17,12 @@ import pytest
 import redis
 
 import sqe
+from sqe.cli.local_services import service_conf
+from sqe.faults import kill_group, start_with_fault, wait_for_fault
 from sqe.ledger.hwm import HwmStore
 from sqe.wire.keys import StreamMetadata
 from tests.engine.test_hop import _options
+from tests.engine.test_stateful_hop import _next_hop
 from tests.support import ROOT
 from tests.support.kafka_io import produce, read_topic
 
@@ -61,13 +65,15 @@ def _matches(ids: range) -> dict[str, tuple[str, int]]:
 @pytest.mark.spark
 @pytest.mark.kafka
 @pytest.mark.redis
+@pytest.mark.parametrize("way", ["foreachBatch", "sink"])
 def test_a_stream_stream_join_of_two_hops_is_exactly_once_through_replays_and_a_crash_between_commits(
-        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, way):
     impressions, clicks = kafka_topic(2, "impressions"), kafka_topic(2, "clicks")
     out = kafka_topic(2, "clicked")
     example = _ad_clicks()
     args = argparse.Namespace(impressions=impressions, clicks=clicks, clicked=out,
                               checkpoint=str(tmp_path / "ck"), config=[], once=True,
+                              sink=way == "sink",
                               conf=_options(kafka_bootstrap, redis_url))
     client = redis.Redis.from_url(redis_url)
     client.delete(*REGIONS)
@@ -86,6 +92,10 @@ def test_a_stream_stream_join_of_two_hops_is_exactly_once_through_replays_and_a_
                 for k, v in client.hgetall(region).items()}
         assert held == {(region, imp): cents for imp, (region, cents) in want.items()}
 
+    def last_batch() -> int:
+        commits = Path(args.checkpoint) / "clicked" / "commits"
+        return max(int(f.name) for f in commits.iterdir() if f.name.isdigit())
+
     def committed(consumer: str) -> int | None:
         store = HwmStore.from_url(redis_url, consumer, 3600)
         try:
@@ -98,8 +108,11 @@ def test_a_stream_stream_join_of_two_hops_is_exactly_once_through_replays_and_a_
     produce(kafka_bootstrap, clicks, _clicks(range(0, 150)))
     hop = run()
     exact(range(0, 150))
-    assert committed(consumers[0]) == committed(consumers[1]) == hop.reports[-1].batch_id
-    assert sum(r.records_read for r in hop.reports) == 150 + len(_clicks(range(0, 150)))
+    if way == "sink":  # its reports are logged where Spark commits (hop.reports: foreachBatch)
+        assert not hop.reports
+    assert committed(consumers[0]) == committed(consumers[1]) == last_batch()
+    if way == "foreachBatch":
+        assert sum(r.records_read for r in hop.reports) == 150 + len(_clicks(range(0, 150)))
 
     # replays on both sides (upstream batches run again), inside the watermark, and new events
     copies = _impressions(range(130, 150)) + _clicks(range(120, 150))
@@ -107,9 +120,10 @@ def test_a_stream_stream_join_of_two_hops_is_exactly_once_through_replays_and_a_
         range(150, 300)))
     produce(kafka_bootstrap, clicks, _clicks(range(120, 150)) + _clicks(range(150, 300)))
     hop = run()
-    assert sum(r.replays_dropped for r in hop.reports) == len(copies)
+    if way == "foreachBatch":
+        assert sum(r.replays_dropped for r in hop.reports) == len(copies)
     exact(range(0, 300))
-    assert committed(consumers[0]) == committed(consumers[1]) == hop.reports[-1].batch_id
+    assert committed(consumers[0]) == committed(consumers[1]) == last_batch()
 
     # The driver dies between the two commits: the impressions' stores hold the batch, the
     # clicks' HWM store does not, and Spark's commit file of it is missing.  Spark runs the
@@ -122,7 +136,8 @@ def test_a_stream_stream_join_of_two_hops_is_exactly_once_through_replays_and_a_
         before = committed(consumers[1])
         marks = [k for k in client.keys("sqe:{clicked.clicks}:*") if b":read" not in k]
         held = {k: client.dump(k) for k in marks}
-        last = run().reports[-1].batch_id
+        run()
+        last = last_batch()
         assert committed(consumers[0]) == committed(consumers[1]) == last
         (Path(args.checkpoint) / "clicked" / "commits" / str(last)).unlink()
         client.delete(*marks)
@@ -130,7 +145,9 @@ def test_a_stream_stream_join_of_two_hops_is_exactly_once_through_replays_and_a_
             client.restore(key, 0, value)
         assert committed(consumers[1]) == before
         hop = run()
-        assert [(r.batch_id, r.skipped) for r in hop.reports] == [(last, True)]
+        if way == "foreachBatch":
+            assert [(r.batch_id, r.skipped) for r in hop.reports] == [(last, True)]
+        assert last_batch() == last
         assert committed(consumers[0]) == committed(consumers[1]) == last
     finally:
         spark.conf.unset(NO_DATA_BATCHES)
@@ -140,7 +157,8 @@ def test_a_stream_stream_join_of_two_hops_is_exactly_once_through_replays_and_a_
     produce(kafka_bootstrap, clicks, _clicks(range(425, 450)) + _clicks(range(450, 500)))
     produce(kafka_bootstrap, impressions, _impressions(range(450, 500)))
     hop = run()
-    assert sum(r.replays_dropped for r in hop.reports) == len(_clicks(range(425, 450)))
+    if way == "foreachBatch":
+        assert sum(r.replays_dropped for r in hop.reports) == len(_clicks(range(425, 450)))
     exact(range(0, 500))
 
 
@@ -163,3 +181,86 @@ def test_a_join_is_refused_in_one_sentence_when_its_hops_do_not_share_a_query(
     same.read(spark)
     with pytest.raises(sqe.SqeError, match=f"both read topic {left}"):
         a.exactly_once(lambda rows, batch: None, also=[same])
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+@pytest.mark.connect
+@pytest.mark.parametrize("way", ["foreachBatch", "sink"])
+def test_the_join_example_over_spark_connect_drops_each_sides_replays(
+        connect_server, kafka_bootstrap, kafka_topic, redis_url, tmp_path, way):
+    impressions, clicks = kafka_topic(2, "impressions"), kafka_topic(2, "clicks")
+    out = kafka_topic(2, "clicked")
+    command = [sys.executable, str(ROOT / "examples/ad_clicks.py"), "--once",
+               "--remote", connect_server.url, "--impressions", impressions, "--clicks", clicks,
+               "--clicked", out, "--checkpoint", str(tmp_path / "ck"),
+               "--config", str(ROOT / "conf/local.yaml"),
+               *service_conf(kafka_bootstrap, redis_url, None),
+               *(["--sink"] if way == "sink" else [])]
+    produce(kafka_bootstrap, impressions, _impressions(range(0, 200)))
+    produce(kafka_bootstrap, clicks, _clicks(range(0, 200)))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # both sides' replays, inside the watermark, and new events
+    produce(kafka_bootstrap, impressions, _impressions(range(170, 200)) + _impressions(
+        range(200, 400)))
+    produce(kafka_bootstrap, clicks, _clicks(range(160, 200)) + _clicks(range(200, 400)))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = [json.loads(r.value)["imp_id"] for r in read_topic(kafka_bootstrap, out)]
+    assert sorted(got) == sorted(_matches(range(0, 400)))  # no replay joined twice
+    client = redis.Redis.from_url(redis_url)
+    held = {k.decode() for region in REGIONS for k in client.hgetall(region)}
+    assert held == set(_matches(range(0, 400)))
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+def test_the_join_example_is_exactly_once_through_kills_between_and_before_its_commits(
+        kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    impressions, clicks = kafka_topic(2, "impressions"), kafka_topic(2, "clicks")
+    out = kafka_topic(2, "clicked")
+    command = [sys.executable, str(ROOT / "examples/ad_clicks.py"), "--once",
+               "--impressions", impressions, "--clicks", clicks, "--clicked", out,
+               "--checkpoint", str(tmp_path / "ck"), "--config", str(ROOT / "conf/local.yaml"),
+               *service_conf(kafka_bootstrap, redis_url, None)]
+
+    def killed_at(fault: str) -> None:
+        marker, log = tmp_path / "marker", tmp_path / f"{fault}.log"
+        proc = start_with_fault(command, fault, marker, log)
+        wait_for_fault(proc, marker, log)
+        kill_group(proc)
+
+    def run_again() -> None:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    def exact(ids: range) -> list[Any]:
+        records = read_topic(kafka_bootstrap, out)
+        kept = _next_hop(records)  # what the next hop's replay filter passes
+        assert sorted(json.loads(r.value)["imp_id"] for r in kept) == sorted(_matches(ids))
+        client = redis.Redis.from_url(redis_url)
+        held = {k.decode() for region in REGIONS for k in client.hgetall(region)}
+        assert held == set(_matches(ids))
+        return records
+
+    # killed between the impressions' commit and the clicks': run again, the clicks commit
+    produce(kafka_bootstrap, impressions, _impressions(range(0, 200)))
+    produce(kafka_bootstrap, clicks, _clicks(range(0, 200)))
+    killed_at("joined-before-commit@0")
+    run_again()
+    assert len(exact(range(0, 200))) == len(_matches(range(0, 200)))  # nothing sent twice
+
+    # replays on both sides and new events; killed with the states written, before the
+    # commits: run again, the batch's Kafka rows are sent again with the same keys
+    produce(kafka_bootstrap, impressions, _impressions(range(170, 200)) + _impressions(
+        range(200, 400)))
+    produce(kafka_bootstrap, clicks, _clicks(range(160, 200)) + _clicks(range(200, 400)))
+    killed_at("before-commit@1")
+    run_again()
+    records = exact(range(0, 400))
+    assert len(records) > len(_matches(range(0, 400)))  # the copies, dropped by the next hop
