@@ -26,7 +26,7 @@ import sys
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark_chain import SOURCE_PARTITIONS, hop_main, start_hop  # as the chain's hops do
+from pyspark_chain import SOURCE_PARTITIONS, hop_main, named, start_hop  # as the chain's hops do
 
 import sqe
 
@@ -71,12 +71,8 @@ def clicked(spark: SparkSession, a: argparse.Namespace) -> sqe.Hop:
 
 
 def main(argv: list[str] | None = None) -> int:
-    def options(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--impressions", default="impressions")
-        parser.add_argument("--clicks", default="clicks")
-        parser.add_argument("--clicked", default="clicked")
-        parser.add_argument("--checkpoint", default="checkpoints/ad-clicks")
-
+    options = named(impressions="impressions", clicks="clicks", clicked="clicked",
+                    checkpoint="checkpoints/ad-clicks")
     return hop_main(__doc__, "ad-clicks", clicked, options, argv)
 
 

@@ -101,6 +101,15 @@ def start_hop(hop: sqe.Hop, frame: DataFrame, write: Callable[[DataFrame, sqe.Ho
     return hop
 
 
+def named(**defaults: str) -> Callable[[argparse.ArgumentParser], None]:
+    """The options ``--<name>`` (a topic, the checkpoint) with their defaults."""
+    def options(parser: argparse.ArgumentParser) -> None:
+        for name, default in defaults.items():
+            parser.add_argument(f"--{name}", default=default)
+
+    return options
+
+
 def hop_main(doc: str, name: str, run: Callable[[SparkSession, argparse.Namespace], object],
              options: Callable[[argparse.ArgumentParser], None], argv: list[str] | None) -> int:
     """Parse a hop's command line (the common options and its own), make the Spark session

@@ -25,7 +25,7 @@ import sys
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark_chain import hop_main, start_hop  # as the chain's hops do
+from pyspark_chain import hop_main, named, start_hop  # as the chain's hops do
 
 import sqe
 
@@ -62,11 +62,7 @@ def sums(spark: SparkSession, a: argparse.Namespace) -> sqe.Hop:
 
 
 def main(argv: list[str] | None = None) -> int:
-    def options(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--enriched", default="enriched")
-        parser.add_argument("--sums", default="sums")
-        parser.add_argument("--checkpoint", default="checkpoints/windowed-sums")
-
+    options = named(enriched="enriched", sums="sums", checkpoint="checkpoints/windowed-sums")
     return hop_main(__doc__, "windowed-sums", sums, options, argv)
 
 

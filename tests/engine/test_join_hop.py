@@ -30,6 +30,8 @@ START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 REGIONS = ("eu", "us", "apac")
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
+
 
 def _ad_clicks() -> Any:
     """examples/ad_clicks.py, imported as its directory's scripts import each other."""
@@ -62,17 +64,29 @@ def _matches(ids: range) -> dict[str, tuple[str, int]]:
     return {f"i{i}": (REGIONS[i % 3], 10 * (i % 7 + 1)) for i in ids if i % 4}
 
 
-@pytest.mark.spark
-@pytest.mark.kafka
-@pytest.mark.redis
+@pytest.fixture
+def topics(kafka_topic) -> argparse.Namespace:
+    """The example's three topics, new, of two partitions each."""
+    return argparse.Namespace(impressions=kafka_topic(2, "impressions"),
+                              clicks=kafka_topic(2, "clicks"), clicked=kafka_topic(2, "clicked"))
+
+
+def _command(t: argparse.Namespace, checkpoint: Path, kafka: str, redis_url: str,
+             *extra: str) -> list[str]:
+    """examples/ad_clicks.py on topics ``t`` and these services, reading what is there."""
+    return [sys.executable, str(ROOT / "examples/ad_clicks.py"), "--once",
+            "--impressions", t.impressions, "--clicks", t.clicks, "--clicked", t.clicked,
+            "--checkpoint", str(checkpoint), "--config", str(ROOT / "conf/local.yaml"),
+            *service_conf(kafka, redis_url, None), *extra]
+
+
 @pytest.mark.parametrize("way", ["foreachBatch", "sink"])
 def test_a_stream_stream_join_of_two_hops_is_exactly_once_through_replays_and_a_crash_between_commits(
-        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, way):
-    impressions, clicks = kafka_topic(2, "impressions"), kafka_topic(2, "clicks")
-    out = kafka_topic(2, "clicked")
+        spark, kafka_bootstrap, topics, redis_url, tmp_path, way):
+    impressions, clicks, out = topics.impressions, topics.clicks, topics.clicked
     example = _ad_clicks()
-    args = argparse.Namespace(impressions=impressions, clicks=clicks, clicked=out,
-                              checkpoint=str(tmp_path / "ck"), config=[], once=True,
+    args = argparse.Namespace(**vars(topics), checkpoint=str(tmp_path / "ck"), config=[],
+                              once=True,
                               sink=way == "sink",
                               conf=_options(kafka_bootstrap, redis_url))
     client = redis.Redis.from_url(redis_url)
@@ -162,13 +176,10 @@ def test_a_stream_stream_join_of_two_hops_is_exactly_once_through_replays_and_a_
     exact(range(0, 500))
 
 
-@pytest.mark.spark
-@pytest.mark.kafka
-@pytest.mark.redis
 def test_a_join_is_refused_in_one_sentence_when_its_hops_do_not_share_a_query(
-        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+        spark, kafka_bootstrap, topics, redis_url, tmp_path):
     conf = {**_options(kafka_bootstrap, redis_url), "jw.sqe.spout.kafka.filterReplays": True}
-    left, right = kafka_topic(1, "left"), kafka_topic(1, "right")
+    left, right = topics.impressions, topics.clicks
     a = sqe.Hop("j.left", topic=left, checkpoint=tmp_path / "a", conf=conf)
     b = sqe.Hop("j.right", topic=right, checkpoint=tmp_path / "b", conf=conf)
     with pytest.raises(sqe.SqeError, match=r"call read\(spark\) on that hop"):
@@ -184,21 +195,13 @@ def test_a_join_is_refused_in_one_sentence_when_its_hops_do_not_share_a_query(
 
 
 @pytest.mark.slow
-@pytest.mark.spark
-@pytest.mark.kafka
-@pytest.mark.redis
 @pytest.mark.connect
 @pytest.mark.parametrize("way", ["foreachBatch", "sink"])
 def test_the_join_example_over_spark_connect_drops_each_sides_replays(
-        connect_server, kafka_bootstrap, kafka_topic, redis_url, tmp_path, way):
-    impressions, clicks = kafka_topic(2, "impressions"), kafka_topic(2, "clicks")
-    out = kafka_topic(2, "clicked")
-    command = [sys.executable, str(ROOT / "examples/ad_clicks.py"), "--once",
-               "--remote", connect_server.url, "--impressions", impressions, "--clicks", clicks,
-               "--clicked", out, "--checkpoint", str(tmp_path / "ck"),
-               "--config", str(ROOT / "conf/local.yaml"),
-               *service_conf(kafka_bootstrap, redis_url, None),
-               *(["--sink"] if way == "sink" else [])]
+        connect_server, kafka_bootstrap, topics, redis_url, tmp_path, way):
+    impressions, clicks, out = topics.impressions, topics.clicks, topics.clicked
+    command = _command(topics, tmp_path / "ck", kafka_bootstrap, redis_url,
+                       "--remote", connect_server.url, *(["--sink"] if way == "sink" else []))
     produce(kafka_bootstrap, impressions, _impressions(range(0, 200)))
     produce(kafka_bootstrap, clicks, _clicks(range(0, 200)))
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
@@ -217,17 +220,10 @@ def test_the_join_example_over_spark_connect_drops_each_sides_replays(
 
 
 @pytest.mark.slow
-@pytest.mark.spark
-@pytest.mark.kafka
-@pytest.mark.redis
 def test_the_join_example_is_exactly_once_through_kills_between_and_before_its_commits(
-        kafka_bootstrap, kafka_topic, redis_url, tmp_path):
-    impressions, clicks = kafka_topic(2, "impressions"), kafka_topic(2, "clicks")
-    out = kafka_topic(2, "clicked")
-    command = [sys.executable, str(ROOT / "examples/ad_clicks.py"), "--once",
-               "--impressions", impressions, "--clicks", clicks, "--clicked", out,
-               "--checkpoint", str(tmp_path / "ck"), "--config", str(ROOT / "conf/local.yaml"),
-               *service_conf(kafka_bootstrap, redis_url, None)]
+        kafka_bootstrap, topics, redis_url, tmp_path):
+    impressions, clicks, out = topics.impressions, topics.clicks, topics.clicked
+    command = _command(topics, tmp_path / "ck", kafka_bootstrap, redis_url)
 
     def killed_at(fault: str) -> None:
         marker, log = tmp_path / "marker", tmp_path / f"{fault}.log"
