@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -13,14 +14,12 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import psycopg
 import pytest
 import redis
 from pyspark import cloudpickle
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 import sqe
 from sqe.cli.local_services import service_conf
@@ -30,12 +29,12 @@ from sqe.source.read_report import TaskRead
 from sqe.wire.keys import StreamMetadata
 from tests.engine.test_exactly_once import crash_enrich_and_run_it_again
 from tests.engine.test_hop import PySparkChain, _options
-from tests.support import ROOT
+from tests.support import ROOT, stateful_ops
 from tests.support.kafka_io import produce, read_topic
+from tests.support.stateful_ops import FIELDS, STATE_PROVIDER, deduplicated, region_totals
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 REGIONS = ("eu", "us", "apac")
-FIELDS = {"event_id": "string", "region": "string", "amount": "bigint", "ts": "timestamp"}
 
 
 def _event(i: int) -> dict[str, Any]:
@@ -381,13 +380,11 @@ def test_sliding_and_session_windows_and_a_watermark_deduplication_count_each_re
                       sqe.InsertInto(objectName=out, stateName="KAFKA", fields=fields, options={
                           "jw.sqe.state.kafka.keytype": "StreamMetadata",
                           "jw.sqe.state.kafka.partitionClass": "SourcePartitionPartitioner"})])
-    rows = hop.read(spark).withWatermark("ts", "30 seconds")
+    rows = hop.read(spark)
     if operator == "dedup":  # each event once, though two producers sent it
-        frame = (rows.dropDuplicatesWithinWatermark(["event_id"])
-                 .select(F.col("event_id").alias("window"), "region",
-                         F.col("amount").alias("total")))
-        mode = "append"
+        frame, mode = deduplicated(rows), "append"
     else:
+        rows = rows.withWatermark("ts", "30 seconds")
         # a region's events are 3 s apart: a session of a 2 s gap holds one event
         window = (F.window("ts", "60 seconds", "30 seconds") if operator == "sliding"
                   else F.session_window("ts", "2 seconds"))
@@ -423,29 +420,12 @@ def test_sliding_and_session_windows_and_a_watermark_deduplication_count_each_re
         assert sorted(ids) == sorted(f"e{i}" for i in range(300))
 
 
-class RegionTotals(StatefulProcessor):
-    """transformWithStateInPandas: each region's running total, in a value state."""
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.total = handle.getValueState("total", "total long")
-
-    def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
-        total = self.total.get()[0] if self.total.exists() else 0
-        for frame in rows:
-            total += int(frame["amount"].sum())
-        self.total.update((total,))
-        yield pd.DataFrame({"region": [key[0]], "total": [total]})
-
-    def close(self) -> None:
-        pass
-
-
 @pytest.mark.spark
 @pytest.mark.kafka
 @pytest.mark.redis
 def test_transform_with_state_in_pandas_in_a_hop_keeps_each_record_once(
         spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    cloudpickle.register_pickle_by_value(stateful_ops)  # the workers cannot import tests
     topic = kafka_topic(2, "enriched")
     produce(kafka_bootstrap, topic, _records(range(0, 400)) + _records(range(50, 250)))
     tag = f"tws-{topic[-6:]}"
@@ -459,19 +439,15 @@ def test_transform_with_state_in_pandas_in_a_hop_keeps_each_record_once(
                                            fields=["tag", "region", "total"],
                                            options={"jw.sqe.state.redis.keyname.fields":
                                                     ["tag", "region"]})])
-        totals = (hop.read(spark).groupBy("region")
-                  .transformWithStateInPandas(RegionTotals(), "region string, total long",
-                                              "Update", "None")
-                  .withColumn("tag", F.lit(tag)))
+        totals = region_totals(hop.read(spark)).withColumn("tag", F.lit(tag))
         (totals.writeStream.outputMode("update").option("checkpointLocation", hop.checkpoint)
          .trigger(**({"once": True} if once else {"availableNow": True}))
          .foreachBatch(hop.exactly_once(lambda rows, batch: batch.write("totals", rows)))
          .start().awaitTermination())
         return hop
 
-    provider = "spark.sql.streaming.stateStore.providerClass"  # the processor's state needs it
-    spark.conf.set(provider, "org.apache.spark.sql.execution.streaming.state."
-                             "RocksDBStateStoreProvider")
+    provider = STATE_PROVIDER[0]  # the processor's state needs it
+    spark.conf.set(*STATE_PROVIDER)
     client = redis.Redis.from_url(redis_url)
     try:
         hop = run()
@@ -525,3 +501,49 @@ def test_the_windowed_example_over_spark_connect(
     client = redis.Redis.from_url(redis_url)
     # the 300 copies counted once: each region's minutes add up to its events' amounts
     assert {r: sum(int(v) for v in client.hgetall(r).values()) for r in cents} == cents
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+@pytest.mark.connect
+@pytest.mark.parametrize("operator", ["dedup", "tws"])
+def test_a_deduplication_and_transform_with_state_over_spark_connect_count_each_record_once(
+        connect_server, kafka_bootstrap, kafka_topic, redis_url, tmp_path, operator):
+    topic, out = kafka_topic(2, "enriched"), kafka_topic(2, "out")
+    tag = f"{operator}-{topic[-6:]}"
+    command = [sys.executable, "-m", "tests.support.stateful_ops", "--remote",
+               connect_server.url, "--operator", operator, "--topic", topic, "--out", out,
+               "--checkpoint", str(tmp_path / "ck"), "--tag", tag,
+               *service_conf(kafka_bootstrap, redis_url, None),
+               "--conf", "jw.sqe.spout.kafka.startingOffsets=earliest"]
+
+    def other_producer(events: range) -> list[tuple[bytes, bytes, int]]:
+        """The same events from another producer (pid 8), which the deduplication drops."""
+        if operator != "dedup":
+            return []
+        return [(StreamMetadata(8, part, i // 2).to_bytes(), value, part)
+                for i, (_, value, part) in zip(events, _records(events), strict=True)]
+
+    def run() -> None:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    produce(kafka_bootstrap, topic, _records(range(0, 300)) + other_producer(range(0, 300))
+            + _records(range(100, 200)))  # the last: replays
+    run()
+    produce(kafka_bootstrap, topic, _records(range(250, 300)) + _records(range(300, 450))
+            + other_producer(range(300, 450)))
+    run()
+    client = redis.Redis.from_url(redis_url)
+    want = _by_region(range(450))
+    if operator == "tws":
+        assert {r: int(client.get(f"{tag}:{r}")) for r in want} == want
+        return
+    totals: dict[str, int] = defaultdict(int)
+    for (region, _), value in _loaded(client, f"{tag}:").items():
+        totals[region] += value
+    assert totals == want
+    ids = [json.loads(r.value)["window"] for r in read_topic(kafka_bootstrap, out)]
+    assert sorted(ids) == sorted(f"e{i}" for i in range(450))
