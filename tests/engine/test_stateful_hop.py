@@ -36,6 +36,8 @@ from tests.support.stateful_ops import FIELDS, STATE_PROVIDER, deduplicated, reg
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 REGIONS = ("eu", "us", "apac")
 
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
+
 
 def _event(i: int) -> dict[str, Any]:
     """Event ``i``: one a second, in a region, with an amount (deterministic)."""
@@ -98,9 +100,6 @@ def _loaded(client: redis.Redis, prefix: str) -> dict[tuple[str, str], int]:
     return out
 
 
-@pytest.mark.spark
-@pytest.mark.kafka
-@pytest.mark.redis
 @pytest.mark.postgres
 @pytest.mark.parametrize("way", ["foreachBatch", "sink"])
 def test_a_windowed_aggregation_in_a_hop_counts_each_record_once_through_replays(
@@ -199,9 +198,6 @@ def test_a_windowed_aggregation_in_a_hop_counts_each_record_once_through_replays
     assert len(client.keys(f"sqe:{{{consumer}}}:reads:*")) <= 1
 
 
-@pytest.mark.spark
-@pytest.mark.kafka
-@pytest.mark.redis
 @pytest.mark.parametrize("way", ["foreachBatch", "sink"])
 def test_an_aggregations_kafka_output_is_keyed_by_batch_and_a_batch_run_again_is_dropped_next(
         spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, way):
@@ -309,9 +305,6 @@ def _next_hop(records: list[Any]) -> list[Any]:
 
 
 @pytest.mark.slow
-@pytest.mark.spark
-@pytest.mark.kafka
-@pytest.mark.redis
 @pytest.mark.postgres
 def test_the_windowed_example_is_exactly_once_through_kills_and_replays(
         kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
@@ -353,9 +346,6 @@ def test_the_windowed_example_is_exactly_once_through_kills_and_replays(
         for minute, v in client.hgetall(region).items()}
 
 
-@pytest.mark.spark
-@pytest.mark.kafka
-@pytest.mark.redis
 @pytest.mark.parametrize("operator", ["sliding", "session", "dedup"])
 def test_sliding_and_session_windows_and_a_watermark_deduplication_count_each_record_once(
         spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, operator):
@@ -420,9 +410,6 @@ def test_sliding_and_session_windows_and_a_watermark_deduplication_count_each_re
         assert sorted(ids) == sorted(f"e{i}" for i in range(300))
 
 
-@pytest.mark.spark
-@pytest.mark.kafka
-@pytest.mark.redis
 def test_transform_with_state_in_pandas_in_a_hop_keeps_each_record_once(
         spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
     cloudpickle.register_pickle_by_value(stateful_ops)  # the workers cannot import tests
@@ -479,9 +466,6 @@ def test_transform_with_state_in_pandas_in_a_hop_keeps_each_record_once(
 
 
 @pytest.mark.slow
-@pytest.mark.spark
-@pytest.mark.kafka
-@pytest.mark.redis
 @pytest.mark.postgres
 @pytest.mark.connect
 def test_the_windowed_example_over_spark_connect(
@@ -504,9 +488,6 @@ def test_the_windowed_example_over_spark_connect(
 
 
 @pytest.mark.slow
-@pytest.mark.spark
-@pytest.mark.kafka
-@pytest.mark.redis
 @pytest.mark.connect
 @pytest.mark.parametrize("operator", ["dedup", "tws"])
 def test_a_deduplication_and_transform_with_state_over_spark_connect_count_each_record_once(
