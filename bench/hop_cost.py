@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
 from contextlib import ExitStack
-from datetime import datetime
 from pathlib import Path
 
 import redis
@@ -36,9 +34,17 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import sqe
-from bench.harness import ROOT, BenchError, rotate
-from bench.harness.report import parser, service_options
-from bench.harness.services import conf_pairs, flush, kafka_and_redis, with_services
+from bench.harness import ROOT, BenchError
+from bench.harness.cycles import (
+    cycle,
+    cycle_options,
+    interleaved,
+    local_spark,
+    progress_starts,
+    report_cycles,
+)
+from bench.harness.report import parser
+from bench.harness.services import conf_pairs, kafka_and_redis, with_services
 from bench.harness.topics import PARTITIONS, create_topic, fill
 from bench.harness.topologies import topology_copy
 from sqe.wire.keys import StreamMetadata
@@ -58,19 +64,6 @@ def _states() -> list[sqe.InsertInto]:
             hash_of("load_log", ["log", "position", "event_id"])]
 
 
-def _cycles(starts: list[float]) -> float:
-    """The median time between batch starts, the first batch left out."""
-    gaps = [b - a for a, b in zip(starts[1:], starts[2:], strict=False)]
-    if not gaps:
-        raise BenchError("fewer than three batches ran: raise --batches")
-    return statistics.median(gaps)
-
-
-def _progress_starts(query: object) -> list[float]:
-    return [datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
-            for p in query.recentProgress if p["numInputRows"]]  # type: ignore[attr-defined]
-
-
 def run_variant(variant: str, spark: SparkSession, topic: str, conf: dict[str, str],
                 work: Path, tag: str) -> float:
     """One run of ``variant`` over ``topic``; its median cycle in seconds."""
@@ -78,7 +71,7 @@ def run_variant(variant: str, spark: SparkSession, topic: str, conf: dict[str, s
         path = topology_copy("load", topic, None, work)
         result = sqe.run(path, config=[ROOT / "conf/local.yaml"], conf=conf, name=tag,
                          checkpoint=work / tag, once=True, spark=spark)
-        return _cycles([r.started for r in result.reports if r.records_read])
+        return cycle([r.started for r in result.reports if r.records_read])
     hop = sqe.Hop(f"{tag}.enriched", topic=topic, checkpoint=work / tag, deserializer="json",
                   config=[ROOT / "conf/local.yaml"],
                   conf={**conf, "jw.sqe.spout.kafka.filterReplays": True,
@@ -97,9 +90,9 @@ def run_variant(variant: str, spark: SparkSession, topic: str, conf: dict[str, s
     query.awaitTermination()
     if variant == "exactly_once":  # the two clocks agree? (the topology's is the reports')
         print(f"  exactly_once by its reports: "
-              f"{_cycles([r.started for r in hop.reports if r.records_read]):.3f} s, by Spark's "
-              f"progress: {_cycles(_progress_starts(query)):.3f} s", file=sys.stderr)
-    return _cycles(_progress_starts(query))
+              f"{cycle([r.started for r in hop.reports if r.records_read]):.3f} s, by Spark's "
+              f"progress: {cycle(progress_starts(query)):.3f} s", file=sys.stderr)
+    return cycle(progress_starts(query))
 
 
 def _check(url: str, expected: int, variant: str) -> None:
@@ -115,11 +108,7 @@ def _check(url: str, expected: int, variant: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = parser(__doc__)
-    ap.add_argument("--records", type=int, default=2000)
-    ap.add_argument("--batches", type=int, default=10)
-    ap.add_argument("--repeat", type=int, default=2)
-    service_options(ap)
-    ap.add_argument("--json", action="store_true")
+    cycle_options(ap, records=2000, batches=10, repeat=2)
     a = ap.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     total = a.records * (a.batches + 1)
@@ -130,33 +119,15 @@ def main(argv: list[str] | None = None) -> int:
                 "jw.sqe.spout.kafka.maxRecordsPerBatch": str(a.records)}
         topic = create_topic(brokers, "bench-hop-enriched")
         fill(brokers, topic, _records(total, PARTITIONS))
-        spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-        stack.callback(spark.stop)
-        cycles: dict[str, list[float]] = {v: [] for v in VARIANTS}
-        for rep in range(a.repeat):
-            for variant in rotate(VARIANTS, rep):
-                flush(url)
-                cycles[variant].append(run_variant(variant, spark, topic, conf, work,
-                                                   f"{variant}{rep}"))
-                _check(url, total, variant)
-        return cycles
+        spark = local_spark(stack)
+        return interleaved(VARIANTS, a.repeat, url,
+                           lambda v, tag: run_variant(v, spark, topic, conf, work, tag),
+                           lambda v: _check(url, total, v))
 
     cycles = with_services(body, "hop-cost-")
     if cycles is None:
         return 1
-    base = statistics.median(cycles["topology"])
-    out = {v: {"cycle_s": round(statistics.median(c), 3),
-               "records_per_s": round(a.records / statistics.median(c)),
-               "ratio": round(statistics.median(c) / base, 2)} for v, c in cycles.items()}
-    if a.json:
-        print(json.dumps({"records": a.records, "batches": a.batches, "variants": out}))
-    else:
-        print(f"load in batches of {a.records:,} records ({a.batches} after the first), "
-              f"median of {a.repeat}:")
-        for v, r in out.items():
-            print(f"  {v:13} cycle {r['cycle_s']:.3f} s  {r['records_per_s']:>7,}/s  "
-                  f"{r['ratio']:.2f}x topology")
+    report_cycles(cycles, "topology", a.records, a, f"load in batches of {a.records:,} records")
     return 0
 
 

@@ -2,11 +2,14 @@
 
     PYTHONPATH=. .venv/bin/python bench/nemesis.py --seed 7 [--minutes 10] [--rate 200]
         [--every 20] [--kinds kill,pause,...] [--schedule FILE] [--seeds 1,2,3] [--cluster]
+        [--way topology|hop|sink]
         [--drain-timeout 600] [--out DIR] [--json]
 
 For each seed, :class:`bench.nemesis_world.World` starts the broker, a Redis pair with its
 Sentinel and a Postgres cluster, each behind a fault proxy on loopback, and the chain
-(enrich -> load into Redis and Postgres) as two long-running ``sqe run`` processes; a thread
+(enrich -> load into Redis and Postgres) as two long-running ``sqe run`` processes (``--way
+hop`` or ``sink``: the same hops of ``examples/pyspark_chain.py``,
+:mod:`bench.nemesis_runs`); a thread
 writes the sample events ``e0, e1, ...`` at ``--rate`` per second for ``--minutes``, and the
 faults of :func:`bench.nemesis_schedule.draw` (``--seed``, about one per ``--every`` seconds, of
 ``--kinds``) are inflicted at their times, each in its own thread, so they overlap.  A run
@@ -44,6 +47,7 @@ from confluent_kafka import TopicPartition
 
 from bench.harness.processes import last_error
 from bench.harness.report import parser
+from bench.nemesis_runs import HOP_WAYS
 from bench.nemesis_schedule import KINDS, Fault, draw, load, save
 from bench.nemesis_world import POSTGRES_TABLE, SteadyProducer, World
 from sqe.errors import SqeError
@@ -188,7 +192,7 @@ def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[s
     exits: list[dict[str, Any]] = []
     progress: dict[str, list[float]] = {"enrich": [], "load": []}
     try:
-        world.start_chain(f"{seed}_{int(time.time())}")
+        world.start_chain(f"{seed}_{int(time.time())}", args.way)
         producer = SteadyProducer(world.direct_brokers, world.events, args.rate, seconds)
         consumer = new_consumer(consumer_conf(world.direct_brokers, "nemesis-lag", quiet=True),
                                 "nemesis lag")
@@ -232,7 +236,7 @@ def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[s
                             "fault": fault.describe().strip(),
                             "healed_s": round(after[0] - ended, 1) if after else None,
                             "error": journal.get("error")})
-    result = {"seed": seed, "minutes": args.minutes, "rate": args.rate,
+    result = {"seed": seed, "way": args.way, "minutes": args.minutes, "rate": args.rate,
               "events": sum(found["input"].values()), "faults": faults_done, "exits": exits,
               "stop_codes": stop_codes, "drained": drained, "backlog_end": left,
               "producer_error": producer.error,
@@ -254,7 +258,8 @@ def _inflict(world: World, fault: Fault, journal: dict[str, Any], say: Any) -> N
 
 def report(r: dict[str, Any]) -> list[str]:
     heals = [f["healed_s"] for f in r["faults"] if f["healed_s"] is not None]
-    lines = [f"seed {r['seed']}: {r['events']:,} events, {len(r['faults'])} faults, slowest "
+    lines = [f"seed {r['seed']} ({r.get('way', 'topology')}): {r['events']:,} events, "
+             f"{len(r['faults'])} faults, slowest "
              f"heal {max(heals, default=0):.1f} s; " + "; ".join(
                  f"{store}: lost {v['lost']:,}, duplicated {v['duplicated']:,}, unknown "
                  f"{v['unknown']:,}, unseen {v['unseen']:,}" for store, v in r["stores"].items())
@@ -299,6 +304,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kinds", default=",".join(KINDS),
                     help=f"the fault kinds to draw from (default all: {','.join(KINDS)})")
     ap.add_argument("--schedule", type=Path, help="replay this schedule.json instead of drawing")
+    ap.add_argument("--way", choices=("topology", *HOP_WAYS), default="topology",
+                    help="how the chain's hops run: topology files by sqe run (default), or "
+                         "examples/pyspark_chain.py's hops, each batch written by "
+                         "hop.exactly_once (hop) or by the sqe-hop sink (sink)")
     ap.add_argument("--cluster", action="store_true",
                     help="run load's executors on a standalone cluster of two workers, and "
                          "draw lose-worker faults")
@@ -315,6 +324,13 @@ def main(argv: list[str] | None = None) -> int:
         args.kinds.remove("takeover")
         print("nemesis: no takeover faults: a second run from another host name needs root "
               "and unshare", file=sys.stderr)
+    if args.way != "topology" and args.cluster:
+        ap.error("--cluster runs topology files: the example's hops make their own local session")
+    if args.way != "topology" and "forget" in args.kinds:
+        args.kinds.remove("forget")
+        print("nemesis: no forget faults with --way hop or sink: a hop's refusal names no "
+              "command that reads its marks back (sqe hwm rebuild takes a topology file)",
+              file=sys.stderr)
     if args.minutes <= 0 or args.rate <= 0 or args.every <= 0:
         ap.error("--minutes, --rate and --every must be over 0")
     try:

@@ -26,10 +26,10 @@ from typing import Any
 import yaml
 
 from bench.harness import ROOT
-from bench.harness.processes import SqeProcess, child_env, last_error
-from bench.harness.rss import tree_pids
+from bench.harness.processes import child_env, last_error
 from bench.harness.topics import EventWriter, create_topic
 from bench.harness.topologies import topology_copy
+from bench.nemesis_runs import HopRun, Run
 from bench.nemesis_schedule import Fault
 from sqe.engine.lock import HEARTBEAT_SECONDS
 from tests.support.fault_proxy import FaultProxy
@@ -46,50 +46,6 @@ POSTGRES_TABLE = "loaded_events"
 FORGOTTEN = {b"hwm", b"age", b"ts", b"batch", b"commit", b"ack"}
 #: The command a run refused for a store that lost commits prints.
 REBUILD = re.compile(r"`(sqe hwm rebuild [^`]+)`")
-OTHER_HOST = "nemesis-other-host"
-
-
-class Run(SqeProcess):
-    """A long-running ``sqe run`` the nemesis kills, pauses and races with a second run."""
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.rivals: list[tuple[subprocess.Popen[bytes], Path]] = []  # and their logs
-        self.killed = False  # the nemesis ended it: its exit is no news
-        self.failures, self.restart_at = 0, 0.0  # exits without a batch since; when to start
-
-    def adopt(self, rival: subprocess.Popen[bytes], log: Path) -> None:
-        """The second run goes on as this run (the first ended)."""
-        self.end()
-        self.process, self.log = rival, log
-        self.rivals = [r for r in self.rivals if r[0] is not rival]
-
-    def pids(self) -> list[int]:
-        return tree_pids(self.process.pid) if self.process is not None else []
-
-    def signal_all(self, number: int) -> None:
-        for pid in self.pids():
-            with suppress(ProcessLookupError):
-                os.kill(pid, number)
-
-    def start_rival(self) -> subprocess.Popen[bytes]:
-        """A second run on this checkpoint from another host name (its own UTS and mount
-        namespaces: ``unshare``, which needs root), as a scheduler would start on another
-        machine when this one looks dead."""
-        self.logs.mkdir(parents=True, exist_ok=True)
-        n = len(self.rivals) + 1 + sum(1 for f in self.logs.glob(f"{self.name}-rival-*"))
-        hosts = self.logs / "hosts"  # the other host name resolves, as on a real host
-        hosts.write_text(Path("/etc/hosts").read_text() + f"\n127.0.0.1 {OTHER_HOST}\n")
-        script = f'hostname {OTHER_HOST} && mount --bind {hosts} /etc/hosts && exec "$@"'
-        log = self.logs / f"{self.name}-rival-{n}.err"
-        with open(log, "wb") as err:
-            rival = subprocess.Popen(["unshare", "-u", "-m", "sh", "-c", script, "sh",
-                                      *self.command],
-                                     stdout=subprocess.DEVNULL, stderr=err,
-                                     stdin=subprocess.DEVNULL, env=child_env(),
-                                     cwd=ROOT, start_new_session=True)
-        self.rivals.append((rival, log))
-        return rival
 
 
 class SteadyProducer(EventWriter):
@@ -184,7 +140,9 @@ class World:
     def proxy(self, store: str) -> FaultProxy:
         return self.redis.primary().proxy if store == "redis" else self.proxies[store]
 
-    def start_chain(self, tag: str) -> None:
+    def start_chain(self, tag: str, way: str = "topology") -> None:
+        """The chain's two runs, each a topology file run by ``sqe run`` (``way`` topology)
+        or the same hop in plain PySpark (:data:`~bench.nemesis_runs.HOP_WAYS`)."""
         self.events = create_topic(self.direct_brokers, "nemesis-events")
         self.enriched = create_topic(self.direct_brokers, "nemesis-enriched")
         conf = [f"jw.sqe.spout.kafka.brokers={self.brokers}",
@@ -214,7 +172,10 @@ class World:
         for step, path, topic in (("enrich", enrich, self.events),
                                   ("load", load, self.enriched)):
             more = on_cluster if step == "load" else []
-            self.runs[step] = Run(f"nemesis_{step}_{tag}", path, topic, self.out, args + more)
+            name = f"nemesis_{step}_{tag}"
+            self.runs[step] = Run(name, path, topic, self.out, args + more) \
+                if way == "topology" else HopRun(step, name, path, topic, self.out, args, way,
+                                                 self.events, self.enriched)
             self.runs[step].start(time.monotonic())
 
     # -- the faults ------------------------------------------------------------------------

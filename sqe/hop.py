@@ -54,6 +54,7 @@ from sqe.engine.hop_batch import HopBatch, UserWay
 from sqe.engine.hop_sink import HopSink, HopSpec, sink_frame
 from sqe.engine.joined import JoinedHop
 from sqe.engine.late_records import LateRecords
+from sqe.engine.lost_marks import find_lost_marks
 from sqe.engine.one_pass import stream_records
 from sqe.engine.pipeline import StreamPipeline, build_pipelines, state_problems
 from sqe.engine.source_reads import SourceReads, reports_reads
@@ -137,6 +138,24 @@ class Hop:
         self._pipeline = p
         self._spark = spark
         return stream_records(p, source_frame(spark, p)).frame
+
+    def rebuild_marks(self, spark: SparkSession | None = None) -> str:
+        """Give an HWM store that lost this hop's marks (a refusal of :meth:`read` names this)
+        them back: read from its topic up to its checkpoint's last finished batch and commit
+        them as that batch (:mod:`sqe.engine.lost_marks`); what was done, in one sentence.
+        Stop the hop's query first.  ``spark``: for a checkpoint off the local disk."""
+        if self._location is None:
+            raise RunError(f"hop {self.consumer}: rebuild_marks() reads the checkpoint's last "
+                           "batch; give the hop its checkpoint (Hop(..., checkpoint=...))")
+        (p,) = build_pipelines(self.plan, self.name)
+        if p.source is None or not p.filtering:
+            return f"{self.consumer}: it filters no replays; nothing to rebuild"
+        root = local_checkpoint(spark, self._location) if spark is not None else self._location
+        found = find_lost_marks(p.stores, p.source,
+                                StreamCheckpoint(spark, root, p.source.topic))
+        if isinstance(found, str):
+            return found
+        return f"{found.describe(p.source.topic)}; {found.commit().split(': ', 1)[1]}"
 
     def sink_frame(self, rows: DataFrame) -> DataFrame:
         """``rows`` (the hop's records as the user's transform left them) as the ``sqe-hop``

@@ -11,6 +11,8 @@
   programs, the part-scripts) run to their end and timed, or started long-running, stopped
   gently or killed with everything under them; the progress file of an ``sqe run``;
 * :mod:`bench.harness.rss`: the peak RSS of a process tree, sampled from ``/proc``;
+* :mod:`bench.harness.cycles`: variants of one streaming query in the benchmark's own Spark
+  session, measured by their batch cycles over interleaved repetitions, and their report;
 * :mod:`bench.harness.report`: the options every benchmark takes, its report's tables and
   figures, and its last lines (the errors, the JSON object, the exit code).
 

@@ -31,7 +31,8 @@ def default_rerun(plan: TopologyPlan) -> Rerun:
     same run with other arguments)."""
     def hint(flags: dict[str, str | None]) -> str:
         if "rebuild" in flags:  # a hop of plain PySpark has no topology file to name
-            return "" if plan.topology.path.startswith("hop ") else \
+            return "hop.rebuild_marks() before hop.read(spark)" \
+                if plan.topology.path.startswith("hop ") else \
                 f"sqe hwm rebuild {plan.topology.path} --name {plan.topology.name}"
         if "reset" in flags:
             return f"sqe reset {plan.topology.path} --name {plan.topology.name}"

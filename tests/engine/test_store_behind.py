@@ -156,9 +156,26 @@ def test_a_hops_store_that_lost_its_marks_is_refused_by_sparks_commit_log(
             f"commit log of the checkpoint (") in str(refused.value)
     assert f"{commits}) shows batch 1 committed there" in str(refused.value)
     assert "`the same run with accept_lost_marks=1`" in str(refused.value)
+    assert "`hop.rebuild_marks() before hop.read(spark)`" in str(refused.value)
     assert not client.keys("sqe:{flushed.enriched}:*")  # nothing read, nothing committed
+    held = {k: client.dump(k) for k in client.keys("*")}
     hop = run(accept=1)  # going on without the marks, as asked: the replays pass once
     assert [r.records_read for r in hop.reports] == [4]
+
+    # the operator's other way: the marks read back from the topic, then the replays dropped
+    client.flushdb()
+    for key, value in held.items():
+        client.restore(key, 0, value)
+    for name in ("offsets", "commits"):  # the checkpoint as the refusal found it
+        for file in ("2", ".2.crc"):
+            (tmp_path / "ck" / name / file).unlink(missing_ok=True)
+    said = sqe.Hop("flushed.enriched", topic=topic, checkpoint=tmp_path / "ck",
+                   conf=conf).rebuild_marks()
+    assert said.startswith("flushed.enriched: its HWM store holds no batch, the checkpoint's "
+                           "last is batch 1"), said
+    assert said.endswith("; committed batch 1 with 1 high-water mark(s)"), said
+    hop = run()
+    assert [(r.records_read, r.replays_dropped) for r in hop.reports] == [(4, 4)]
 
 
 @pytest.mark.parametrize("way", ["foreachBatch", "sink"])

@@ -1,0 +1,99 @@
+"""The runs the nemesis drives: the chain's two hops, as topology files or as plain PySpark.
+
+A :class:`Run` is a long-running ``sqe run`` of a topology copy, which the nemesis kills,
+pauses and races with a second run from another host name.  A :class:`HopRun` is the same hop
+of ``examples/pyspark_chain.py`` (``--way hop``: each batch written by ``hop.exactly_once``;
+``--way sink``: by the ``sqe-hop`` sink): enrich (the events, a static table joined, a pandas
+UDF, into a Kafka topic) and load (into the Redis hashes ``events_by_region`` and ``load_log``
+and the Postgres table ``loaded_events``, as the nemesis's load topology does).  A hop keeps no
+progress file: its batches are Spark's commits in its checkpoint, and where it stands is the
+offsets Spark logged for the last of them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+from bench.harness import ROOT
+from bench.harness.processes import SqeProcess, child_env
+from bench.harness.rss import tree_pids
+from sqe.engine.checkpoint import StreamCheckpoint
+from sqe.observe.batch_report import partition_offsets
+
+#: The ways to run a hop the nemesis drives, beside ``topology`` (``sqe run``).
+HOP_WAYS = ("hop", "sink")
+OTHER_HOST = "nemesis-other-host"
+
+
+class Run(SqeProcess):
+    """A long-running ``sqe run`` the nemesis kills, pauses and races with a second run."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.rivals: list[tuple[subprocess.Popen[bytes], Path]] = []  # and their logs
+        self.killed = False  # the nemesis ended it: its exit is no news
+        self.failures, self.restart_at = 0, 0.0  # exits without a batch since; when to start
+
+    def adopt(self, rival: subprocess.Popen[bytes], log: Path) -> None:
+        """The second run goes on as this run (the first ended)."""
+        self.end()
+        self.process, self.log = rival, log
+        self.rivals = [r for r in self.rivals if r[0] is not rival]
+
+    def pids(self) -> list[int]:
+        return tree_pids(self.process.pid) if self.process is not None else []
+
+    def signal_all(self, number: int) -> None:
+        for pid in self.pids():
+            with suppress(ProcessLookupError):
+                os.kill(pid, number)
+
+    def start_rival(self) -> subprocess.Popen[bytes]:
+        """A second run on this checkpoint from another host name (its own UTS and mount
+        namespaces: ``unshare``, which needs root), as a scheduler would start on another
+        machine when this one looks dead."""
+        self.logs.mkdir(parents=True, exist_ok=True)
+        n = len(self.rivals) + 1 + sum(1 for f in self.logs.glob(f"{self.name}-rival-*"))
+        hosts = self.logs / "hosts"  # the other host name resolves, as on a real host
+        hosts.write_text(Path("/etc/hosts").read_text() + f"\n127.0.0.1 {OTHER_HOST}\n")
+        script = f'hostname {OTHER_HOST} && mount --bind {hosts} /etc/hosts && exec "$@"'
+        log = self.logs / f"{self.name}-rival-{n}.err"
+        with open(log, "wb") as err:
+            rival = subprocess.Popen(["unshare", "-u", "-m", "sh", "-c", script, "sh",
+                                      *self.command],
+                                     stdout=subprocess.DEVNULL, stderr=err,
+                                     stdin=subprocess.DEVNULL, env=child_env(),
+                                     cwd=ROOT, start_new_session=True)
+        self.rivals.append((rival, log))
+        return rival
+
+
+class HopRun(Run):
+    """One hop of examples/pyspark_chain.py (``step``: enrich or load) on the nemesis's
+    services (``conf``: their ``--conf`` pairs), reading ``topic``."""
+
+    def __init__(self, step: str, name: str, topology: Path, topic: str, work: Path,
+                 conf: list[str], way: str, events: str, enriched: str) -> None:
+        super().__init__(name, topology, topic, work, conf)
+        self.command = [sys.executable, str(ROOT / "examples/pyspark_chain.py"), step,
+                        "--events", events, "--enriched", enriched,
+                        "--checkpoint", str(self.checkpoint), *conf,
+                        *(["--sink"] if way == "sink" else [])]
+        self.what = f"the {step} hop ({'sqe-hop sink' if way == 'sink' else 'exactly_once'})"
+        self.spark = StreamCheckpoint(None, str(self.checkpoint / step), topic)
+        self.last: int | None = None  # the last batch Spark committed, as seen
+
+    def new_batches(self) -> list[dict[str, Any]]:
+        """The batches Spark committed since the last call (its commit log)."""
+        done = self.spark.last_committed()
+        if done is None or (self.last is not None and done <= self.last):
+            return []
+        first = 0 if self.last is None else self.last + 1
+        self.last = done
+        self.offsets = partition_offsets(self.spark.end_offsets(done)) or self.offsets
+        return [{"batch": b} for b in range(first, done + 1)]
