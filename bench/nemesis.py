@@ -326,11 +326,6 @@ def main(argv: list[str] | None = None) -> int:
               "and unshare", file=sys.stderr)
     if args.way != "topology" and args.cluster:
         ap.error("--cluster runs topology files: the example's hops make their own local session")
-    if args.way != "topology" and "forget" in args.kinds:
-        args.kinds.remove("forget")
-        print("nemesis: no forget faults with --way hop or sink: a hop's refusal names no "
-              "command that reads its marks back (sqe hwm rebuild takes a topology file)",
-              file=sys.stderr)
     if args.minutes <= 0 or args.rate <= 0 or args.every <= 0:
         ap.error("--minutes, --rate and --every must be over 0")
     try:

@@ -13,6 +13,8 @@ offsets Spark logged for the last of them.
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import sys
 from contextlib import suppress
@@ -28,6 +30,8 @@ from sqe.observe.batch_report import partition_offsets
 #: The ways to run a hop the nemesis drives, beside ``topology`` (``sqe run``).
 HOP_WAYS = ("hop", "sink")
 OTHER_HOST = "nemesis-other-host"
+#: The command a run refused for a store that lost commits prints.
+REBUILD = re.compile(r"`(sqe hwm rebuild [^`]+)`")
 
 
 class Run(SqeProcess):
@@ -52,6 +56,14 @@ class Run(SqeProcess):
         for pid in self.pids():
             with suppress(ProcessLookupError):
                 os.kill(pid, number)
+
+    def heal_command(self, said: str) -> list[str] | None:
+        """The command that gives back what a refusal (``said``) found lost: the ``sqe hwm
+        rebuild`` it names, with ``--yes``; None when it names none."""
+        match = REBUILD.search(said)
+        if match is None:
+            return None
+        return [*self.command[:3], *shlex.split(match.group(1))[1:], "--yes"]
 
     def start_rival(self) -> subprocess.Popen[bytes]:
         """A second run on this checkpoint from another host name (its own UTS and mount
@@ -87,6 +99,10 @@ class HopRun(Run):
         self.what = f"the {step} hop ({'sqe-hop sink' if way == 'sink' else 'exactly_once'})"
         self.spark = StreamCheckpoint(None, str(self.checkpoint / step), topic)
         self.last: int | None = None  # the last batch Spark committed, as seen
+
+    def heal_command(self, said: str) -> list[str] | None:
+        """The example's ``--rebuild-marks`` when the refusal names ``hop.rebuild_marks()``."""
+        return [*self.command, "--rebuild-marks"] if "hop.rebuild_marks()" in said else None
 
     def new_batches(self) -> list[dict[str, Any]]:
         """The batches Spark committed since the last call (its commit log)."""

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shlex
 import signal
 import subprocess
 import threading
@@ -44,8 +42,6 @@ COMMIT_REQUEST: dict[str, bytes | int] = {"kafka": 0, "redis": b"EVALSHA", "post
 POSTGRES_TABLE = "loaded_events"
 #: The keys of a consumer that a ``forget`` fault takes from the HWM store.
 FORGOTTEN = {b"hwm", b"age", b"ts", b"batch", b"commit", b"ack"}
-#: The command a run refused for a store that lost commits prints.
-REBUILD = re.compile(r"`(sqe hwm rebuild [^`]+)`")
 
 
 class SteadyProducer(EventWriter):
@@ -300,12 +296,12 @@ class World:
         filler.unlink()
 
     def heal(self, name: str, said: str) -> str | None:
-        """Follow the ``sqe hwm rebuild`` command a refused run printed, as an operator would
-        (with ``--yes``): what it said, or None when the refusal named none."""
-        match = REBUILD.search(said)
-        if match is None:
+        """Follow the way back a refused run printed, as an operator would: the ``sqe hwm
+        rebuild`` command it names (with ``--yes``), or for a hop its ``rebuild_marks()``
+        (the example's ``--rebuild-marks``); what it said, or None when it named none."""
+        command = self.runs[name].heal_command(said)
+        if command is None:
             return None
-        command = [*self.runs[name].command[:3], *shlex.split(match.group(1))[1:], "--yes"]
         done = subprocess.run(command, capture_output=True, text=True, env=child_env(),
                               cwd=ROOT, timeout=600)
         return (done.stdout + done.stderr).strip().splitlines()[-1] if done.returncode == 0 \

@@ -26,7 +26,7 @@ import sys
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark_chain import SOURCE_PARTITIONS, hop_main, named, start_hop  # as the chain's hops do
+from pyspark_chain import SOURCE_PARTITIONS, hop_main, named, rebuilt, start_hop  # as the chain's hops do
 
 import sqe
 
@@ -53,6 +53,8 @@ def clicked(spark: SparkSession, a: argparse.Namespace) -> sqe.Hop:
                                       options=SOURCE_PARTITIONS)])
     clicks = hop("clicks", a.clicks, {"imp_id": "string", "cents": "bigint", "ts": "timestamp"},
                  [])
+    if rebuilt(a, spark, impressions, clicks):
+        return impressions
     shown = (impressions.read(spark).select("imp_id", "region", F.col("ts").alias("shown"))
              .withWatermark("shown", "1 minute"))
     click = (clicks.read(spark).select(F.col("imp_id").alias("click_of"), "cents",

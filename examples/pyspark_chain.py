@@ -10,7 +10,8 @@ the ``foreachBatch`` function (``hop.exactly_once``).
 
 ``--once`` reads what is there and stops; ``--conf K=V`` sets an option over the config
 files, as ``sqe run --conf`` does; ``--remote sc://HOST:PORT`` runs the hop over Spark
-Connect; ``--sink`` writes the states with the ``sqe-hop`` sink instead of ``foreachBatch``.
+Connect; ``--sink`` writes the states with the ``sqe-hop`` sink instead of ``foreachBatch``;
+``--rebuild-marks`` gives an HWM store that lost a hop's marks them back and stops.
 The page "SQE from PySpark" in the docs explains each line.
 """
 
@@ -22,6 +23,7 @@ import sys
 from collections.abc import Callable
 
 import pandas as pd
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -72,6 +74,8 @@ def load(spark: SparkSession, a: argparse.Namespace) -> sqe.Hop:
                         redis_hash("load_log", ["log", "position", "event_id"]),
                         sqe.InsertInto(objectName="loaded_events", stateName="POSTGRES",
                                        fields=["event_id", "region", "amount_cents", "position"])])
+    if rebuilt(a, spark, hop):
+        return hop
     rows = (hop.read(spark).withColumn("log", F.lit("load_log"))
             .withColumn("position", F.concat_ws(":", "_partition", "_offset")))
 
@@ -80,6 +84,14 @@ def load(spark: SparkSession, a: argparse.Namespace) -> sqe.Hop:
             batch.write(name, batch_rows)
 
     return start_hop(hop, rows, write, a)
+
+
+def rebuilt(a: argparse.Namespace, spark: SparkSession, *hops: sqe.Hop) -> bool:
+    """With ``--rebuild-marks``, give the hops' HWM store the marks it lost (a refused run
+    names this way back), read from their topics, and say so; whether it did."""
+    for hop in hops if a.rebuild_marks else ():
+        print(hop.rebuild_marks(spark))
+    return bool(a.rebuild_marks)
 
 
 def start_hop(hop: sqe.Hop, frame: DataFrame, write: Callable[[DataFrame, sqe.HopBatch], None],
@@ -121,6 +133,8 @@ def hop_main(doc: str, name: str, run: Callable[[SparkSession, argparse.Namespac
     parser.add_argument("--once", action="store_true")
     parser.add_argument("--sink", action="store_true",
                         help="write with the sqe-hop sink instead of foreachBatch")
+    parser.add_argument("--rebuild-marks", action="store_true",
+                        help="read the marks an HWM store lost back from the topic, and stop")
     parser.add_argument("--remote", help="a Spark Connect server, e.g. sc://localhost:15002")
     a = parser.parse_args(argv)
     a.conf = parse_conf_pairs(a.conf)
@@ -133,6 +147,9 @@ def hop_main(doc: str, name: str, run: Callable[[SparkSession, argparse.Namespac
         run(spark, a)
     except sqe.SqeError as exc:  # a refusal before the query starts: one sentence
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except StreamingQueryException as exc:  # the query failed: why, without Spark's plan
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 1
     finally:
         spark.stop()

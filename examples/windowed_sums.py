@@ -25,7 +25,7 @@ import sys
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark_chain import hop_main, named, start_hop  # as the chain's hops do
+from pyspark_chain import hop_main, named, rebuilt, start_hop  # as the chain's hops do
 
 import sqe
 
@@ -47,6 +47,8 @@ def sums(spark: SparkSession, a: argparse.Namespace) -> sqe.Hop:
                              options={"jw.sqe.state.kafka.keytype": "StreamMetadata",
                                       "jw.sqe.state.kafka.partitionClass":
                                           "SourcePartitionPartitioner"})])
+    if rebuilt(a, spark, hop):
+        return hop
     per_minute = (hop.read(spark)
                   .withWatermark("_timestamp", "5 minutes")
                   .groupBy("region", F.window("_timestamp", "1 minute"))

@@ -50,6 +50,27 @@ def test_the_checker_finds_records_out_of_order_that_no_replay_explains() -> Non
     assert disorder("t", swapped) == ["t/0@2: (pid 5, partition 0) offset 2 after 3"]
 
 
+def test_a_hop_run_tells_its_batches_and_offsets_by_sparks_checkpoint(tmp_path) -> None:
+    from bench.nemesis_runs import HopRun
+    from tests.support import ROOT
+
+    run = HopRun("load", "nemesis_load_1", ROOT / "topologies/load.yaml", "enriched", tmp_path,
+                 ["--conf", "jw.sqe.spout.kafka.brokers=127.0.0.1:9"], "sink", "ev", "enriched")
+    assert run.command[2:4] == ["load", "--events"] and run.command[-1] == "--sink"
+    assert run.new_batches() == []  # no batch yet
+    spark = tmp_path / "checkpoints" / "nemesis_load_1" / "load"
+    for folder in ("offsets", "commits"):
+        (spark / folder).mkdir(parents=True)
+    for batch, offsets in ((0, '{"enriched":{"0":5,"1":3}}'), (1, '{"enriched":{"0":9,"1":4}}')):
+        (spark / "offsets" / str(batch)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{offsets}\n')
+        (spark / "commits" / str(batch)).write_text("v1\n{}\n")
+    assert run.new_batches() == [{"batch": 0}, {"batch": 1}]
+    assert run.offsets == {"0": 9, "1": 4} and run.new_batches() == []
+    said = "error: ... or read its marks again from the topic with `hop.rebuild_marks() ..."
+    assert run.heal_command(said) == [*run.command, "--rebuild-marks"]
+    assert run.heal_command("error: another refusal") is None
+
+
 @pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.kafka

@@ -86,7 +86,7 @@ def test_a_stream_stream_join_of_two_hops_is_exactly_once_through_replays_and_a_
     impressions, clicks, out = topics.impressions, topics.clicks, topics.clicked
     example = _ad_clicks()
     args = argparse.Namespace(**vars(topics), checkpoint=str(tmp_path / "ck"), config=[],
-                              once=True,
+                              once=True, rebuild_marks=False,
                               sink=way == "sink",
                               conf=_options(kafka_bootstrap, redis_url))
     client = redis.Redis.from_url(redis_url)
