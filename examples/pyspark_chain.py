@@ -23,7 +23,8 @@ import sys
 from collections.abc import Callable
 
 import pandas as pd
-from pyspark.errors import StreamingQueryException
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -148,8 +149,9 @@ def hop_main(doc: str, name: str, run: Callable[[SparkSession, argparse.Namespac
     except sqe.SqeError as exc:  # a refusal before the query starts: one sentence
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except StreamingQueryException as exc:  # the query failed: why, without Spark's plan
-        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+    except (PySparkException, Py4JJavaError) as exc:  # Spark failed: why, without its plan
+        why = exc.java_exception.toString() if isinstance(exc, Py4JJavaError) else str(exc)
+        print(f"error: {why.splitlines()[0]}", file=sys.stderr)
         return 1
     finally:
         spark.stop()

@@ -440,6 +440,19 @@ def test_hop_cost_bench_runs_the_load_step_three_ways_each_exactly_once(kafka_bo
     assert all(v["cycle_s"] > 0 and v["records_per_s"] > 0 for v in r["variants"].values())
 
 
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+def test_join_cost_bench_runs_the_join_three_ways_each_exactly_once(kafka_bootstrap, redis_url):
+    r = run_bench("join_cost.py", "--records", "200", "--batches", "2", "--repeat", "1",
+                  "--brokers", kafka_bootstrap, "--redis", redis_url, timeout=900)
+    assert (r["records"], r["batches"], r["joined"]) == (200, 2, 450)  # 3 of 4 of 600 clicks
+    assert set(r["variants"]) == {"spark", "exactly_once", "sink"}
+    assert r["variants"]["spark"]["ratio"] == 1.0
+    assert all(v["cycle_s"] > 0 and v["records_per_s"] > 0 for v in r["variants"].values())
+
+
 # -- the package ---------------------------------------------------------------------------------
 
 
