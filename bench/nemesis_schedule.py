@@ -10,8 +10,9 @@ kind                target              what happens
                                         after ``hold`` s on its checkpoint
 ``pause``           enrich, load        SIGSTOP of the run's processes, SIGCONT after ``hold``
 ``takeover``        enrich, load        SIGSTOP for ``hold`` s (past the checkpoint lock's
-                                        takeover); meanwhile a second run on the same
-                                        checkpoint from another host name; then SIGCONT
+                                        stale heartbeat and the rival's watch of it);
+                                        meanwhile a second run on the same checkpoint from
+                                        another host name; then SIGCONT
 ``restart``         kafka, postgres     the server stopped (the broker by SIGTERM: the pip
                                         broker loses acknowledged records to a SIGKILL,
                                         which Kafka does not; Postgres ``pg_ctl -m
@@ -54,7 +55,7 @@ STORES = ("kafka", "redis", "postgres")
 KINDS: dict[str, tuple[tuple[str, ...], int, float, float]] = {
     "kill": (DRIVERS, 4, 1.0, 10.0),
     "pause": (DRIVERS, 2, 2.0, 20.0),
-    "takeover": (DRIVERS, 1, 80.0, 100.0),
+    "takeover": (DRIVERS, 1, 110.0, 130.0),
     "restart": (("kafka", "postgres"), 2, 1.0, 15.0),
     "failover": (("redis",), 2, 0.0, 0.0),
     "lose-worker": (("cluster",), 2, 5.0, 30.0),

@@ -29,7 +29,7 @@ from bench.harness.topics import EventWriter, create_topic
 from bench.harness.topologies import topology_copy
 from bench.nemesis_runs import HopRun, Run
 from bench.nemesis_schedule import Fault
-from sqe.engine.lock import HEARTBEAT_SECONDS
+from sqe.engine.lock import HEARTBEAT_SECONDS, STALE_SECONDS
 from tests.support.fault_proxy import FaultProxy
 from tests.support.fault_services import PrivatePostgres, ProxiedKafka
 from tests.support.proxied_redis import ProxiedRedisPair
@@ -199,9 +199,9 @@ class World:
     def _takeover(self, fault: Fault, journal: dict[str, Any]) -> None:
         run = self.runs[fault.target]
         run.signal_all(signal.SIGSTOP)
-        time.sleep(max(0.0, fault.hold - 2 * HEARTBEAT_SECONDS))
-        rival = run.start_rival()
-        time.sleep(min(fault.hold, 2 * HEARTBEAT_SECONDS))
+        time.sleep(min(fault.hold, STALE_SECONDS + 2))  # its heartbeat reads stale now ...
+        rival = run.start_rival()  # ... and stays so while the rival watches it
+        time.sleep(max(0.0, fault.hold - STALE_SECONDS - 2))
         run.signal_all(signal.SIGCONT)
         # the first run finds the taker's lock at its next heartbeat and stops
         deadline = time.monotonic() + 3 * HEARTBEAT_SECONDS

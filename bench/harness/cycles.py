@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from datetime import datetime
@@ -60,14 +61,16 @@ def interleaved(variants: Sequence[str], repeat: int, redis_url: str,
                 ) -> dict[str, list[float]]:
     """``run(variant, tag)`` of each variant ``repeat`` times, each repetition in the order
     :func:`~bench.harness.rotate` gives, Redis flushed before each run and its output checked
-    after (``check(variant)`` raises :class:`~bench.harness.BenchError`); the cycles per
-    variant."""
+    after (``check(variant)`` raises :class:`~bench.harness.BenchError`), each cycle said on
+    stderr; the cycles per variant."""
     cycles: dict[str, list[float]] = {v: [] for v in variants}
     for rep in range(repeat):
         for variant in rotate(tuple(variants), rep):
             flush(redis_url)
             cycles[variant].append(run(variant, f"{variant}{rep}"))
             check(variant)
+            print(f"  {variant} (repetition {rep + 1}): cycle {cycles[variant][-1]:.3f} s",
+                  file=sys.stderr, flush=True)
     return cycles
 
 

@@ -4,9 +4,13 @@ A run creates ``sqe-run.lock`` at its checkpoint's root, atomically (it fails
 when the file is there), holding the host, the PID, when the run started and a
 heartbeat it refreshes every :data:`HEARTBEAT_SECONDS`.  A second run on the same
 checkpoint refuses at once, in one sentence naming the holder.  A lock whose
-holder is gone -- a PID that no longer runs on this host, or a heartbeat older
-than :data:`STALE_SECONDS` from another host -- is taken over: deleted and created
-again atomically, so of two runs taking it over only one gets it.
+holder is gone -- a PID that no longer runs on this host, or, from another host, a
+heartbeat older than :data:`STALE_SECONDS` that then does not beat for
+:data:`WATCH_SECONDS` of this host's monotonic clock -- is taken over: deleted and created
+again atomically, so of two runs taking it over only one gets it.  The watch is what clocks
+cannot fool: a holder whose clock stepped back (an NTP step, a VM resumed), or a run on a host
+whose clock is ahead, sees an old heartbeat, but a holder that beats is alive, and is not
+taken over.
 
 A run that was paused or cut off past :data:`STALE_SECONDS` (a long GC pause, a VM
 frozen, a network partition from the checkpoint's file system) may find at its next
@@ -38,13 +42,15 @@ from sqe.errors import RunError
 
 log = logging.getLogger("sqe")
 
-__all__ = ["HEARTBEAT_SECONDS", "LOCK_FILE", "STALE_SECONDS", "CheckpointLock"]
+__all__ = ["HEARTBEAT_SECONDS", "LOCK_FILE", "STALE_SECONDS", "WATCH_SECONDS", "CheckpointLock"]
 
 LOCK_FILE = "sqe-run.lock"
 #: How often the holder refreshes its heartbeat.
 HEARTBEAT_SECONDS = 10.0
-#: A heartbeat this old from another host means its run is gone.
+#: A heartbeat this old from another host means its run may be gone ...
 STALE_SECONDS = 60.0
+#: ... when it then does not beat for this long (this host's monotonic clock).
+WATCH_SECONDS = 3 * HEARTBEAT_SECONDS
 
 
 def _alive(pid: int) -> bool:
@@ -68,12 +74,13 @@ class CheckpointLock:
         self.since = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
+        self._beats = 0  # heartbeats written: the lock changes with each, whatever the clock
         #: Set by the heartbeat when another run holds the lock now: who, as a sentence.
         self.taken_over: str | None = None
 
     def _content(self) -> str:
         return json.dumps({"host": self.host, "pid": self.pid, "since": self.since,
-                           "heartbeat": time.time()})
+                           "heartbeat": time.time(), "beat": self._beats})
 
     def _holder(self) -> dict[str, Any] | None:
         text = self.files.read(LOCK_FILE)
@@ -85,12 +92,27 @@ class CheckpointLock:
         except ValueError:
             return {}  # a lock file cut short: its writer died while writing it
 
-    def _gone(self, holder: dict[str, Any]) -> bool:
+    def _gone(self, holder: dict[str, Any], watch: bool = False) -> bool:
+        """Whether ``holder``'s run is gone (see the module docstring); ``watch``: a heartbeat
+        that looks stale is watched for :data:`WATCH_SECONDS` first (else the clocks say)."""
         if not holder:
             return True
         if holder.get("host") == self.host:
             return not _alive(int(holder.get("pid", 0)))
-        return time.time() - float(holder.get("heartbeat", 0)) > STALE_SECONDS
+        if time.time() - float(holder.get("heartbeat", 0)) <= STALE_SECONDS:
+            return False
+        return not watch or self._silent(holder)
+
+    def _silent(self, holder: dict[str, Any]) -> bool:
+        """Whether the lock stays as ``holder`` wrote it for :data:`WATCH_SECONDS` (or is
+        released meanwhile); False as soon as it beats or another run holds it."""
+        deadline = time.monotonic() + WATCH_SECONDS
+        while time.monotonic() < deadline:
+            self._stop.wait(min(1.0, max(0.0, deadline - time.monotonic())))
+            now = self._holder()
+            if now != holder:
+                return now is None
+        return True
 
     def held_by(self) -> dict[str, Any] | None:
         """The lock's content (host, pid, since, heartbeat) while its run runs, else None."""
@@ -116,11 +138,21 @@ class CheckpointLock:
             holder = self._holder()
             if holder is None:
                 continue  # released meanwhile
-            if not self._gone(holder):
-                raise RunError(self.holder() or f"checkpoint {self.files.location} is in use")
+            if not self._gone(holder, watch=True):
+                raise RunError(self.holder() or self._beating(holder))
             self.files.delete(LOCK_FILE)  # its holder is gone: take it over
         raise RunError(f"checkpoint {self.files.location}: another run took its lock over at "
                        "the same time; try again")
+
+    def _beating(self, holder: dict[str, Any]) -> str:
+        """The refusal for a holder whose heartbeat looked stale by this host's clock but
+        beat while watched: the hosts' clocks differ."""
+        behind = time.time() - float(holder.get("heartbeat", 0))
+        return (f"checkpoint {self.files.location} is in use by the run of PID "
+                f"{holder.get('pid')} on {holder.get('host')} since {holder.get('since')}: its "
+                f"heartbeat reads {behind:.0f} s behind this host's clock, but it beats, so "
+                "the two hosts' clocks differ (see that both follow NTP); stop that run first, "
+                "or give this one another --checkpoint")
 
     def _ours(self, holder: dict[str, Any] | None) -> bool:
         mine = (self.host, self.pid, self.since)
@@ -140,6 +172,7 @@ class CheckpointLock:
                 "stops, so that one run writes the checkpoint, and the other goes on from "
                 "the last committed batch")
             return False
+        self._beats += 1
         if holder is None:
             self.files.create(LOCK_FILE, self._content())  # deleted by hand: held again
         else:
