@@ -1,14 +1,16 @@
 """A run stalled past its checkpoint lock's takeover finds the taker at its next heartbeat:
 it does not write the lock back, and it says who took the checkpoint over; clocks that
-disagree (a holder's stepped back, a rival's ahead, by libfaketime) take no live run's lock."""
+disagree (a holder's stepped back, a rival's ahead, for real: tests/support/clock.py) take no
+live run's lock."""
 
 from __future__ import annotations
 
 import json
-import shutil
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +18,7 @@ from sqe.engine import lock as lock_module
 from sqe.engine.checkpoint import CheckpointFiles
 from sqe.engine.lock import LOCK_FILE, STALE_SECONDS, CheckpointLock
 from sqe.errors import RunError
+from tests.support.clock import SteppedClock
 
 #: A process holding (or taking) the lock of checkpoint argv[1] as host argv[2].
 _LOCKER = """
@@ -23,6 +26,7 @@ import sys, threading
 from sqe.engine.checkpoint import CheckpointFiles
 from sqe.engine.lock import CheckpointLock
 from sqe.errors import RunError
+from tests.support.clock import SteppedClock
 lock = CheckpointLock(CheckpointFiles(None, sys.argv[1]))
 lock.host = sys.argv[2]
 try:
@@ -31,19 +35,17 @@ except RunError as exc:
     print(f"error: {exc}", flush=True)
     sys.exit(1)
 print("held", flush=True)
-threading.Event().wait(float(sys.argv[3]))  # libfaketime fails time.sleep (EINVAL)
+threading.Event().wait(float(sys.argv[3]))
 """
 
 
-def _with_clock(offset: str, *args: str) -> list[str]:
-    """The locker run with its clock ``offset`` from the real one (libfaketime; the monotonic
-    clock left alone, as a step of the wall clock leaves it)."""
-    return ["env", "DONT_FAKE_MONOTONIC=1", "faketime", "-f", offset, sys.executable, "-c",
-            _LOCKER, *args]
-
-
-needs_faketime = pytest.mark.skipif(shutil.which("faketime") is None,
-                                    reason="libfaketime's faketime is not installed")
+def _locker(tmp_path: Path, seconds: float, *args: str) -> subprocess.Popen[str]:
+    """The locker with its clock ``seconds`` from the real one (:class:`SteppedClock`)."""
+    clock = SteppedClock(tmp_path / "clock")
+    clock.step(seconds)
+    return subprocess.Popen([sys.executable, "-c", _LOCKER, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **clock.env()})
 
 
 def _stale(path, lock: CheckpointLock) -> None:
@@ -94,10 +96,10 @@ def test_a_lock_file_deleted_by_hand_is_held_again_at_the_next_heartbeat(tmp_pat
     assert not (tmp_path / LOCK_FILE).exists()
 
 
-@needs_faketime
 def test_a_holder_whose_clock_stepped_back_still_beats_and_keeps_its_lock(tmp_path) -> None:
-    holder = subprocess.Popen(_with_clock("-5m", str(tmp_path), "host-a", "60"),
-                              stdout=subprocess.PIPE, text=True)
+    (tmp_path / "ck").mkdir()
+    holder = _locker(tmp_path, -300, str(tmp_path / "ck"), "host-a", "60")
+    tmp_path = tmp_path / "ck"
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         rival = CheckpointLock(CheckpointFiles(None, str(tmp_path)))
@@ -113,16 +115,17 @@ def test_a_holder_whose_clock_stepped_back_still_beats_and_keeps_its_lock(tmp_pa
         holder.wait()
 
 
-@needs_faketime
 def test_a_rival_whose_clock_is_ahead_takes_no_live_runs_lock(tmp_path) -> None:
-    holder = CheckpointLock(CheckpointFiles(None, str(tmp_path)))
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    holder = CheckpointLock(CheckpointFiles(None, str(ck)))
     holder.host = "host-a"
     holder.acquire()
     try:
-        done = subprocess.run(_with_clock("+5m", str(tmp_path), "host-b", "0"),
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 1, done.stdout + done.stderr
-        assert "but it beats, so the two hosts' clocks differ" in done.stdout
+        rival = _locker(tmp_path, 300, str(ck), "host-b", "0")
+        said, _ = rival.communicate(timeout=120)
+        assert rival.returncode == 1, said
+        assert "but it beats, so the two hosts' clocks differ" in said
         assert holder.renew() and holder.taken_over is None
     finally:
         holder.release()
