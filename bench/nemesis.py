@@ -47,7 +47,7 @@ from confluent_kafka import TopicPartition
 
 from bench.harness.processes import last_error
 from bench.harness.report import parser
-from bench.nemesis_runs import HOP_WAYS
+from bench.nemesis_runs import HOP_WAYS, clock_missing
 from bench.nemesis_schedule import KINDS, Fault, draw, load, save
 from bench.nemesis_world import POSTGRES_TABLE, SteadyProducer, World
 from sqe.errors import SqeError
@@ -326,6 +326,10 @@ def main(argv: list[str] | None = None) -> int:
               "and unshare", file=sys.stderr)
     if args.way != "topology" and args.cluster:
         ap.error("--cluster runs topology files: the example's hops make their own local session")
+    missing = clock_missing() if "clock" in args.kinds else None
+    if missing:
+        args.kinds.remove("clock")
+        print(f"nemesis: no clock faults: {missing}", file=sys.stderr)
     if args.minutes <= 0 or args.rate <= 0 or args.every <= 0:
         ap.error("--minutes, --rate and --every must be over 0")
     try:

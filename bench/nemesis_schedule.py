@@ -35,6 +35,10 @@ kind                target              what happens
                                         ``lagging``: restored from a copy ``hold`` s older)
 ``disk-full``       checkpoint          the filesystem of both runs' checkpoints (a tmpfs
                                         of its own) filled up for ``hold`` s
+``clock``           enrich, load        the run's clock (its Python, its JVM, Spark's
+                                        workers: libfaketime) stepped ``step`` s forward or
+                                        back for ``hold`` s, then stepped back to the real
+                                        one (an NTP step, a VM resumed)
 ==================  ==================  ====================================================
 
 Faults are drawn at random times, so they overlap: a kill of load during a Redis failover,
@@ -65,6 +69,7 @@ KINDS: dict[str, tuple[tuple[str, ...], int, float, float]] = {
     "delay": (STORES, 2, 5.0, 20.0),
     "forget": (("hwm",), 2, 5.0, 30.0),
     "disk-full": (("checkpoint",), 2, 5.0, 30.0),
+    "clock": (DRIVERS, 2, 20.0, 90.0),
 }
 
 
@@ -78,12 +83,14 @@ class Fault:
     hold: float = 0.0
     lagging: bool = False  # failover: the replica cut off first; forget: an older copy
     latency: float = 0.0  # delay: seconds added to each chunk
+    step: float = 0.0  # clock: seconds the clock is stepped by (forward > 0, back < 0)
 
     def describe(self) -> str:
         extra = {"failover": " with the replica behind" if self.lagging else "",
                  "delay": f" of {self.latency * 1000:.0f} ms",
                  "forget": f" back to a copy {self.hold:.1f} s older" if self.lagging
-                 else ", restarted empty"}.get(self.kind, "")
+                 else ", restarted empty",
+                 "clock": f" stepped {self.step / 60:+.1f} min"}.get(self.kind, "")
         held = f" for {self.hold:.1f} s" if self.hold and self.kind != "forget" else ""
         return f"{self.at:7.1f} s  {self.kind} {self.target}{extra}{held}"
 
@@ -107,7 +114,9 @@ def draw(seed: int, seconds: float, every: float = 20.0,
         faults.append(Fault(at=round(rng.uniform(start, end), 1), kind=kind,
                             target=rng.choice(targets), hold=round(rng.uniform(low, high), 1),
                             lagging=kind in ("failover", "forget") and rng.random() < 0.5,
-                            latency=round(rng.uniform(0.05, 0.5), 2) if kind == "delay" else 0.0))
+                            latency=round(rng.uniform(0.05, 0.5), 2) if kind == "delay" else 0.0,
+                            step=round(rng.choice((-1, 1)) * rng.uniform(120, 600))
+                            if kind == "clock" else 0.0))
     return sorted(faults, key=lambda f: f.at)
 
 

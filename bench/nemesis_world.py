@@ -278,6 +278,18 @@ class World:
         finally:
             client.close()
 
+    def _clock(self, fault: Fault, journal: dict[str, Any]) -> None:
+        """The run's clock stepped for the fault's hold, then the real one again."""
+        clock = self.runs[fault.target].clock
+        if clock is None:
+            journal["skipped"] = "its clock cannot be stepped here"
+            return
+        clock.step(fault.step)
+        try:
+            time.sleep(fault.hold)
+        finally:
+            clock.step(0)
+
     def _disk_full(self, fault: Fault, journal: dict[str, Any]) -> None:
         """The checkpoints' filesystem full for the fault's hold, then freed."""
         if not self.mounted:

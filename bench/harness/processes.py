@@ -155,6 +155,7 @@ class Background:
         self.name, self.command, self.logs = name, command, logs
         self.grace, self.keep_stdout = grace, keep_stdout
         self.what = name  # how its exits are told
+        self.extra_env: dict[str, str] = {}  # set over child_env() for its process
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.log = logs / f"{name}-0.err"  # the running process's stderr
@@ -166,7 +167,8 @@ class Background:
         stdout = self.log.with_suffix(".out") if self.keep_stdout else Path(os.devnull)
         with open(self.log, "wb") as err, open(stdout, "wb") as out:
             self.process = subprocess.Popen(self.command, stdout=out, stderr=err,
-                                            stdin=subprocess.DEVNULL, env=child_env(), cwd=ROOT,
+                                            stdin=subprocess.DEVNULL,
+                                            env={**child_env(), **self.extra_env}, cwd=ROOT,
                                             start_new_session=True)
 
     def end(self, graceful: bool = False) -> int | None:
