@@ -2,7 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python bench/nemesis.py --seed 7 [--minutes 10] [--rate 200]
         [--every 20] [--kinds kill,pause,...] [--schedule FILE] [--seeds 1,2,3] [--cluster]
-        [--way topology|hop|sink]
+        [--way topology|hop|sink] [--connect]
         [--drain-timeout 600] [--out DIR] [--json]
 
 For each seed, :class:`bench.nemesis_world.World` starts the broker, a Redis pair with its
@@ -179,7 +179,8 @@ def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[s
     from sqe.clients.kafka import consumer_conf, new_consumer
 
     seconds = args.minutes * 60
-    kinds = tuple(k for k in args.kinds if k != "lose-worker" or args.cluster)
+    kinds = tuple(k for k in args.kinds if (k != "lose-worker" or args.cluster)
+                  and (k != "server-kill" or args.connect))
     faults = load(args.schedule) if args.schedule else draw(seed, seconds, args.every, kinds)
     out.mkdir(parents=True, exist_ok=True)
     save(faults, out / "schedule.json")
@@ -187,7 +188,7 @@ def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[s
         f"{args.rate:g} events/s; schedule in {out / 'schedule.json'}")
     for fault in faults:
         say("  " + fault.describe())
-    world = World(out, say, cluster=args.cluster)
+    world = World(out, say, cluster=args.cluster, connect=args.connect)
     journals: list[dict[str, Any]] = []
     exits: list[dict[str, Any]] = []
     progress: dict[str, list[float]] = {"enrich": [], "load": []}
@@ -236,7 +237,8 @@ def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[s
                             "fault": fault.describe().strip(),
                             "healed_s": round(after[0] - ended, 1) if after else None,
                             "error": journal.get("error")})
-    result = {"seed": seed, "way": args.way, "minutes": args.minutes, "rate": args.rate,
+    result = {"seed": seed, "way": args.way + (" over Connect" if args.connect else ""),
+              "minutes": args.minutes, "rate": args.rate,
               "events": sum(found["input"].values()), "faults": faults_done, "exits": exits,
               "stop_codes": stop_codes, "drained": drained, "backlog_end": left,
               "producer_error": producer.error,
@@ -308,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="how the chain's hops run: topology files by sqe run (default), or "
                          "examples/pyspark_chain.py's hops, each batch written by "
                          "hop.exactly_once (hop) or by the sqe-hop sink (sink)")
+    ap.add_argument("--connect", action="store_true",
+                    help="with --way hop or sink: the hops over a Spark Connect server, and "
+                         "draw server-kill faults")
     ap.add_argument("--cluster", action="store_true",
                     help="run load's executors on a standalone cluster of two workers, and "
                          "draw lose-worker faults")
@@ -326,6 +331,12 @@ def main(argv: list[str] | None = None) -> int:
               "and unshare", file=sys.stderr)
     if args.way != "topology" and args.cluster:
         ap.error("--cluster runs topology files: the example's hops make their own local session")
+    if args.connect and args.way == "topology":
+        ap.error("--connect runs the hops of --way hop or sink over a Spark Connect server")
+    if args.connect and "clock" in args.kinds:  # the clients' clocks run no batch
+        args.kinds.remove("clock")
+        print("nemesis: no clock faults with --connect: the hops' batches run on the server",
+              file=sys.stderr)
     missing = clock_missing() if "clock" in args.kinds else None
     if missing:
         args.kinds.remove("clock")

@@ -105,15 +105,18 @@ class Run(SqeProcess):
 
 class HopRun(Run):
     """One hop of examples/pyspark_chain.py (``step``: enrich or load) on the nemesis's
-    services (``conf``: their ``--conf`` pairs), reading ``topic``."""
+    services (``conf``: their ``--conf`` pairs), reading ``topic``; ``remote``: over the Spark
+    Connect server at that URL."""
 
     def __init__(self, step: str, name: str, topology: Path, topic: str, work: Path,
-                 conf: list[str], way: str, events: str, enriched: str) -> None:
+                 conf: list[str], way: str, events: str, enriched: str,
+                 remote: str | None = None) -> None:
         super().__init__(name, topology, topic, work, conf)
         self.command = [sys.executable, str(ROOT / "examples/pyspark_chain.py"), step,
                         "--events", events, "--enriched", enriched,
                         "--checkpoint", str(self.checkpoint), *conf,
-                        *(["--sink"] if way == "sink" else [])]
+                        *(["--sink"] if way == "sink" else []),
+                        *(["--remote", remote] if remote else [])]
         self.what = f"the {step} hop ({'sqe-hop sink' if way == 'sink' else 'exactly_once'})"
         self.spark = StreamCheckpoint(None, str(self.checkpoint / step), topic)
         self.last: int | None = None  # the last batch Spark committed, as seen

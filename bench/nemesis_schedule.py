@@ -35,6 +35,9 @@ kind                target              what happens
                                         ``lagging``: restored from a copy ``hold`` s older)
 ``disk-full``       checkpoint          the filesystem of both runs' checkpoints (a tmpfs
                                         of its own) filled up for ``hold`` s
+``server-kill``     connect             with ``--connect``: the Spark Connect server the
+                                        hops run on SIGKILLed (its queries with it), started
+                                        again on its port after ``hold`` s
 ``clock``           enrich, load        the run's clock (its Python, its JVM, Spark's
                                         workers: libfaketime) stepped ``step`` s forward or
                                         back for ``hold`` s, then stepped back to the real
@@ -70,6 +73,7 @@ KINDS: dict[str, tuple[tuple[str, ...], int, float, float]] = {
     "forget": (("hwm",), 2, 5.0, 30.0),
     "disk-full": (("checkpoint",), 2, 5.0, 30.0),
     "clock": (DRIVERS, 2, 20.0, 90.0),
+    "server-kill": (("connect",), 3, 1.0, 10.0),
 }
 
 

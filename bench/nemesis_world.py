@@ -30,6 +30,7 @@ from bench.harness.topologies import topology_copy
 from bench.nemesis_runs import HopRun, Run
 from bench.nemesis_schedule import Fault
 from sqe.engine.lock import HEARTBEAT_SECONDS, STALE_SECONDS
+from tests.support.connect_server import start_connect_server
 from tests.support.fault_proxy import FaultProxy
 from tests.support.fault_services import PrivatePostgres, ProxiedKafka
 from tests.support.proxied_redis import ProxiedRedisPair
@@ -89,8 +90,11 @@ class SteadyProducer(EventWriter):
 class World:
     """The services and the chain (see the module docstring)."""
 
-    def __init__(self, out: Path, say: Any, cluster: bool = False) -> None:
+    def __init__(self, out: Path, say: Any, cluster: bool = False, connect: bool = False
+                 ) -> None:
         self.out, self.say = out, say
+        #: with ``connect``: the Spark Connect server the hops run on
+        self.connect = start_connect_server(out / "connect") if connect else None
         self.cluster: StandaloneCluster | None = None
         if cluster:  # load's executors on a standalone cluster of two workers
             self.cluster = StandaloneCluster(out / "cluster")
@@ -116,7 +120,7 @@ class World:
         self.proxies: dict[str, Any] = {"kafka": self.kafka.proxy, "postgres": self.pg_proxy}
         self.locks = {t: threading.Lock() for t in ("enrich", "load", "kafka", "redis",
                                                     "postgres", "cluster", "hwm",
-                                                    "checkpoint")}
+                                                    "checkpoint", "connect")}
         self.runs: dict[str, Run] = {}
         self.events = self.enriched = ""
 
@@ -171,7 +175,8 @@ class World:
             name = f"nemesis_{step}_{tag}"
             self.runs[step] = Run(name, path, topic, self.out, args + more) \
                 if way == "topology" else HopRun(step, name, path, topic, self.out, args, way,
-                                                 self.events, self.enriched)
+                                                 self.events, self.enriched,
+                                                 self.connect.url if self.connect else None)
             self.runs[step].start(time.monotonic())
 
     # -- the faults ------------------------------------------------------------------------
@@ -278,6 +283,15 @@ class World:
         finally:
             client.close()
 
+    def _server_kill(self, fault: Fault, journal: dict[str, Any]) -> None:
+        """The Spark Connect server SIGKILLed, started again on its port after the hold."""
+        assert self.connect is not None
+        self.connect.kill()
+        time.sleep(fault.hold)
+        began = time.monotonic()
+        self.connect = start_connect_server(self.out / "connect", self.connect.port)
+        journal["started_s"] = round(time.monotonic() - began, 1)
+
     def _clock(self, fault: Fault, journal: dict[str, Any]) -> None:
         """The run's clock stepped for the fault's hold, then the real one again."""
         clock = self.runs[fault.target].clock
@@ -326,6 +340,8 @@ class World:
             for rival, _ in run.rivals:
                 with suppress(ProcessLookupError):
                     os.killpg(rival.pid, signal.SIGKILL)
+        if self.connect is not None:
+            self.connect.kill()
         stops = [self.kafka.stop, self.redis.stop, self.pg_proxy.stop, self.postgres.close,
                  *([self._unmount] if self.mounted else [])]
         for stop in stops + ([self.cluster.stop] if self.cluster is not None else []):
