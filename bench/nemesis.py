@@ -48,7 +48,7 @@ from confluent_kafka import TopicPartition
 from bench.harness.processes import last_error
 from bench.harness.report import parser
 from bench.nemesis_runs import HOP_WAYS, clock_missing
-from bench.nemesis_schedule import KINDS, Fault, draw, load, save
+from bench.nemesis_schedule import DEFAULT_KINDS, KINDS, Fault, draw, load, save
 from bench.nemesis_world import POSTGRES_TABLE, SteadyProducer, World
 from sqe.errors import SqeError
 
@@ -303,8 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=200.0, help="events per second (default 200)")
     ap.add_argument("--every", type=float, default=20.0,
                     help="seconds between faults, on average (default 20)")
-    ap.add_argument("--kinds", default=",".join(KINDS),
-                    help=f"the fault kinds to draw from (default all: {','.join(KINDS)})")
+    ap.add_argument("--kinds", default=",".join(DEFAULT_KINDS),
+                    help=f"the fault kinds to draw from (default {','.join(DEFAULT_KINDS)}; "
+                         f"known: {','.join(KINDS)})")
     ap.add_argument("--schedule", type=Path, help="replay this schedule.json instead of drawing")
     ap.add_argument("--way", choices=("topology", *HOP_WAYS), default="topology",
                     help="how the chain's hops run: topology files by sqe run (default), or "

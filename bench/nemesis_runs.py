@@ -26,7 +26,7 @@ from bench.harness.processes import SqeProcess, child_env
 from bench.harness.rss import tree_pids
 from sqe.engine.checkpoint import StreamCheckpoint
 from sqe.observe.batch_report import partition_offsets
-from tests.support.clock import JVM_FAKETIME, SteppedClock, faketime_library
+from tests.support.clock import SteppedClock, faketime_library
 
 #: The ways to run a hop the nemesis drives, beside ``topology`` (``sqe run``).
 HOP_WAYS = ("hop", "sink")
@@ -39,8 +39,6 @@ def clock_missing() -> str | None:
     """Why a run's clock cannot be stepped here, or None when it can."""
     if faketime_library() is None:
         return "the libfaketime package is not installed (pip install libfaketime)"
-    if not JVM_FAKETIME.exists():
-        return f"a JVM's clock is stepped with {JVM_FAKETIME} (apt-get install faketime)"
     return None
 
 
@@ -49,14 +47,14 @@ class Run(SqeProcess):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        #: its clock (the driver's JVM, its Python and Spark's workers), which clock faults
-        #: step; None where it cannot be stepped (see :func:`clock_missing`)
+        #: its driver's clock (its Python process: SQE's side), which clock faults step;
+        #: None where it cannot be stepped (see :func:`clock_missing`)
         self.clock: SteppedClock | None = None
         if clock_missing() is None:
             clocks = self.logs.parent / "clocks"
             clocks.mkdir(parents=True, exist_ok=True)
             self.clock = SteppedClock(clocks / self.name)
-            self.extra_env = self.clock.env(jvm=True)
+            self.extra_env = self.clock.env(spark=True)
         self.rivals: list[tuple[subprocess.Popen[bytes], Path]] = []  # and their logs
         self.killed = False  # the nemesis ended it: its exit is no news
         self.failures, self.restart_at = 0, 0.0  # exits without a batch since; when to start

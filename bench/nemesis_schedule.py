@@ -38,10 +38,10 @@ kind                target              what happens
 ``server-kill``     connect             with ``--connect``: the Spark Connect server the
                                         hops run on SIGKILLed (its queries with it), started
                                         again on its port after ``hold`` s
-``clock``           enrich, load        the run's clock (its Python, its JVM, Spark's
-                                        workers: libfaketime) stepped ``step`` s forward or
-                                        back for ``hold`` s, then stepped back to the real
-                                        one (an NTP step, a VM resumed)
+``clock``           enrich, load        the clock of the run's driver (its Python process:
+                                        libfaketime) stepped ``step`` s forward or back for
+                                        ``hold`` s, then set right (an NTP step, a VM
+                                        resumed); its JVM keeps the real clock
 ==================  ==================  ====================================================
 
 Faults are drawn at random times, so they overlap: a kill of load during a Redis failover,
@@ -75,6 +75,13 @@ KINDS: dict[str, tuple[tuple[str, ...], int, float, float]] = {
     "clock": (DRIVERS, 2, 20.0, 90.0),
     "server-kill": (("connect",), 3, 1.0, 10.0),
 }
+#: The kinds drawn unless ``--kinds`` says otherwise: all but ``clock``, whose libfaketime
+#: fakes what the driver reads but not the kernel's timed waits, so the Kafka client's waits
+#: in a stepped driver time out ("Failed to get metadata: Local: Timed out" after 120 s with
+#: the clock 5 minutes back): an artifact of the tool, which a step of the host's clock does
+#: not make the same way.  The lock, the part of SQE that decides by clocks, is tested with
+#: stepped processes (tests/engine/test_lock.py).
+DEFAULT_KINDS = tuple(k for k in KINDS if k != "clock")
 
 
 @dataclass(frozen=True)
