@@ -149,9 +149,8 @@ def hop_main(doc: str, name: str, run: Callable[[SparkSession, argparse.Namespac
     except sqe.SqeError as exc:  # a refusal before the query starts: one sentence
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except (PySparkException, Py4JJavaError) as exc:  # Spark failed: why, without its plan
-        why = exc.java_exception.toString() if isinstance(exc, Py4JJavaError) else str(exc)
-        print(f"error: {why.splitlines()[0]}", file=sys.stderr)
+    except (PySparkException, Py4JJavaError) as exc:  # the query failed: why, in one sentence
+        print(f"error: {sqe.Hop.explain(exc)}", file=sys.stderr)
         return 1
     finally:
         spark.stop()

@@ -57,6 +57,7 @@ from sqe.engine.late_records import LateRecords
 from sqe.engine.lost_marks import find_lost_marks
 from sqe.engine.one_pass import stream_records
 from sqe.engine.pipeline import StreamPipeline, build_pipelines, state_problems
+from sqe.engine.runner import describe_failure
 from sqe.engine.source_reads import SourceReads, reports_reads
 from sqe.engine.spark_api import is_connect
 from sqe.engine.start import PreparedStream, default_rerun, prepare_stream
@@ -189,6 +190,13 @@ class Hop:
                   .options(**self.sink_options(also)).queryName(self.consumer))
         return writer.option("checkpointLocation", self.checkpoint) if self.checkpoint \
             else writer
+
+    @staticmethod
+    def explain(failure: BaseException) -> str:
+        """Why a hop's query failed (what its ``start()`` or ``awaitTermination()`` raised), in
+        one sentence: SQE's own where it is SQE's (a refusal raised in a batch, on an executor
+        or on a Spark Connect server too), else the cause Spark gives, without its traces."""
+        return describe_failure(failure, [])
 
     def _read_first(self, what: str) -> StreamPipeline:
         if self._pipeline is None:

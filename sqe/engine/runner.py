@@ -69,7 +69,7 @@ Mode = Literal["once", "runtime", "forever"]
 KEPT_REPORTS = 1000
 
 
-_PY_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.M)
+_PY_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+): (.+)$", re.M)
 #: How the JVM says a Python worker's interpreter could not be started.
 _NO_PYTHON = re.compile(r'Cannot run program "([^"]+)"(?: \(in directory "([^"]+)"\))?: '
                         r"error=\d+, ([^\n]+)")
@@ -115,9 +115,11 @@ def describe_failure(exc: BaseException, processors: list[BatchProcessor]) -> st
     for proc in processors:
         if proc.failure is not None:
             text = str(proc.failure)
-    matches = list(_PY_ERROR.finditer(text))
+    matches = [m for m in _PY_ERROR.finditer(text) if m.group(1).endswith(("Error", "Exception"))]
     if matches:
         return f"{matches[-1].group(1)}: {matches[-1].group(2).strip()}"
+    java = getattr(exc, "java_exception", None)  # a Py4JJavaError: its Java exception's line
+    text = str(java.toString()) if java is not None and not matches else text
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     return first[:500]
 

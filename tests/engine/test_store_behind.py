@@ -215,6 +215,10 @@ def test_a_store_that_loses_its_marks_while_a_hop_runs_stops_its_next_batch(
     said = str(stopped.value)
     assert (f"{consumer}: the HWM store at {redis_url} holds no batch, but batch 0 was "
             "committed there: the store lost commits while the stream ran") in said, said
+    # the sentence alone, as a hop's driver says it (in a sink's task: a Python worker's trace)
+    assert sqe.Hop.explain(stopped.value).startswith(
+        f"{consumer}: the HWM store at {redis_url} holds no batch, but batch 0 was committed"), \
+        sqe.Hop.explain(stopped.value)
     assert "accept_lost_marks=0" in said
     assert client.get(f"sqe:{{{consumer}}}:batch") is None  # nothing of the replays committed
 
