@@ -2,13 +2,14 @@
 
     PYTHONPATH=. .venv/bin/python bench/nemesis.py --seed 7 [--minutes 10] [--rate 200]
         [--every 20] [--kinds kill,pause,...] [--schedule FILE] [--seeds 1,2,3] [--cluster]
-        [--way topology|hop|sink] [--connect]
+        [--way topology|hop|sink|pipeline] [--connect]
         [--drain-timeout 600] [--out DIR] [--json]
 
 For each seed, :class:`bench.nemesis_world.World` starts the broker, a Redis pair with its
 Sentinel and a Postgres cluster, each behind a fault proxy on loopback, and the chain
 (enrich -> load into Redis and Postgres) as two long-running ``sqe run`` processes (``--way
-hop`` or ``sink``: the same hops of ``examples/pyspark_chain.py``,
+hop`` or ``sink``: the same hops of ``examples/pyspark_chain.py``; ``pipeline``: the flows of
+``examples/pipeline``, a Declarative Pipeline each, run again each time one ends;
 :mod:`bench.nemesis_runs`); a thread
 writes the sample events ``e0, e1, ...`` at ``--rate`` per second for ``--minutes``, and the
 faults of :func:`bench.nemesis_schedule.draw` (``--seed``, about one per ``--every`` seconds, of
@@ -77,6 +78,10 @@ def supervise(world: World, begin: float, exits: list[dict[str, Any]],
                     run.start(now)
                 continue
             if run.process.poll() is None:
+                continue
+            if run.finishes and run.process.returncode == 0:  # read what was there: again
+                run.end()
+                run.start(now)
                 continue
             said = last_error(run.log)
             exits.append({"t": round(now - begin, 1), "run": name,
@@ -308,9 +313,10 @@ def main(argv: list[str] | None = None) -> int:
                          f"known: {','.join(KINDS)})")
     ap.add_argument("--schedule", type=Path, help="replay this schedule.json instead of drawing")
     ap.add_argument("--way", choices=("topology", *HOP_WAYS), default="topology",
-                    help="how the chain's hops run: topology files by sqe run (default), or "
+                    help="how the chain's hops run: topology files by sqe run (default), "
                          "examples/pyspark_chain.py's hops, each batch written by "
-                         "hop.exactly_once (hop) or by the sqe-hop sink (sink)")
+                         "hop.exactly_once (hop) or by the sqe-hop sink (sink), or "
+                         "examples/pipeline's flows, a Declarative Pipeline each (pipeline)")
     ap.add_argument("--connect", action="store_true",
                     help="with --way hop or sink: the hops over a Spark Connect server, and "
                          "draw server-kill faults")
@@ -332,8 +338,12 @@ def main(argv: list[str] | None = None) -> int:
               "and unshare", file=sys.stderr)
     if args.way != "topology" and args.cluster:
         ap.error("--cluster runs topology files: the example's hops make their own local session")
-    if args.connect and args.way == "topology":
+    if args.connect and args.way in ("topology", "pipeline"):
         ap.error("--connect runs the hops of --way hop or sink over a Spark Connect server")
+    if args.way == "pipeline" and "forget" in args.kinds:
+        args.kinds.remove("forget")
+        print("nemesis: no forget faults with --way pipeline: Declarative Pipelines keeps the "
+              "flows' checkpoints, which no rebuild of the marks reads", file=sys.stderr)
     if args.connect and "clock" in args.kinds:  # the clients' clocks run no batch
         args.kinds.remove("clock")
         print("nemesis: no clock faults with --connect: the hops' batches run on the server",

@@ -15,11 +15,14 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from bench.harness import ROOT
 from bench.harness.processes import SqeProcess, child_env
@@ -29,7 +32,7 @@ from sqe.observe.batch_report import partition_offsets
 from tests.support.clock import SteppedClock, faketime_library
 
 #: The ways to run a hop the nemesis drives, beside ``topology`` (``sqe run``).
-HOP_WAYS = ("hop", "sink")
+HOP_WAYS = ("hop", "sink", "pipeline")
 OTHER_HOST = "nemesis-other-host"
 #: The command a run refused for a store that lost commits prints.
 REBUILD = re.compile(r"`(sqe hwm rebuild [^`]+)`")
@@ -44,6 +47,8 @@ def clock_missing() -> str | None:
 
 class Run(SqeProcess):
     """A long-running ``sqe run`` the nemesis kills, pauses and races with a second run."""
+
+    finishes = False  # it ends by itself once it has read what is there (an exit 0 is no news)
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -116,7 +121,8 @@ class HopRun(Run):
                         *(["--sink"] if way == "sink" else []),
                         *(["--remote", remote] if remote else [])]
         self.what = f"the {step} hop ({'sqe-hop sink' if way == 'sink' else 'exactly_once'})"
-        self.spark = StreamCheckpoint(None, str(self.checkpoint / step), topic)
+        self.spark: StreamCheckpoint | None = StreamCheckpoint(
+            None, str(self.checkpoint / step), topic)
         self.last: int | None = None  # the last batch Spark committed, as seen
 
     def heal_command(self, said: str) -> list[str] | None:
@@ -125,10 +131,52 @@ class HopRun(Run):
 
     def new_batches(self) -> list[dict[str, Any]]:
         """The batches Spark committed since the last call (its commit log)."""
-        done = self.spark.last_committed()
-        if done is None or (self.last is not None and done <= self.last):
+        spark = self.spark
+        done = spark.last_committed() if spark is not None else None
+        if spark is None or done is None or (self.last is not None and done <= self.last):
             return []
         first = 0 if self.last is None else self.last + 1
         self.last = done
-        self.offsets = partition_offsets(self.spark.end_offsets(done)) or self.offsets
+        self.offsets = partition_offsets(spark.end_offsets(done)) or self.offsets
         return [{"batch": b} for b in range(first, done + 1)]
+
+
+class PipelineRun(HopRun):
+    """One flow of examples/pipeline (``step``: enrich or load) as a Spark Declarative Pipeline
+    of its own (``sqe pipelines run``), its storage where the other ways keep their
+    checkpoints and load writing the Postgres table too.  A run reads what is there and ends
+    (``finishes``): it is started again at once, as a scheduler runs a triggered pipeline."""
+
+    finishes = True
+
+    def __init__(self, step: str, name: str, topology: Path, topic: str, work: Path,
+                 conf: list[str], events: str, enriched: str, table: str) -> None:
+        super().__init__(step, name, topology, topic, work, conf, "sink", events, enriched)
+        spec_dir = work / "pipelines" / name
+        shutil.copytree(ROOT / "examples/pipeline", spec_dir, dirs_exist_ok=True)
+        spec = spec_dir / "spark-pipeline.yml"
+        doc = yaml.safe_load(spec.read_text())
+        pairs = (pair.partition("=") for pair in conf[1::2])  # --conf KEY=VALUE ...
+        doc["storage"] = self.checkpoint.as_uri()
+        doc["configuration"].update({
+            "sqe.chain.config": str(ROOT / "conf/local.yaml"), "sqe.chain.events": events,
+            "sqe.chain.enriched": enriched, "sqe.chain.flows": step,
+            "sqe.chain.postgres_table": table,
+            **{f"spark.{k}": v for k, _, v in pairs}})
+        spec.write_text(yaml.safe_dump(doc))
+        self.command = [sys.executable, "-m", "sqe.cli.main", "pipelines", "run", "--spec",
+                        str(spec)]
+        self.what = f"the {step} flow (Declarative Pipelines)"
+        self.spark, self.topic_name = None, topic
+
+    def heal_command(self, said: str) -> list[str] | None:
+        """None: a pipeline's checkpoint is Declarative Pipelines', which no rebuild reads."""
+        return None
+
+    def new_batches(self) -> list[dict[str, Any]]:
+        """As a hop's, once the flow's checkpoint is found in the pipeline's storage."""
+        if self.spark is None:
+            commits = next(self.checkpoint.rglob("commits"), None)
+            if commits is not None:
+                self.spark = StreamCheckpoint(None, str(commits.parent), self.topic_name)
+        return super().new_batches()

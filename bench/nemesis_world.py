@@ -27,7 +27,7 @@ from bench.harness import ROOT
 from bench.harness.processes import child_env, last_error
 from bench.harness.topics import EventWriter, create_topic
 from bench.harness.topologies import topology_copy
-from bench.nemesis_runs import HopRun, Run
+from bench.nemesis_runs import HopRun, PipelineRun, Run
 from bench.nemesis_schedule import Fault
 from sqe.engine.lock import HEARTBEAT_SECONDS, STALE_SECONDS
 from tests.support.connect_server import start_connect_server
@@ -173,10 +173,15 @@ class World:
                                   ("load", load, self.enriched)):
             more = on_cluster if step == "load" else []
             name = f"nemesis_{step}_{tag}"
-            self.runs[step] = Run(name, path, topic, self.out, args + more) \
-                if way == "topology" else HopRun(step, name, path, topic, self.out, args, way,
-                                                 self.events, self.enriched,
-                                                 self.connect.url if self.connect else None)
+            if way == "topology":
+                self.runs[step] = Run(name, path, topic, self.out, args + more)
+            elif way == "pipeline":
+                self.runs[step] = PipelineRun(step, name, path, topic, self.out, args,
+                                              self.events, self.enriched, POSTGRES_TABLE)
+            else:
+                self.runs[step] = HopRun(step, name, path, topic, self.out, args, way,
+                                         self.events, self.enriched,
+                                         self.connect.url if self.connect else None)
             self.runs[step].start(time.monotonic())
 
     # -- the faults ------------------------------------------------------------------------

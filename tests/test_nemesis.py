@@ -71,6 +71,32 @@ def test_a_hop_run_tells_its_batches_and_offsets_by_sparks_checkpoint(tmp_path) 
     assert run.heal_command("error: another refusal") is None
 
 
+def test_a_pipeline_run_is_one_flow_of_the_example_pipeline_and_finds_its_checkpoint(
+        tmp_path) -> None:
+    import yaml
+
+    from bench.nemesis_runs import PipelineRun
+    from tests.support import ROOT
+
+    run = PipelineRun("load", "nemesis_load_2", ROOT / "topologies/load.yaml", "enriched",
+                      tmp_path, ["--conf", "jw.sqe.state.postgres.dsn=postgresql://h/db"],
+                      "ev", "enriched", "loaded_events")
+    spec = yaml.safe_load((tmp_path / "pipelines/nemesis_load_2/spark-pipeline.yml").read_text())
+    assert spec["storage"] == (tmp_path / "checkpoints/nemesis_load_2").as_uri()
+    assert {k: spec["configuration"][k] for k in ("sqe.chain.flows", "sqe.chain.postgres_table",
+                                                  "spark.jw.sqe.state.postgres.dsn")} == {
+        "sqe.chain.flows": "load", "sqe.chain.postgres_table": "loaded_events",
+        "spark.jw.sqe.state.postgres.dsn": "postgresql://h/db"}
+    assert run.command[3:6] == ["pipelines", "run", "--spec"] and run.finishes
+    assert run.new_batches() == [] and run.heal_command("hop.rebuild_marks()") is None
+    flow = tmp_path / "checkpoints/nemesis_load_2/_checkpoints/redis_states/load_enriched/0"
+    for folder in ("offsets", "commits"):
+        (flow / folder).mkdir(parents=True)
+    (flow / "offsets" / "0").write_text('v1\n{}\n{"enriched":{"0":7}}\n')
+    (flow / "commits" / "0").write_text("v1\n{}\n")
+    assert run.new_batches() == [{"batch": 0}] and run.offsets == {"0": 7}
+
+
 @pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.kafka
