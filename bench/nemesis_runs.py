@@ -167,6 +167,7 @@ class PipelineRun(HopRun):
         self.command = [sys.executable, "-m", "sqe.cli.main", "pipelines", "run", "--spec",
                         str(spec)]
         self.what = f"the {step} flow (Declarative Pipelines)"
+        self.merge_stdout = True  # spark-pipelines says why a run failed on its stdout
         self.spark, self.topic_name = None, topic
 
     def heal_command(self, said: str) -> list[str] | None:

@@ -156,6 +156,7 @@ class Background:
         self.grace, self.keep_stdout = grace, keep_stdout
         self.what = name  # how its exits are told
         self.extra_env: dict[str, str] = {}  # set over child_env() for its process
+        self.merge_stdout = False  # its stdout into its stderr's log (where it says why)
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.log = logs / f"{name}-0.err"  # the running process's stderr
@@ -166,7 +167,8 @@ class Background:
         self.log = self.logs / f"{self.name}-{self.starts}.err"
         stdout = self.log.with_suffix(".out") if self.keep_stdout else Path(os.devnull)
         with open(self.log, "wb") as err, open(stdout, "wb") as out:
-            self.process = subprocess.Popen(self.command, stdout=out, stderr=err,
+            self.process = subprocess.Popen(self.command,
+                                            stdout=err if self.merge_stdout else out, stderr=err,
                                             stdin=subprocess.DEVNULL,
                                             env={**child_env(), **self.extra_env}, cwd=ROOT,
                                             start_new_session=True)
