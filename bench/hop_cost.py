@@ -24,7 +24,6 @@ record once.  Exit 1 when a run fails or its output is wrong.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -37,13 +36,12 @@ import sqe
 from bench.harness import ROOT, BenchError
 from bench.harness.cycles import (
     cycle,
-    cycle_options,
+    cycle_args,
     interleaved,
     local_spark,
     progress_starts,
     report_cycles,
 )
-from bench.harness.report import parser
 from bench.harness.services import conf_pairs, kafka_and_redis, with_services
 from bench.harness.topics import PARTITIONS, create_topic, fill
 from bench.harness.topologies import topology_copy
@@ -107,10 +105,7 @@ def _check(url: str, expected: int, variant: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = parser(__doc__)
-    cycle_options(ap, records=2000, batches=10, repeat=2)
-    a = ap.parse_args(argv)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    a = cycle_args(__doc__, argv, records=2000, batches=10, repeat=2)
     total = a.records * (a.batches + 1)
 
     def body(stack: ExitStack, work: Path) -> dict[str, list[float]]:

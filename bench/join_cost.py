@@ -39,7 +39,6 @@ once, nothing else in the region hashes.  Exit 1 when a run fails or its output 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from contextlib import ExitStack
 from datetime import datetime, timedelta, timezone
@@ -53,13 +52,12 @@ import sqe
 from bench.harness import ROOT, BenchError
 from bench.harness.cycles import (
     cycle,
-    cycle_options,
+    cycle_args,
     interleaved,
     local_spark,
     progress_starts,
     report_cycles,
 )
-from bench.harness.report import parser
 from bench.harness.services import conf_pairs, kafka_and_redis, redis_client, with_services
 from bench.harness.topics import PARTITIONS, create_topic, fill
 from sqe.clients.redis_endpoint import RedisEndpoint
@@ -187,10 +185,7 @@ def _check(url: str, want: dict[str, dict[str, str]], variant: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = parser(__doc__)
-    cycle_options(ap, records=1000, batches=8, repeat=2)
-    a = ap.parse_args(argv)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    a = cycle_args(__doc__, argv, records=1000, batches=8, repeat=2)
     total = a.records * (a.batches + 1)
     want = expected(total)
 

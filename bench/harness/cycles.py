@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 from collections.abc import Callable, Sequence
@@ -17,18 +18,23 @@ from datetime import datetime
 from typing import Any
 
 from bench.harness import BenchError, rotate
-from bench.harness.report import service_options
+from bench.harness.report import parser, service_options
 from bench.harness.services import flush
 
 
-def cycle_options(ap: argparse.ArgumentParser, records: int, batches: int, repeat: int) -> None:
-    """``--records`` (a batch's cap), ``--batches`` (after the first), ``--repeat``, the
-    services (``--brokers``, ``--redis``) and ``--json``."""
+def cycle_args(doc: str, argv: list[str] | None, records: int, batches: int, repeat: int
+               ) -> argparse.Namespace:
+    """The command line of a benchmark of batch cycles (its usage in ``doc``): ``--records``
+    (a batch's cap), ``--batches`` (after the first), ``--repeat``, the services
+    (``--brokers``, ``--redis``) and ``--json``; Spark's Python workers run this interpreter."""
+    ap = parser(doc)
     ap.add_argument("--records", type=int, default=records)
     ap.add_argument("--batches", type=int, default=batches)
     ap.add_argument("--repeat", type=int, default=repeat)
     service_options(ap)
     ap.add_argument("--json", action="store_true")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return ap.parse_args(argv)
 
 
 def local_spark(stack: ExitStack) -> Any:
