@@ -156,7 +156,7 @@ class Hop:
                                 StreamCheckpoint(spark, root, p.source.topic))
         if isinstance(found, str):
             return found
-        return f"{found.describe(p.source.topic)}; {found.commit().split(': ', 1)[1]}"
+        return f"{found.describe(p.source.topic)}; {found.commit()}"
 
     def sink_frame(self, rows: DataFrame) -> DataFrame:
         """``rows`` (the hop's records as the user's transform left them) as the ``sqe-hop``

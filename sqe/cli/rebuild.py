@@ -51,5 +51,5 @@ def rebuild(args: argparse.Namespace) -> int:
                      "above to the HWM store"):
         return 1
     for lost in todo:
-        print(lost.commit())
+        print(f"{lost.stores.consumer}: {lost.commit()}")
     return 0

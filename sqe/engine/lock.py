@@ -122,10 +122,12 @@ class CheckpointLock:
     def holder(self) -> str | None:
         """Who holds the checkpoint now, as a sentence, or None when nobody (still) does."""
         holder = self.held_by()
-        if holder is None:
-            return None
+        return None if holder is None else self._in_use(holder)
+
+    def _in_use(self, holder: dict[str, Any], why: str = "") -> str:
+        """The refusal naming ``holder``'s run (``why``: what this run saw of it)."""
         return (f"checkpoint {self.files.location} is in use by the run of PID "
-                f"{holder.get('pid')} on {holder.get('host')} since {holder.get('since')}; "
+                f"{holder.get('pid')} on {holder.get('host')} since {holder.get('since')}{why}; "
                 "one run at a time may use a checkpoint: stop that run first, or give this "
                 "one another --checkpoint")
 
@@ -148,11 +150,9 @@ class CheckpointLock:
         """The refusal for a holder whose heartbeat looked stale by this host's clock but
         beat while watched: the hosts' clocks differ."""
         behind = time.time() - float(holder.get("heartbeat", 0))
-        return (f"checkpoint {self.files.location} is in use by the run of PID "
-                f"{holder.get('pid')} on {holder.get('host')} since {holder.get('since')}: its "
-                f"heartbeat reads {behind:.0f} s behind this host's clock, but it beats, so "
-                "the two hosts' clocks differ (see that both follow NTP); stop that run first, "
-                "or give this one another --checkpoint")
+        return self._in_use(holder, f": its heartbeat reads {behind:.0f} s behind this host's "
+                            "clock, but it beats, so the two hosts' clocks differ (see that "
+                            "both follow NTP)")
 
     def _ours(self, holder: dict[str, Any] | None) -> bool:
         mine = (self.host, self.pid, self.since)

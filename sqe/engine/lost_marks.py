@@ -49,7 +49,8 @@ class LostMarks:
                 + (f" ({self.beyond} keys beyond maxAdvance moved none)" if self.beyond else ""))
 
     def commit(self) -> str:
-        """Commit the marks to the HWM store as the checkpoint's last batch; what was done."""
+        """Commit the marks to the HWM store as the checkpoint's last batch; what was done
+        (``committed batch N with M high-water mark(s)``)."""
         store = self.stores.hwm_store()
         assert store is not None  # a filtering stream's
         try:
@@ -57,8 +58,7 @@ class LostMarks:
                          checkpoint=self.checkpoint.location)
         finally:
             store.client.close()
-        return (f"{self.stores.consumer}: committed batch {self.batch} with "
-                f"{len(self.marks)} high-water mark(s)")
+        return f"committed batch {self.batch} with {len(self.marks)} high-water mark(s)"
 
 
 def find_lost_marks(stores: StreamStores, source: SourceConfig, checkpoint: StreamCheckpoint
