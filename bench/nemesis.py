@@ -198,7 +198,8 @@ def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[s
     exits: list[dict[str, Any]] = []
     progress: dict[str, list[float]] = {"enrich": [], "load": []}
     try:
-        world.start_chain(f"{seed}_{int(time.time())}", args.way)
+        world.start_chain(f"{seed}_{int(time.time())}", args.way,
+                          clocks=any(f.kind == "clock" for f in faults))
         producer = SteadyProducer(world.direct_brokers, world.events, args.rate, seconds)
         consumer = new_consumer(consumer_conf(world.direct_brokers, "nemesis-lag", quiet=True),
                                 "nemesis lag")

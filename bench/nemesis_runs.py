@@ -52,14 +52,9 @@ class Run(SqeProcess):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        #: its driver's clock (its Python process: SQE's side), which clock faults step;
-        #: None where it cannot be stepped (see :func:`clock_missing`)
+        #: its driver's clock (its Python process: SQE's side), which clock faults step; None
+        #: unless :meth:`steppable` (the driver then runs with libfaketime preloaded)
         self.clock: SteppedClock | None = None
-        if clock_missing() is None:
-            clocks = self.logs.parent / "clocks"
-            clocks.mkdir(parents=True, exist_ok=True)
-            self.clock = SteppedClock(clocks / self.name)
-            self.extra_env = self.clock.env(spark=True)
         self.rivals: list[tuple[subprocess.Popen[bytes], Path]] = []  # and their logs
         self.killed = False  # the nemesis ended it: its exit is no news
         self.failures, self.restart_at = 0, 0.0  # exits without a batch since; when to start
@@ -77,6 +72,13 @@ class Run(SqeProcess):
         for pid in self.pids():
             with suppress(ProcessLookupError):
                 os.kill(pid, number)
+
+    def steppable(self) -> None:
+        """Start its driver with a clock that clock faults step (see :func:`clock_missing`)."""
+        clocks = self.logs.parent / "clocks"
+        clocks.mkdir(parents=True, exist_ok=True)
+        self.clock = SteppedClock(clocks / self.name)
+        self.extra_env = self.clock.env(spark=True)
 
     def heal_command(self, said: str) -> list[str] | None:
         """The command that gives back what a refusal (``said``) found lost: the ``sqe hwm

@@ -140,9 +140,10 @@ class World:
     def proxy(self, store: str) -> FaultProxy:
         return self.redis.primary().proxy if store == "redis" else self.proxies[store]
 
-    def start_chain(self, tag: str, way: str = "topology") -> None:
+    def start_chain(self, tag: str, way: str = "topology", clocks: bool = False) -> None:
         """The chain's two runs, each a topology file run by ``sqe run`` (``way`` topology)
-        or the same hop in plain PySpark (:data:`~bench.nemesis_runs.HOP_WAYS`)."""
+        or the same hop in plain PySpark (:data:`~bench.nemesis_runs.HOP_WAYS`); ``clocks``:
+        their drivers' clocks steppable, for clock faults."""
         self.events = create_topic(self.direct_brokers, "nemesis-events")
         self.enriched = create_topic(self.direct_brokers, "nemesis-enriched")
         conf = [f"jw.sqe.spout.kafka.brokers={self.brokers}",
@@ -182,6 +183,8 @@ class World:
                 self.runs[step] = HopRun(step, name, path, topic, self.out, args, way,
                                          self.events, self.enriched,
                                          self.connect.url if self.connect else None)
+            if clocks:
+                self.runs[step].steppable()
             self.runs[step].start(time.monotonic())
 
     # -- the faults ------------------------------------------------------------------------
