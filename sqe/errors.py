@@ -45,6 +45,8 @@ __all__ = [
     "BadCount",
     "BadLength",
     "KeyMismatch",
+    "SchemaError",
+    "RegistryError",
 ]
 
 
@@ -217,3 +219,12 @@ class BadLength(ChunkError):
 
 class KeyMismatch(ChunkError):
     """The record's key does not name the chunk's last message (a broken writer)."""
+
+
+class SchemaError(SqeError, ValueError):
+    """A record schema (Avro, Protobuf) SQE cannot map to Spark columns, or cannot find."""
+
+
+class RegistryError(SqeError, RuntimeError):
+    """A Schema Registry that cannot be reached, or answers with an error other than a
+    schema it does not hold."""

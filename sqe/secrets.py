@@ -41,7 +41,7 @@ MASK = "***"
 
 #: Key names whose values are secret (librdkafka, Redis and SQE spellings).
 _SECRET_KEY = re.compile(
-    r"(?i)(password|passwd|secret|token|credential|jaas|private|key\.pem|"
+    r"(?i)(password|passwd|secret|token|credential|user\.info|jaas|private|key\.pem|"
     r"sasl\.oauthbearer\.config|ssl\.key\.|keystore|truststore\.password)")
 
 #: What Spark should redact in plans, the UI and event logs (``spark.redaction.regex`` and

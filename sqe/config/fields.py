@@ -5,6 +5,8 @@ What a stream's fields are, as the runner makes them:
 * a KAFKA stream with deserializer ``identity`` (or none): the record columns
   (:data:`~sqe.wire.columns.RECORD_COLUMNS`: ``_key``, ``_value``, ``_offset``, ...);
 * a FIXED stream: ``jw.sqe.spout.fixed.fields`` and the record columns;
+* a KAFKA stream with deserializer ``avro``: the fields of its reader schema
+  (:mod:`sqe.config.record_schemas`) and the record columns;
 * a KAFKA stream with deserializer ``json``: ``jw.sqe.spout.fields`` and the record
   columns when the fields are declared; unknown until run time otherwise (nothing is
   checked here; :func:`~sqe.lang.references.stream_references` says what its queries read);
@@ -26,8 +28,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 
+from sqe.config.record_schemas import RECORD_FORMATS, reader_schema
 from sqe.config.settings import unless_refused
 from sqe.config.views import StateSettings, StreamSettings
+from sqe.errors import RegistryError, SchemaError
 from sqe.lang.expressions import Sql, walk
 from sqe.lang.references import Reference, expression_references, query_references
 from sqe.lang.sql import SqlSyntaxError, position, sql_columns
@@ -64,6 +68,12 @@ def stream_fields(stream: CreateStream, s: StreamSettings) -> StreamFields | Non
             return None  # reported as a missing option
         return StreamFields(name, (*s.fixed_fields, *RECORD_COLUMNS),
                             "jw.sqe.spout.fixed.fields and the record columns")
+    if stream.deserializer in RECORD_FORMATS:
+        schema = reader_schema(stream.deserializer, stream.objectName, s,
+                               f"stream {stream.streamName}")
+        return StreamFields(name, (*schema.struct.fieldNames(), *RECORD_COLUMNS),
+                            f"the fields of {schema.origin.partition(': ')[2]} and the record "
+                            "columns")
     if stream.deserializer == "json":
         if s.declared_fields is None:
             return None
@@ -131,8 +141,11 @@ def field_problems(topology: Topology, streams: Mapping[str, StreamSettings],
             s = streams.get(command.streamName)
             known[command.streamName] = None  # unless known: fields of a refused option are not
             if s is not None:
-                known[command.streamName] = unless_refused(partial(stream_fields, command, s),
-                                                           None)
+                try:
+                    known[command.streamName] = unless_refused(
+                        partial(stream_fields, command, s), None)
+                except (SchemaError, RegistryError) as exc:
+                    problems.append(f"{where}: {exc}")
                 problems += unless_refused(partial(_declared_problem, command, s, where), [])
         elif isinstance(command, Query):
             stream = known.get(command.from_.objectName)

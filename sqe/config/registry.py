@@ -41,6 +41,36 @@ def _policy(name: str, text: str) -> Option:
                   choices=("fail", "deadletter"))
 
 
+def _schema_registry(prefix: str, what: str, scope: Scope) -> list[Option]:
+    """The Schema Registry client properties of ``what`` (confluent-kafka's own names)."""
+    docs = {
+        "url": f"The Schema Registry {what} uses (http:// or https://; several, comma-separated, "
+               "are tried in turn).",
+        "basic.auth.user.info": "user:password for the registry's HTTP basic auth; write "
+                                "${ENV_VAR} rather than the password itself.",
+        "basic.auth.credentials.source": "Where basic auth comes from: USER_INFO (the default "
+                                         "with basic.auth.user.info) or URL (user:password@ in "
+                                         "the url).",
+        "ssl.ca.location": "CA certificate file that signed the registry's TLS certificate.",
+        "ssl.certificate.location": "Client certificate file, for a registry that verifies "
+                                    "clients.",
+        "ssl.key.location": "Private key file of the client certificate.",
+        "ssl.key.password": "Password of the client certificate's private key.",
+        "timeout": "Seconds one registry request may take.",
+        "max.retries": "Times a failed registry request is sent again.",
+        "retries.wait.ms": "Milliseconds before the first retry of a registry request.",
+        "retries.max.wait.ms": "The longest wait between retries of a registry request.",
+    }
+    return [Option(f"{prefix}.{name}", "int" if name in _REGISTRY_INTS else "str", None, doc,
+                   scope=scope, secret=is_secret_key(name),
+                   minimum=0 if name in _REGISTRY_INTS else None)
+            for name, doc in docs.items()]
+
+
+_REGISTRY_INTS = ("timeout", "max.retries", "retries.wait.ms", "retries.max.wait.ms")
+SPOUT_REGISTRY = "jw.sqe.spout.schemaRegistry"
+
+
 def _redis_security(prefix: str, what: str, scope: Scope) -> list[Option]:
     """The credential and TLS options of one Redis connection (HWM store or Redis state)."""
     return [
@@ -191,6 +221,18 @@ _DECLARED = [
            "stream learns the types from its batches and is planned so once they are known.",
            scope="stream",
            check=check_declared_fields),
+    *_schema_registry(SPOUT_REGISTRY, "a stream with deserializer avro", "stream"),
+    Option("jw.sqe.spout.schema.file", "str", None,
+           "A local Avro schema file (.avsc): the reader schema of a stream with deserializer "
+           "avro.  With a Schema Registry, values are read with their writer's schema (by the "
+           "id in each value) and resolved to this one; without one, values are plain Avro "
+           "binary of this schema.", scope="stream"),
+    Option("jw.sqe.spout.schema.subject", "str", None,
+           "The registry subject whose schema is the reader schema (default <topic>-value, "
+           "the TopicNameStrategy).", scope="stream"),
+    Option("jw.sqe.spout.schema.version", "int", None,
+           "The subject's version to read as (default: its latest when the run starts).",
+           scope="stream", minimum=1),
     # -- FIXED streams (test and demo data declared in the file) ---------------------
     Option("jw.sqe.spout.fixed.fields", "list", None,
            "Field names of a FIXED stream.", scope="stream"),

@@ -131,6 +131,9 @@ class StreamSettings(_View):
     dead_letter_topic = OptionKey[str | None]("jw.sqe.spout.kafka.deadLetterTopic")
     declared_fields = OptionKey[dict[str, str | None] | None]("jw.sqe.spout.fields")
     fixed_fields = OptionKey[list[str] | None]("jw.sqe.spout.fixed.fields")
+    schema_file = OptionKey[str | None]("jw.sqe.spout.schema.file")
+    schema_subject = OptionKey[str | None]("jw.sqe.spout.schema.subject")
+    schema_version = OptionKey[int | None]("jw.sqe.spout.schema.version")
     fixed_rows = OptionKey[list[list[Any]] | None]("jw.sqe.spout.fixed.values")
 
     @property
@@ -152,6 +155,12 @@ class StreamSettings(_View):
     def consumer_properties(self) -> dict[str, str]:
         """The librdkafka properties of this stream's consumers."""
         return consumer_properties(self.settings)
+
+    @property
+    def schema_registry(self) -> dict[str, str]:
+        """The Schema Registry client properties given (none: no registry)."""
+        given = self.settings.properties("jw.sqe.spout.schemaRegistry.")
+        return {name: str(value) for name, value in sorted(given.items()) if value is not None}
 
     @property
     def post_filtering(self) -> bool:

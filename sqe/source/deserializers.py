@@ -19,7 +19,12 @@
   source read them already (``jsonFields``, :mod:`sqe.source.json_fields`), a record's
   fields are the source's and Spark parses only the values the source did not read.
 
-Both keep the source columns, so ``_key``, ``_offset`` etc. remain usable.
+* ``avro``: the source decoded each value against the stream's reader schema
+  (:mod:`sqe.source.values`); each field of the record becomes a column of the type the schema
+  gives it (a NULL value, a tombstone: NULL fields).  Values that do not decode never reach
+  Spark (the source applies ``badRecordPolicy`` to them).
+
+All keep the source columns, so ``_key``, ``_offset`` etc. remain usable.
 """
 
 from __future__ import annotations
@@ -30,8 +35,11 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
+from sqe.config.record_schemas import RECORD_FORMATS
 from sqe.source.json_fields import OK, PREFIX, arrow_fields, arrow_type, json_column, spark_type
+from sqe.source.values import VALUE
 from sqe.wire.columns import field_column
 
 #: Spark's setting: whether a JSON object may repeat a key (its last value is kept).
@@ -215,6 +223,25 @@ def summary_columns(kind: str | None, declared: Mapping[str, str | None] | None
     return [schema.alias(SCHEMA_COLUMN), F.count_if(undecodable).alias(BAD_COLUMN)]
 
 
+def _record_fields(frame: DataFrame, wanted: Iterable[str]) -> Deserialized:
+    """The fields of the records the source decoded (:data:`~sqe.source.values.VALUE`), each
+    a column; a field named like a source column is left to the column, as a JSON key is."""
+    struct = frame.schema[VALUE].dataType
+    assert isinstance(struct, StructType)
+    taken = {c.lower() for c in frame.columns}
+    columns, fields = [], []
+    for f in struct.fields:
+        if f.name.lower() in taken:
+            continue
+        columns.append(F.col(VALUE).getField(f.name).alias(f.name))
+        fields.append((f.name, f.dataType.simpleString()))
+        taken.add(f.name.lower())
+    missing = [name for name in dict.fromkeys(wanted) if name.lower() not in taken]
+    columns += [F.lit(None).cast("string").alias(name) for name in missing]
+    out = frame.select(*[frame[c] for c in frame.columns if c != VALUE], *columns)
+    return Deserialized(out, 0, tuple(missing), tuple(fields))
+
+
 def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
                 declared: Mapping[str, str | None] | None = None,
                 empty: bool = False, summary: Summary | None = None) -> Deserialized:
@@ -229,6 +256,8 @@ def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
     """
     if kind in (None, "identity"):
         return Deserialized(frame, 0)
+    if kind in RECORD_FORMATS:
+        return _record_fields(frame, wanted)
     if kind != "json":
         raise ValueError(f"unknown deserializer {kind!r}")
     in_source = arrow_fields(declared)  # the fields the runner has the source read

@@ -49,10 +49,11 @@ from typing import Any
 from pyspark.sql.datasource import InputPartition
 
 from sqe.clients.kafka import consumer_conf, new_consumer
+from sqe.config.record_schemas import RECORD_FORMATS, ReaderSchema, reader_schema
 from sqe.config.registry import REGISTRY
 from sqe.config.settings import Settings
 from sqe.config.views import StreamSettings
-from sqe.errors import OptionError, SourceError, TopologyError
+from sqe.errors import OptionError, SchemaError, SourceError, TopologyError
 from sqe.lang.post_filter import Node, compile_filter
 from sqe.source.json_fields import arrow_fields, fields_problem
 from sqe.wire.columns import RECORD_COLUMNS
@@ -67,16 +68,22 @@ OPTION_PREFIX = "jw.sqe.spout.kafka."
 _OWN = {"topic": "topic", "hwmconsumer": "hwmConsumer", "emittally": "emitTally",
         "reportread": "reportRead",
         "endingoffsets": "endingOffsets", "jsonfields": "jsonFields",
-        "producersahead": "producersAhead"}
+        "producersahead": "producersAhead", "valueformat": "valueFormat",
+        "valueschema": "valueSchema"}
+
+#: The prefix of the record schema options (``schema.*``, ``schemaRegistry.*``).
+SCHEMA_PREFIX = "jw.sqe.spout.schema"
 
 #: Registry keys a reader option may name, by lower-case spelling (Spark lower-cases keys).
-_STREAM_KEYS = {key.lower(): key for key in REGISTRY if key.startswith(OPTION_PREFIX)}
+_STREAM_KEYS = {key.lower(): key for key in REGISTRY
+                if key.startswith((OPTION_PREFIX, SCHEMA_PREFIX))}
 
 
 def _option_key(name: str) -> str:
     """The ``jw.sqe.*`` key of a reader option (with or without the prefix, any case)."""
     lowered = name.lower()
-    full = lowered if lowered.startswith("jw.sqe.") else OPTION_PREFIX + lowered
+    full = (lowered if lowered.startswith("jw.sqe.") else "jw.sqe.spout." + lowered
+            if lowered.startswith("schema") else OPTION_PREFIX + lowered)
     return _STREAM_KEYS.get(full, full)  # else a consumer.<property>, or unknown: lookup says
 
 
@@ -146,6 +153,29 @@ def _producers(topic: str, text: Any) -> dict[str, dict[str, Any]]:
     return given
 
 
+def _value_format(topic: str, stream: StreamSettings, options: Mapping[str, Any]
+                  ) -> ReaderSchema | None:
+    """The checked ``valueFormat`` and its reader schema: ``valueSchema``'s text, else the
+    stream's schema file or registry subject (:func:`~sqe.config.record_schemas.reader_schema`)."""
+    kind = str(options.get("valueformat") or "").strip().lower()
+    if not kind:
+        return None
+    if kind not in RECORD_FORMATS:
+        raise SourceError(f"sqe-kafka {topic}: valueFormat must be one of "
+                          f"{', '.join(RECORD_FORMATS)}, got {kind!r}")
+    where = f"sqe-kafka {topic}"
+    try:
+        text = str(options.get("valueschema") or "").strip()
+        if not text:
+            return reader_schema(kind, topic, stream, where)
+        schema = ReaderSchema(kind, text, f"{where}: valueSchema",
+                              tuple(sorted(stream.schema_registry.items())))
+        _ = schema.struct
+        return schema
+    except SchemaError as exc:
+        raise SourceError(str(exc)) from None
+
+
 @dataclass(frozen=True)
 class SourceConfig:
     """The validated options of one ``sqe-kafka`` source (see the module docstring)."""
@@ -162,6 +192,9 @@ class SourceConfig:
     producers_ahead: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False)
     #: reportRead: each task reports what it read (:mod:`sqe.source.read_report`)
     report_read: bool = False
+    #: valueFormat (and valueSchema): the values are records of this reader schema, decoded in
+    #: the reader (:mod:`sqe.source.values`)
+    value_format: ReaderSchema | None = None
 
     def __post_init__(self) -> None:
         if self.stream.filter_replays and not self.hwm_consumer:
@@ -174,6 +207,10 @@ class SourceConfig:
                 raise SourceError(f"sqe-kafka {self.topic}: {name} deadletter needs the "
                                   "option deadLetterTopic")
         _ = self.post_filter  # a bad post-filter fails here, not on an executor
+        if self.value_format is not None and self.stream.chunks:
+            raise SourceError(f"sqe-kafka {self.topic}: valueFormat {self.value_format.kind} "
+                              "reads plain records; chunks (jw.sqe.spout.kafka.chunks) hold "
+                              "SQE's own messages")
 
     @property
     def offsets_topic(self) -> str | None:
@@ -207,7 +244,7 @@ class SourceConfig:
         return cls(topic, stream, consumer, _flag(lowered, "emittally"), ending,
                    _json_fields(topic, lowered.get("jsonfields")),
                    _producers(topic, lowered.get("producersahead")),
-                   _flag(lowered, "reportread"))
+                   _flag(lowered, "reportread"), _value_format(topic, stream, lowered))
 
     def to_options(self) -> dict[str, str]:
         """The reader options that rebuild this config (what the runner passes to Spark)."""
@@ -221,10 +258,13 @@ class SourceConfig:
             out["endingOffsets"] = self.ending
         if self.json_fields:
             out["jsonFields"] = json.dumps(dict(self.json_fields))
+        if self.value_format is not None:
+            out["valueFormat"] = self.value_format.kind
+            out["valueSchema"] = self.value_format.text
         if self.producers_ahead:
             out["producersAhead"] = json.dumps(self.producers_ahead, sort_keys=True, default=str)
         out.update({key: s.text(key) for key in sorted(s.explicit())
-                    if key.startswith(OPTION_PREFIX)})
+                    if key.startswith((OPTION_PREFIX, SCHEMA_PREFIX))})
         return out
 
     @cached_property

@@ -35,6 +35,7 @@ from sqe.source.dead_letters import DeadLetters
 from sqe.source.kafka.config import RangePartition, SourceConfig
 from sqe.source.marks import TaskMarks
 from sqe.source.replay import beyond_bound, filter_replays_decoded, judgeable
+from sqe.source.values import decoder, with_value
 from sqe.wire.arrays import binaries, booleans, from_numpy, repeated, scalar, strings, to_numpy
 from sqe.wire.chunk.arrow import decode_chunks, read_headers
 from sqe.wire.chunk.bloom import probe_headers
@@ -146,7 +147,31 @@ def _plain_rows(cfg: SourceConfig, part: RangePartition, rec: Records, marks: Ta
         passed = _post_mask(batch, cfg)
         tally.messages_filtered += int((keep & ~passed).sum())
         keep &= passed
+    if cfg.value_format is not None:
+        return _decoded(cfg, part, rec, batch, keep, dead, tally)
     return batch if keep.all() else batch.filter(booleans(keep))
+
+
+def _decoded(cfg: SourceConfig, part: RangePartition, rec: Records, batch: pa.RecordBatch,
+             keep: np.ndarray, dead: DeadLetters | None, tally: Tally) -> pa.RecordBatch:
+    """The kept rows of ``batch`` with their values decoded (:data:`~sqe.source.values.VALUE`);
+    a value that does not decode is a bad record (the stream's ``badRecordPolicy``)."""
+    assert cfg.value_format is not None
+    kept = np.flatnonzero(keep)
+    values = batch.column("_value")
+    if len(kept) < len(keep):
+        values = values.take(from_numpy(kept))
+    decoded = decoder(cfg.value_format).decode(values)
+    out = decoded.values
+    if decoded.bad:
+        rejected = {int(kept[i]): reason for i, reason in decoded.bad.items()}
+        _reject(cfg, part, rec, rejected, "bad", dead, tally)
+        good = np.ones(len(kept), dtype=bool)
+        good[list(decoded.bad)] = False
+        keep[list(rejected)] = False
+        out = out.filter(booleans(good))
+    rows = batch if keep.all() else batch.filter(booleans(keep))
+    return with_value(rows, cfg.value_format, out)
 
 
 def _header_values(part: RangePartition, rec: Records) -> pa.Array:

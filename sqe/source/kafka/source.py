@@ -70,6 +70,7 @@ from sqe.source.kafka.reader_pool import READERS
 from sqe.source.kafka.rows import Records, to_rows
 from sqe.source.marks import TaskMarks
 from sqe.source.read_report import RangeRead
+from sqe.source.values import schema_with_value, with_value
 from sqe.wire.columns import SCHEMA, Tally
 from sqe.wire.headers import FILTER_HEADER
 
@@ -288,13 +289,14 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
                 if batch.num_rows:
                     if reported is not None:
                         reported.saw(batch)
-                    yield with_fields(batch, cfg.json_fields)
+                    yield with_fields(batch, cfg.json_fields)  # (its value decoded by to_rows)
         if dead is not None:
             dead.finish()
         if reported is not None and marks is not None:
             reported.write(marks, tally)
         if cfg.emit_tally and tally:
-            yield with_fields(tally.row(part.topic, part.partition), cfg.json_fields)
+            yield with_fields(with_value(tally.row(part.topic, part.partition),
+                                         cfg.value_format), cfg.json_fields)
         READERS.give_back(cfg, consumer)
         consumer = None
     finally:
@@ -367,7 +369,8 @@ class KafkaSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> StructType:
-        return schema_with(SCHEMA, SourceConfig.from_options(self.options).json_fields)
+        cfg = SourceConfig.from_options(self.options)
+        return schema_with(schema_with_value(SCHEMA, cfg.value_format), cfg.json_fields)
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
         quiet_hang_up()  # in Spark's planning process: a stopped query prints no traceback

@@ -1,0 +1,81 @@
+"""The reader schema of a stream whose values are records (``deserializer: avro``).
+
+It comes from the stream's local schema file (``jw.sqe.spout.schema.file``), or else from the
+Schema Registry (``jw.sqe.spout.schemaRegistry.url``): the subject ``<topic>-value`` (the
+TopicNameStrategy; ``jw.sqe.spout.schema.subject`` names another) at its latest version when
+the run starts (``jw.sqe.spout.schema.version`` pins one).  Its fields are the stream's fields,
+each of the Spark type :func:`sqe.wire.avro.spark_type` gives it; each value is read with its
+writer's schema and resolved to this one, so the queries see one set of columns however the
+topic's schema evolves.
+
+    >>> s = ReaderSchema("avro", '{"type": "record", "name": "E", '
+    ...                  '"fields": [{"name": "id", "type": "string"}]}', "a file")
+    >>> s.struct.fieldNames()
+    ['id']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from pyspark.sql.types import StructType
+
+from sqe.clients.schema_registry import registry
+from sqe.config.views import StreamSettings
+from sqe.errors import SchemaError
+from sqe.wire.avro import spark_type
+
+__all__ = ["RECORD_FORMATS", "ReaderSchema", "reader_schema"]
+
+#: The deserializers whose values are records of a schema.
+RECORD_FORMATS = ("avro",)
+
+
+@dataclass(frozen=True)
+class ReaderSchema:
+    """A stream's reader schema: its format, text and where it came from; ``registry``: the
+    Schema Registry client properties its values' writer schemas are looked up with (empty:
+    the values are plain Avro binary of this schema)."""
+
+    kind: str
+    text: str
+    origin: str
+    registry: tuple[tuple[str, str], ...] = field(default=(), compare=True)
+
+    @cached_property
+    def struct(self) -> StructType:
+        """The stream's fields as one Spark struct (a schema Spark cannot hold is refused)."""
+        return spark_type(self.text, self.origin)
+
+
+def reader_schema(kind: str, topic: str, s: StreamSettings, where: str) -> ReaderSchema:
+    """The reader schema of a stream of topic ``topic`` with deserializer ``kind``; ``where``
+    (file and command) starts a problem's sentence."""
+    conf = s.schema_registry
+    found = tuple(sorted(conf.items()))
+    if s.schema_file:
+        path = Path(s.schema_file).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SchemaError(f"{where}: jw.sqe.spout.schema.file {path} cannot be read "
+                              f"({exc.strerror or exc})") from None
+        schema = ReaderSchema(kind, text, f"{where}: the schema file {path}", found)
+    elif conf.get("url"):
+        subject = s.schema_subject or f"{topic}-value"
+        client = registry(conf)
+        sid, schema_type, text = client.version(subject, s.schema_version)
+        if schema_type.upper() != kind.upper():
+            raise SchemaError(f"{where}: subject {subject} of the Schema Registry at "
+                              f"{client.url} holds a {schema_type} schema, not {kind}")
+        which = "latest" if s.schema_version is None else f"version {s.schema_version}"
+        schema = ReaderSchema(kind, text, f"{where}: subject {subject} ({which}, schema id "
+                                          f"{sid})", found)
+    else:
+        raise SchemaError(f"{where}: deserializer {kind} needs a reader schema: set "
+                          "jw.sqe.spout.schemaRegistry.url (a Schema Registry) or "
+                          "jw.sqe.spout.schema.file (a local .avsc file)")
+    _ = schema.struct  # a schema Spark has no columns for is refused here
+    return schema

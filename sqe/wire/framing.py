@@ -1,0 +1,94 @@
+"""The Confluent wire format of a record value: a magic byte 0, the schema's id in the
+registry as 4 bytes big-endian, then the encoded record (Avro binary, or a Protobuf message
+after its message indexes).
+
+:func:`frame` writes it.  :func:`headers` reads the header of a whole batch of values at
+once, from the Arrow array's buffers (no Python per value): each value's schema id, where its
+payload starts, and what is wrong with the values that are not framed so (:data:`PROBLEMS`);
+:func:`header_reference` is the same reading a value at a time, and
+``tests/wire/test_framing.py`` holds them equal.
+
+Example::
+
+    >>> from sqe.wire.arrays import binaries
+    >>> ids, problems = headers(binaries([frame(7, b"x"), b'{"a": 1}', b"{", None]))
+    >>> ids.tolist(), problems.tolist()
+    ([7, -1, -1, -1], [0, 1, 2, 3])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from sqe.wire.arrays import to_numpy
+
+__all__ = ["HEADER_BYTES", "MAGIC", "OK", "PROBLEMS", "frame", "header_reference", "headers",
+           "problem_text"]
+
+MAGIC = 0
+#: The magic byte and the schema id.
+HEADER_BYTES = 5
+
+#: A value's problem codes: framed, a wrong first byte, shorter than the header, NULL.
+OK, WRONG_MAGIC, SHORT, NULL = 0, 1, 2, 3
+PROBLEMS = {OK: "", WRONG_MAGIC: "wrong magic byte", SHORT: "shorter than the header",
+            NULL: "no value"}
+
+
+def frame(schema_id: int, payload: bytes) -> bytes:
+    """``payload`` in the wire format, as schema ``schema_id``'s."""
+    return bytes([MAGIC]) + int(schema_id).to_bytes(4, "big") + payload
+
+
+def problem_text(value: bytes, code: int) -> str:
+    """The sentence part that says why ``value`` is not framed (``code`` from :func:`headers`)."""
+    if code == WRONG_MAGIC:
+        return (f"the value is not in the Confluent wire format: its first byte is "
+                f"0x{value[0]:02x}, not the magic byte 0x00")
+    if code == SHORT:
+        return (f"the value is not in the Confluent wire format: {len(value)} "
+                f"byte{'' if len(value) == 1 else 's'}, shorter than its {HEADER_BYTES}-byte header")
+    return "the value is NULL"
+
+
+def header_reference(value: bytes | None) -> tuple[int, int]:
+    """``(schema id, problem code)`` of one value (id -1 unless it is framed)."""
+    if value is None:
+        return -1, NULL
+    if len(value) < HEADER_BYTES:
+        return -1, SHORT
+    if value[0] != MAGIC:
+        return -1, WRONG_MAGIC
+    return int.from_bytes(value[1:HEADER_BYTES], "big"), OK
+
+
+def headers(values: pa.Array) -> np.ndarray:
+    """``[ids, problems]`` (two int64 rows) of a binary array's values: each value's schema
+    id (-1 unless framed) and its problem code (:data:`OK` when framed)."""
+    n = len(values)
+    out = np.full((2, n), -1, dtype=np.int64)
+    if n == 0:
+        return out
+    _, offsets_buf, data_buf = values.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int32 if values.type == pa.binary()
+                            else np.int64)[values.offset:values.offset + n + 1]
+    data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None
+            else np.zeros(0, dtype=np.uint8))
+    starts = offsets[:-1].astype(np.int64)
+    lengths = np.diff(offsets).astype(np.int64)
+    valid = (np.ones(n, dtype=bool) if values.null_count == 0
+             else ~to_numpy(values.is_null()).astype(bool))
+    long_enough = valid & (lengths >= HEADER_BYTES)
+    at = starts[long_enough]
+    magic = np.full(n, -1, dtype=np.int64)
+    magic[long_enough] = data[at]
+    framed = long_enough & (magic == MAGIC)
+    ids = np.zeros(int(framed.sum()), dtype=np.int64)
+    at = starts[framed]
+    for shift, k in ((24, 1), (16, 2), (8, 3), (0, 4)):
+        ids |= data[at + k].astype(np.int64) << shift
+    out[0, framed] = ids
+    out[1] = np.where(~valid, NULL, np.where(~long_enough, SHORT,
+                                             np.where(framed, OK, WRONG_MAGIC)))
+    return out

@@ -1,0 +1,149 @@
+"""Avro streams through sqe run, against the real broker, Redis and a Schema Registry speaking
+the registry's REST API (:mod:`tests.support.schema_registry`): every field a column, a schema
+that evolves mid-stream read on without a restart, and each kind of poison record failing the
+batch in one sentence or going to the dead-letter topic with its reason, every good record
+written exactly once.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import fastavro
+import pytest
+import yaml
+
+from sqe.clients.kafka import read_all
+from sqe.config.plan import plan_topology
+from sqe.engine.runner import run_topology
+from sqe.errors import SqeError
+from sqe.lang.topology import load_topology
+from sqe.wire.framing import frame
+from sqe.wire.headers import DEAD_LETTER_REASON, DEAD_LETTER_SOURCE
+from sqe.wire.keys import StreamMetadata
+from tests.support.kafka_io import produce, read_topic
+from tests.support.schema_registry import SchemaRegistry
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
+
+PID = 31
+
+V1 = {"type": "record", "name": "Click", "namespace": "ads", "fields": [
+    {"name": "id", "type": "string"},
+    {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9,
+                                "scale": 2}},
+    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["VIEW", "CLICK"]}},
+    {"name": "geo", "type": ["null", {"type": "record", "name": "Geo", "fields": [
+        {"name": "country", "type": "string"}]}], "default": None},
+    {"name": "legacy", "type": "string", "default": "old"},
+]}
+#: V1 with a field added (with a default) and one removed: the reader (V1) reads both
+V2 = {**V1, "fields": [f for f in V1["fields"] if f["name"] != "legacy"]
+      + [{"name": "campaign", "type": "string", "default": "none"}]}
+
+
+def _avro(schema: dict, record: dict) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+    return out.getvalue()
+
+
+def _click(o: int, schema: dict) -> dict:
+    from datetime import datetime, timezone
+    from decimal import Decimal
+    record = {"id": f"c{o}", "amount": Decimal(o) / 100, "kind": "CLICK" if o % 2 else "VIEW",
+              "at": datetime(2026, 11, 29, tzinfo=timezone.utc),
+              "geo": {"country": "NL"} if o % 3 else None}
+    if schema is V1:
+        record["legacy"] = "was"
+    else:
+        record["campaign"] = "winter"
+    return record
+
+
+def _write(tmp_path: Path, source: str, dest: str) -> Path:
+    commands = [
+        {"CreateStream": {"streamName": "Clicks", "objectName": source, "spoutName": "KAFKA",
+                          "deserializer": "avro",
+                          "options": {"jw.sqe.spout.kafka.filterReplays": True}}},
+        {"Query": {"insertInto": {"objectName": dest, "stateName": "KAFKA",
+                                  "fields": ["id", "amount", "kind", "country", "legacy"],
+                                  "options": {"jw.sqe.state.kafka.keytype": "StreamMetadata"}},
+                   "select": {"expressions": [
+                       "id", {"sql": "CAST(amount AS STRING)"}, "kind",
+                       {"sql": "coalesce(geo.country, '-')"}, "legacy"]},
+                   "from": {"objectName": "Clicks"},
+                   "where": {"sql": "at >= TIMESTAMP '2026-01-01 00:00:00'"}}},
+    ]
+    path = tmp_path / "topology.yaml"
+    path.write_text(yaml.safe_dump(commands, sort_keys=False))
+    return path
+
+
+def _run(spark, path: Path, tmp_path: Path, kafka: str, redis_url: str, registry: str,
+         version: int | None = 1, **conf):
+    plan = plan_topology(load_topology(path), conf={
+        "jw.sqe.spout.kafka.brokers": kafka, "jw.sqe.state.kafka.brokers": kafka,
+        "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url,
+        "jw.sqe.spout.schemaRegistry.url": registry,
+        **({"jw.sqe.spout.schema.version": version} if version else {}), **conf})
+    return run_topology(plan, spark, "avro", tmp_path / "ck", "once")
+
+
+def test_an_evolving_schema_and_each_poison_record(spark, kafka_bootstrap, kafka_topic,
+                                                   redis_url, tmp_path):
+    source, dest = kafka_topic(1, "clicks"), kafka_topic(1, "out")
+    with SchemaRegistry() as registry:
+        v1 = registry.register(f"{source}-value", json.dumps(V1))
+        path = _write(tmp_path, source, dest)
+        key = lambda o: StreamMetadata(PID, 0, o).to_bytes()  # noqa: E731
+        produce(kafka_bootstrap, source,
+                [(key(o), frame(v1, _avro(V1, _click(o, V1))), 0) for o in range(50)])
+        (first,) = _run(spark, path, tmp_path, kafka_bootstrap, redis_url, registry.url)
+        assert sum(first.written.values()) == 50, first.written
+        # the topic's schema evolves: a run reading as the subject's latest (V2) is refused,
+        # since a query reads a field V2 removed; one pinned to version 1 reads V2's records
+        v2 = registry.register(f"{source}-value", json.dumps(V2))
+        with pytest.raises(SqeError, match="no field legacy in stream Clicks; it has the fields "
+                                           r"of subject .* \(latest, schema id 2\)"):
+            _run(spark, path, tmp_path, kafka_bootstrap, redis_url, registry.url, None)
+        poison = {60: frame(v1, b"\x02"),              # bytes that are not V1's
+                  61: b'{"id": "json"}',               # not the wire format
+                  62: frame(v2 + 40, b"\x00"),         # an id the registry does not hold
+                  63: b"\x00\x00"}                     # shorter than the header
+        produce(kafka_bootstrap, source, [
+            (key(o), poison.get(o, frame(v2, _avro(V2, _click(o, V2)))), 0)
+            for o in range(50, 100)])
+        with pytest.raises(SqeError) as failed:
+            _run(spark, path, tmp_path, kafka_bootstrap, redis_url, registry.url)
+        text = str(failed.value)
+        assert f"bad record at {source}/0 offset 60" in text, text
+        assert "badRecordPolicy: deadletter" in text and "\n" not in text.strip(), text
+        dead = f"{source}-dead"
+        conf = {"jw.sqe.spout.kafka.badRecordPolicy": "deadletter",
+                "jw.sqe.spout.kafka.deadLetterTopic": dead}
+        (second,) = _run(spark, path, tmp_path, kafka_bootstrap, redis_url, registry.url, **conf)
+        assert second.source.dead_letters == 4
+        assert _run(spark, path, tmp_path, kafka_bootstrap, redis_url, registry.url,
+                    **conf) == []
+    letters = {dict(m.headers())[DEAD_LETTER_SOURCE].decode(): m for m in read_all(kafka_bootstrap,
+                                                                                  dead)}
+    reasons = {where: dict(m.headers())[DEAD_LETTER_REASON].decode()
+               for where, m in letters.items()}
+    assert set(reasons) == {f"{source}/0/{o}" for o in poison}
+    assert "does not decode as Avro" in reasons[f"{source}/0/60"]
+    assert "first byte is 0x7b, not the magic byte 0x00" in reasons[f"{source}/0/61"]
+    assert f"schema id {v2 + 40} is not in the schema registry" in reasons[f"{source}/0/62"]
+    assert "shorter than its 5-byte header" in reasons[f"{source}/0/63"]
+    assert all(letters[f"{source}/0/{o}"].value() == v for o, v in poison.items())
+    rows = [r.value.decode() for r in read_topic(kafka_bootstrap, dest)]
+    assert len(rows) == 96 and len(set(rows)) == 96  # each good record once
+    by_id = {json.loads(r)["id"]: json.loads(r) for r in rows} if rows[0].startswith("{") else None
+    assert by_id is not None, rows[:2]
+    assert by_id["c7"] == {"id": "c7", "amount": "0.07", "kind": "CLICK", "country": "NL",
+                           "legacy": "was"}
+    assert by_id["c99"] == {"id": "c99", "amount": "0.99", "kind": "CLICK", "country": "-",
+                            "legacy": "old"}  # written by V2, which has no legacy: its default
