@@ -69,6 +69,7 @@ def _schema_registry(prefix: str, what: str, scope: Scope) -> list[Option]:
 
 _REGISTRY_INTS = ("timeout", "max.retries", "retries.wait.ms", "retries.max.wait.ms")
 SPOUT_REGISTRY = "jw.sqe.spout.schemaRegistry"
+STATE_REGISTRY = "jw.sqe.state.kafka.schemaRegistry"
 
 
 def _redis_security(prefix: str, what: str, scope: Scope) -> list[Option]:
@@ -266,6 +267,26 @@ _DECLARED = [
     Option("jw.sqe.state.kafka.filterSizeBytes", "int", 16,
            "Bloom filter size of a chunk, 16..255 bytes.", scope="state",
            check=check_bloom_size),
+    Option("jw.sqe.state.kafka.serializer", "choice", "json",
+           "Record values: json (the single field as it is, or a JSON object of the fields) or "
+           "avro (a record of the fields, in the Confluent wire format with its schema id when "
+           "a Schema Registry is set, plain Avro binary otherwise).", scope="state",
+           choices=("json", "avro")),
+    *_schema_registry(STATE_REGISTRY, "a Kafka state with serializer avro", "state"),
+    Option("jw.sqe.state.kafka.schema.file", "str", None,
+           "The writer schema (.avsc) of serializer avro; default: one derived from the query's "
+           "output types, as Spark's to_avro derives it (nullable fields as [\"null\", type] "
+           "with default null).", scope="state"),
+    Option("jw.sqe.state.kafka.schema.subjectStrategy", "choice", "topic",
+           "The subject the writer schema is registered under: topic (<topic>-value, "
+           "TopicNameStrategy), record (the record's full name, RecordNameStrategy) or "
+           "topicrecord (<topic>-<record full name>).", scope="state",
+           choices=("topic", "record", "topicrecord")),
+    Option("jw.sqe.state.kafka.schema.subject", "str", None,
+           "The subject to register under, instead of the strategy's.", scope="state"),
+    Option("jw.sqe.state.kafka.schema.recordName", "str", None,
+           "The derived writer schema's full name (namespace.Name; default sqe.<topic>).",
+           scope="state"),
     # -- Redis state ------------------------------------------------------------------
     Option("jw.sqe.state.redis.url", "str", None,
            "Redis URL of the Redis state (redis://, rediss://, unix:// or redis+sentinel://); "

@@ -61,6 +61,12 @@ class OptionKey(Generic[T]):
         return self.convert(value) if self.convert is not None else cast(T, value)
 
 
+def _registry(settings: Settings, prefix: str) -> dict[str, str]:
+    """The Schema Registry client properties given under ``prefix``, by property name."""
+    given = settings.properties(prefix)
+    return {name: str(value) for name, value in sorted(given.items()) if value is not None}
+
+
 def _tuple(value: list[str] | None) -> tuple[str, ...]:
     return tuple(value or ())
 
@@ -159,8 +165,7 @@ class StreamSettings(_View):
     @property
     def schema_registry(self) -> dict[str, str]:
         """The Schema Registry client properties given (none: no registry)."""
-        given = self.settings.properties("jw.sqe.spout.schemaRegistry.")
-        return {name: str(value) for name, value in sorted(given.items()) if value is not None}
+        return _registry(self.settings, "jw.sqe.spout.schemaRegistry.")
 
     @property
     def post_filtering(self) -> bool:
@@ -182,6 +187,17 @@ class KafkaStateSettings(_View):
     chunk_codec = OptionKey[Literal["none", "zstd", "lz4"]]("jw.sqe.state.kafka.chunk.compression")
     filter_value = OptionKey[Expression | None]("jw.sqe.state.kafka.filterValue")
     filter_size = OptionKey[int]("jw.sqe.state.kafka.filterSizeBytes")
+    serializer = OptionKey[Literal["json", "avro"]]("jw.sqe.state.kafka.serializer")
+    schema_file = OptionKey[str | None]("jw.sqe.state.kafka.schema.file")
+    subject_strategy = OptionKey[Literal["topic", "record", "topicrecord"]](
+        "jw.sqe.state.kafka.schema.subjectStrategy")
+    subject = OptionKey[str | None]("jw.sqe.state.kafka.schema.subject")
+    record_name = OptionKey[str | None]("jw.sqe.state.kafka.schema.recordName")
+
+    @property
+    def schema_registry(self) -> dict[str, str]:
+        """The Schema Registry client properties given (none: no registry)."""
+        return _registry(self.settings, "jw.sqe.state.kafka.schemaRegistry.")
 
     @property
     def bootstrap(self) -> str:

@@ -75,7 +75,7 @@ _DATA_ERRORS = (ValueError, EOFError, IndexError, KeyError, TypeError, OverflowE
                 UnicodeDecodeError, AttributeError)
 
 
-def _fastavro() -> Any:
+def fastavro_module() -> Any:
     try:
         import fastavro
     except ImportError:
@@ -220,7 +220,7 @@ def _as_base(s: Any) -> Any:
 
 def parse(text: str, what: str = "the Avro schema") -> Any:
     """Schema ``text`` parsed for fastavro's reader and writer (:data:`_AS_BASE` as base)."""
-    fastavro = _fastavro()
+    fastavro = fastavro_module()
     try:
         return fastavro.parse_schema(_as_base(_loads(text, what)))
     except (fastavro.schema.SchemaParseException, ValueError, TypeError, KeyError) as exc:
@@ -269,7 +269,7 @@ class AvroDecoder:
     def one(self, payload: memoryview, writer: Any, schema_id: int | None) -> Any:
         """One value's record, read with ``writer`` as the reader schema; a bad value raises
         :class:`SchemaError` with the reason."""
-        fastavro = _fastavro()
+        fastavro = fastavro_module()
         stream = io.BytesIO(payload)
         what = "the value" if schema_id is None else f"the value (schema id {schema_id})"
         try:
@@ -282,8 +282,8 @@ class AvroDecoder:
                               f"{type(exc).__name__}: {exc}") from None
         left = len(payload) - stream.tell()
         if left:
-            raise SchemaError(f"{what} does not decode as Avro: {left} bytes are left after "
-                              "the record")
+            raise SchemaError(f"{what} does not decode as Avro: {left} "
+                              f"{'byte is' if left == 1 else 'bytes are'} left after the record")
         return record
 
     def decode(self, values: pa.Array) -> Decoded:

@@ -147,3 +147,60 @@ def test_an_evolving_schema_and_each_poison_record(spark, kafka_bootstrap, kafka
                            "legacy": "was"}
     assert by_id["c99"] == {"id": "c99", "amount": "0.99", "kind": "CLICK", "country": "-",
                             "legacy": "old"}  # written by V2, which has no legacy: its default
+
+
+def test_a_hop_writes_avro_that_a_plain_consumer_and_the_next_hop_read(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    source, middle, dest = kafka_topic(1, "clicks"), kafka_topic(2, "mid"), kafka_topic(1, "out")
+    with SchemaRegistry() as registry:
+        v1 = registry.register(f"{source}-value", json.dumps(V1))
+        produce(kafka_bootstrap, source, [
+            (StreamMetadata(PID, 0, o).to_bytes(), frame(v1, _avro(V1, _click(o, V1))), 0)
+            for o in range(40)])
+        first = [
+            {"CreateStream": {"streamName": "Clicks", "objectName": source, "spoutName": "KAFKA",
+                              "deserializer": "avro",
+                              "options": {"jw.sqe.spout.kafka.filterReplays": True}}},
+            {"Query": {"insertInto": {"objectName": middle, "stateName": "KAFKA",
+                                      "fields": ["id", "amount", "at", "geo"],
+                                      "options": {
+                                          "jw.sqe.state.kafka.keytype": "StreamMetadata",
+                                          "jw.sqe.state.kafka.partitionClass":
+                                              "partitioners.SourcePartitionPartitioner",
+                                          "jw.sqe.state.kafka.serializer": "avro",
+                                          "jw.sqe.state.kafka.schemaRegistry.url": registry.url}},
+                       "select": {"expressions": ["id", "amount", "at", "geo"]},
+                       "from": {"objectName": "Clicks"}}}]
+        second = [
+            {"CreateStream": {"streamName": "Mid", "objectName": middle, "spoutName": "KAFKA",
+                              "deserializer": "avro",
+                              "options": {"jw.sqe.spout.kafka.filterReplays": True}}},
+            {"Query": {"insertInto": {"objectName": dest, "stateName": "KAFKA",
+                                      "fields": ["id", "country"],
+                                      "options": {"jw.sqe.state.kafka.keytype": "field"}},
+                       "select": {"expressions": ["id", {"sql": "geo.country"}]},
+                       "from": {"objectName": "Mid"}, "where": {"sql": "amount > 0.1"}}}]
+        for name, commands in (("first", first), ("second", second)):
+            path = tmp_path / f"{name}.yaml"
+            path.write_text(yaml.safe_dump(commands, sort_keys=False))
+            for _ in range(2):  # the second run finds nothing new
+                plan = plan_topology(load_topology(path), conf={
+                    "jw.sqe.spout.kafka.brokers": kafka_bootstrap,
+                    "jw.sqe.state.kafka.brokers": kafka_bootstrap,
+                    "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url,
+                    "jw.sqe.spout.schemaRegistry.url": registry.url})
+                run_topology(plan, spark, name, tmp_path / f"ck-{name}", "once")
+        assert f"{middle}-value" in registry.subjects
+        deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry.url}))
+        read = [deserializer(r.value, SerializationContext(middle, MessageField.VALUE))
+                for r in read_topic(kafka_bootstrap, middle)]
+    assert sorted(r["id"] for r in read) == sorted(f"c{o}" for o in range(40))
+    c4 = next(r for r in read if r["id"] == "c4")
+    assert str(c4["amount"]) == "0.04" and c4["geo"] == {"country": "NL"}
+    assert c4["at"].year == 2026
+    out = {r.key.decode(): r.value for r in read_topic(kafka_bootstrap, dest)}
+    assert out == {f"c{o}": (b"NL" if o % 3 else None) for o in range(11, 40)}

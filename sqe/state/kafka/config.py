@@ -31,6 +31,18 @@ class KafkaStateConfig:
     #: The partition count the partitioner spreads over (the layout's); None: the topic's
     #: count as each task finds it.
     partitions: int | None = None
+    #: Values as Avro records (:mod:`sqe.state.kafka.avro_values`), and how their schema is
+    #: found and registered: the registry's client properties, a schema file, the subject
+    #: strategy, a subject, a record name
+    serializer: str = "json"
+    registry: tuple[tuple[str, str], ...] = ()
+    schema_file: str | None = None
+    subject_strategy: str = "topic"
+    subject: str | None = None
+    record_name: str | None = None
+    #: The writer schema (its id, None without a registry, and its text), once the driver
+    #: derived or read it and registered it (:func:`sqe.state.kafka.avro_values.with_writer`)
+    writer: tuple[int | None, str] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "keytype", self.keytype.lower())
@@ -43,7 +55,15 @@ class KafkaStateConfig:
                    fields=target.fields, partitioner=s.partitioner,
                    extra=tuple(sorted(s.producer_properties.items())), chunking=s.chunking,
                    chunk_messages=s.chunk_messages, chunk_bytes=s.chunk_bytes,
-                   chunk_codec=s.chunk_codec, filter_size=s.filter_size)
+                   chunk_codec=s.chunk_codec, filter_size=s.filter_size,
+                   serializer=s.serializer, registry=tuple(s.schema_registry.items()),
+                   schema_file=s.schema_file, subject_strategy=s.subject_strategy,
+                   subject=s.subject, record_name=s.record_name)
+
+    @property
+    def value_fields(self) -> tuple[str, ...]:
+        """The fields a value holds (keytype field: all but the first, the key)."""
+        return self.fields[1:] if self.keytype == "field" else self.fields
 
     @property
     def role(self) -> str:

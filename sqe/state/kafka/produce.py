@@ -22,6 +22,7 @@ from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.faults import armed, fault_point
 from sqe.partitioners import resolve
+from sqe.state.kafka.avro_values import encoder
 from sqe.wire.arrays import binaries, counts_batch, to_numpy
 from sqe.wire.chunk.pack import encode_chunks
 from sqe.wire.columns import CARRIED
@@ -46,6 +47,14 @@ def _keys(batch: pa.RecordBatch, keytype: str) -> pa.Array:
     return batch.column("_k")
 
 
+def _values(batch: pa.RecordBatch, cfg: KafkaStateConfig) -> pa.Array:
+    """The values of the batch's rows: ``_v`` as it is, or its rows as Avro records."""
+    values = batch.column("_v")
+    if cfg.serializer != "avro":
+        return values
+    return encoder(cfg, values.type).encode(values)
+
+
 def records(batches: Iterator[pa.RecordBatch], cfg: KafkaStateConfig
              ) -> Iterator[tuple[pa.Array, list, list | None]]:
     """Groups of (keys, values, filter values or None) to produce, from the task's rows.
@@ -56,7 +65,7 @@ def records(batches: Iterator[pa.RecordBatch], cfg: KafkaStateConfig
     if not cfg.chunking:
         for batch in batches:
             fvs = batch.column("_fv").to_pylist() if "_fv" in batch.schema.names else None
-            yield _keys(batch, cfg.keytype), batch.column("_v").to_pylist(), fvs
+            yield _keys(batch, cfg.keytype), _values(batch, cfg).to_pylist(), fvs
         return
     table = pa.Table.from_batches(list(batches))
     if table.num_rows == 0:
@@ -65,7 +74,8 @@ def records(batches: Iterator[pa.RecordBatch], cfg: KafkaStateConfig
     pid, part, off = (to_numpy(table.column(c)) for c in CARRIED)
     fv = (table.column("_fv").chunk(0) if "_fv" in table.column_names
           else pa.nulls(table.num_rows, pa.string()))
-    chunks = encode_chunks(pid, part, off, fv, table.column("_v").chunk(0), cfg.chunk_messages,
+    values = table.to_batches()[0]
+    chunks = encode_chunks(pid, part, off, fv, _values(values, cfg), cfg.chunk_messages,
                            cfg.chunk_bytes, cfg.filter_size, cfg.chunk_codec)
     yield binaries([c.key for c in chunks]), [c.data for c in chunks], None
 

@@ -19,9 +19,10 @@ Keys (``jw.sqe.state.kafka.keytype``):
   big-endian: a stable hash, the same on every machine and run.
 * ``field``: the first field is the key and the second the value (as SQE).
 
-Values: the single field when ``fields`` has one entry (bytes as they are,
-strings as UTF-8, anything else as its string form), else a JSON object of
-the fields.
+Values (``jw.sqe.state.kafka.serializer``): ``json``, the single field when ``fields`` has
+one entry (bytes as they are, strings as UTF-8, anything else as its string form), else a
+JSON object of the fields; ``avro``, a record of the fields in the Confluent wire format
+(:mod:`sqe.state.kafka.avro_values`).
 
 Filter values and chunks: ``filterValue`` computes each message's filter value
 (an SQE expression over the query's fields, compiled by the runner into the
@@ -62,6 +63,7 @@ from sqe.config.client_properties import property_problems
 from sqe.errors import StateError
 from sqe.lang.expressions import Expression
 from sqe.ledger.hwm import HwmStore
+from sqe.state.kafka.avro_values import with_writer
 from sqe.state.kafka.config import KafkaStateConfig
 from sqe.state.kafka.layout import KafkaLayout, canonical_partitioner, grown_topic
 from sqe.state.kafka.produce import producer_task
@@ -144,11 +146,13 @@ class KafkaSink(Sink):
         return {FILTER_VALUE_COLUMN: (fv, "jw.sqe.state.kafka.filterValue")}
 
     def write(self, frame: DataFrame) -> int:
+        self.config = with_writer(self.config, frame)
         return self._sent(*_send(frame, self.config))
 
     def pass_columns(self, frame: DataFrame, hwm: HwmStore | None) -> list[Column]:
         """The record's key (or its hash), value and carried StreamMetadata, and the filter
         value (:func:`_prepare_columns`)."""
+        self.config = with_writer(self.config, frame)
         return _prepare_columns(frame, self.config)
 
     def pass_task(self, context: Mapping[str, Any]) -> RowTask:
@@ -188,7 +192,11 @@ def _prepare(df: DataFrame, cfg: KafkaStateConfig) -> DataFrame:
 
 def _prepare_columns(df: DataFrame, cfg: KafkaStateConfig) -> list[Column]:
     """The columns of :func:`_prepare` over ``df``'s fields."""
-    if cfg.keytype == "field":
+    if cfg.serializer == "avro":  # a record of the fields, encoded by the task
+        value = F.struct(*[field_column(f).alias(f) for f in cfg.value_fields])
+        key = (_as_bytes(df, cfg.fields[0]) if cfg.keytype == "field" else
+               F.xxhash64(value) if cfg.keytype == "messagehash" else F.lit(None).cast("binary"))
+    elif cfg.keytype == "field":
         key, value = _as_bytes(df, cfg.fields[0]), _as_bytes(df, cfg.fields[1])
     else:
         if len(cfg.fields) == 1:
