@@ -17,6 +17,7 @@ import difflib
 from dataclasses import replace
 
 from sqe.clients.redis_endpoint import check_url
+from sqe.config.format_options import SPOUT_FORMAT_OPTIONS, STATE_FORMAT_OPTIONS
 from sqe.config.option_checks import (
     check_bloom_size,
     check_brokers,
@@ -39,37 +40,6 @@ def _policy(name: str, text: str) -> Option:
     """A stream's choice between failing the batch and dead-lettering a record."""
     return Option(f"jw.sqe.spout.kafka.{name}", "choice", "fail", text, scope="stream",
                   choices=("fail", "deadletter"))
-
-
-def _schema_registry(prefix: str, what: str, scope: Scope) -> list[Option]:
-    """The Schema Registry client properties of ``what`` (confluent-kafka's own names)."""
-    docs = {
-        "url": f"The Schema Registry {what} uses (http:// or https://; several, comma-separated, "
-               "are tried in turn).",
-        "basic.auth.user.info": "user:password for the registry's HTTP basic auth; write "
-                                "${ENV_VAR} rather than the password itself.",
-        "basic.auth.credentials.source": "Where basic auth comes from: USER_INFO (the default "
-                                         "with basic.auth.user.info) or URL (user:password@ in "
-                                         "the url).",
-        "ssl.ca.location": "CA certificate file that signed the registry's TLS certificate.",
-        "ssl.certificate.location": "Client certificate file, for a registry that verifies "
-                                    "clients.",
-        "ssl.key.location": "Private key file of the client certificate.",
-        "ssl.key.password": "Password of the client certificate's private key.",
-        "timeout": "Seconds one registry request may take.",
-        "max.retries": "Times a failed registry request is sent again.",
-        "retries.wait.ms": "Milliseconds before the first retry of a registry request.",
-        "retries.max.wait.ms": "The longest wait between retries of a registry request.",
-    }
-    return [Option(f"{prefix}.{name}", "int" if name in _REGISTRY_INTS else "str", None, doc,
-                   scope=scope, secret=is_secret_key(name),
-                   minimum=0 if name in _REGISTRY_INTS else None)
-            for name, doc in docs.items()]
-
-
-_REGISTRY_INTS = ("timeout", "max.retries", "retries.wait.ms", "retries.max.wait.ms")
-SPOUT_REGISTRY = "jw.sqe.spout.schemaRegistry"
-STATE_REGISTRY = "jw.sqe.state.kafka.schemaRegistry"
 
 
 def _redis_security(prefix: str, what: str, scope: Scope) -> list[Option]:
@@ -222,18 +192,7 @@ _DECLARED = [
            "stream learns the types from its batches and is planned so once they are known.",
            scope="stream",
            check=check_declared_fields),
-    *_schema_registry(SPOUT_REGISTRY, "a stream with deserializer avro", "stream"),
-    Option("jw.sqe.spout.schema.file", "str", None,
-           "A local Avro schema file (.avsc): the reader schema of a stream with deserializer "
-           "avro.  With a Schema Registry, values are read with their writer's schema (by the "
-           "id in each value) and resolved to this one; without one, values are plain Avro "
-           "binary of this schema.", scope="stream"),
-    Option("jw.sqe.spout.schema.subject", "str", None,
-           "The registry subject whose schema is the reader schema (default <topic>-value, "
-           "the TopicNameStrategy).", scope="stream"),
-    Option("jw.sqe.spout.schema.version", "int", None,
-           "The subject's version to read as (default: its latest when the run starts).",
-           scope="stream", minimum=1),
+    *SPOUT_FORMAT_OPTIONS,
     # -- FIXED streams (test and demo data declared in the file) ---------------------
     Option("jw.sqe.spout.fixed.fields", "list", None,
            "Field names of a FIXED stream.", scope="stream"),
@@ -267,26 +226,7 @@ _DECLARED = [
     Option("jw.sqe.state.kafka.filterSizeBytes", "int", 16,
            "Bloom filter size of a chunk, 16..255 bytes.", scope="state",
            check=check_bloom_size),
-    Option("jw.sqe.state.kafka.serializer", "choice", "json",
-           "Record values: json (the single field as it is, or a JSON object of the fields) or "
-           "avro (a record of the fields, in the Confluent wire format with its schema id when "
-           "a Schema Registry is set, plain Avro binary otherwise).", scope="state",
-           choices=("json", "avro")),
-    *_schema_registry(STATE_REGISTRY, "a Kafka state with serializer avro", "state"),
-    Option("jw.sqe.state.kafka.schema.file", "str", None,
-           "The writer schema (.avsc) of serializer avro; default: one derived from the query's "
-           "output types, as Spark's to_avro derives it (nullable fields as [\"null\", type] "
-           "with default null).", scope="state"),
-    Option("jw.sqe.state.kafka.schema.subjectStrategy", "choice", "topic",
-           "The subject the writer schema is registered under: topic (<topic>-value, "
-           "TopicNameStrategy), record (the record's full name, RecordNameStrategy) or "
-           "topicrecord (<topic>-<record full name>).", scope="state",
-           choices=("topic", "record", "topicrecord")),
-    Option("jw.sqe.state.kafka.schema.subject", "str", None,
-           "The subject to register under, instead of the strategy's.", scope="state"),
-    Option("jw.sqe.state.kafka.schema.recordName", "str", None,
-           "The derived writer schema's full name (namespace.Name; default sqe.<topic>).",
-           scope="state"),
+    *STATE_FORMAT_OPTIONS,
     # -- Redis state ------------------------------------------------------------------
     Option("jw.sqe.state.redis.url", "str", None,
            "Redis URL of the Redis state (redis://, rediss://, unix:// or redis+sentinel://); "

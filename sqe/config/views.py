@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast, overload
 
 from sqe.clients.redis_endpoint import RedisEndpoint
+from sqe.clients.schema_registry import PROPERTIES
 from sqe.config.client_properties import consumer_properties, producer_properties
 from sqe.config.registry import REGISTRY
 from sqe.config.settings import Settings
@@ -61,10 +62,15 @@ class OptionKey(Generic[T]):
         return self.convert(value) if self.convert is not None else cast(T, value)
 
 
-def _registry(settings: Settings, prefix: str) -> dict[str, str]:
-    """The Schema Registry client properties given under ``prefix``, by property name."""
-    given = settings.properties(prefix)
-    return {name: str(value) for name, value in sorted(given.items()) if value is not None}
+def _registry_keys(prefix: str) -> tuple[OptionKey[Any], ...]:
+    """The keys of one Schema Registry client's properties (:data:`PROPERTIES`)."""
+    return tuple(OptionKey[Any](f"{prefix}.{name}") for name in PROPERTIES)
+
+
+def _registry(settings: Settings, keys: tuple[OptionKey[Any], ...]) -> dict[str, str]:
+    """The Schema Registry client properties of ``keys`` that are set, by property name."""
+    return {key.key.rsplit("schemaRegistry.", 1)[1]: str(settings[key.key]) for key in keys
+            if settings[key.key] is not None}
 
 
 def _tuple(value: list[str] | None) -> tuple[str, ...]:
@@ -138,6 +144,7 @@ class StreamSettings(_View):
     declared_fields = OptionKey[dict[str, str | None] | None]("jw.sqe.spout.fields")
     fixed_fields = OptionKey[list[str] | None]("jw.sqe.spout.fixed.fields")
     schema_file = OptionKey[str | None]("jw.sqe.spout.schema.file")
+    registry_keys = _registry_keys("jw.sqe.spout.schemaRegistry")
     schema_subject = OptionKey[str | None]("jw.sqe.spout.schema.subject")
     schema_version = OptionKey[int | None]("jw.sqe.spout.schema.version")
     fixed_rows = OptionKey[list[list[Any]] | None]("jw.sqe.spout.fixed.values")
@@ -165,7 +172,7 @@ class StreamSettings(_View):
     @property
     def schema_registry(self) -> dict[str, str]:
         """The Schema Registry client properties given (none: no registry)."""
-        return _registry(self.settings, "jw.sqe.spout.schemaRegistry.")
+        return _registry(self.settings, self.registry_keys)
 
     @property
     def post_filtering(self) -> bool:
@@ -188,6 +195,7 @@ class KafkaStateSettings(_View):
     filter_value = OptionKey[Expression | None]("jw.sqe.state.kafka.filterValue")
     filter_size = OptionKey[int]("jw.sqe.state.kafka.filterSizeBytes")
     serializer = OptionKey[Literal["json", "avro"]]("jw.sqe.state.kafka.serializer")
+    registry_keys = _registry_keys("jw.sqe.state.kafka.schemaRegistry")
     schema_file = OptionKey[str | None]("jw.sqe.state.kafka.schema.file")
     subject_strategy = OptionKey[Literal["topic", "record", "topicrecord"]](
         "jw.sqe.state.kafka.schema.subjectStrategy")
@@ -197,7 +205,7 @@ class KafkaStateSettings(_View):
     @property
     def schema_registry(self) -> dict[str, str]:
         """The Schema Registry client properties given (none: no registry)."""
-        return _registry(self.settings, "jw.sqe.state.kafka.schemaRegistry.")
+        return _registry(self.settings, self.registry_keys)
 
     @property
     def bootstrap(self) -> str:
