@@ -81,6 +81,23 @@ def binaries(values: Sequence[bytes | None], type: pa.DataType | None = None) ->
                                            pa.py_buffer(data)])
 
 
+def packed(data: bytes | memoryview, ends: Sequence[int], valid: np.ndarray | None = None
+           ) -> pa.Array:
+    """``pa.array(values, pa.binary())`` for values written one after the other into ``data``,
+    value ``i`` ending at ``ends[i]`` (NULL where ``valid`` is False: an empty value)."""
+    n = len(ends)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    offsets[1:] = ends
+    if n and offsets[-1] > _INT32_MAX:
+        starts = offsets[:-1].tolist()
+        raw = bytes(data)
+        return pa.array([raw[a:b] if valid is None or valid[i] else None
+                         for i, (a, b) in enumerate(zip(starts, ends, strict=True))], pa.binary())
+    return pa.Array.from_buffers(pa.binary(), n, [_bitmap(valid),
+                                                  pa.py_buffer(offsets.astype(np.int32)),
+                                                  pa.py_buffer(data)])
+
+
 def strings(values: Sequence[str | None]) -> pa.StringArray:
     """``pa.array(values, pa.string())``."""
     return binaries([None if v is None else v.encode("utf-8") for v in values], pa.string())

@@ -307,16 +307,34 @@ class AvroDecoder:
             groups = [(int(sid), self.writer(int(sid)), np.flatnonzero(framed & (ids == sid)))
                       for sid in np.unique(ids[framed]).tolist()]
             skip = HEADER_BYTES
+        stream = io.BytesIO(data)  # one copy of the batch's bytes, read at each value's start
+        read = fastavro_module().schemaless_reader
+        errors = (fastavro_module().read.SchemaResolutionError, *_DATA_ERRORS)
         for sid, writer, at in groups:
+            if isinstance(writer, str):
+                bad.update(dict.fromkeys(at.tolist(), writer))
+                continue
+            resolve = None if writer is self.reader else self.reader
             for i in at.tolist():
-                if isinstance(writer, str):
-                    bad[i] = writer
-                    continue
+                start, end = offsets[i] + skip, offsets[i + 1]
+                stream.seek(start)
                 try:
-                    records[i] = self.one(data[offsets[i] + skip:offsets[i + 1]], writer, sid)
-                except SchemaError as exc:
-                    bad[i] = str(exc)
+                    records[i] = read(stream, writer, resolve)
+                    if stream.tell() == end:
+                        continue
+                except errors:
+                    pass
+                records[i] = None  # the value alone says why (it may have read past its end)
+                bad[i] = self.why(data[start:end], writer, sid)
         return Decoded(pa.array(records, type=self.arrow), bad)
+
+    def why(self, payload: memoryview, writer: Any, schema_id: int | None) -> str:
+        """Why one value does not decode (:meth:`one`'s reason)."""
+        try:
+            self.one(payload, writer, schema_id)
+        except SchemaError as exc:
+            return str(exc)
+        return "the value does not decode as Avro"  # read alone, it does: not reached
 
 
 def _nulls(values: pa.Array) -> np.ndarray:

@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
@@ -49,7 +50,7 @@ from pyspark.sql.types import (
 )
 
 from sqe.errors import SchemaError
-from sqe.wire.arrays import binaries
+from sqe.wire.arrays import packed
 from sqe.wire.avro import fastavro_module, parse
 from sqe.wire.framing import frame
 
@@ -159,12 +160,26 @@ class AvroEncoder:
         return payload if self.schema_id is None else frame(self.schema_id, payload)
 
     def encode(self, rows: pa.Array) -> pa.Array:
-        """The records of ``rows`` (a NULL row stays NULL: a tombstone)."""
-        convert, one = self.convert, self.one
+        """The records of ``rows`` (a NULL row stays NULL: a tombstone), written one after the
+        other into one buffer, each after its header."""
         values = rows.to_pylist()
-        if convert is not None:
-            values = [convert(v) for v in values]
-        return binaries([None if v is None else one(v) for v in values])
+        if self.convert is not None:
+            values = [self.convert(v) for v in values]
+        header = b"" if self.schema_id is None else frame(self.schema_id, b"")
+        out = io.BytesIO()
+        write, put, tell = fastavro_module().schemaless_writer, out.write, out.tell
+        ends = []
+        for row in values:
+            if row is not None:
+                put(header)
+                try:
+                    write(out, self.schema, row)
+                except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
+                    self.one(row)  # raises the row's own sentence
+                    raise
+            ends.append(tell())
+        valid = None if rows.null_count == 0 else np.array([v is not None for v in values])
+        return packed(out.getbuffer(), ends, valid)
 
 
 def encode_reference(encoder: AvroEncoder, rows: list[dict[str, Any] | None]) -> list[bytes | None]:
