@@ -204,3 +204,52 @@ def test_a_hop_writes_avro_that_a_plain_consumer_and_the_next_hop_read(
     assert c4["at"].year == 2026
     out = {r.key.decode(): r.value for r in read_topic(kafka_bootstrap, dest)}
     assert out == {f"c{o}": (b"NL" if o % 3 else None) for o in range(11, 40)}
+
+
+def test_hops_read_avro_and_write_plain_avro_of_a_schema_file(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    import sqe
+
+    source, middle = kafka_topic(1, "clicks"), kafka_topic(1, "mid")
+    out_schema = tmp_path / "out.avsc"
+    out_schema.write_text(json.dumps({"type": "record", "name": "Out", "fields": [
+        {"name": "id", "type": "string"}, {"name": "cents", "type": "long"},
+        {"name": "note", "type": ["null", "string"], "default": None}]}))
+    common = {"jw.sqe.spout.kafka.brokers": kafka_bootstrap,
+              "jw.sqe.state.kafka.brokers": kafka_bootstrap,
+              "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url,
+              "jw.sqe.spout.kafka.startingOffsets": "earliest",
+              "jw.sqe.spout.kafka.filterReplays": True}
+    with SchemaRegistry() as registry:
+        v1 = registry.register(f"{source}-value", json.dumps(V1))
+        produce(kafka_bootstrap, source, [
+            (StreamMetadata(PID, 0, o).to_bytes(), frame(v1, _avro(V1, _click(o, V1))), 0)
+            for o in range(30)])
+        first = sqe.Hop("first.clicks", topic=source, checkpoint=tmp_path / "first",
+                        deserializer="avro",
+                        conf={**common, "jw.sqe.spout.schemaRegistry.url": registry.url},
+                        into=[sqe.InsertInto(objectName=middle, stateName="KAFKA",
+                                             fields=["id", "cents"], options={
+                                                 "jw.sqe.state.kafka.keytype": "StreamMetadata",
+                                                 "jw.sqe.state.kafka.serializer": "avro",
+                                                 "jw.sqe.state.kafka.schema.file":
+                                                     str(out_schema)})])
+        rows = first.read(spark)
+        assert rows.schema["amount"].dataType.simpleString() == "decimal(9,2)"
+        cents = rows.selectExpr("*", "CAST(amount * 100 AS BIGINT) AS cents")
+        first.write_stream(cents).trigger(availableNow=True).start().awaitTermination()
+    dest = kafka_topic(1, "out")
+    second = sqe.Hop("second.mid", topic=middle, checkpoint=tmp_path / "second",
+                     deserializer="avro",
+                     conf={**common, "jw.sqe.spout.schema.file": str(out_schema)},
+                     into=[sqe.InsertInto(objectName=dest, stateName="KAFKA", fields=["id"])])
+    got: list[tuple[str, int, object]] = []
+
+    def collect(batch_rows, batch):  # type: ignore[no-untyped-def]
+        got.extend((r["id"], r["cents"], r["note"]) for r in batch_rows.collect())
+        batch.write(dest, batch_rows)
+
+    (second.read(spark).writeStream.option("checkpointLocation", second.checkpoint)
+     .trigger(availableNow=True).foreachBatch(second.exactly_once(collect)).start()
+     .awaitTermination())
+    assert sorted(got) == sorted((f"c{o}", o, None) for o in range(30))
