@@ -36,7 +36,7 @@ from sqe.lang.expressions import Sql, walk
 from sqe.lang.references import Reference, expression_references, query_references
 from sqe.lang.sql import SqlSyntaxError, position, sql_columns
 from sqe.lang.topology import CreateStream, Query, Topology, sql_error
-from sqe.wire.columns import RECORD_COLUMNS
+from sqe.wire.columns import HEADERS, RECORD_COLUMNS
 
 __all__ = ["StreamFields", "field_problems", "stream_fields"]
 
@@ -63,6 +63,7 @@ class StreamFields:
 def stream_fields(stream: CreateStream, s: StreamSettings) -> StreamFields | None:
     """The fields of a ``CreateStream``; ``None`` when they are known only at run time."""
     name = stream.streamName
+    record = (*RECORD_COLUMNS, HEADERS) if s.include_headers else RECORD_COLUMNS
     if stream.spoutName == "FIXED":
         if not s.fixed_fields:
             return None  # reported as a missing option
@@ -71,15 +72,15 @@ def stream_fields(stream: CreateStream, s: StreamSettings) -> StreamFields | Non
     if stream.deserializer in RECORD_FORMATS:
         schema = reader_schema(stream.deserializer, stream.objectName, s,
                                f"stream {stream.streamName}")
-        return StreamFields(name, (*schema.struct.fieldNames(), *RECORD_COLUMNS),
+        return StreamFields(name, (*schema.struct.fieldNames(), *record),
                             f"the fields of {schema.origin.partition(': ')[2]} and the record "
                             "columns")
     if stream.deserializer == "json":
         if s.declared_fields is None:
             return None
-        return StreamFields(name, (*s.declared_fields, *RECORD_COLUMNS),
+        return StreamFields(name, (*s.declared_fields, *record),
                             "jw.sqe.spout.fields and the record columns")
-    return StreamFields(name, RECORD_COLUMNS,
+    return StreamFields(name, record,
                         "only the record columns, as its deserializer is identity "
                         "(deserializer: json reads the fields of JSON values)")
 

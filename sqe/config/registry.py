@@ -179,6 +179,10 @@ _DECLARED = [
             "maxAdvance): fail the batch with a sentence naming its topic/partition/offset, or "
             "send the record unchanged to deadLetterTopic, with its reason and position in "
             "headers, and commit the rest (counted)."),
+    Option("jw.sqe.spout.kafka.includeHeaders", "bool", False,
+           "Each record's Kafka headers as the column _headers (an array of key/value structs, "
+           "as Spark's Kafka source's headers); off, a record costs no header read.",
+           scope="stream"),
     Option("jw.sqe.spout.kafka.deadLetterTopic", "str", None,
            "Topic for records sent away under corruptChunkPolicy or badRecordPolicy "
            "deadletter.", scope="stream"),

@@ -133,6 +133,7 @@ class StreamSettings(_View):
     hwm_replica_timeout = OptionKey[int](f"{_HWM}.replicaTimeout")
     hwm_commit_retry = OptionKey[int](f"{_HWM}.commitRetrySeconds")
     chunks = OptionKey[bool]("jw.sqe.spout.kafka.chunks")
+    include_headers = OptionKey[bool]("jw.sqe.spout.kafka.includeHeaders")
     filter_values = OptionKey("jw.sqe.spout.kafka.filterValues", _tuple)
     match_unfiltered = OptionKey[bool]("jw.sqe.spout.kafka.matchUnfiltered")
     post_filter = OptionKey[Expression | None]("jw.sqe.spout.kafka.postFilter")

@@ -45,7 +45,7 @@ from pyspark.sql.types import (
 from sqe.wire.arrays import from_numpy, repeated
 from sqe.wire.keys import CHUNK_INDEX_BITS
 
-__all__ = ["ARROW_SCHEMA", "CARRIED", "RECORD_COLUMNS", "SCHEMA", "TALLY", "Tally",
+__all__ = ["ARROW_SCHEMA", "CARRIED", "HEADERS", "RECORD_COLUMNS", "SCHEMA", "TALLY", "Tally",
            "carried_offset", "data_rows", "field_column", "record_batch"]
 
 
@@ -113,6 +113,10 @@ def record_batch(n: int, columns: Mapping[str, pa.Array | None]) -> pa.RecordBat
         [pa.nulls(n, f.type) if a is None else a for a, f in zip(arrays, ARROW_SCHEMA, strict=True)],
         schema=ARROW_SCHEMA)
 
+
+#: The column of a record's Kafka headers, for a stream that reads them
+#: (:mod:`sqe.source.record_headers`).
+HEADERS = "_headers"
 
 #: Columns every record carries from the source to the states: (pid, partition, offset).
 CARRIED = ("_sqe_pid", "_sqe_partition", "_sqe_offset")

@@ -207,6 +207,10 @@ class SourceConfig:
                 raise SourceError(f"sqe-kafka {self.topic}: {name} deadletter needs the "
                                   "option deadLetterTopic")
         _ = self.post_filter  # a bad post-filter fails here, not on an executor
+        if self.stream.include_headers and self.stream.chunks:
+            raise SourceError(f"sqe-kafka {self.topic}: includeHeaders reads each record's "
+                              "headers; a chunk's messages have none of their own "
+                              "(jw.sqe.spout.kafka.chunks)")
         if self.value_format is not None and self.stream.chunks:
             raise SourceError(f"sqe-kafka {self.topic}: valueFormat {self.value_format.kind} "
                               "reads plain records; chunks (jw.sqe.spout.kafka.chunks) hold "

@@ -34,6 +34,7 @@ from sqe.errors import SourceError
 from sqe.source.dead_letters import DeadLetters
 from sqe.source.kafka.config import RangePartition, SourceConfig
 from sqe.source.marks import TaskMarks
+from sqe.source.record_headers import headers_array, with_headers
 from sqe.source.replay import beyond_bound, filter_replays_decoded, judgeable
 from sqe.source.values import decoder, with_value
 from sqe.wire.arrays import binaries, booleans, from_numpy, repeated, scalar, strings, to_numpy
@@ -59,6 +60,7 @@ class Records:
     offsets: list[int] = field(default_factory=list)
     stamps: list[int] = field(default_factory=list)
     filter_values: list[bytes | None] | None = None  # the header's, when the stream filters
+    headers: list[list[tuple[str, bytes | None]] | None] | None = None  # with includeHeaders
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -132,7 +134,8 @@ def _plain_rows(cfg: SourceConfig, part: RangePartition, rec: Records, marks: Ta
                "_timestamp": _stamps(rec.stamps), **_metadata(pid, spart, soff, judged)}
     if rec.filter_values is not None:
         columns["_filter_value"] = _header_values(part, rec)
-    batch = _batch(part, n, columns)
+    batch = with_headers(_batch(part, n, columns), rec.headers is not None,
+                         None if rec.headers is None else headers_array(rec.headers))
     keep = np.ones(n, dtype=bool)
     if marks is not None:
         forged = _beyond(cfg, part, marks, pid, spart, soff, judged, "its key")

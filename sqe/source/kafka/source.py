@@ -70,6 +70,7 @@ from sqe.source.kafka.reader_pool import READERS
 from sqe.source.kafka.rows import Records, to_rows
 from sqe.source.marks import TaskMarks
 from sqe.source.read_report import RangeRead
+from sqe.source.record_headers import schema_with_headers, with_headers
 from sqe.source.values import schema_with_value, with_value
 from sqe.wire.columns import SCHEMA, Tally
 from sqe.wire.headers import FILTER_HEADER
@@ -267,7 +268,7 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
         tally = Tally()
         position = part.start
         deadline = time.monotonic() + stream.read_timeout
-        rec = Records(filter_values=[] if headers else None)
+        rec = _records(cfg, headers)
         while position < part.end:
             want = min(part.end - position, 10_000)
             messages = consumer.consume(num_messages=want, timeout=_CONSUME_TIMEOUT)
@@ -285,7 +286,7 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
             if len(rec) >= _ROWS_PER_ARROW_BATCH or (position >= part.end and len(rec)):
                 batch, counts = to_rows(cfg, part, rec, marks, dead)
                 tally.add(counts)
-                rec = Records(filter_values=[] if headers else None)
+                rec = _records(cfg, headers)
                 if batch.num_rows:
                     if reported is not None:
                         reported.saw(batch)
@@ -295,13 +296,21 @@ def read_range(cfg: SourceConfig, part: RangePartition) -> Iterator[pa.RecordBat
         if reported is not None and marks is not None:
             reported.write(marks, tally)
         if cfg.emit_tally and tally:
-            yield with_fields(with_value(tally.row(part.topic, part.partition),
-                                         cfg.value_format), cfg.json_fields)
+            tally_row = with_headers(tally.row(part.topic, part.partition),
+                                     stream.include_headers)
+            yield with_fields(with_value(tally_row, cfg.value_format), cfg.json_fields)
         READERS.give_back(cfg, consumer)
         consumer = None
     finally:
         if consumer is not None:  # the task failed or was stopped: its state is unknown
             consumer.close()
+
+
+def _records(cfg: SourceConfig, filter_values: bool) -> Records:
+    """A task's next empty :class:`Records`: with the filter values' header when it filters by
+    them, and every header with ``includeHeaders``."""
+    return Records(filter_values=[] if filter_values else None,
+                   headers=[] if cfg.stream.include_headers else None)
 
 
 def _take(messages: list[Any], rec: Records, part: RangePartition, position: int) -> int:
@@ -331,6 +340,8 @@ def _take(messages: list[Any], rec: Records, part: RangePartition, position: int
         rec.stamps += [m.timestamp()[1] for m in messages]
         if rec.filter_values is not None:
             rec.filter_values += [_filter_header(m.headers()) for m in messages]
+        if rec.headers is not None:
+            rec.headers += [m.headers() for m in messages]
     finally:
         if paused:
             gc.enable()
@@ -370,7 +381,8 @@ class KafkaSource(DataSource):
 
     def schema(self) -> StructType:
         cfg = SourceConfig.from_options(self.options)
-        return schema_with(schema_with_value(SCHEMA, cfg.value_format), cfg.json_fields)
+        schema = schema_with_headers(SCHEMA, cfg.stream.include_headers)
+        return schema_with(schema_with_value(schema, cfg.value_format), cfg.json_fields)
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
         quiet_hang_up()  # in Spark's planning process: a stopped query prints no traceback
