@@ -253,3 +253,51 @@ def test_hops_read_avro_and_write_plain_avro_of_a_schema_file(
      .trigger(availableNow=True).foreachBatch(second.exactly_once(collect)).start()
      .awaitTermination())
     assert sorted(got) == sorted((f"c{o}", o, None) for o in range(30))
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_the_chain_in_avro_is_exactly_once_through_crashes(
+        kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
+    """The README's chain with enrich writing Avro through a registry and load reading it:
+    enrich SIGKILLed mid-batch and run again (its replays are Avro records too), load killed
+    before its commit and run again; each event once in Redis and Postgres."""
+    from sqe.cli.sample_events import produce_events
+    from sqe.faults import kill_group
+    from tests.engine.test_exactly_once import EVENTS, Chain, _assert_each_event_once
+
+    events, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")
+    with SchemaRegistry() as registry:
+        chain = Chain(tmp_path, kafka_bootstrap, events, enriched, redis_url, postgres_dsn)
+        enrich = yaml.safe_load(chain.files["enrich"].read_text())
+        enrich[1]["Query"]["insertInto"]["options"].update({
+            "jw.sqe.state.kafka.serializer": "avro",
+            "jw.sqe.state.kafka.schemaRegistry.url": registry.url})
+        load = yaml.safe_load(chain.files["load"].read_text())
+        stream = load[0]["CreateStream"]
+        stream["deserializer"] = "avro"
+        stream["options"].pop("jw.sqe.spout.fields")
+        stream["options"]["jw.sqe.spout.schemaRegistry.url"] = registry.url
+        chain.files["enrich"].write_text(yaml.safe_dump(enrich, sort_keys=False))
+        chain.files["load"].write_text(yaml.safe_dump(load, sort_keys=False))
+        produce_events(kafka_bootstrap, events, EVENTS, partitions=2)
+        expected = {f"e{i}" for i in range(EVENTS)}
+
+        proc, _ = chain.start_with_fault("enrich", "kafka-state-sent@400")
+        chain.wait(proc, "enrich", "kafka-state-sent@400")
+        kill_group(proc)
+        sent = len(read_topic(kafka_bootstrap, enriched))
+        done = chain.run("enrich")
+        assert done.returncode == 0, done.stderr[-3000:]
+        records = read_topic(kafka_bootstrap, enriched)
+        assert len(records) - EVENTS == sent and sent >= 400
+        assert all(r.value[:1] == b"\x00" for r in records)  # the wire format, every one
+        assert list(registry.subjects) == [f"{enriched}-value"]
+
+        batch = ("--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=2000")
+        proc, _ = chain.start_with_fault("load", "before-commit", "wait", *batch)
+        chain.wait(proc, "load", "before-commit")
+        kill_group(proc)
+        done = chain.run("load", *batch)
+        assert done.returncode == 0, done.stderr[-3000:]
+    _assert_each_event_once(chain, expected)
