@@ -6,7 +6,8 @@ are Java downloads; Karapace is not on PyPI), so the tests run this one; the pro
 with confluent-kafka's own ``SchemaRegistryClient``, as it would to a real registry.  Ids are
 global and a schema text registered twice keeps its id, as Confluent's registry does.  With
 ``user``/``password`` every request needs HTTP basic auth; :meth:`SchemaRegistry.fail_next`
-answers the next requests with HTTP 500, and :meth:`stop` takes it away.
+answers the next requests with HTTP 500, a subject in :attr:`incompatible` refuses a new
+schema as incompatible (HTTP 409), and :meth:`stop` takes it away.
 
     with SchemaRegistry() as registry:
         registry.url                    # http://127.0.0.1:<port>
@@ -35,6 +36,7 @@ class SchemaRegistry:
         self.auth = (base64.b64encode(f"{user}:{password}".encode()).decode()
                      if user is not None else None)
         self._failures = 0
+        self.incompatible: set[str] = set()  # subjects that refuse a new schema
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -92,6 +94,11 @@ class SchemaRegistry:
         subject = parts[1]
         if len(parts) == 3 and parts[2] == "versions" and method == "POST":
             assert body is not None
+            known = [self.schemas[i][1] for i in self.subjects.get(subject, [])]
+            if subject in self.incompatible and body["schema"] not in known:
+                return 409, {"error_code": 409, "message": "Schema being registered is "
+                             "incompatible with an earlier schema for subject "
+                             f'"{subject}"'}
             sid = self.register(subject, body["schema"], body.get("schemaType") or "AVRO")
             return 200, {"id": sid}
         if len(parts) == 2 and method == "POST":  # lookup

@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
 from sqe.clients.schema_registry import registry
-from sqe.errors import SchemaError, StateError
+from sqe.errors import RegistryError, SchemaError, StateError
 from sqe.state.kafka.config import KafkaStateConfig
 from sqe.wire.avro import spark_type
 from sqe.wire.avro_write import AvroEncoder, avro_name, avro_schema
@@ -81,7 +81,7 @@ def with_writer(cfg: KafkaStateConfig, frame: DataFrame) -> KafkaStateConfig:
         sid = None
         if cfg.registry:
             sid = registry(dict(cfg.registry)).register(subject_of(cfg, text), "AVRO", text)
-    except SchemaError as exc:
+    except (SchemaError, RegistryError) as exc:
         raise StateError(f"{where}: {exc}") from None
     return replace(cfg, writer=(sid, text))
 
