@@ -47,7 +47,7 @@ _SECRET_KEY = re.compile(
 #: What Spark should redact in plans, the UI and event logs (``spark.redaction.regex`` and
 #: ``spark.sql.redaction.options.regex``): its own defaults plus the keys above.
 SPARK_REDACTION_REGEX = (r"(?i)secret|password|token|access[.]?key|url|jaas|credential|"
-                         r"private|key\.pem|sasl\.oauthbearer\.config")
+                         r"user\.info|ssl\.key\.|private|key\.pem|sasl\.oauthbearer\.config")
 
 _REF = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 

@@ -513,3 +513,14 @@ def test_source_and_state_clients_against_a_secured_broker():
                                      **{f"consumer.{k}": v for k, v in props.items()}})
     rows = sum(b.num_rows for b in read_range(cfg, RangePartition(topic, 0, 0, 20)))
     assert rows == 20
+
+
+def test_spark_redacts_the_value_of_every_secret_option_in_its_plans_and_ui():
+    import re
+
+    from sqe.config.registry import REGISTRY
+    from sqe.secrets import SPARK_REDACTION_REGEX
+
+    secret = [key for key, option in REGISTRY.items() if option.secret]
+    assert "jw.sqe.spout.schemaRegistry.basic.auth.user.info" in secret
+    assert [k for k in secret if not re.search(SPARK_REDACTION_REGEX, k)] == []
