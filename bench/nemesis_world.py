@@ -338,8 +338,11 @@ class World:
             return None
         done = subprocess.run(command, capture_output=True, text=True, env=child_env(),
                               cwd=ROOT, timeout=600)
-        return (done.stdout + done.stderr).strip().splitlines()[-1] if done.returncode == 0 \
-            else f"exit {done.returncode}: {done.stderr.strip()[-300:]}"
+        if done.returncode != 0:
+            return f"exit {done.returncode}: {done.stderr.strip()[-300:]}"
+        said_lines = done.stdout.strip().splitlines() or done.stderr.strip().splitlines()
+        return said_lines[-1] if said_lines else "(it said nothing)"  # its sentence: stdout's
+        #                               last line, not a Spark log line on stderr
 
     def stop(self) -> None:
         for run in self.runs.values():
