@@ -151,3 +151,32 @@ def test_a_kafka_states_filter_value_reads_the_querys_output(tmp_path):
     assert _problems(tmp_path, EVENTS + "- Query:\n" + kafka.replace("{FV}", "{sql: 'f(('}")) == [
         "command 2 (Query) -> jw.sqe.state.kafka.filterValue -> sql: syntax error at column 3 "
         "of \"f((\": incomplete expression near '('"]
+
+
+def _avro_stream(options: str) -> str:
+    return ("- CreateStream:\n    streamName: Clicks\n    objectName: clicks\n"
+            f"    spoutName: KAFKA\n    deserializer: avro\n    options: {options}\n")
+
+
+def test_an_avro_stream_has_its_reader_schemas_fields_and_needs_one(tmp_path):
+    schema = tmp_path / "click.avsc"
+    schema.write_text('{"type": "record", "name": "Click", "fields": [{"name": "id", "type": '
+                      '"string"}, {"name": "geo", "type": {"type": "record", "name": "G", '
+                      '"fields": [{"name": "country", "type": "string"}]}}]}')
+    with_file = _avro_stream(f"{{jw.sqe.spout.schema.file: {schema}, "
+                             "jw.sqe.spout.kafka.includeHeaders: true}")
+    _valid(tmp_path, with_file + _query("Clicks", "id, c, h", 'id, {sql: "geo.country"}, '
+                                                               "_headers"))
+    assert _problems(tmp_path, with_file + _query("Clicks", "id", "ids")) == [
+        "command 2 (Query) -> select -> expression 1: no field ids in stream Clicks; "
+        "did you mean id?"]
+    assert _problems(tmp_path, _avro_stream("{}") + _query("Clicks", "id", "id")) == [
+        "command 1 (CreateStream): stream Clicks: deserializer avro needs a reader schema: set "
+        "jw.sqe.spout.schemaRegistry.url (a Schema Registry) or jw.sqe.spout.schema.file (a "
+        "local .avsc file)"]
+    (problem,) = _problems(tmp_path, _avro_stream(
+        "{jw.sqe.spout.schemaRegistry.url: 'http://sqe:hunter2@127.0.0.1:1', "
+        "jw.sqe.spout.schemaRegistry.max.retries: 0}") + _query("Clicks", "id", "id"))
+    assert problem.startswith("command 1 (CreateStream): cannot reach the Schema Registry at "
+                              "http://sqe:***@127.0.0.1:1 (for subject clicks-value its latest "
+                              "version)"), problem
