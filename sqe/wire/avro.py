@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -60,7 +59,8 @@ from sqe.errors import SchemaError
 from sqe.wire.arrays import to_numpy
 from sqe.wire.framing import HEADER_BYTES, NULL, OK, header_reference, headers, problem_text
 
-__all__ = ["AvroDecoder", "Decoded", "Writer", "decode_reference", "parse", "spark_type"]
+__all__ = ["AvroDecoder", "Decoded", "Writer", "arrow_type", "decode_reference", "parse",
+           "spark_type"]
 
 #: A writer schema by id: ``(schema type, schema text)``, or None when the registry has no
 #: such id.
@@ -191,6 +191,29 @@ def _logical(s: dict[str, Any], kind: Any) -> DataType | None:
     return None
 
 
+_ARROW: dict[str, pa.DataType] = {
+    "boolean": pa.bool_(), "integer": pa.int32(), "long": pa.int64(), "float": pa.float32(),
+    "double": pa.float64(), "binary": pa.binary(), "string": pa.string(), "void": pa.null(),
+    "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us")}
+
+
+def arrow_type(t: DataType) -> pa.DataType:
+    """The Arrow type a Python data source yields for Spark type ``t`` (of those
+    :func:`spark_type` makes), as Spark's own conversion gives it on every PySpark 4."""
+    if isinstance(t, StructType):
+        return pa.struct([pa.field(f.name, arrow_type(f.dataType), f.nullable)
+                          for f in t.fields])
+    if isinstance(t, ArrayType):
+        return pa.list_(pa.field("element", arrow_type(t.elementType), t.containsNull))
+    if isinstance(t, MapType):
+        return pa.map_(arrow_type(t.keyType), pa.field("value", arrow_type(t.valueType),
+                                                       t.valueContainsNull))
+    if isinstance(t, DecimalType):
+        return pa.decimal128(t.precision, t.scale)
+    return _ARROW[t.typeName()]
+
+
 def spark_type(text: str, what: str = "the Avro schema") -> StructType:
     """The Spark struct of record schema ``text`` (its fields as columns; see the module
     docstring); a schema that is not a record, or holds a type Spark has no column for, is a
@@ -241,7 +264,7 @@ class AvroDecoder:
 
     def __init__(self, reader: str, writers: Writer | None = None) -> None:
         self.struct = spark_type(reader, "the reader schema")
-        self.arrow = to_arrow_type(self.struct, timezone="UTC")
+        self.arrow = arrow_type(self.struct)
         self.reader = parse(reader, "the reader schema")
         self.writers = writers
         self._by_id: dict[int, Any] = {}  # parsed writer schemas, or why one cannot be read

@@ -150,3 +150,22 @@ def test_headers_read_from_the_buffers_equal_the_reference(values, cut):
     ids, problems = headers(array)
     want = [header_reference(v) for v in array.to_pylist()]
     assert list(zip(ids.tolist(), problems.tolist(), strict=True)) == want
+
+
+def test_the_arrow_type_of_each_column_is_pysparks_own():
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from sqe.wire.avro import arrow_type
+
+    schema = _record(*[{"name": f"f{i}", "type": t} for i, t in enumerate([
+        "boolean", "int", "long", "float", "double", "bytes", "string", "null",
+        {"type": "int", "logicalType": "date"},
+        {"type": "long", "logicalType": "timestamp-millis"},
+        {"type": "long", "logicalType": "local-timestamp-micros"},
+        {"type": "bytes", "logicalType": "decimal", "precision": 20, "scale": 4},
+        {"type": "array", "items": ["null", "string"]},
+        {"type": "map", "values": {"type": "record", "name": "V", "fields": [
+            {"name": "x", "type": ["null", "long"]}]}},
+        ["null", {"type": "record", "name": "N", "fields": [{"name": "y", "type": "int"}]}]])])
+    struct = spark_type(schema)
+    assert arrow_type(struct) == to_arrow_type(struct, timezone="UTC")
