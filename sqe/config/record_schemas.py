@@ -18,14 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 
 from pyspark.sql.types import StructType
 
 from sqe.clients.schema_registry import registry
 from sqe.config.views import StreamSettings
 from sqe.errors import SchemaError
-from sqe.wire.avro import spark_type
+from sqe.wire.avro import read_schema_file, spark_type
 
 __all__ = ["RECORD_FORMATS", "ReaderSchema", "reader_schema"]
 
@@ -56,12 +55,10 @@ def reader_schema(kind: str, topic: str, s: StreamSettings, where: str) -> Reade
     conf = s.schema_registry
     found = tuple(sorted(conf.items()))
     if s.schema_file:
-        path = Path(s.schema_file).expanduser()
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SchemaError(f"{where}: jw.sqe.spout.schema.file {path} cannot be read "
-                              f"({exc.strerror or exc})") from None
+            text, path = read_schema_file(s.schema_file, "jw.sqe.spout.schema.file")
+        except SchemaError as exc:
+            raise SchemaError(f"{where}: {exc}") from None
         schema = ReaderSchema(kind, text, f"{where}: the schema file {path}", found)
     elif conf.get("url"):
         subject = s.schema_subject or f"{topic}-value"

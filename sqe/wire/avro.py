@@ -31,6 +31,7 @@ import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -57,10 +58,11 @@ from pyspark.sql.types import (
 
 from sqe.errors import SchemaError
 from sqe.wire.arrays import to_numpy
+from sqe.wire.arrow_types import arrow_type
 from sqe.wire.framing import HEADER_BYTES, NULL, OK, header_reference, headers, problem_text
 
-__all__ = ["AvroDecoder", "Decoded", "Writer", "arrow_type", "decode_reference", "parse",
-           "spark_type"]
+__all__ = ["AvroDecoder", "Decoded", "Writer", "decode_reference", "parse",
+           "read_schema_file", "spark_type"]
 
 #: A writer schema by id: ``(schema type, schema text)``, or None when the registry has no
 #: such id.
@@ -191,29 +193,6 @@ def _logical(s: dict[str, Any], kind: Any) -> DataType | None:
     return None
 
 
-_ARROW: dict[str, pa.DataType] = {
-    "boolean": pa.bool_(), "integer": pa.int32(), "long": pa.int64(), "float": pa.float32(),
-    "double": pa.float64(), "binary": pa.binary(), "string": pa.string(), "void": pa.null(),
-    "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC"),
-    "timestamp_ntz": pa.timestamp("us")}
-
-
-def arrow_type(t: DataType) -> pa.DataType:
-    """The Arrow type a Python data source yields for Spark type ``t`` (of those
-    :func:`spark_type` makes), as Spark's own conversion gives it on every PySpark 4."""
-    if isinstance(t, StructType):
-        return pa.struct([pa.field(f.name, arrow_type(f.dataType), f.nullable)
-                          for f in t.fields])
-    if isinstance(t, ArrayType):
-        return pa.list_(pa.field("element", arrow_type(t.elementType), t.containsNull))
-    if isinstance(t, MapType):
-        return pa.map_(arrow_type(t.keyType), pa.field("value", arrow_type(t.valueType),
-                                                       t.valueContainsNull))
-    if isinstance(t, DecimalType):
-        return pa.decimal128(t.precision, t.scale)
-    return _ARROW[t.typeName()]
-
-
 def spark_type(text: str, what: str = "the Avro schema") -> StructType:
     """The Spark struct of record schema ``text`` (its fields as columns; see the module
     docstring); a schema that is not a record, or holds a type Spark has no column for, is a
@@ -239,6 +218,16 @@ def _as_base(s: Any) -> Any:
     if "fields" in s:
         out["fields"] = [{**f, "type": _as_base(f["type"])} for f in s["fields"]]
     return out
+
+
+def read_schema_file(path: str, option: str) -> tuple[str, str]:
+    """The text of the schema file at ``path`` (named by option ``option``) and the file's
+    path as a message names it; a file that cannot be read is a :class:`SchemaError`."""
+    where = Path(path).expanduser()
+    try:
+        return where.read_text(encoding="utf-8"), str(where)
+    except OSError as exc:
+        raise SchemaError(f"{option} {where} cannot be read ({exc.strerror or exc})") from None
 
 
 def parse(text: str, what: str = "the Avro schema") -> Any:

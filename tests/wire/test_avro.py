@@ -155,7 +155,7 @@ def test_headers_read_from_the_buffers_equal_the_reference(values, cut):
 def test_the_arrow_type_of_each_column_is_pysparks_own():
     from pyspark.sql.pandas.types import to_arrow_type
 
-    from sqe.wire.avro import arrow_type
+    from sqe.wire.arrow_types import arrow_type
 
     schema = _record(*[{"name": f"f{i}", "type": t} for i, t in enumerate([
         "boolean", "int", "long", "float", "double", "bytes", "string", "null",

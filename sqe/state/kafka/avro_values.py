@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import replace
-from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -27,7 +26,7 @@ from pyspark.sql.types import StructType
 from sqe.clients.schema_registry import registry
 from sqe.errors import RegistryError, SchemaError, StateError
 from sqe.state.kafka.config import KafkaStateConfig
-from sqe.wire.avro import spark_type
+from sqe.wire.avro import read_schema_file, spark_type
 from sqe.wire.avro_write import AvroEncoder, avro_name, avro_schema
 
 __all__ = ["encoder", "subject_of", "with_writer"]
@@ -64,12 +63,7 @@ def with_writer(cfg: KafkaStateConfig, frame: DataFrame) -> KafkaStateConfig:
     where = f"Kafka state {cfg.topic}"
     try:
         if cfg.schema_file:
-            path = Path(cfg.schema_file).expanduser()
-            try:
-                text = path.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise SchemaError(f"jw.sqe.state.kafka.schema.file {path} cannot be read "
-                                  f"({exc.strerror or exc})") from None
+            text, path = read_schema_file(cfg.schema_file, "jw.sqe.state.kafka.schema.file")
             missing = [f for f in cfg.value_fields
                        if f not in spark_type(text, f"the schema file {path}").fieldNames()]
             if missing:
