@@ -28,10 +28,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 
-from sqe.config.record_schemas import RECORD_FORMATS, reader_schema
+from sqe.config.record_schemas import RECORD_FORMATS, ReaderSchema
 from sqe.config.settings import unless_refused
 from sqe.config.views import StateSettings, StreamSettings
-from sqe.errors import RegistryError, SchemaError
 from sqe.lang.expressions import Sql, walk
 from sqe.lang.references import Reference, expression_references, query_references
 from sqe.lang.sql import SqlSyntaxError, position, sql_columns
@@ -60,8 +59,10 @@ class StreamFields:
         return name.lower() in {f.lower() for f in self.fields}
 
 
-def stream_fields(stream: CreateStream, s: StreamSettings) -> StreamFields | None:
-    """The fields of a ``CreateStream``; ``None`` when they are known only at run time."""
+def stream_fields(stream: CreateStream, s: StreamSettings, schema: ReaderSchema | None = None
+                  ) -> StreamFields | None:
+    """The fields of a ``CreateStream`` (``schema``: its reader schema, for a stream of
+    records); ``None`` when they are known only at run time, or not at all."""
     name = stream.streamName
     record = (*RECORD_COLUMNS, HEADERS) if s.include_headers else RECORD_COLUMNS
     if stream.spoutName == "FIXED":
@@ -70,8 +71,8 @@ def stream_fields(stream: CreateStream, s: StreamSettings) -> StreamFields | Non
         return StreamFields(name, (*s.fixed_fields, *RECORD_COLUMNS),
                             "jw.sqe.spout.fixed.fields and the record columns")
     if stream.deserializer in RECORD_FORMATS:
-        schema = reader_schema(stream.deserializer, stream.objectName, s,
-                               f"stream {stream.streamName}")
+        if schema is None:
+            return None  # reported where it was looked up (reader_schemas)
         return StreamFields(name, (*schema.struct.fieldNames(), *record),
                             f"the fields of {schema.origin.partition(': ')[2]} and the record "
                             "columns")
@@ -130,7 +131,8 @@ def _filter_value_problems(query: Query, state: StateSettings, where: str) -> li
 
 
 def field_problems(topology: Topology, streams: Mapping[str, StreamSettings],
-                   states: Mapping[int, StateSettings] | None = None) -> list[str]:
+                   states: Mapping[int, StateSettings] | None = None,
+                   schemas: Mapping[str, ReaderSchema] | None = None) -> list[str]:
     """Every field a query reads that its stream lacks, one located sentence each (and every
     field a Kafka state's ``filterValue`` reads that the query's output lacks, with ``states``,
     by command index); what reads an option whose value was refused is not checked."""
@@ -142,11 +144,8 @@ def field_problems(topology: Topology, streams: Mapping[str, StreamSettings],
             s = streams.get(command.streamName)
             known[command.streamName] = None  # unless known: fields of a refused option are not
             if s is not None:
-                try:
-                    known[command.streamName] = unless_refused(
-                        partial(stream_fields, command, s), None)
-                except (SchemaError, RegistryError) as exc:
-                    problems.append(f"{where}: {exc}")
+                known[command.streamName] = unless_refused(partial(
+                    stream_fields, command, s, (schemas or {}).get(command.streamName)), None)
                 problems += unless_refused(partial(_declared_problem, command, s, where), [])
         elif isinstance(command, Query):
             stream = known.get(command.from_.objectName)

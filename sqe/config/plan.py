@@ -28,6 +28,7 @@ from typing import Any
 
 from sqe.config.client_properties import property_problems
 from sqe.config.fields import field_problems
+from sqe.config.record_schemas import ReaderSchema, reader_schemas
 from sqe.config.settings import ConfigFile, Settings, spark_conf_options, unless_refused
 from sqe.config.views import OptionKey, StateSettings, StreamSettings
 from sqe.errors import TopologyError
@@ -49,6 +50,8 @@ class TopologyPlan:
     spark_conf: Mapping[str, str]
     warnings: tuple[str, ...] = field(default=())
     spark_origins: Mapping[str, str] = field(default_factory=dict)  # key -> "FILE (Spark)"
+    #: the reader schema of each stream of records (deserializer avro), by streamName
+    reader_schemas: Mapping[str, ReaderSchema] = field(default_factory=dict)
 
     def state_settings(self, query: Query) -> StateSettings:
         """The settings of the state a query writes to."""
@@ -197,9 +200,10 @@ def plan_topology(
             problems += refused
             warnings += s.warnings()
     warnings += current.warnings()  # Set commands after the last stream or query
-    problems += field_problems(topology, streams, states)
+    schemas, schema_problems = reader_schemas(topology, streams)
+    problems += schema_problems + field_problems(topology, streams, states, schemas)
     plan = TopologyPlan(topology, streams, states, spark, tuple(dict.fromkeys(warnings)),
-                        spark_origins)
+                        spark_origins, schemas)
     problems += check(plan) if check is not None else []
     if problems:
         raise TopologyError(in_file_order(topology.path, problems))

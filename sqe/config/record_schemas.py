@@ -16,17 +16,20 @@ topic's schema evolves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property, partial
 
 from pyspark.sql.types import StructType
 
 from sqe.clients.schema_registry import registry
+from sqe.config.settings import unless_refused
 from sqe.config.views import StreamSettings
-from sqe.errors import SchemaError
+from sqe.errors import RegistryError, SchemaError
+from sqe.lang.topology import CreateStream, Topology
 from sqe.wire.avro import read_schema_file, spark_type
 
-__all__ = ["RECORD_FORMATS", "ReaderSchema", "reader_schema"]
+__all__ = ["RECORD_FORMATS", "ReaderSchema", "reader_schema", "reader_schemas"]
 
 #: The deserializers whose values are records of a schema.
 RECORD_FORMATS = ("avro",)
@@ -41,7 +44,7 @@ class ReaderSchema:
     kind: str
     text: str
     origin: str
-    registry: tuple[tuple[str, str], ...] = field(default=(), compare=True)
+    registry: tuple[tuple[str, str], ...] = ()
 
     @cached_property
     def struct(self) -> StructType:
@@ -76,3 +79,29 @@ def reader_schema(kind: str, topic: str, s: StreamSettings, where: str) -> Reade
                           "jw.sqe.spout.schema.file (a local .avsc file)")
     _ = schema.struct  # a schema Spark has no columns for is refused here
     return schema
+
+
+def reader_schemas(topology: Topology, streams: Mapping[str, StreamSettings]
+                   ) -> tuple[dict[str, ReaderSchema], list[str]]:
+    """The reader schema of each stream of ``topology`` whose values are records, by
+    ``streamName``, looked up once for the plan (a registry's latest version is then the same
+    for the checks of the queries and for the run), and a located sentence for each stream whose
+    schema cannot be had; a stream whose options were refused is left out."""
+    found: dict[str, ReaderSchema] = {}
+    problems: list[str] = []
+    for command in topology.commands:
+        if not (isinstance(command, CreateStream) and command.deserializer in RECORD_FORMATS):
+            continue
+        s = streams.get(command.streamName)
+        if s is None:
+            continue
+        name = command.streamName
+        try:
+            schema = unless_refused(partial(reader_schema, command.deserializer,
+                                            command.objectName, s, f"stream {name}"), None)
+        except (SchemaError, RegistryError) as exc:
+            problems.append(f"{topology.path}: {topology.label(command)}: {exc}")
+            continue
+        if schema is not None:
+            found[name] = schema
+    return found, problems

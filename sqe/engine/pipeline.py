@@ -26,7 +26,6 @@ from pyspark.sql import Column, DataFrame
 
 from sqe.clients.kafka import cluster_metadata, consumer_conf, new_consumer
 from sqe.config.plan import TopologyPlan
-from sqe.config.record_schemas import RECORD_FORMATS, reader_schema
 from sqe.config.settings import unless_refused
 from sqe.config.views import StreamSettings
 from sqe.errors import SourceError, TopologyError
@@ -349,11 +348,7 @@ def stream_source(plan: TopologyPlan, name: str, stream: CreateStream,
     fields = arrow_fields(s.declared_fields) if stream.deserializer == "json" else None
     producers = {role: conf for step in steps if step.sink is not None
                  for role, conf in step.sink.producers().items()}
-    value = None
-    if stream.deserializer in RECORD_FORMATS:
-        value = reader_schema(stream.deserializer, stream.objectName, s,
-                              f"{plan.topology.path}: {plan.topology.label(stream)}")
     return SourceConfig(stream.objectName, s, f"{name}.{stream.streamName}", emit_tally=True,
                         json_fields=fields or (), producers_ahead=producers,
-                        value_format=value)
+                        value_format=plan.reader_schemas.get(stream.streamName))
 
