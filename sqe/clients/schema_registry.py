@@ -17,18 +17,21 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from functools import cache
 from typing import Any, TypeVar
 
 from sqe.errors import RegistryError, SchemaError
 from sqe.secrets import redact_url, scrub
 
-__all__ = ["PROPERTIES", "Registry", "registry"]
+__all__ = ["INT_PROPERTIES", "PROPERTIES", "Registry", "registry"]
 
 #: The client properties a user may set (``jw.sqe.*.schemaRegistry.<property>``).
 PROPERTIES = ("url", "basic.auth.user.info", "basic.auth.credentials.source",
               "ssl.ca.location", "ssl.certificate.location", "ssl.key.location",
               "ssl.key.password", "timeout", "max.retries", "retries.wait.ms",
               "retries.max.wait.ms")
+#: Those of them that are numbers.
+INT_PROPERTIES = ("timeout", "max.retries", "retries.wait.ms", "retries.max.wait.ms")
 
 #: The registry's error code for a subject, version or schema it does not hold.
 _NOT_FOUND = {40401, 40402, 40403}
@@ -78,8 +81,7 @@ class Registry:
                 module = _module()
                 try:
                     self._client = module.SchemaRegistryClient(
-                        {k: (int(v) if k in ("timeout", "max.retries", "retries.wait.ms",
-                                             "retries.max.wait.ms") else str(v))
+                        {k: (int(v) if k in INT_PROPERTIES else str(v))
                          for k, v in self.conf.items()})
                 except (ValueError, TypeError) as exc:
                     raise SchemaError(f"the Schema Registry settings for {self.url}: "
@@ -148,14 +150,11 @@ def _latest(client: Any, subject: str) -> Any:
     return client.get_latest_version(subject)
 
 
-_REGISTRIES: dict[tuple[tuple[str, str], ...], Registry] = {}
-_LOCK = threading.Lock()
-
-
 def registry(conf: Mapping[str, Any]) -> Registry:
     """The process's :class:`Registry` for client properties ``conf``."""
-    key = tuple(sorted((str(k), str(v)) for k, v in conf.items() if v is not None))
-    with _LOCK:
-        if key not in _REGISTRIES:
-            _REGISTRIES[key] = Registry(conf)
-        return _REGISTRIES[key]
+    return _registry(tuple(sorted((str(k), str(v)) for k, v in conf.items() if v is not None)))
+
+
+@cache
+def _registry(conf: tuple[tuple[str, str], ...]) -> Registry:
+    return Registry(dict(conf))

@@ -6,7 +6,7 @@ state's serializer and writer schema (:mod:`sqe.config.record_schemas`,
 
 from __future__ import annotations
 
-from sqe.clients.schema_registry import PROPERTIES
+from sqe.clients.schema_registry import INT_PROPERTIES, PROPERTIES
 from sqe.config.options import Option, Scope
 from sqe.secrets import is_secret_key
 
@@ -14,7 +14,6 @@ __all__ = ["SPOUT_FORMAT_OPTIONS", "SPOUT_REGISTRY", "STATE_FORMAT_OPTIONS", "ST
 
 SPOUT_REGISTRY = "jw.sqe.spout.schemaRegistry"
 STATE_REGISTRY = "jw.sqe.state.kafka.schemaRegistry"
-_REGISTRY_INTS = ("timeout", "max.retries", "retries.wait.ms", "retries.max.wait.ms")
 
 
 def _schema_registry(prefix: str, what: str, scope: Scope) -> list[Option]:
@@ -37,9 +36,9 @@ def _schema_registry(prefix: str, what: str, scope: Scope) -> list[Option]:
         "retries.wait.ms": "Milliseconds before the first retry of a registry request.",
         "retries.max.wait.ms": "The longest wait between retries of a registry request.",
     }
-    return [Option(f"{prefix}.{name}", "int" if name in _REGISTRY_INTS else "str", None, doc,
+    return [Option(f"{prefix}.{name}", "int" if name in INT_PROPERTIES else "str", None, doc,
                    scope=scope, secret=is_secret_key(name),
-                   minimum=0 if name in _REGISTRY_INTS else None)
+                   minimum=0 if name in INT_PROPERTIES else None)
             for name, doc in ((name, docs[name]) for name in PROPERTIES)]
 
 

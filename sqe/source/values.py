@@ -14,7 +14,7 @@ a writer schema is asked of the registry once per process (:func:`decoder`).
 
 from __future__ import annotations
 
-import threading
+from functools import cache
 
 import pyarrow as pa
 from pyspark.sql.types import StructField, StructType
@@ -28,17 +28,11 @@ __all__ = ["VALUE", "decoder", "schema_with_value", "with_value"]
 #: The source's column of a record's decoded value.
 VALUE = "_sqe_value"
 
-_DECODERS: dict[ReaderSchema, AvroDecoder] = {}
-_LOCK = threading.Lock()
-
-
+@cache
 def decoder(schema: ReaderSchema) -> AvroDecoder:
     """This process's decoder of values read as ``schema``."""
-    with _LOCK:
-        if schema not in _DECODERS:
-            writers = registry(dict(schema.registry)).by_id if schema.registry else None
-            _DECODERS[schema] = AvroDecoder(schema.text, writers)
-        return _DECODERS[schema]
+    writers = registry(dict(schema.registry)).by_id if schema.registry else None
+    return AvroDecoder(schema.text, writers)
 
 
 def schema_with_value(schema: StructType, value: ReaderSchema | None) -> StructType:

@@ -16,8 +16,8 @@ stay what ``keytype`` makes them (the StreamMetadata key the next hop's replay f
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import replace
+from functools import cache
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -80,16 +80,13 @@ def with_writer(cfg: KafkaStateConfig, frame: DataFrame) -> KafkaStateConfig:
     return replace(cfg, writer=(sid, text))
 
 
-_ENCODERS: dict[tuple[int | None, str, str], AvroEncoder] = {}
-_LOCK = threading.Lock()
-
-
 def encoder(cfg: KafkaStateConfig, rows: pa.DataType) -> AvroEncoder:
     """This process's encoder of ``cfg``'s writer schema for rows of Arrow type ``rows``."""
     assert cfg.writer is not None
     sid, text = cfg.writer
-    key = (sid, text, str(rows))
-    with _LOCK:
-        if key not in _ENCODERS:
-            _ENCODERS[key] = AvroEncoder(text, sid, rows)
-        return _ENCODERS[key]
+    return _encoder(sid, text, rows)
+
+
+@cache
+def _encoder(schema_id: int | None, text: str, rows: pa.DataType) -> AvroEncoder:
+    return AvroEncoder(text, schema_id, rows)
