@@ -192,18 +192,15 @@ def _prepare(df: DataFrame, cfg: KafkaStateConfig) -> DataFrame:
 
 def _prepare_columns(df: DataFrame, cfg: KafkaStateConfig) -> list[Column]:
     """The columns of :func:`_prepare` over ``df``'s fields."""
+    names = cfg.value_fields  # keytype field: the second field (the first is the key)
     if cfg.serializer == "avro":  # a record of the fields, encoded by the task
-        value = F.struct(*[field_column(f).alias(f) for f in cfg.value_fields])
-        key = (_as_bytes(df, cfg.fields[0]) if cfg.keytype == "field" else
-               F.xxhash64(value) if cfg.keytype == "messagehash" else F.lit(None).cast("binary"))
-    elif cfg.keytype == "field":
-        key, value = _as_bytes(df, cfg.fields[0]), _as_bytes(df, cfg.fields[1])
+        value = F.struct(*[field_column(f).alias(f) for f in names])
+    elif len(names) == 1:
+        value = _as_bytes(df, names[0])
     else:
-        if len(cfg.fields) == 1:
-            value = _as_bytes(df, cfg.fields[0])
-        else:
-            value = F.to_json(F.struct(*[field_column(f) for f in cfg.fields])).cast("binary")
-        key = F.xxhash64(value) if cfg.keytype == "messagehash" else F.lit(None).cast("binary")
+        value = F.to_json(F.struct(*[field_column(f) for f in names])).cast("binary")
+    key = (_as_bytes(df, cfg.fields[0]) if cfg.keytype == "field" else
+           F.xxhash64(value) if cfg.keytype == "messagehash" else F.lit(None).cast("binary"))
     carried = [c for c in CARRIED if c in df.columns]
     if cfg.keytype == "streammetadata" and len(carried) != len(CARRIED):
         raise StateError(f"Kafka state {cfg.topic}: keytype StreamMetadata needs the carried "
