@@ -98,6 +98,24 @@ def packed(data: bytes | memoryview, ends: Sequence[int], valid: np.ndarray | No
                                                   pa.py_buffer(data)])
 
 
+def value_offsets(values: pa.Array) -> np.ndarray:
+    """Where each value of a binary (or string) array starts in its data buffer, and where the
+    last ends: ``len(values) + 1`` offsets as int64 (``Array.offsets`` without the copy)."""
+    n = len(values)
+    large = pa.types.is_large_binary(values.type) or pa.types.is_large_string(values.type)
+    if values.buffers()[1] is None:
+        return np.zeros(n + 1, dtype=np.int64)
+    return np.frombuffer(values.buffers()[1], dtype=np.int64 if large else np.int32)[
+        values.offset:values.offset + n + 1].astype(np.int64)
+
+
+def present(values: pa.Array) -> np.ndarray:
+    """True where ``values`` holds a value, False where it is NULL."""
+    if values.null_count == 0:
+        return np.ones(len(values), dtype=bool)
+    return to_numpy(values.is_valid())
+
+
 def strings(values: Sequence[str | None]) -> pa.StringArray:
     """``pa.array(values, pa.string())``."""
     return binaries([None if v is None else v.encode("utf-8") for v in values], pa.string())

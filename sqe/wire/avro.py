@@ -57,7 +57,7 @@ from pyspark.sql.types import (
 )
 
 from sqe.errors import SchemaError
-from sqe.wire.arrays import to_numpy
+from sqe.wire.arrays import present, value_offsets
 from sqe.wire.arrow_types import arrow_type
 from sqe.wire.framing import HEADER_BYTES, NULL, OK, header_reference, headers, problem_text
 
@@ -304,11 +304,9 @@ class AvroDecoder:
         records: list[Any] = [None] * n
         bad: dict[int, str] = {}
         data = memoryview(values.buffers()[2] or b"")
-        width = np.int64 if pa.types.is_large_binary(values.type) else np.int32
-        offsets = np.frombuffer(values.buffers()[1], dtype=width)[
-            values.offset:values.offset + n + 1].tolist()
+        offsets = value_offsets(values).tolist()
         if self.writers is None:
-            valid = np.flatnonzero(~_nulls(values))
+            valid = np.flatnonzero(present(values))
             groups: list[tuple[int | None, Any, np.ndarray]] = [(None, self.reader, valid)]
             skip = 0
         else:
@@ -347,12 +345,6 @@ class AvroDecoder:
         except SchemaError as exc:
             return str(exc)
         return "the value does not decode as Avro"  # read alone, it does: not reached
-
-
-def _nulls(values: pa.Array) -> np.ndarray:
-    if values.null_count == 0:
-        return np.zeros(len(values), dtype=bool)
-    return to_numpy(values.is_null()).astype(bool)
 
 
 def decode_reference(decoder: AvroDecoder, values: list[bytes | None]) -> tuple[list[Any],

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from sqe.wire.arrays import to_numpy
+from sqe.wire.arrays import present, value_offsets
 
 __all__ = ["HEADER_BYTES", "MAGIC", "OK", "PROBLEMS", "frame", "header_reference", "headers",
            "problem_text"]
@@ -70,15 +70,12 @@ def headers(values: pa.Array) -> np.ndarray:
     out = np.full((2, n), -1, dtype=np.int64)
     if n == 0:
         return out
-    _, offsets_buf, data_buf = values.buffers()
-    offsets = np.frombuffer(offsets_buf, dtype=np.int32 if values.type == pa.binary()
-                            else np.int64)[values.offset:values.offset + n + 1]
+    data_buf = values.buffers()[2]
+    offsets = value_offsets(values)
     data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None
             else np.zeros(0, dtype=np.uint8))
-    starts = offsets[:-1].astype(np.int64)
-    lengths = np.diff(offsets).astype(np.int64)
-    valid = (np.ones(n, dtype=bool) if values.null_count == 0
-             else ~to_numpy(values.is_null()).astype(bool))
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    valid = present(values)
     long_enough = valid & (lengths >= HEADER_BYTES)
     at = starts[long_enough]
     magic = np.full(n, -1, dtype=np.int64)

@@ -19,10 +19,13 @@ from sqe.wire.arrays import (
     counts_batch,
     from_numpy,
     inferred,
+    packed,
+    present,
     repeated,
     scalar,
     strings,
     to_numpy,
+    value_offsets,
 )
 
 _INTS = {np.int8: pa.int8(), np.int16: pa.int16(), np.int32: pa.int32(), np.int64: pa.int64(),
@@ -219,3 +222,23 @@ def test_a_workers_paths_leave_pandas_unimported():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "False"
+
+
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=9)), max_size=30), st.integers(0, 4),
+       st.sampled_from([pa.binary(), pa.large_binary()]))
+def test_value_offsets_and_present_read_what_pyarrow_holds(values, cut, type_):
+    array = pa.array(values, type_).slice(min(cut, len(values)))
+    offsets = value_offsets(array).tolist()
+    data = bytes(array.buffers()[2] or b"")
+    assert len(offsets) == len(array) + 1 and offsets == sorted(offsets)
+    assert [data[a:b] for a, b in zip(offsets, offsets[1:])] == [
+        v or b"" for v in array.to_pylist()]
+    assert present(array).tolist() == array.is_valid().to_pylist()
+
+
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=9)), max_size=30))
+def test_packed_equals_pa_array(values):
+    data = b"".join(v or b"" for v in values)
+    ends = np.cumsum([len(v or b"") for v in values]).tolist()
+    valid = np.array([v is not None for v in values], dtype=bool)
+    _same(packed(data, ends, valid), pa.array(values, pa.binary()))
