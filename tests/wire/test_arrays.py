@@ -231,7 +231,7 @@ def test_value_offsets_and_present_read_what_pyarrow_holds(values, cut, type_):
     offsets = value_offsets(array).tolist()
     data = bytes(array.buffers()[2] or b"")
     assert len(offsets) == len(array) + 1 and offsets == sorted(offsets)
-    assert [data[a:b] for a, b in zip(offsets, offsets[1:])] == [
+    assert [data[a:b] for a, b in zip(offsets, offsets[1:], strict=False)] == [
         v or b"" for v in array.to_pylist()]
     assert present(array).tolist() == array.is_valid().to_pylist()
 
