@@ -8,6 +8,13 @@ payload starts, and what is wrong with the values that are not framed so (:data:
 :func:`header_reference` is the same reading a value at a time, and
 ``tests/wire/test_framing.py`` holds them equal.
 
+A Protobuf value's header goes on with its message indexes, the path of its message in the
+schema's file (``[0]`` the first top-level message, ``[1, 0]`` the first message nested in
+the second): a zigzag varint count, then that many zigzag varint indexes, except that the
+common ``[0]`` is the single byte 0.  :func:`index_bytes` writes them, :func:`message_indexes`
+reads one value's, and :func:`first_message` finds, from the buffers, the framed values whose
+indexes are that single byte 0 (``tests/wire/test_protobuf.py`` holds it to the reference).
+
 Example::
 
     >>> from sqe.wire.arrays import binaries
@@ -23,8 +30,8 @@ import pyarrow as pa
 
 from sqe.wire.arrays import present, value_offsets
 
-__all__ = ["HEADER_BYTES", "MAGIC", "OK", "PROBLEMS", "frame", "header_reference", "headers",
-           "problem_text"]
+__all__ = ["HEADER_BYTES", "MAGIC", "OK", "PROBLEMS", "first_message", "frame",
+           "header_reference", "headers", "index_bytes", "message_indexes", "problem_text"]
 
 MAGIC = 0
 #: The magic byte and the schema id.
@@ -88,4 +95,70 @@ def headers(values: pa.Array) -> np.ndarray:
     out[0, framed] = ids
     out[1] = np.where(~valid, NULL, np.where(~long_enough, SHORT,
                                              np.where(framed, OK, WRONG_MAGIC)))
+    return out
+
+
+def _zigzag(value: int) -> bytes:
+    value = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def index_bytes(indexes: list[int] | tuple[int, ...]) -> bytes:
+    """The message indexes ``indexes`` as a Protobuf value's header carries them."""
+    if list(indexes) == [0]:
+        return b"\x00"
+    return b"".join(_zigzag(v) for v in (len(indexes), *indexes))
+
+
+def _varint(data: bytes | memoryview, at: int, end: int) -> tuple[int, int]:
+    """The zigzag varint at ``data[at]`` and where it ends."""
+    value = shift = 0
+    while True:
+        if at >= end:
+            raise ValueError("ends inside its message indexes")
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return (value >> 1) ^ -(value & 1), at
+        if shift > 63:
+            raise ValueError("has a message index longer than 10 bytes")
+
+
+def message_indexes(data: bytes | memoryview, at: int = HEADER_BYTES, end: int | None = None
+                    ) -> tuple[tuple[int, ...], int]:
+    """The message indexes of the Protobuf value in ``data[at:end]`` (``at`` just after its
+    header) and where its message starts; a :class:`ValueError` says what is wrong (a
+    sentence part, as "the value ... <reason>")."""
+    end = len(data) if end is None else end
+    count, at = _varint(data, at, end)
+    if count == 0:
+        return (0,), at
+    if not 0 < count <= end - at:
+        raise ValueError(f"has a message index count of {count}, with {end - at} "
+                         f"byte{'' if end - at == 1 else 's'} left")
+    indexes = []
+    for _ in range(count):
+        index, at = _varint(data, at, end)
+        indexes.append(index)
+    return tuple(indexes), at
+
+
+def first_message(values: pa.Array, problems: np.ndarray) -> np.ndarray:
+    """True where a value is framed (``problems`` from :func:`headers`) and its message
+    indexes are the single byte 0 (``[0]``): its message starts one byte after the header."""
+    offsets = value_offsets(values)
+    framed = (problems == OK) & (np.diff(offsets) > HEADER_BYTES)
+    data_buf = values.buffers()[2]
+    if not framed.any() or data_buf is None:
+        return framed
+    data = np.frombuffer(data_buf, dtype=np.uint8)
+    out = framed.copy()
+    out[framed] = data[offsets[:-1][framed] + HEADER_BYTES] == 0
     return out
