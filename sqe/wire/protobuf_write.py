@@ -208,8 +208,8 @@ def _column(c: _Conv, array: pa.Array) -> list[Any]:
         return array.to_pylist()
     if c.kind == "date":
         return array.view(pa.int32()).to_pylist()
-    if c.kind == "decimal":
-        return array.cast(pa.string()).to_pylist()
+    if c.kind == "decimal":  # plain (Arrow's own text is 1E-12 for 0.000000000001)
+        return [None if d is None else format(d, "f") for d in array.to_pylist()]
     if c.kind == "timestamp":
         us = array.cast(pa.timestamp("us", array.type.tz))
         micros = np.frombuffer(us.buffers()[1], dtype=np.int64)[us.offset:us.offset + len(us)]

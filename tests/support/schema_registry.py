@@ -4,7 +4,13 @@ clients use (subjects, versions, ids, lookups, registration), served over HTTP f
 No Schema Registry server installs from this machine's registries (Confluent's and Apicurio's
 are Java downloads; Karapace is not on PyPI), so the tests run this one; the product talks to it
 with confluent-kafka's own ``SchemaRegistryClient``, as it would to a real registry.  Ids are
-global and a schema text registered twice keeps its id, as Confluent's registry does.  With
+global and a schema text registered twice keeps its id, as Confluent's registry does.  A
+Protobuf schema (``schema_type="PROTOBUF"``) is registered in its serialized form (a base64
+``FileDescriptorProto``, what confluent-kafka's ``ProtobufSerializer`` sends) with its
+``references`` (``{"name", "subject", "version"}`` each), and answered as registered, with or
+without ``?format=serialized``; a ``.proto`` text is compiled for ``format=serialized`` when
+``grpc_tools`` is installed (Confluent's registry would answer the ``.proto`` text without the
+format; this one cannot print one).  With
 ``user``/``password`` every request needs HTTP basic auth; :meth:`SchemaRegistry.fail_next`
 answers the next requests with HTTP 500, a subject in :attr:`incompatible` refuses a new
 schema as incompatible (HTTP 409), and :meth:`stop` takes it away.
@@ -17,11 +23,16 @@ schema as incompatible (HTTP 409), and :meth:`stop` takes it away.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
+import subprocess
+import sys
+import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 __all__ = ["SchemaRegistry"]
 
@@ -31,6 +42,7 @@ class SchemaRegistry:
 
     def __init__(self, user: str | None = None, password: str | None = None) -> None:
         self.schemas: dict[int, tuple[str, str]] = {}  # id -> (type, text)
+        self.references: dict[int, list[dict[str, Any]]] = {}  # id -> its references
         self.subjects: dict[str, list[int]] = {}  # subject -> ids by version
         self.requests: list[str] = []  # "GET /schemas/ids/1", ...
         self.auth = (base64.b64encode(f"{user}:{password}".encode()).decode()
@@ -60,33 +72,48 @@ class SchemaRegistry:
         """Answer the next ``count`` requests with HTTP 500."""
         self._failures = count
 
-    def register(self, subject: str, text: str, kind: str = "AVRO") -> int:
-        """Register ``text`` under ``subject``; its id."""
+    def register(self, subject: str, text: str, schema_type: str = "AVRO",
+                 references: list[dict[str, Any]] | None = None) -> int:
+        """Register ``text`` (of ``schema_type``, importing ``references``) under ``subject``;
+        its id."""
+        refs = [dict(r) for r in references or []]
         with self._lock:
-            found = next((i for i, s in self.schemas.items() if s == (kind, text)), None)
+            found = next((i for i, s in self.schemas.items() if s == (schema_type, text)
+                          and self.references.get(i, []) == refs), None)
             sid = found if found is not None else max(self.schemas, default=0) + 1
-            self.schemas[sid] = (kind, text)
+            self.schemas[sid] = (schema_type, text)
+            self.references[sid] = refs
             versions = self.subjects.setdefault(subject, [])
             if sid not in versions:
                 versions.append(sid)
             return sid
 
-    def _version(self, subject: str, version: int) -> dict[str, Any]:
-        sid = self.subjects[subject][version - 1]
+    def _schema(self, sid: int, fmt: str | None) -> dict[str, Any]:
+        """Schema ``sid`` as the registry answers it (``fmt``: the ``format`` asked)."""
         kind, text = self.schemas[sid]
-        return {"subject": subject, "version": version, "id": sid, "schema": text,
-                "schemaType": kind}
+        if kind == "PROTOBUF" and fmt == "serialized":
+            text = _serialized(text, {r["name"]: self.schemas[self.subjects[r["subject"]][
+                int(r["version"]) - 1]][1] for r in self.references.get(sid, [])})
+        out: dict[str, Any] = {"schema": text, "schemaType": kind}
+        if self.references.get(sid):
+            out["references"] = self.references[sid]
+        return out
+
+    def _version(self, subject: str, version: int, fmt: str | None = None) -> dict[str, Any]:
+        sid = self.subjects[subject][version - 1]
+        return {"subject": subject, "version": version, "id": sid, **self._schema(sid, fmt)}
 
     def answer(self, method: str, path: str, body: dict[str, Any] | None
                ) -> tuple[int, Any]:
         """The status and JSON body for one request."""
-        parts = [unquote(p) for p in urlsplit(path).path.strip("/").split("/")]
+        url = urlsplit(path)
+        parts = [unquote(p) for p in url.path.strip("/").split("/")]
+        fmt = parse_qs(url.query).get("format", [None])[0]
         missing = (404, {"error_code": 40403, "message": "Schema not found"})
         if parts[:2] == ["schemas", "ids"] and len(parts) == 3 and method == "GET":
-            found = self.schemas.get(int(parts[2]))
-            if found is None:
+            if int(parts[2]) not in self.schemas:
                 return missing
-            return 200, {"schema": found[1], "schemaType": found[0]}
+            return 200, self._schema(int(parts[2]), fmt)
         if parts == ["subjects"] and method == "GET":
             return 200, sorted(self.subjects)
         if not parts or parts[0] != "subjects" or len(parts) < 2:
@@ -99,7 +126,8 @@ class SchemaRegistry:
                 return 409, {"error_code": 409, "message": "Schema being registered is "
                              "incompatible with an earlier schema for subject "
                              f'"{subject}"'}
-            sid = self.register(subject, body["schema"], body.get("schemaType") or "AVRO")
+            sid = self.register(subject, body["schema"], body.get("schemaType") or "AVRO",
+                                body.get("references"))
             return 200, {"id": sid}
         if len(parts) == 2 and method == "POST":  # lookup
             assert body is not None
@@ -117,7 +145,7 @@ class SchemaRegistry:
             version = count if parts[3] == "latest" else int(parts[3])
             if not 1 <= version <= count:
                 return 404, {"error_code": 40402, "message": f"Version {version} not found."}
-            return 200, self._version(subject, version)
+            return 200, self._version(subject, version, fmt)
         return 404, {"error_code": 404, "message": f"no such resource {path}"}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -153,3 +181,31 @@ class SchemaRegistry:
                 self._serve("POST")
 
         return Handler
+
+
+def _serialized(text: str, imports: dict[str, str]) -> str:
+    """Protobuf schema ``text`` in its serialized form: as it is when it is one already (a
+    base64 ``FileDescriptorProto``), else compiled (with ``imports``, name -> text) by
+    ``grpc_tools.protoc`` where it is installed, else as it is."""
+    try:
+        base64.b64decode(text, validate=True)
+        return text
+    except (binascii.Error, ValueError):
+        pass
+    try:
+        import grpc_tools  # noqa: F401
+    except ImportError:
+        return text
+    from google.protobuf import descriptor_pb2
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        for name, body in {**imports, "schema.proto": text}.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(body)
+        subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{root}",
+                        f"--descriptor_set_out={root / 'out.desc'}", "schema.proto"],
+                       check=True, capture_output=True)
+        (file,) = descriptor_pb2.FileDescriptorSet.FromString(
+            (root / "out.desc").read_bytes()).file
+        return base64.b64encode(file.SerializeToString()).decode("ascii")
