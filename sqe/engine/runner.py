@@ -21,6 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -57,6 +58,7 @@ from sqe.observe.batch_report import BatchReport, partition_offsets
 from sqe.observe.progress import ProgressLog, progress_path
 from sqe.observe.progress_follow import ProgressFollower
 from sqe.observe.watch import RunWatcher, StreamView, Watchers
+from sqe.source.admission import limits_note
 
 __all__ = ["KEPT_REPORTS", "Mode", "describe_failure", "persistence_warnings",
            "python_not_started", "run_topology"]
@@ -251,7 +253,11 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
          resume: bool, rerun: Rerun, stop: threading.Event | None,
          watchers: Sequence[RunWatcher], adopt_layout: bool,
          lock: CheckpointLock, accept_lost: int | None) -> list[BatchReport]:
-    pipelines = build_pipelines(plan, name)
+    pipelines = [replace(p, source=replace(p.source, available_now=True))
+                 if mode == "once" and p.source is not None else p
+                 for p in build_pipelines(plan, name)]
+    if (note := limits_note(any(p.settings.max_records for p in pipelines))) is not None:
+        log.warning(f"note: {note}")
     for warning in persistence_warnings(pipelines):
         log.warning(f"warning: {warning}")
     files = CheckpointFiles(spark, root)

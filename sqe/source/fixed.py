@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from sqe.errors import SourceError
+from sqe.source.admission import SupportsTriggerAvailableNow
 from sqe.wire.arrays import binaries, from_numpy, repeated
 from sqe.wire.columns import SCHEMA, record_batch
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import numpy as np
@@ -17,6 +18,7 @@ from sqe.clients.kafka import CLIENT_DEFAULTS, CLIENT_LOG_ENV, producer_conf
 from sqe.clients.producers import drop_sender, shared_sender
 from sqe.errors import SourceError
 from sqe.ledger.hwm import HwmStore
+from sqe.source.admission import ADMISSION_CONTROL
 from sqe.source.kafka import KafkaSource, KafkaStreamReader, read_range
 from sqe.source.kafka.config import RangePartition, SourceConfig
 from sqe.source.kafka.native import decode_key_columns
@@ -283,17 +285,69 @@ def test_available_now_reads_everything_once_in_limited_batches(spark, kafka_boo
     def handle(df, batch_id):
         batches[batch_id] = [(r["_partition"], r["_offset"]) for r in df.collect()]
 
-    frame = _stream(spark, topic, kafka_bootstrap, maxRecordsPerBatch=300)
+    # Where PySpark has no admission control (4.0, 4.1) the run is told it is AvailableNow and
+    # reads its backlog in one batch (sqe.source.admission).
+    frame = _stream(spark, topic, kafka_bootstrap, maxRecordsPerBatch=300,
+                    availableNow=str(not ADMISSION_CONTROL).lower())
     _run(frame, tmp_path / "ck", handle)
     seen = [x for b in batches.values() for x in b]
     assert sorted(seen) == sorted((i % 3, i // 3) for i in range(1000))
-    assert all(len(b) <= 300 for b in batches.values())
-    assert len([b for b in batches.values() if b]) == 4
+    assert all(len(b) <= (300 if ADMISSION_CONTROL else 1000) for b in batches.values())
+    assert len([b for b in batches.values() if b]) == (4 if ADMISSION_CONTROL else 1)
     # Records produced after the run are the next run's, not this one's.
     produce(kafka_bootstrap, topic, [(None, b"late", 0)])
     batches.clear()
     _run(frame, tmp_path / "ck", handle)
     assert [x for b in batches.values() for x in b] == [(0, 334)]
+
+
+def _keep(batches):
+    def handle(df, batch_id):
+        batches[batch_id] = [(r["_partition"], r["_offset"]) for r in df.collect()]
+    return handle
+
+
+def _running(frame, checkpoint, handle):
+    return (frame.writeStream.foreachBatch(handle).trigger(processingTime="100 milliseconds")
+            .option("checkpointLocation", str(checkpoint)).start())
+
+
+def _run_until(frame, checkpoint, handle, read, count):
+    """Run ``frame`` with a processing-time trigger until ``read()`` rows were handled."""
+    query = _running(frame, checkpoint, handle)
+    try:
+        deadline = time.monotonic() + 120
+        while read() < count and time.monotonic() < deadline:
+            assert query.exception() is None, query.exception()
+            time.sleep(0.2)
+    finally:
+        query.stop()
+
+
+@pytest.mark.spark
+@pytest.mark.smoke
+def test_a_running_query_reads_in_capped_batches_also_after_a_restart(spark, kafka_bootstrap,
+                                                                      kafka_topic, tmp_path):
+    """maxRecordsPerBatch caps every batch on each PySpark release: by Spark's admission control
+    from 4.2, by the source itself before (sqe.source.admission), from the first batch of a new
+    query and from the checkpoint's offsets after a restart."""
+    topic = kafka_topic(2)
+    produce(kafka_bootstrap, topic, [(None, b"%d" % i, i % 2) for i in range(700)])
+    frame = _stream(spark, topic, kafka_bootstrap, maxRecordsPerBatch=200)
+    first: dict[int, list] = {}
+    _run_until(frame, tmp_path / "ck", _keep(first), lambda: sum(map(len, first.values())), 700)
+    produce(kafka_bootstrap, topic, [(None, b"%d" % i, i % 2) for i in range(700, 1200)])
+    second: dict[int, list] = {}
+    _run_until(frame, tmp_path / "ck", _keep(second), lambda: sum(map(len, second.values())),
+               500)
+    # A batch stopped before its commit runs again, the same, after the restart.
+    assert all(first[b] == rows for b, rows in second.items() if b in first)
+    batches = {**first, **second}
+    sizes = [len(b) for b in batches.values()]
+    assert max(sizes) <= 200 and sum(sizes) == 1200, sizes
+    seen = sorted(x for b in batches.values() for x in b)
+    assert seen == sorted((i % 2, i // 2) for i in range(1200))
+    assert min(second) in (max(first), max(first) + 1)  # the restart went on from the checkpoint
 
 
 @pytest.mark.spark
@@ -311,10 +365,10 @@ def test_restart_rereads_exactly_the_uncommitted_range(spark, kafka_bootstrap, k
 
     frame = _stream(spark, topic, kafka_bootstrap, maxRecordsPerBatch=100)
     with pytest.raises(Exception, match="injected failure"):
-        _run(frame, tmp_path / "ck", handle)
+        _running(frame, tmp_path / "ck", handle).awaitTermination(120)
     assert [b for b, _ in done] == [0] and len(failed_attempt) == 100
     crash[0] = False
-    _run(frame, tmp_path / "ck", handle)
+    _run_until(frame, tmp_path / "ck", handle, lambda: sum(len(rows) for _, rows in done), 400)
     assert done[1] == (1, failed_attempt)  # the same range, not more, not less
     seen = [x for _, rows in done for x in rows]
     assert sorted(seen) == sorted((i % 2, i // 2) for i in range(400))

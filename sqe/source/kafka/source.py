@@ -37,18 +37,19 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
 from pyspark.sql.types import StructType
 
 from sqe.clients.kafka import error_text, topic_partitions
 from sqe.clients.producers import make_ahead
 from sqe.config.worker_task import begin_task
 from sqe.errors import SourceError
+from sqe.source.admission import (
+    Position,
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from sqe.source.dead_letters import DeadLetters
 from sqe.source.hang_up import quiet_hang_up
 from sqe.source.json_fields import schema_with, with_fields
@@ -96,9 +97,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.config = config
         self._meta = None  # a consumer for metadata and watermarks, made on first use
         self._target: dict[int, int] | None = None  # AvailableNow's end
+        self._position = Position()  # where the next batch starts (pyspark 4.0 and 4.1)
 
     def __getstate__(self) -> dict:  # executors get the config: clients are made where used
-        return {"config": self.config, "_meta": None, "_target": None}
+        return {"config": self.config, "_meta": None, "_target": None, "_position": Position()}
 
     # -- driver side -------------------------------------------------------------------
     def _client(self) -> Any:
@@ -175,20 +177,25 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """``maxRecordsPerBatch`` as Spark's row limit, else everything available."""
-        if self.config.stream.max_records is None:
-            return ReadAllAvailable()
-        return ReadMaxRows(self.config.stream.max_records)
+        rows = self.config.stream.max_records
+        return ReadAllAvailable() if rows is None else ReadMaxRows(rows)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Fix the end of an AvailableNow run at the current high watermarks."""
         self._target = {p: hi for p, (_, hi) in self._watermarks().items()}
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        """The end of the next micro-batch: high watermarks, capped by the limit and target."""
-        begin = by_partition(start)
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
+        """The end of the next micro-batch: high watermarks, capped by the limit and target
+        (PySpark 4.0 and 4.1 give no ``start``, no ``limit``: :mod:`sqe.source.admission`)."""
         marks = self._watermarks()
-        moved = moved_partitions(self.config.topic, begin, marks)
-        if moved:
+        if start is None:
+            start = self._position.start
+            if start is None:  # no batch planned yet (Spark asks before initialOffset())
+                start = offsets_json(self.starting(marks), self.config.offsets_topic)
+        if limit is None:
+            limit = ReadAllAvailable() if self.config.available_now else self.getDefaultReadLimit()
+        begin = by_partition(start)
+        if moved := moved_partitions(self.config.topic, begin, marks):
             raise SourceError(moved)
         latest = {p: hi for p, (_, hi) in marks.items()}
         if self._target is not None:
@@ -204,10 +211,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[RangeGroup]:
         """The ranges ``[start, end)`` of the Kafka partitions with records, as few input
         partitions (tasks) as hold ``minRecordsPerTask`` records each."""
+        self._position.seen(end)
         return plan_ranges(self.config, start, end)
 
-    def commit(self, end: dict) -> None:
-        """Nothing to do: offsets live in Spark's checkpoint, not in Kafka."""
+    def commit(self, end: dict) -> None:  # offsets live in Spark's checkpoint, not in Kafka
+        """Nothing to do."""
 
     def stop(self) -> None:
         """Close the planner's consumer."""
