@@ -39,6 +39,7 @@ Example::
 
 from __future__ import annotations
 
+import gc
 from datetime import datetime, timedelta, timezone
 from itertools import chain
 from operator import attrgetter, methodcaller
@@ -50,17 +51,11 @@ import pyspark.sql.types as T
 
 from sqe.errors import SchemaError
 from sqe.wire import framing
+from sqe.wire import protobuf_schema as schemas
 from sqe.wire.arrays import binaries, booleans, from_numpy, present, value_offsets
 from sqe.wire.arrow_types import arrow_type
 from sqe.wire.avro import Decoded, Writer
-from sqe.wire.protobuf_schema import (
-    ProtoSchema,
-    descriptor,
-    file_proto,
-    message_names,
-    protobuf_module,
-    read_descriptor_file,
-)
+from sqe.wire.protobuf_schema import ProtoSchema, protobuf_module, read_descriptor_file
 
 __all__ = ["ProtoSchema", "ProtobufDecoder", "decode_reference", "read_descriptor_file",
            "spark_type"]
@@ -157,7 +152,7 @@ class _Walk:
 
 
 def _top(schema: ProtoSchema, what: str) -> tuple[Any, _Node]:
-    d = descriptor(schema, what)
+    d = schemas.descriptor(schema, what)
     node = _Walk(what).message(d, "", frozenset())
     if node is None:
         raise SchemaError(f"{what}: the message {d.full_name} has no field Spark can read")
@@ -277,7 +272,7 @@ class ProtobufDecoder:
                 self._by_id[schema_id] = why + f"is a {found[0]} schema, not Protobuf"
             else:
                 try:
-                    names = message_names(file_proto(found[1], why.strip()))
+                    names = schemas.message_names(schemas.file_proto(found[1], why.strip()))
                     self._by_id[schema_id] = {v: k for k, v in names.items()}
                 except SchemaError as exc:
                     self._by_id[schema_id] = str(exc)
@@ -320,9 +315,21 @@ class ProtobufDecoder:
             raise SchemaError(f"{what} does not decode as a {self.message}: {exc}") from None
 
     def decode(self, values: pa.Array) -> Decoded:
-        """The batch ``values`` (binary) decoded (see :class:`Decoded`)."""
+        """The batch ``values`` (binary) decoded (see :class:`Decoded`); Python's cyclic
+        garbage collector waits meanwhile (the batch's many messages and lists would set it
+        off again and again, for nothing it could free)."""
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            return self._decode(values)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _decode(self, values: pa.Array) -> Decoded:
         bad: dict[int, str] = {}
-        data, offsets = memoryview(values.buffers()[2] or b""), value_offsets(values)
+        buffer, offsets = values.buffers()[2], value_offsets(values)
+        data = b"" if buffer is None else buffer.to_pybytes()  # bytes slice faster than views
         ok, starts, ids = present(values).copy(), offsets[:-1].copy(), None
         if self.writers is not None:
             ids, problems = framing.headers(values)
@@ -363,6 +370,7 @@ class ProtobufDecoder:
                     what = "the value" if ids is None else f"the value (schema id {ids[i]})"
                     ok[i], bad[i] = False, f"{what} does not decode as a {self.message}: {exc}"
         return Decoded(_column(self.node, messages, ok), bad)
+
 
 def decode_reference(decoder: ProtobufDecoder, values: list[bytes | None]
                      ) -> tuple[list[Any], dict[int, str]]:
