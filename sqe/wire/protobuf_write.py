@@ -33,6 +33,7 @@ Example::
 
 from __future__ import annotations
 
+import gc
 import io
 import re
 from datetime import date, datetime, timedelta, timezone
@@ -264,7 +265,17 @@ class ProtobufEncoder:
 
     def encode(self, rows: pa.Array) -> pa.Array:
         """The messages of ``rows`` (a NULL row stays NULL: a tombstone), written one after the
-        other into one buffer, each after its header."""
+        other into one buffer, each after its header; Python's cyclic garbage collector waits
+        meanwhile (as in :meth:`sqe.wire.protobuf.ProtobufDecoder.decode`)."""
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            return self._encode(rows)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _encode(self, rows: pa.Array) -> pa.Array:
         names = [name for name, _ in self.convert.parts]
         columns = [_column(part, rows.field(i)) for i, (_, part) in enumerate(self.convert.parts)]
         valid = present(rows)
