@@ -42,14 +42,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceStreamArrowWriter,
-    DataSourceStreamWriter,
-    WriterCommitMessage,
-)
+from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from sqe.engine.arrow_writer import ArrowStreamWriter
 from sqe.engine.batch_commit import commit_hwm
 from sqe.engine.batch_keys import keyed_task
 from sqe.engine.joined import JoinedHop
@@ -167,13 +163,14 @@ class HopMessage(WriterCommitMessage):
     sources: dict[int, list[int]] = field(default_factory=dict)  # Kafka state -> partitions
 
 
-class HopWriter(DataSourceStreamArrowWriter):
+class HopWriter(ArrowStreamWriter):
     """The ``sqe-hop`` sink's writer (see the module docstring)."""
 
-    def __init__(self, spec: HopSpec) -> None:
+    def __init__(self, spec: HopSpec, schema: StructType) -> None:
         self.spec = spec
+        self.schema = schema
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> HopMessage:
+    def write_batches(self, iterator: Iterator[pa.RecordBatch]) -> HopMessage:
         from pyspark import TaskContext  # an executor's, only in a task
 
         ctx = TaskContext.get()
@@ -301,7 +298,7 @@ class HopSink(DataSource):
         return "sqe-hop"
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        return HopWriter(HopSpec.load(self.options["hop"]))
+        return HopWriter(HopSpec.load(self.options["hop"]), schema)
 
 
 def _write_on_driver(sink: Sink, batch: Batch, counts: dict[str, int], data: list[bytes]

@@ -1,0 +1,33 @@
+"""The rows a PySpark 4.0 stream writer is given, as record batches: the same as Spark's own
+Arrow batches of them (what 4.1 and later give a ``DataSourceStreamArrowWriter``)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from sqe.engine.arrow_writer import BATCH_ROWS, row_batches
+
+pytestmark = pytest.mark.spark
+
+
+def test_rows_made_batches_equal_sparks_arrow_of_them(spark):
+    frame = spark.sql(f"""
+        SELECT id, CAST(id AS INT) AS small, id / 3.0 AS ratio,
+               IF(id % 7 = 0, NULL, CONCAT('e', id)) AS name,
+               CAST(id * 1.25 AS DECIMAL(12, 2)) AS money,
+               TIMESTAMP '2026-11-29 10:00:00' + make_interval(0, 0, 0, 0, 0, 0, id) AS at,
+               DATE '2026-01-01' + CAST(id % 300 AS INT) AS day,
+               named_struct('a', id, 'b', IF(id % 2 = 0, NULL, 'odd')) AS inner,
+               array(id, id + 1) AS pair, map('k', id) AS m, CAST(NULL AS BINARY) AS raw
+        FROM range({BATCH_ROWS + 5})""")
+    made = pa.Table.from_batches(list(row_batches(iter(frame.collect()), frame.schema)))
+    spark_own = frame.toArrow()
+    assert made.num_rows == BATCH_ROWS + 5 and made.to_batches()[0].num_rows == BATCH_ROWS
+    assert made.schema.names == spark_own.schema.names
+    assert made.to_pylist() == spark_own.cast(made.schema).to_pylist()
+
+
+def test_no_rows_are_no_batches(spark):
+    frame = spark.sql("SELECT 1 AS n WHERE false")
+    assert list(row_batches(iter([]), frame.schema)) == []
