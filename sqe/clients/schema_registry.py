@@ -61,8 +61,9 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
 class Registry:
     """One registry, by its client properties (see the module docstring)."""
 
-    def __init__(self, conf: Mapping[str, Any]) -> None:
+    def __init__(self, conf: Mapping[str, Any], fmt: str | None = None) -> None:
         self.conf = {k: v for k, v in conf.items() if v is not None}
+        self.fmt = fmt  # the form of the schemas asked for ("serialized": Protobuf's binary)
         if not str(self.conf.get("url") or "").strip():
             raise SchemaError("a Schema Registry needs its url")
         self.url = ", ".join(redact_url(u.strip()) for u in str(self.conf["url"]).split(","))
@@ -108,23 +109,37 @@ class Registry:
     def by_id(self, schema_id: int) -> tuple[str, str] | None:
         """``(schema type, schema text)`` of ``schema_id``, or None when the registry has no
         such id."""
-        found = self._ask(f"for schema id {schema_id}", lambda c: c.get_schema(schema_id))
+        found = self._ask(f"for schema id {schema_id}",
+                          lambda c: c.get_schema(schema_id, fmt=self.fmt))
         if found is None:
             return None
         return str(found.schema_type or "AVRO"), str(found.schema_str)
 
-    def version(self, subject: str, version: int | None) -> tuple[int, str, str]:
-        """``(id, schema type, schema text)`` of ``subject``'s ``version`` (None: its latest);
-        a subject or version the registry does not hold is a :class:`SchemaError`."""
-        which = "its latest version" if version is None else f"version {version}"
-        found = self._ask(f"for subject {subject} {which}",
-                          lambda c: _latest(c, subject) if version is None
-                          else c.get_version(subject, version))
-        if found is None:
-            raise SchemaError(f"the Schema Registry at {self.url} has no subject {subject} "
-                              f"with {which}")
+    def version(self, subject: str, version: int | None
+                ) -> tuple[int, str, str, tuple[tuple[str, str], ...]]:
+        """``(id, schema type, schema text, references)`` of ``subject``'s ``version`` (None:
+        its latest), where the references are the schemas it imports, each ``(import name,
+        text)``, theirs before them (what a Protobuf schema's pool needs first); a subject or
+        version the registry does not hold is a :class:`SchemaError`."""
+        imports: dict[str, str] = {}
+
+        def visit(subject: str, version: int | None) -> Any:
+            which = "its latest version" if version is None else f"version {version}"
+            found = self._ask(f"for subject {subject} {which}",
+                              lambda c: _latest(c, subject, self.fmt) if version is None
+                              else c.get_version(subject, version, fmt=self.fmt))
+            if found is None:
+                raise SchemaError(f"the Schema Registry at {self.url} has no subject {subject} "
+                                  f"with {which}")
+            for ref in found.schema.references or []:
+                if ref.name not in imports:
+                    imports[ref.name] = str(visit(ref.subject, int(ref.version)).schema.schema_str)
+            return found
+
+        found = visit(subject, version)
         schema = found.schema
-        return int(found.schema_id), str(schema.schema_type or "AVRO"), str(schema.schema_str)
+        return (int(found.schema_id), str(schema.schema_type or "AVRO"), str(schema.schema_str),
+                tuple(imports.items()))
 
     def register(self, subject: str, kind: str, text: str) -> int:
         """The id of schema ``text`` (type ``kind``) under ``subject``, registered when the
@@ -143,18 +158,21 @@ class Registry:
         return int(registered)
 
 
-def _latest(client: Any, subject: str) -> Any:
+def _latest(client: Any, subject: str, fmt: str | None) -> Any:
     """``subject``'s latest version as the registry has it now (the client would keep the
     first answer for the life of the process)."""
     client.clear_latest_caches()
-    return client.get_latest_version(subject)
+    return client.get_latest_version(subject, fmt=fmt)
 
 
-def registry(conf: Mapping[str, Any]) -> Registry:
-    """The process's :class:`Registry` for client properties ``conf``."""
-    return _registry(tuple(sorted((str(k), str(v)) for k, v in conf.items() if v is not None)))
+def registry(conf: Mapping[str, Any], fmt: str | None = None) -> Registry:
+    """The process's :class:`Registry` for client properties ``conf``, asking for schemas in
+    form ``fmt`` (a client's cache by id keeps the first form it was given, so each form has a
+    client of its own)."""
+    return _registry(tuple(sorted((str(k), str(v)) for k, v in conf.items() if v is not None)),
+                     fmt)
 
 
 @cache
-def _registry(conf: tuple[tuple[str, str], ...]) -> Registry:
-    return Registry(dict(conf))
+def _registry(conf: tuple[tuple[str, str], ...], fmt: str | None) -> Registry:
+    return Registry(dict(conf), fmt)

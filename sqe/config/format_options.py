@@ -1,7 +1,7 @@
 """The options of record formats: the Schema Registry a stream reads with and a Kafka state
 writes with (confluent-kafka's own client property names), a stream's reader schema and a
 state's serializer and writer schema (:mod:`sqe.config.record_schemas`,
-:mod:`sqe.state.kafka.avro_values`); declared here, part of the registry
+:mod:`sqe.state.kafka.record_values`); declared here, part of the registry
 (:data:`sqe.config.registry.REGISTRY`)."""
 
 from __future__ import annotations
@@ -44,12 +44,16 @@ def _schema_registry(prefix: str, what: str, scope: Scope) -> list[Option]:
 
 #: A stream's reader schema and its registry.
 SPOUT_FORMAT_OPTIONS: list[Option] = [
-    *_schema_registry(SPOUT_REGISTRY, "a stream with deserializer avro", "stream"),
+    *_schema_registry(SPOUT_REGISTRY, "a stream with deserializer avro or protobuf", "stream"),
     Option("jw.sqe.spout.schema.file", "str", None,
-           "A local Avro schema file (.avsc): the reader schema of a stream with deserializer "
-           "avro.  With a Schema Registry, values are read with their writer's schema (by the "
-           "id in each value) and resolved to this one; without one, values are plain Avro "
+           "A local reader schema: an Avro schema file (.avsc) for deserializer avro, a "
+           "descriptor set (protoc --include_imports --descriptor_set_out) for protobuf.  With "
+           "a Schema Registry, values are read by the schema id in each value (an Avro value "
+           "with its writer's schema, resolved to this one); without one, values are plain "
            "binary of this schema.", scope="stream"),
+    Option("jw.sqe.spout.schema.message", "str", None,
+           "The Protobuf message a stream with deserializer protobuf reads, by its full name "
+           "(package.Message; default: the schema file's first message).", scope="stream"),
     Option("jw.sqe.spout.schema.subject", "str", None,
            "The registry subject whose schema is the reader schema (default <topic>-value, "
            "the TopicNameStrategy).", scope="stream"),
@@ -61,15 +65,17 @@ SPOUT_FORMAT_OPTIONS: list[Option] = [
 #: A Kafka state's serializer, writer schema and its registry.
 STATE_FORMAT_OPTIONS: list[Option] = [
     Option("jw.sqe.state.kafka.serializer", "choice", "json",
-           "Record values: json (the single field as it is, or a JSON object of the fields) or "
-           "avro (a record of the fields, in the Confluent wire format with its schema id when "
-           "a Schema Registry is set, plain Avro binary otherwise).", scope="state",
-           choices=("json", "avro")),
-    *_schema_registry(STATE_REGISTRY, "a Kafka state with serializer avro", "state"),
+           "Record values: json (the single field as it is, or a JSON object of the fields), "
+           "avro or protobuf (a record or message of the fields, in the Confluent wire format "
+           "with its schema id when a Schema Registry is set, plain binary otherwise).",
+           scope="state", choices=("json", "avro", "protobuf")),
+    *_schema_registry(STATE_REGISTRY, "a Kafka state with serializer avro or protobuf",
+                      "state"),
     Option("jw.sqe.state.kafka.schema.file", "str", None,
-           "The writer schema (.avsc) of serializer avro; default: one derived from the query's "
-           "output types, as Spark's to_avro derives it (nullable fields as [\"null\", type] "
-           "with default null).", scope="state"),
+           "The writer schema of serializer avro (.avsc) or protobuf (a descriptor set); "
+           "default: one derived from the query's output types, as Spark's to_avro derives it "
+           "(nullable fields as [\"null\", type] with default null) or, for protobuf, a proto3 "
+           "message of them (nullable fields optional).", scope="state"),
     Option("jw.sqe.state.kafka.schema.subjectStrategy", "choice", "topic",
            "The subject the writer schema is registered under: topic (<topic>-value, "
            "TopicNameStrategy), record (the record's full name, RecordNameStrategy) or "
@@ -78,6 +84,7 @@ STATE_FORMAT_OPTIONS: list[Option] = [
     Option("jw.sqe.state.kafka.schema.subject", "str", None,
            "The subject to register under, instead of the strategy's.", scope="state"),
     Option("jw.sqe.state.kafka.schema.recordName", "str", None,
-           "The derived writer schema's full name (namespace.Name; default sqe.<topic>).",
+           "The derived writer schema's full name (namespace.Name; default sqe.<topic>); with "
+           "protobuf and a schema file, the message to write.",
            scope="state"),
 ]

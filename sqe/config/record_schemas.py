@@ -1,12 +1,16 @@
-"""The reader schema of a stream whose values are records (``deserializer: avro``).
+"""The reader schema of a stream whose values are records (``deserializer: avro`` or
+``protobuf``).
 
-It comes from the stream's local schema file (``jw.sqe.spout.schema.file``), or else from the
-Schema Registry (``jw.sqe.spout.schemaRegistry.url``): the subject ``<topic>-value`` (the
-TopicNameStrategy; ``jw.sqe.spout.schema.subject`` names another) at its latest version when
-the run starts (``jw.sqe.spout.schema.version`` pins one).  Its fields are the stream's fields,
-each of the Spark type :func:`sqe.wire.avro.spark_type` gives it; each value is read with its
-writer's schema and resolved to this one, so the queries see one set of columns however the
-topic's schema evolves.
+It comes from the stream's local schema file (``jw.sqe.spout.schema.file``: an Avro ``.avsc``,
+or a Protobuf descriptor set), or else from the Schema Registry
+(``jw.sqe.spout.schemaRegistry.url``): the subject ``<topic>-value`` (the TopicNameStrategy;
+``jw.sqe.spout.schema.subject`` names another) at its latest version when the run starts
+(``jw.sqe.spout.schema.version`` pins one), with the schemas a Protobuf schema imports.  A
+Protobuf schema's message is ``jw.sqe.spout.schema.message`` (default: the file's first).  Its
+fields are the stream's fields, each of the Spark type :func:`sqe.wire.avro.spark_type` or
+:func:`sqe.wire.protobuf.spark_type` gives it; each value is read against this schema (an Avro
+value with its writer's schema resolved to it), so the queries see one set of columns however
+the topic's schema evolves.
 
     >>> s = ReaderSchema("avro", '{"type": "record", "name": "E", '
     ...                  '"fields": [{"name": "id", "type": "string"}]}', "a file")
@@ -27,29 +31,46 @@ from sqe.config.settings import unless_refused
 from sqe.config.views import StreamSettings
 from sqe.errors import RegistryError, SchemaError
 from sqe.lang.topology import CreateStream, Topology
-from sqe.wire.avro import read_schema_file, spark_type
+from sqe.wire import avro, protobuf
+from sqe.wire.protobuf_schema import ProtoSchema, read_descriptor_file
 
 __all__ = ["RECORD_FORMATS", "ReaderSchema", "reader_schema", "reader_schemas"]
 
 #: The deserializers whose values are records of a schema.
-RECORD_FORMATS = ("avro",)
+RECORD_FORMATS = ("avro", "protobuf")
 
 
 @dataclass(frozen=True)
 class ReaderSchema:
-    """A stream's reader schema: its format, text and where it came from; ``registry``: the
-    Schema Registry client properties its values' writer schemas are looked up with (empty:
-    the values are plain Avro binary of this schema)."""
+    """A stream's reader schema: its format, text (a Protobuf schema's: its serialized file,
+    base64) and where it came from; ``registry``: the Schema Registry client properties its
+    values' writer schemas are looked up with (empty: the values are plain Avro or Protobuf
+    binary of this schema); a Protobuf schema's ``message`` (None: the file's first) and the
+    files it imports (``references``: import name and text)."""
 
     kind: str
     text: str
     origin: str
     registry: tuple[tuple[str, str], ...] = ()
+    message: str | None = None
+    references: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def proto(self) -> ProtoSchema:
+        """A Protobuf reader schema as :mod:`sqe.wire.protobuf` takes it."""
+        return ProtoSchema(self.text, self.references, self.message)
+
+    @property
+    def form(self) -> str | None:
+        """The form its registry is asked for schemas in (Protobuf's: serialized)."""
+        return "serialized" if self.kind == "protobuf" else None
 
     @cached_property
     def struct(self) -> StructType:
         """The stream's fields as one Spark struct (a schema Spark cannot hold is refused)."""
-        return spark_type(self.text, self.origin)
+        if self.kind == "protobuf":
+            return protobuf.spark_type(self.proto, self.origin)
+        return avro.spark_type(self.text, self.origin)
 
 
 def reader_schema(kind: str, topic: str, s: StreamSettings, where: str) -> ReaderSchema:
@@ -57,26 +78,32 @@ def reader_schema(kind: str, topic: str, s: StreamSettings, where: str) -> Reade
     (file and command) starts a problem's sentence."""
     conf = s.schema_registry
     found = tuple(sorted(conf.items()))
+    option = "jw.sqe.spout.schema.file"
     if s.schema_file:
         try:
-            text, path = read_schema_file(s.schema_file, "jw.sqe.spout.schema.file")
+            if kind == "protobuf":
+                p = read_descriptor_file(s.schema_file, option, s.schema_message)
+                schema = ReaderSchema(kind, p.file, f"{where}: the schema file {s.schema_file}",
+                                      found, p.message, p.references)
+            else:
+                text, path = avro.read_schema_file(s.schema_file, option)
+                schema = ReaderSchema(kind, text, f"{where}: the schema file {path}", found)
         except SchemaError as exc:
             raise SchemaError(f"{where}: {exc}") from None
-        schema = ReaderSchema(kind, text, f"{where}: the schema file {path}", found)
     elif conf.get("url"):
         subject = s.schema_subject or f"{topic}-value"
-        client = registry(conf)
-        sid, schema_type, text = client.version(subject, s.schema_version)
+        client = registry(conf, ReaderSchema(kind, "", "").form)
+        sid, schema_type, text, imports = client.version(subject, s.schema_version)
         if schema_type.upper() != kind.upper():
             raise SchemaError(f"{where}: subject {subject} of the Schema Registry at "
-                              f"{client.url} holds a {schema_type} schema, not {kind}")
+                              f"{client.url} holds a schema of type {schema_type}, not {kind}")
         which = "latest" if s.schema_version is None else f"version {s.schema_version}"
         schema = ReaderSchema(kind, text, f"{where}: subject {subject} ({which}, schema id "
-                                          f"{sid})", found)
+                                          f"{sid})", found, s.schema_message, imports)
     else:
         raise SchemaError(f"{where}: deserializer {kind} needs a reader schema: set "
-                          "jw.sqe.spout.schemaRegistry.url (a Schema Registry) or "
-                          "jw.sqe.spout.schema.file (a local .avsc file)")
+                          f"jw.sqe.spout.schemaRegistry.url (a Schema Registry) or {option} "
+                          f"(a local {'descriptor set' if kind == 'protobuf' else '.avsc file'})")
     _ = schema.struct  # a schema Spark has no columns for is refused here
     return schema
 

@@ -148,6 +148,7 @@ class StreamSettings(_View):
     registry_keys = _registry_keys("jw.sqe.spout.schemaRegistry")
     schema_subject = OptionKey[str | None]("jw.sqe.spout.schema.subject")
     schema_version = OptionKey[int | None]("jw.sqe.spout.schema.version")
+    schema_message = OptionKey[str | None]("jw.sqe.spout.schema.message")
     fixed_rows = OptionKey[list[list[Any]] | None]("jw.sqe.spout.fixed.values")
 
     @property
@@ -195,7 +196,7 @@ class KafkaStateSettings(_View):
     chunk_codec = OptionKey[Literal["none", "zstd", "lz4"]]("jw.sqe.state.kafka.chunk.compression")
     filter_value = OptionKey[Expression | None]("jw.sqe.state.kafka.filterValue")
     filter_size = OptionKey[int]("jw.sqe.state.kafka.filterSizeBytes")
-    serializer = OptionKey[Literal["json", "avro"]]("jw.sqe.state.kafka.serializer")
+    serializer = OptionKey[Literal["json", "avro", "protobuf"]]("jw.sqe.state.kafka.serializer")
     registry_keys = _registry_keys("jw.sqe.state.kafka.schemaRegistry")
     schema_file = OptionKey[str | None]("jw.sqe.state.kafka.schema.file")
     subject_strategy = OptionKey[Literal["topic", "record", "topicrecord"]](

@@ -71,7 +71,7 @@ __all__ = [
 
 StateType = Literal["TRANSACTIONAL", "OPAQUE", "NON_TRANSACTIONAL"]
 SpoutName = Literal["KAFKA", "FIXED"]
-Deserializer = Literal["identity", "json", "avro"]
+Deserializer = Literal["identity", "json", "avro", "protobuf"]
 
 
 def _upper(value: Any) -> Any:

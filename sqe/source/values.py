@@ -1,4 +1,5 @@
-"""A stream's record values decoded in its source's tasks (``deserializer: avro``).
+"""A stream's record values decoded in its source's tasks (``deserializer: avro`` or
+``protobuf``).
 
 The source reads each value against the stream's reader schema
 (:class:`~sqe.config.record_schemas.ReaderSchema`) where it reads the records, so every way a
@@ -22,6 +23,7 @@ from pyspark.sql.types import StructField, StructType
 from sqe.clients.schema_registry import registry
 from sqe.config.record_schemas import ReaderSchema
 from sqe.wire.avro import AvroDecoder
+from sqe.wire.protobuf import ProtobufDecoder
 
 __all__ = ["VALUE", "decoder", "schema_with_value", "with_value"]
 
@@ -29,9 +31,11 @@ __all__ = ["VALUE", "decoder", "schema_with_value", "with_value"]
 VALUE = "_sqe_value"
 
 @cache
-def decoder(schema: ReaderSchema) -> AvroDecoder:
+def decoder(schema: ReaderSchema) -> AvroDecoder | ProtobufDecoder:
     """This process's decoder of values read as ``schema``."""
-    writers = registry(dict(schema.registry)).by_id if schema.registry else None
+    writers = registry(dict(schema.registry), schema.form).by_id if schema.registry else None
+    if schema.kind == "protobuf":
+        return ProtobufDecoder(schema.proto, writers)
     return AvroDecoder(schema.text, writers)
 
 

@@ -271,7 +271,7 @@ class AvroDecoder:
             return f"schema id {schema_id} is not in the schema registry"
         kind, text = found
         if kind.upper() != "AVRO":
-            return f"schema id {schema_id} is a {kind} schema, not Avro"
+            return f"schema id {schema_id} is a schema of type {kind}, not Avro"
         try:
             writer = parse(text, f"schema id {schema_id}")
         except SchemaError as exc:

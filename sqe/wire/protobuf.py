@@ -269,7 +269,7 @@ class ProtobufDecoder:
             if found is None:
                 self._by_id[schema_id] = why + "is not in the schema registry"
             elif found[0].upper() != "PROTOBUF":
-                self._by_id[schema_id] = why + f"is a {found[0]} schema, not Protobuf"
+                self._by_id[schema_id] = why + f"is a schema of type {found[0]}, not Protobuf"
             else:
                 try:
                     names = schemas.message_names(schemas.file_proto(found[1], why.strip()))
@@ -312,7 +312,7 @@ class ProtobufDecoder:
         try:
             return _python(self.node, self.cls.FromString(payload[at:]))
         except protobuf_module().message.DecodeError as exc:
-            raise SchemaError(f"{what} does not decode as a {self.message}: {exc}") from None
+            raise SchemaError(f"{what} does not decode as message {self.message}: {exc}") from None
 
     def decode(self, values: pa.Array) -> Decoded:
         """The batch ``values`` (binary) decoded (see :class:`Decoded`); Python's cyclic
@@ -368,7 +368,7 @@ class ProtobufDecoder:
                     messages[i] = parse(data[begin[i]:ends[i]])
                 except error as exc:
                     what = "the value" if ids is None else f"the value (schema id {ids[i]})"
-                    ok[i], bad[i] = False, f"{what} does not decode as a {self.message}: {exc}"
+                    ok[i], bad[i] = False, f"{what} does not decode as message {self.message}: {exc}"
         return Decoded(_column(self.node, messages, ok), bad)
 
 

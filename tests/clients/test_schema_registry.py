@@ -23,7 +23,7 @@ def test_register_look_up_and_read_back_by_id_and_version():
         assert client.register("events-value", "AVRO", SCHEMA) == sid  # looked up, kept
         assert client.by_id(sid) == ("AVRO", SCHEMA)
         assert client.by_id(sid + 5) is None
-        assert client.version("events-value", None) == (sid, "AVRO", SCHEMA)
+        assert client.version("events-value", None) == (sid, "AVRO", SCHEMA, ())
         newer = SCHEMA.replace('"E"', '"F"')
         server.register("events-value", newer)
         assert client.version("events-value", None)[2] == newer  # the latest as it is now

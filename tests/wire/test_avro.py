@@ -128,7 +128,7 @@ def test_each_poison_value_says_why():
               frame(1, _encode(READER, {"id": "a", "n": 1, "added": None}) + b"!"), b"\x01abcd"]
     assert decoder.decode(binaries(values)).bad == {
         0: "schema id 9 is not in the schema registry",
-        1: "schema id 4 is a PROTOBUF schema, not Avro",
+        1: "schema id 4 is a schema of type PROTOBUF, not Avro",
         2: "the value (schema id 3) cannot be read as the reader schema: "
            + decode_reference(decoder, values[2:3])[1][0].split("reader schema: ")[1],
         3: "the value (schema id 1) does not decode as Avro: 1 byte is left after the record",

@@ -226,7 +226,7 @@ def test_each_poison_value_says_why():
     bad = decoder.decode(binaries(values)).bad
     assert bad == {
         0: "schema id 9 is not in the schema registry",
-        1: "schema id 3 is a AVRO schema, not Protobuf",
+        1: "schema id 3 is a schema of type AVRO, not Protobuf",
         2: "schema id 4 is not a serialized Protobuf schema (a FileDescriptorProto in base64: "
            + bad[2].split("base64: ")[1],
         3: "the value (schema id 1) is a message of type t.Other, the stream reads t.Event",
@@ -234,7 +234,7 @@ def test_each_poison_value_says_why():
         5: "the value (schema id 1) has message indexes [5], naming no message of its schema",
         6: "the value (schema id 1) ends inside its message indexes",
         7: "the value (schema id 1) has a message index count of 1, with 0 bytes left",
-        8: "the value (schema id 1) does not decode as a t.Event: " + bad[8].split("t.Event: ")[1],
+        8: "the value (schema id 1) does not decode as message t.Event: " + bad[8].split("t.Event: ")[1],
         9: "the value is not in the Confluent wire format: its first byte is 0x01, not the magic "
            "byte 0x00",
         10: "the value is not in the Confluent wire format: 1 byte, shorter than its 5-byte "

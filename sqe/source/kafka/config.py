@@ -20,6 +20,10 @@ reader's own:
   apart in its checkpoint;
 * ``endingOffsets`` (a batch read, ``spark.read``, only): where the read ends, Spark's JSON
   ``{"<partition>": <offset>}``, as ``startingOffsets`` (then JSON too) says where it starts;
+* ``valueFormat`` (``avro``, ``protobuf``), with ``valueSchema``, ``valueMessage`` and
+  ``valueImports`` (JSON: import name to schema text): the values are records of this reader
+  schema (by default the stream's schema file or registry subject), decoded in the reader
+  (:mod:`sqe.source.values`);
 * ``jsonFields``: JSON ``{"<field>": "<type>"}`` of fields to read from each JSON value in
   the reader (:mod:`sqe.source.json_fields`), yielded as the columns
   ``_sqe_json_ok`` and ``_sqe_jf_<field>`` (the JSON deserializer of a stream with declared
@@ -72,7 +76,8 @@ _OWN = {"topic": "topic", "hwmconsumer": "hwmConsumer", "emittally": "emitTally"
         "reportread": "reportRead",
         "endingoffsets": "endingOffsets", "jsonfields": "jsonFields",
         "producersahead": "producersAhead", "valueformat": "valueFormat",
-        "valueschema": "valueSchema", "availablenow": "availableNow"}
+        "valueschema": "valueSchema", "valuemessage": "valueMessage",
+        "valueimports": "valueImports", "availablenow": "availableNow"}
 
 #: The prefix of the record schema options (``schema.*``, ``schemaRegistry.*``).
 SCHEMA_PREFIX = "jw.sqe.spout.schema"
@@ -171,12 +176,17 @@ def _value_format(topic: str, stream: StreamSettings, options: Mapping[str, Any]
         text = str(options.get("valueschema") or "").strip()
         if not text:
             return reader_schema(kind, topic, stream, where)
+        imports = json.loads(str(options.get("valueimports") or "{}"))
         schema = ReaderSchema(kind, text, f"{where}: valueSchema",
-                              tuple(sorted(stream.schema_registry.items())))
+                              tuple(sorted(stream.schema_registry.items())),
+                              str(options.get("valuemessage") or "") or None,
+                              tuple(imports.items()))
         _ = schema.struct
         return schema
-    except SchemaError as exc:
-        raise SourceError(str(exc)) from None
+    except (SchemaError, ValueError, AttributeError) as exc:
+        raise SourceError(str(exc) if isinstance(exc, SchemaError) else
+                          f"{where}: valueImports must be a JSON object of import name to "
+                          f"schema text ({exc})") from None
 
 
 @dataclass(frozen=True)
@@ -271,6 +281,10 @@ class SourceConfig:
         if self.value_format is not None:
             out["valueFormat"] = self.value_format.kind
             out["valueSchema"] = self.value_format.text
+            if self.value_format.message:
+                out["valueMessage"] = self.value_format.message
+            if self.value_format.references:
+                out["valueImports"] = json.dumps(dict(self.value_format.references))
         if self.available_now:
             out["availableNow"] = "true"
         if self.producers_ahead:

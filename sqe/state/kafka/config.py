@@ -9,6 +9,7 @@ from typing import Any
 from sqe.clients.kafka import producer_conf
 from sqe.state.sink import SinkTarget
 from sqe.wire.chunk.codec import Codec
+from sqe.wire.protobuf_schema import ProtoSchema
 
 __all__ = ["KafkaStateConfig"]
 
@@ -31,18 +32,19 @@ class KafkaStateConfig:
     #: The partition count the partitioner spreads over (the layout's); None: the topic's
     #: count as each task finds it.
     partitions: int | None = None
-    #: Values as Avro records (:mod:`sqe.state.kafka.avro_values`), and how their schema is
-    #: found and registered: the registry's client properties, a schema file, the subject
-    #: strategy, a subject, a record name
+    #: Values as Avro records or Protobuf messages (:mod:`sqe.state.kafka.record_values`), and
+    #: how their schema is found and registered: the registry's client properties, a schema
+    #: file, the subject strategy, a subject, a record name
     serializer: str = "json"
     registry: tuple[tuple[str, str], ...] = ()
     schema_file: str | None = None
     subject_strategy: str = "topic"
     subject: str | None = None
     record_name: str | None = None
-    #: The writer schema (its id, None without a registry, and its text), once the driver
-    #: derived or read it and registered it (:func:`sqe.state.kafka.avro_values.with_writer`)
-    writer: tuple[int | None, str] | None = None
+    #: The writer schema (its id, None without a registry, and an Avro schema's text or a
+    #: Protobuf schema), once the driver derived or read it and registered it
+    #: (:func:`sqe.state.kafka.record_values.with_writer`)
+    writer: tuple[int | None, str | ProtoSchema] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "keytype", self.keytype.lower())

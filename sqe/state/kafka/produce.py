@@ -22,7 +22,7 @@ from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.faults import armed, fault_point
 from sqe.partitioners import resolve
-from sqe.state.kafka.avro_values import encoder
+from sqe.state.kafka.record_values import RECORD_SERIALIZERS, encoder
 from sqe.wire.arrays import binaries, counts_batch, to_numpy
 from sqe.wire.chunk.pack import encode_chunks
 from sqe.wire.columns import CARRIED
@@ -48,9 +48,9 @@ def _keys(batch: pa.RecordBatch, keytype: str) -> pa.Array:
 
 
 def _values(batch: pa.RecordBatch, cfg: KafkaStateConfig) -> pa.Array:
-    """The values of the batch's rows: ``_v`` as it is, or its rows as Avro records."""
+    """The values of the batch's rows: ``_v`` as it is, or its rows as records."""
     values = batch.column("_v")
-    if cfg.serializer != "avro":
+    if cfg.serializer not in RECORD_SERIALIZERS:
         return values
     return encoder(cfg, values.type).encode(values)
 

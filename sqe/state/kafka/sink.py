@@ -21,8 +21,9 @@ Keys (``jw.sqe.state.kafka.keytype``):
 
 Values (``jw.sqe.state.kafka.serializer``): ``json``, the single field when ``fields`` has
 one entry (bytes as they are, strings as UTF-8, anything else as its string form), else a
-JSON object of the fields; ``avro``, a record of the fields in the Confluent wire format
-(:mod:`sqe.state.kafka.avro_values`).
+JSON object of the fields; ``avro`` or ``protobuf``, a record (message) of the fields in the
+Confluent wire format
+(:mod:`sqe.state.kafka.record_values`).
 
 Filter values and chunks: ``filterValue`` computes each message's filter value
 (an SQE expression over the query's fields, compiled by the runner into the
@@ -63,10 +64,10 @@ from sqe.config.client_properties import property_problems
 from sqe.errors import StateError
 from sqe.lang.expressions import Expression
 from sqe.ledger.hwm import HwmStore
-from sqe.state.kafka.avro_values import with_writer
 from sqe.state.kafka.config import KafkaStateConfig
 from sqe.state.kafka.layout import KafkaLayout, canonical_partitioner, grown_topic
 from sqe.state.kafka.produce import producer_task
+from sqe.state.kafka.record_values import RECORD_SERIALIZERS, with_writer
 from sqe.state.sink import RowTask, Sink, SinkTarget, task_counts
 from sqe.wire.columns import CARRIED, field_column
 
@@ -193,7 +194,7 @@ def _prepare(df: DataFrame, cfg: KafkaStateConfig) -> DataFrame:
 def _prepare_columns(df: DataFrame, cfg: KafkaStateConfig) -> list[Column]:
     """The columns of :func:`_prepare` over ``df``'s fields."""
     names = cfg.value_fields  # keytype field: the second field (the first is the key)
-    if cfg.serializer == "avro":  # a record of the fields, encoded by the task
+    if cfg.serializer in RECORD_SERIALIZERS:  # a record of the fields, encoded by the task
         value = F.struct(*[field_column(f).alias(f) for f in names])
     elif len(names) == 1:
         value = _as_bytes(df, names[0])
