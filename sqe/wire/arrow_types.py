@@ -16,7 +16,7 @@ from pyspark.sql.types import ArrayType, DataType, DecimalType, MapType, StructT
 __all__ = ["arrow_type"]
 
 _ARROW: dict[str, pa.DataType] = {
-    "boolean": pa.bool_(), "integer": pa.int32(), "long": pa.int64(), "float": pa.float32(),
+    "boolean": pa.bool_(), "byte": pa.int8(), "short": pa.int16(), "integer": pa.int32(), "long": pa.int64(), "float": pa.float32(),
     "double": pa.float64(), "binary": pa.binary(), "string": pa.string(), "void": pa.null(),
     "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC"),
     "timestamp_ntz": pa.timestamp("us")}
@@ -35,4 +35,6 @@ def arrow_type(t: DataType) -> pa.DataType:
                                                        t.valueContainsNull))
     if isinstance(t, DecimalType):
         return pa.decimal128(t.precision, t.scale)
+    if t.typeName() not in _ARROW:
+        raise TypeError(f"SQE has no Arrow type for Spark type {t.simpleString()}")
     return _ARROW[t.typeName()]

@@ -153,9 +153,8 @@ def test_headers_read_from_the_buffers_equal_the_reference(values, cut):
 
 
 def test_the_arrow_type_of_each_column_is_pysparks_own():
-    from pyspark.sql.pandas.types import to_arrow_type
-
     from sqe.wire.arrow_types import arrow_type
+    from tests.support.arrow import pyspark_arrow_type
 
     schema = _record(*[{"name": f"f{i}", "type": t} for i, t in enumerate([
         "boolean", "int", "long", "float", "double", "bytes", "string", "null",
@@ -168,4 +167,7 @@ def test_the_arrow_type_of_each_column_is_pysparks_own():
             {"name": "x", "type": ["null", "long"]}]}},
         ["null", {"type": "record", "name": "N", "fields": [{"name": "y", "type": "int"}]}]])])
     struct = spark_type(schema)
-    assert arrow_type(struct) == to_arrow_type(struct, timezone="UTC")
+    assert arrow_type(struct) == pyspark_arrow_type(struct)
+    from pyspark.sql.types import ByteType, ShortType  # what a hop's rows may hold besides
+    assert [arrow_type(t) for t in (ByteType(), ShortType())] == [
+        pyspark_arrow_type(t) for t in (ByteType(), ShortType())]

@@ -17,9 +17,11 @@ from hypothesis import strategies as st
 
 from sqe.errors import SchemaError
 from sqe.wire.arrays import binaries
+from sqe.wire.arrow_types import arrow_type
 from sqe.wire.framing import first_message, frame, headers, index_bytes, message_indexes
 from sqe.wire.protobuf import ProtobufDecoder, ProtoSchema, decode_reference, read_descriptor_file, spark_type
 from sqe.wire.protobuf_schema import descriptor
+from tests.support.arrow import pyspark_arrow_type
 
 F = descriptor_pb2.FieldDescriptorProto
 TIMESTAMP, WRAPPERS = "google/protobuf/timestamp.proto", "google/protobuf/wrappers.proto"
@@ -340,10 +342,8 @@ def test_a_descriptor_set_file_reads_with_its_imports(tmp_path):
 
 
 def test_the_arrow_type_of_each_column_is_pysparks_own():
-    from pyspark.sql.pandas.types import to_arrow_type
-
     struct = spark_type(READER)
-    assert ProtobufDecoder(READER).arrow == to_arrow_type(struct, timezone="UTC")
+    assert ProtobufDecoder(READER).arrow == arrow_type(struct) == pyspark_arrow_type(struct)
 
 
 def test_the_decode_path_leaves_pandas_unimported():

@@ -11,7 +11,6 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -34,6 +33,7 @@ from pyspark.sql.types import (
 
 from sqe.errors import SchemaError
 from sqe.wire.arrays import binaries
+from sqe.wire.arrow_types import arrow_type
 from sqe.wire.framing import frame
 from sqe.wire.protobuf import ProtobufDecoder, spark_type
 from sqe.wire.protobuf_schema import descriptor, file_proto
@@ -108,7 +108,7 @@ _rows = st.lists(st.one_of(st.none(), st.fixed_dictionaries({
         "country": st.one_of(st.none(), _text),
         "pts": st.lists(st.fixed_dictionaries({"x": st.floats(allow_nan=False)}), max_size=2)})),
 })), max_size=20)
-ARROW = to_arrow_type(STRUCT, timezone="UTC")
+ARROW = arrow_type(STRUCT)
 
 
 def _arrow(rows: list) -> pa.Array:
@@ -160,7 +160,7 @@ def test_types_protobuf_lacks_are_written_as_spark_would_read_them():
     rows = [{"b": -3, "s": 300, "d": date(2026, 11, 29), "l": datetime(1960, 1, 1, 0, 0, 0, 1),
              "m": Decimal("-12.5000"), "tiny": Decimal("1E-12")},
             {"b": None, "s": None, "d": None, "l": None, "m": None, "tiny": None}]
-    arrow = to_arrow_type(struct, timezone="UTC")
+    arrow = arrow_type(struct)
     encoder = ProtobufEncoder(schema, None, arrow)
     encoded = encoder.encode(pa.array(rows, type=arrow))
     assert encoded.to_pylist() == encode_reference(encoder, rows)
