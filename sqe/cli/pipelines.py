@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sqe.errors import PrerequisiteError
+
 __all__ = ["add_parser", "spark_pipelines_command"]
 
 
@@ -48,6 +50,13 @@ def spark_pipelines_command(args: list[str]) -> tuple[list[str], dict[str, str]]
 
 
 def _run(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    import pyspark
+
+    if importlib.util.find_spec("pyspark.pipelines") is None:
+        raise PrerequisiteError(f"sqe pipelines runs Spark Declarative Pipelines, which came in "
+                                f"pyspark 4.1; this is pyspark {pyspark.__version__}")
     command, env = spark_pipelines_command(list(args.args))
     os.execve(command[0], command, env)  # the pipeline's process from here on
     return 1  # not reached
