@@ -87,9 +87,9 @@ class Hop:
         config: config files, as ``sqe run --config``.
         conf: options over them, as ``sqe run --conf``.
         deserializer: ``json`` (with ``jw.sqe.spout.fields`` and their types) gives the
-            records' fields as columns, ``avro`` the fields of the reader schema (a Schema
-            Registry's subject, or ``jw.sqe.spout.schema.file``); None gives the record's
-            bytes (``_value``).
+            records' fields as columns, ``avro`` or ``protobuf`` the fields of the reader
+            schema (a Schema Registry's subject, or ``jw.sqe.spout.schema.file``); None
+            gives the record's bytes (``_value``).
         accept_lost_marks: go on although the HWM store lost the commits up to this batch
             (the one a refusal names); without it such a store is refused in :meth:`read`.
     """

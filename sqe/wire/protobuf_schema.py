@@ -50,7 +50,7 @@ def protobuf_module() -> Any:
             import_module(f"google.protobuf.{name}")
     except ImportError:
         raise SchemaError("reading or writing Protobuf needs the package protobuf: "
-                          "pip install protobuf") from None
+                          "pip install 'sqe-spark[protobuf]'") from None
     return sys.modules["google.protobuf"]
 
 

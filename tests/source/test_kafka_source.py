@@ -146,6 +146,28 @@ def test_a_range_ending_at_the_partition_end_never_waits_for_more(kafka_bootstra
     assert all(n <= 40 for n in spy.asked)  # never asked for more than what remains
 
 
+def test_latest_offset_without_a_start_caps_from_where_spark_planned_last(kafka_bootstrap,
+                                                                          kafka_topic):
+    """What PySpark 4.0 and 4.1 ask (``latestOffset()``: no start, no limit), on every release."""
+    topic = kafka_topic(2)
+    produce(kafka_bootstrap, topic, [(None, b"%d" % i, i % 2) for i in range(300)])
+    reader = KafkaStreamReader(source_config(topic, kafka_bootstrap, maxRecordsPerBatch="100"))
+    try:
+        first = reader.latestOffset()  # asked before initialOffset(): from where it starts
+        assert sum(first.values()) == 100
+        reader.partitions(reader.initialOffset(), first)
+        second = reader.latestOffset()
+        assert sum(second.values()) == 200 and all(second[p] >= first[p] for p in first)
+        reader.partitions({"0": 150, "1": 150}, {"0": 150, "1": 150})  # a restart's position
+        assert reader.latestOffset() == {"0": 150, "1": 150}  # all read: no batch
+        now = KafkaStreamReader(source_config(topic, kafka_bootstrap, maxRecordsPerBatch="100",
+                                              availableNow="true"))
+        assert now.latestOffset() == {"0": 150, "1": 150}  # AvailableNow: not capped
+        now.stop()
+    finally:
+        reader.stop()
+
+
 def test_offsets_with_gaps_from_transaction_markers(kafka_bootstrap, kafka_topic):
     topic = kafka_topic(1)
     producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": f"tx-{topic}",
