@@ -26,12 +26,9 @@ from __future__ import annotations
 
 import io
 import json
-import statistics
 import sys
-import time
-from collections.abc import Callable
 
-from bench.harness.report import columns, finish, parser
+from bench.harness.report import columns, finish, parser, per_item
 from bench.json_read import FIELDS, values
 
 BATCH = 5000
@@ -39,15 +36,6 @@ SCHEMA = json.dumps({"type": "record", "name": "Enriched", "namespace": "sqe", "
     {"name": "event_id", "type": "string"}, {"name": "user", "type": "string"},
     {"name": "region", "type": "string"}, {"name": "amount", "type": "long"},
     {"name": "amount_cents", "type": "long"}, {"name": "big_spender", "type": "boolean"}]})
-
-
-def _timed(work: Callable[[], object], repeat: int, n: int) -> float:
-    times = []
-    for _ in range(repeat + 1):
-        start = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times[1:]) / n
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ways = {"fastavro loop": loop, "decode": decode, "JSON in the source": from_json,
             "fastavro write loop": write_loop, "encode": encode}
-    per = {name: _timed(work, args.repeat, n) for name, work in ways.items()}
+    per = {name: per_item(work, args.repeat, n) for name, work in ways.items()}
     base = {"fastavro loop": "fastavro loop", "decode": "fastavro loop",
             "JSON in the source": "fastavro loop", "fastavro write loop": "fastavro write loop",
             "encode": "fastavro write loop"}

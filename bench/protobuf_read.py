@@ -23,24 +23,12 @@ reading, the message loop for writing).
 
 from __future__ import annotations
 
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
-from bench.harness.report import columns, finish, parser
+from bench.harness.report import columns, finish, parser, per_item
 
 BATCH = 5000
-
-
-def _timed(work: Callable[[], object], repeat: int, n: int) -> float:
-    times = []
-    for _ in range(repeat + 1):
-        start = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times[1:]) / n
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ways = {"FromString + MessageToDict loop": to_dicts, "FromString loop": parse_only,
             "decode": decode, "message loop": write_loop, "encode": encode}
-    per = {name: _timed(work, args.repeat, n) for name, work in ways.items()}
+    per = {name: per_item(work, args.repeat, n) for name, work in ways.items()}
     base = dict.fromkeys(list(ways)[:3], "FromString + MessageToDict loop") | dict.fromkeys(
         list(ways)[3:], "message loop")
     out = [{"way": name, "records_per_s": round(1 / t), "us_per_record": round(t * 1e6, 2),

@@ -1,6 +1,7 @@
 """What a benchmark says: the options every one takes (:func:`parser`, :func:`service_options`,
 :func:`parse_list`), its progress (:func:`say`), its report's tables and figures
-(:func:`columns`, :func:`num`, :func:`median`, :func:`ratio`), and its last lines
+(:func:`columns`, :func:`num`, :func:`median`, :func:`ratio`, :func:`per_item`), and its
+last lines
 (:func:`finish`: the report, the problems as ``error: ...`` lines, the JSON object last, and
 the exit code)."""
 
@@ -10,6 +11,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -45,6 +47,17 @@ def parse_list(text: str, number: Callable[[str], Any], option: str, what: str, 
     if not values or min(values) <= 0:
         raise argparse.ArgumentTypeError(f"{option} takes {least}")
     return values
+
+
+def per_item(work: Callable[[], object], repeat: int, n: int) -> float:
+    """Seconds per item of ``work`` over ``n`` items: the median of ``repeat`` rounds after
+    one left out (the warm-up)."""
+    times = []
+    for _ in range(repeat + 1):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[1:]) / n
 
 
 def num(v: float | None, fmt: str = ".3f") -> str:

@@ -16,8 +16,9 @@ from pyspark.sql.types import ArrayType, DataType, DecimalType, MapType, StructT
 __all__ = ["arrow_type"]
 
 _ARROW: dict[str, pa.DataType] = {
-    "boolean": pa.bool_(), "byte": pa.int8(), "short": pa.int16(), "integer": pa.int32(), "long": pa.int64(), "float": pa.float32(),
-    "double": pa.float64(), "binary": pa.binary(), "string": pa.string(), "void": pa.null(),
+    "boolean": pa.bool_(), "byte": pa.int8(), "short": pa.int16(), "integer": pa.int32(),
+    "long": pa.int64(), "float": pa.float32(), "double": pa.float64(), "binary": pa.binary(),
+    "string": pa.string(), "void": pa.null(),
     "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC"),
     "timestamp_ntz": pa.timestamp("us")}
 

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +57,11 @@ from pyspark.sql.types import (
 from sqe.errors import SchemaError
 from sqe.wire.arrays import present, value_offsets
 from sqe.wire.arrow_types import arrow_type
-from sqe.wire.framing import HEADER_BYTES, NULL, OK, header_reference, headers, problem_text
+from sqe.wire.decoded import Decoded, Writer, decode_reference
+from sqe.wire.framing import HEADER_BYTES, NULL, OK, headers, problem_text
 
 __all__ = ["AvroDecoder", "Decoded", "Writer", "decode_reference", "parse",
            "read_schema_file", "spark_type"]
-
-#: A writer schema by id: ``(schema type, schema text)``, or None when the registry has no
-#: such id.
-Writer = Callable[[int], "tuple[str, str] | None"]
 
 _PRIMITIVE: dict[str, DataType] = {
     "boolean": BooleanType(), "int": IntegerType(), "long": LongType(), "float": FloatType(),
@@ -239,15 +234,6 @@ def parse(text: str, what: str = "the Avro schema") -> Any:
         raise SchemaError(f"{what} is not a valid Avro schema: {exc}") from None
 
 
-@dataclass(frozen=True)
-class Decoded:
-    """A batch's values decoded: one struct per value (NULL for a NULL value or a bad one),
-    and why each bad value could not be read, by its position."""
-
-    values: pa.Array
-    bad: dict[int, str]
-
-
 class AvroDecoder:
     """Decodes batches of values against one reader schema (see the module docstring)."""
 
@@ -257,6 +243,11 @@ class AvroDecoder:
         self.reader = parse(reader, "the reader schema")
         self.writers = writers
         self._by_id: dict[int, Any] = {}  # parsed writer schemas, or why one cannot be read
+
+    @property
+    def plain(self) -> Any:
+        """The writer of a value without a header: the reader schema."""
+        return self.reader
 
     def writer(self, schema_id: int) -> Any:
         """The parsed writer schema of ``schema_id``, or why values of it cannot be read."""
@@ -345,31 +336,3 @@ class AvroDecoder:
         except SchemaError as exc:
             return str(exc)
         return "the value does not decode as Avro"  # read alone, it does: not reached
-
-
-def decode_reference(decoder: AvroDecoder, values: list[bytes | None]) -> tuple[list[Any],
-                                                                                dict[int, str]]:
-    """:meth:`AvroDecoder.decode` a value at a time, in plain Python: the records (as Python
-    values) and the reasons of the bad ones."""
-    records: list[Any] = []
-    bad: dict[int, str] = {}
-    for i, value in enumerate(values):
-        records.append(None)
-        if value is None:
-            continue
-        if decoder.writers is None:
-            sid, writer, payload = None, decoder.reader, value
-        else:
-            sid, problem = header_reference(value)
-            if problem != OK:
-                bad[i] = problem_text(value, problem)
-                continue
-            writer, payload = decoder.writer(sid), value[HEADER_BYTES:]
-        if isinstance(writer, str):
-            bad[i] = writer
-            continue
-        try:
-            records[i] = decoder.one(memoryview(payload), writer, sid)
-        except SchemaError as exc:
-            bad[i] = str(exc)
-    return records, bad

@@ -54,7 +54,7 @@ from sqe.wire import framing
 from sqe.wire import protobuf_schema as schemas
 from sqe.wire.arrays import binaries, booleans, from_numpy, present, value_offsets
 from sqe.wire.arrow_types import arrow_type
-from sqe.wire.avro import Decoded, Writer
+from sqe.wire.decoded import Decoded, Writer, decode_reference
 from sqe.wire.protobuf_schema import ProtoSchema, protobuf_module, read_descriptor_file
 
 __all__ = ["ProtoSchema", "ProtobufDecoder", "decode_reference", "read_descriptor_file",
@@ -261,6 +261,9 @@ class ProtobufDecoder:
         self._by_id: dict[int, Any] = {}  # writers' message names by indexes, or why not
         self._targets: dict[tuple[int, tuple[int, ...]], str | None] = {}
 
+    #: The writer of a value without a header: none to check (it is the reader's message).
+    plain = None
+
     def writer(self, schema_id: int) -> Any:
         """The messages of ``schema_id`` by their indexes, or why values of it cannot be read."""
         if schema_id not in self._by_id:
@@ -370,27 +373,3 @@ class ProtobufDecoder:
                     what = "the value" if ids is None else f"the value (schema id {ids[i]})"
                     ok[i], bad[i] = False, f"{what} does not decode as message {self.message}: {exc}"
         return Decoded(_column(self.node, messages, ok), bad)
-
-
-def decode_reference(decoder: ProtobufDecoder, values: list[bytes | None]
-                     ) -> tuple[list[Any], dict[int, str]]:
-    """:meth:`ProtobufDecoder.decode` a value at a time, in plain Python: the records (as
-    Python values) and the reasons of the bad ones."""
-    records: list[Any] = []
-    bad: dict[int, str] = {}
-    for i, value in enumerate(values):
-        records.append(None)
-        if value is None:
-            continue
-        sid, writer, payload = None, None, value
-        if decoder.writers is not None:
-            sid, problem = framing.header_reference(value)
-            if problem != framing.OK:
-                bad[i] = framing.problem_text(value, problem)
-                continue
-            writer, payload = decoder.writer(sid), value[framing.HEADER_BYTES:]
-        try:
-            records[i] = decoder.one(memoryview(payload), writer, sid)
-        except SchemaError as exc:
-            bad[i] = str(exc)
-    return records, bad
