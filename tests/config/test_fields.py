@@ -180,3 +180,30 @@ def test_an_avro_stream_has_its_reader_schemas_fields_and_needs_one(tmp_path):
     assert problem.startswith("command 1 (CreateStream): cannot reach the Schema Registry at "
                               "http://sqe:***@127.0.0.1:1 (for subject clicks-value its latest "
                               "version)"), problem
+
+
+def test_a_protobuf_stream_has_its_messages_fields(tmp_path):
+    from google.protobuf import descriptor_pb2, text_format
+
+    files = descriptor_pb2.FileDescriptorSet()
+    files.file.append(text_format.Parse(
+        'name: "ads.proto" package: "ads" syntax: "proto3" '
+        'message_type { name: "Geo" field { name: "country" number: 1 type: TYPE_STRING '
+        'label: LABEL_OPTIONAL } } '
+        'message_type { name: "Click" field { name: "id" number: 1 type: TYPE_STRING '
+        'label: LABEL_OPTIONAL } field { name: "geo" number: 2 type: TYPE_MESSAGE '
+        'label: LABEL_OPTIONAL type_name: ".ads.Geo" } }', descriptor_pb2.FileDescriptorProto()))
+    desc = tmp_path / "ads.desc"
+    desc.write_bytes(files.SerializeToString())
+    stream = _avro_stream(f"{{jw.sqe.spout.schema.file: {desc}, "
+                          "jw.sqe.spout.schema.message: ads.Click}").replace(
+        "deserializer: avro", "deserializer: protobuf")
+    _valid(tmp_path, stream + _query("Clicks", "id, c", 'id, {sql: "geo.country"}'))
+    assert _problems(tmp_path, stream + _query("Clicks", "id", "ids")) == [
+        "command 2 (Query) -> select -> expression 1: no field ids in stream Clicks; "
+        "did you mean id?"]
+    (problem,) = _problems(tmp_path, stream.replace("ads.Click", "ads.Clack")
+                           + _query("Clicks", "id", "id"))
+    assert problem.startswith("command 1 (CreateStream): stream Clicks: "
+                              "jw.sqe.spout.schema.file"), problem
+    assert "has no message ads.Clack" in problem
