@@ -7,19 +7,23 @@ PySpark 4.0 and 4.1 call ``latestOffset()`` with nothing and have neither, so SQ
 their batches themselves (:class:`Position`): the start of the next batch is the end of the
 last one Spark planned (``partitions(start, end)``, which Spark also calls with the checkpoint's
 last offsets when a query restarts) or, before any, where the query starts.  What they cannot
-do there is cap an AvailableNow run: Spark fixes such a run's end by one ``latestOffset()``
-call, so a capped answer would end the run after one batch.  An AvailableNow run is therefore
-told so (the source option ``availableNow``; ``sqe run --once`` sets it) and reads its backlog
-in one batch; :func:`limits_note` is the sentence a run says at start.
+cap is the first answer of a run: an AvailableNow run's end is fixed by the one
+``latestOffset()`` call Spark makes for it before its first batch, exactly as a run with a
+processing-time trigger asks for its first batch, and a capped answer would end such a run
+after one batch.  So the first batch of a run reads what is there, and an AvailableNow run
+reads its backlog in that one batch; every later batch is capped.  :func:`limits_note` is the
+sentence a run says at start.
 
 The names a source needs (``ReadLimit``, ``ReadMaxRows``, ``ReadAllAvailable``,
 ``SupportsTriggerAvailableNow``) are PySpark's where it has them and stand-ins of the same
 shape where it does not; :data:`ADMISSION_CONTROL` says which.
 
     >>> p = Position()
+    >>> p.ask()
+    (None, True)
     >>> p.seen({"0": 10})
-    >>> p.start is not None and p.start["0"]
-    10
+    >>> p.ask()
+    ({'0': 10}, False)
 """
 
 from __future__ import annotations
@@ -82,10 +86,17 @@ class Position:
 
     def __init__(self) -> None:
         self.start: dict | None = None
+        self.asked = False
 
     def seen(self, end: dict) -> None:
         """Spark planned (or restarted at) a batch ending at ``end``."""
         self.start = dict(end)
+
+    def ask(self) -> tuple[dict | None, bool]:
+        """Where the next batch starts (None: where the query starts), and whether this is the
+        run's first ask (whose answer is not capped: see the module docstring)."""
+        first, self.asked = not self.asked, True
+        return self.start, first
 
 
 def limits_note(capped: bool) -> str | None:
@@ -93,8 +104,8 @@ def limits_note(capped: bool) -> str | None:
     and later); ``capped``: whether a stream sets ``maxRecordsPerBatch``."""
     if ADMISSION_CONTROL:
         return None
-    cap = ("its sources cap each batch at jw.sqe.spout.kafka.maxRecordsPerBatch themselves, "
-           "and " if capped else "")
+    cap = ("its sources cap each batch but a run's first at "
+           "jw.sqe.spout.kafka.maxRecordsPerBatch themselves, and " if capped else "")
     return (f"pyspark {pyspark.__version__} has no admission control for Python sources (it "
             f"came in 4.2): {cap}an AvailableNow run (sqe run --once) reads its whole backlog "
             "in one batch")

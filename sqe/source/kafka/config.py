@@ -28,9 +28,6 @@ reader's own:
   the reader (:mod:`sqe.source.json_fields`), yielded as the columns
   ``_sqe_json_ok`` and ``_sqe_jf_<field>`` (the JSON deserializer of a stream with declared
   fields takes them; the runner sets it from ``jw.sqe.spout.fields``);
-* ``availableNow``: the query runs with Spark's AvailableNow trigger; on PySpark without
-  admission control (4.0, 4.1) the source then does not cap its batches
-  (:mod:`sqe.source.admission`; ``sqe run --once`` sets it).
 
 :class:`SourceConfig` is the validated result; :meth:`SourceConfig.to_options`
 gives the options back, so the runner and a direct user build the source the
@@ -77,7 +74,7 @@ _OWN = {"topic": "topic", "hwmconsumer": "hwmConsumer", "emittally": "emitTally"
         "endingoffsets": "endingOffsets", "jsonfields": "jsonFields",
         "producersahead": "producersAhead", "valueformat": "valueFormat",
         "valueschema": "valueSchema", "valuemessage": "valueMessage",
-        "valueimports": "valueImports", "availablenow": "availableNow"}
+        "valueimports": "valueImports"}
 
 #: The prefix of the record schema options (``schema.*``, ``schemaRegistry.*``).
 SCHEMA_PREFIX = "jw.sqe.spout.schema"
@@ -208,8 +205,6 @@ class SourceConfig:
     #: valueFormat (and valueSchema): the values are records of this reader schema, decoded in
     #: the reader (:mod:`sqe.source.values`)
     value_format: ReaderSchema | None = None
-    #: availableNow: the query runs with AvailableNow (:mod:`sqe.source.admission`)
-    available_now: bool = False
 
     def __post_init__(self) -> None:
         if self.stream.filter_replays and not self.hwm_consumer:
@@ -263,8 +258,7 @@ class SourceConfig:
         return cls(topic, stream, consumer, _flag(lowered, "emittally"), ending,
                    _json_fields(topic, lowered.get("jsonfields")),
                    _producers(topic, lowered.get("producersahead")),
-                   _flag(lowered, "reportread"), _value_format(topic, stream, lowered),
-                   _flag(lowered, "availablenow"))
+                   _flag(lowered, "reportread"), _value_format(topic, stream, lowered))
 
     def to_options(self) -> dict[str, str]:
         """The reader options that rebuild this config (what the runner passes to Spark)."""
@@ -285,8 +279,6 @@ class SourceConfig:
                 out["valueMessage"] = self.value_format.message
             if self.value_format.references:
                 out["valueImports"] = json.dumps(dict(self.value_format.references))
-        if self.available_now:
-            out["availableNow"] = "true"
         if self.producers_ahead:
             out["producersAhead"] = json.dumps(self.producers_ahead, sort_keys=True, default=str)
         out.update({key: s.text(key) for key in sorted(s.explicit())

@@ -189,11 +189,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         (PySpark 4.0 and 4.1 give no ``start``, no ``limit``: :mod:`sqe.source.admission`)."""
         marks = self._watermarks()
         if start is None:
-            start = self._position.start
+            start, opening = self._position.ask()
             if start is None:  # no batch planned yet (Spark asks before initialOffset())
                 start = offsets_json(self.starting(marks), self.config.offsets_topic)
-        if limit is None:
-            limit = ReadAllAvailable() if self.config.available_now else self.getDefaultReadLimit()
+            limit = ReadAllAvailable() if opening else self.getDefaultReadLimit()
         begin = by_partition(start)
         if moved := moved_partitions(self.config.topic, begin, marks):
             raise SourceError(moved)
