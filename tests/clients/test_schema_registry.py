@@ -60,3 +60,28 @@ def test_a_process_keeps_one_client_per_configuration():
     conf = {"url": "http://127.0.0.1:1"}
     assert registry(conf) is registry(dict(conf))
     assert registry(conf) is not registry({**conf, "timeout": "5"})
+
+
+def test_a_protobuf_subject_comes_with_the_schemas_it_imports(tmp_path):
+    from google.protobuf import descriptor_pb2, text_format
+
+    from sqe.config.record_schemas import ReaderSchema
+    from sqe.wire.protobuf_schema import ProtoSchema
+
+    def proto(text):
+        return ProtoSchema.of(text_format.Parse(text, descriptor_pb2.FileDescriptorProto())).file
+
+    geo = proto('name: "ads/geo.proto" package: "ads" syntax: "proto3" message_type { '
+                'name: "Geo" field { name: "country" number: 1 type: TYPE_STRING '
+                'label: LABEL_OPTIONAL } }')
+    click = proto('name: "ads/click.proto" package: "ads" syntax: "proto3" '
+                  'dependency: "ads/geo.proto" message_type { name: "Click" field { name: "geo" '
+                  'number: 1 type: TYPE_MESSAGE label: LABEL_OPTIONAL type_name: ".ads.Geo" } }')
+    with SchemaRegistry() as server:
+        server.register("ads/geo.proto", geo, "PROTOBUF")
+        sid = server.register("clicks-value", click, "PROTOBUF", references=[
+            {"name": "ads/geo.proto", "subject": "ads/geo.proto", "version": 1}])
+        found = registry({"url": server.url}, "serialized").version("clicks-value", None)
+    assert found == (sid, "PROTOBUF", click, (("ads/geo.proto", geo),))
+    schema = ReaderSchema("protobuf", click, "subject clicks-value", (), None, found[3])
+    assert schema.struct.simpleString() == "struct<geo:struct<country:string>>"
