@@ -21,6 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -252,7 +253,9 @@ def _run(plan: TopologyPlan, spark: SparkSession, name: str, root: str, mode: Mo
          resume: bool, rerun: Rerun, stop: threading.Event | None,
          watchers: Sequence[RunWatcher], adopt_layout: bool,
          lock: CheckpointLock, accept_lost: int | None) -> list[BatchReport]:
-    pipelines = build_pipelines(plan, name)
+    pipelines = [replace(p, source=replace(p.source, cap_first=True))  # not AvailableNow
+                 if mode != "once" and p.source is not None else p
+                 for p in build_pipelines(plan, name)]
     if (note := limits_note(any(p.settings.max_records for p in pipelines))) is not None:
         log.warning(f"note: {note}")
     for warning in persistence_warnings(pipelines):

@@ -11,8 +11,9 @@ cap is the first answer of a run: an AvailableNow run's end is fixed by the one
 ``latestOffset()`` call Spark makes for it before its first batch, exactly as a run with a
 processing-time trigger asks for its first batch, and a capped answer would end such a run
 after one batch.  So the first batch of a run reads what is there, and an AvailableNow run
-reads its backlog in that one batch; every later batch is capped.  :func:`limits_note` is the
-sentence a run says at start.
+reads its backlog in that one batch; every later batch is capped.  A query known not to run
+AvailableNow caps its first batch too (the source option ``capFirstBatch``, which ``sqe run``
+sets unless ``--once``).  :func:`limits_note` is the sentence a run says at start.
 
 The names a source needs (``ReadLimit``, ``ReadMaxRows``, ``ReadAllAvailable``,
 ``SupportsTriggerAvailableNow``) are PySpark's where it has them and stand-ins of the same
@@ -104,8 +105,8 @@ def limits_note(capped: bool) -> str | None:
     and later); ``capped``: whether a stream sets ``maxRecordsPerBatch``."""
     if ADMISSION_CONTROL:
         return None
-    cap = ("its sources cap each batch but a run's first at "
-           "jw.sqe.spout.kafka.maxRecordsPerBatch themselves, and " if capped else "")
+    cap = ("its sources cap each batch at jw.sqe.spout.kafka.maxRecordsPerBatch themselves, "
+           "and " if capped else "")
     return (f"pyspark {pyspark.__version__} has no admission control for Python sources (it "
             f"came in 4.2): {cap}an AvailableNow run (sqe run --once) reads its whole backlog "
             "in one batch")

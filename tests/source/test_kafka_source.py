@@ -161,6 +161,10 @@ def test_latest_offset_without_a_start_caps_from_where_spark_planned_last(kafka_
         assert sum(second.values()) == 150 and second["0"] >= 20 and second["1"] >= 30
         reader.partitions({"0": 150, "1": 150}, {"0": 150, "1": 150})  # a restart's position
         assert reader.latestOffset() == {"0": 150, "1": 150}  # all read: no batch
+        capping = KafkaStreamReader(source_config(topic, kafka_bootstrap, maxRecordsPerBatch="100",
+                                                  capFirstBatch="true"))
+        assert sum(capping.latestOffset().values()) == 100  # not AvailableNow: capped at once
+        capping.stop()
     finally:
         reader.stop()
 
@@ -347,44 +351,26 @@ def _run_until(frame, checkpoint, handle, read, count):
 def test_a_running_query_reads_in_capped_batches_also_after_a_restart(spark, kafka_bootstrap,
                                                                       kafka_topic, tmp_path):
     """maxRecordsPerBatch caps every batch on each PySpark release: by Spark's admission control
-    from 4.2, by the source itself before (sqe.source.admission: there a run's first batch reads
-    what is there), on a new query and from the checkpoint's offsets after a restart."""
+    from 4.2, by the source itself before (sqe.source.admission: capFirstBatch, as sqe run sets
+    it for a query that is not AvailableNow), on a new query and from the checkpoint's offsets
+    after a restart."""
     topic = kafka_topic(2)
-    produce(kafka_bootstrap, topic, [(None, b"%d" % i, i % 2) for i in range(300)])
-    frame = _stream(spark, topic, kafka_bootstrap, maxRecordsPerBatch=200)
-    runs: list[dict[int, list]] = [{}, {}]
-
-    def seen():
-        return len({x for b in {**runs[0], **runs[1]}.values() for x in b})
-
-    for run, (first, more) in enumerate([(0, 300), (600, 300)]):
-        if run:  # records that wait for the restart
-            produce(kafka_bootstrap, topic, [(None, b"%d" % i, i % 2)
-                                             for i in range(first, first + more)])
-        query = _running(frame, tmp_path / "ck", _keep(runs[run]))
-        try:
-            deadline = time.monotonic() + 120
-            while not runs[run] and time.monotonic() < deadline:
-                time.sleep(0.2)
-            # records that come while it runs
-            start = first + more
-            produce(kafka_bootstrap, topic, [(None, b"%d" % i, i % 2)
-                                             for i in range(start, start + 300)])
-            while seen() < start + 300 and time.monotonic() < deadline:
-                assert query.exception() is None, query.exception()
-                time.sleep(0.2)
-        finally:
-            query.stop()
+    produce(kafka_bootstrap, topic, [(None, b"%d" % i, i % 2) for i in range(700)])
+    frame = _stream(spark, topic, kafka_bootstrap, maxRecordsPerBatch=200, capFirstBatch="true")
+    first: dict[int, list] = {}
+    _run_until(frame, tmp_path / "ck", _keep(first), lambda: sum(map(len, first.values())), 700)
+    produce(kafka_bootstrap, topic, [(None, b"%d" % i, i % 2) for i in range(700, 1200)])
+    second: dict[int, list] = {}  # a batch stopped before its commit may run again in it
+    _run_until(frame, tmp_path / "ck", _keep(second),
+               lambda: len({x for b in {**first, **second}.values() for x in b}), 1200)
     # A batch stopped before its commit runs again, the same, after the restart.
-    assert all(runs[0][b] == rows for b, rows in runs[1].items() if b in runs[0])
-    batches = {**runs[0], **runs[1]}
-    assert sorted(x for b in batches.values() for x in b) == sorted(
-        (i % 2, i // 2) for i in range(1200))
-    # Where Spark gives no admission control, a run's first batch is not capped.
-    uncapped = set() if ADMISSION_CONTROL else {min(runs[0]), min(runs[1])}
-    sizes = {b: len(rows) for b, rows in batches.items() if b not in uncapped}
-    assert max(sizes.values()) <= 200 and len(sizes) >= 4, sizes
-    assert min(runs[1]) in (max(runs[0]), max(runs[0]) + 1)  # on from the checkpoint
+    assert all(first[b] == rows for b, rows in second.items() if b in first)
+    batches = {**first, **second}
+    sizes = [len(b) for b in batches.values()]
+    assert max(sizes) <= 200 and sum(sizes) == 1200, sizes
+    seen = sorted(x for b in batches.values() for x in b)
+    assert seen == sorted((i % 2, i // 2) for i in range(1200))
+    assert min(second) in (max(first), max(first) + 1)  # the restart went on from the checkpoint
 
 
 @pytest.mark.spark
@@ -400,7 +386,7 @@ def test_restart_rereads_exactly_the_uncommitted_range(spark, kafka_bootstrap, k
             raise RuntimeError("injected failure in batch 1")
         done.append((batch_id, rows))
 
-    frame = _stream(spark, topic, kafka_bootstrap, maxRecordsPerBatch=100)
+    frame = _stream(spark, topic, kafka_bootstrap, maxRecordsPerBatch=100, capFirstBatch="true")
     with pytest.raises(Exception, match="injected failure"):
         _running(frame, tmp_path / "ck", handle).awaitTermination(120)
     assert [b for b, _ in done] == [0] and len(failed_attempt) == 100

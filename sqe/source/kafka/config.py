@@ -24,6 +24,9 @@ reader's own:
   ``valueImports`` (JSON: import name to schema text): the values are records of this reader
   schema (by default the stream's schema file or registry subject), decoded in the reader
   (:mod:`sqe.source.values`);
+* ``capFirstBatch``: the query does not run with the AvailableNow trigger, so on PySpark
+  without admission control (4.0, 4.1) its first batch is capped too
+  (:mod:`sqe.source.admission`; ``sqe run`` sets it unless ``--once``);
 * ``jsonFields``: JSON ``{"<field>": "<type>"}`` of fields to read from each JSON value in
   the reader (:mod:`sqe.source.json_fields`), yielded as the columns
   ``_sqe_json_ok`` and ``_sqe_jf_<field>`` (the JSON deserializer of a stream with declared
@@ -74,7 +77,7 @@ _OWN = {"topic": "topic", "hwmconsumer": "hwmConsumer", "emittally": "emitTally"
         "endingoffsets": "endingOffsets", "jsonfields": "jsonFields",
         "producersahead": "producersAhead", "valueformat": "valueFormat",
         "valueschema": "valueSchema", "valuemessage": "valueMessage",
-        "valueimports": "valueImports"}
+        "valueimports": "valueImports", "capfirstbatch": "capFirstBatch"}
 
 #: The prefix of the record schema options (``schema.*``, ``schemaRegistry.*``).
 SCHEMA_PREFIX = "jw.sqe.spout.schema"
@@ -205,6 +208,8 @@ class SourceConfig:
     #: valueFormat (and valueSchema): the values are records of this reader schema, decoded in
     #: the reader (:mod:`sqe.source.values`)
     value_format: ReaderSchema | None = None
+    #: capFirstBatch: the query is not AvailableNow (:mod:`sqe.source.admission`)
+    cap_first: bool = False
 
     def __post_init__(self) -> None:
         if self.stream.filter_replays and not self.hwm_consumer:
@@ -258,7 +263,8 @@ class SourceConfig:
         return cls(topic, stream, consumer, _flag(lowered, "emittally"), ending,
                    _json_fields(topic, lowered.get("jsonfields")),
                    _producers(topic, lowered.get("producersahead")),
-                   _flag(lowered, "reportread"), _value_format(topic, stream, lowered))
+                   _flag(lowered, "reportread"), _value_format(topic, stream, lowered),
+                   _flag(lowered, "capfirstbatch"))
 
     def to_options(self) -> dict[str, str]:
         """The reader options that rebuild this config (what the runner passes to Spark)."""
@@ -279,6 +285,8 @@ class SourceConfig:
                 out["valueMessage"] = self.value_format.message
             if self.value_format.references:
                 out["valueImports"] = json.dumps(dict(self.value_format.references))
+        if self.cap_first:
+            out["capFirstBatch"] = "true"
         if self.producers_ahead:
             out["producersAhead"] = json.dumps(self.producers_ahead, sort_keys=True, default=str)
         out.update({key: s.text(key) for key in sorted(s.explicit())

@@ -192,7 +192,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             start, opening = self._position.ask()
             if start is None:  # no batch planned yet (Spark asks before initialOffset())
                 start = offsets_json(self.starting(marks), self.config.offsets_topic)
-            limit = ReadAllAvailable() if opening else self.getDefaultReadLimit()
+            capped = self.config.cap_first or not opening
+            limit = self.getDefaultReadLimit() if capped else ReadAllAvailable()
         begin = by_partition(start)
         if moved := moved_partitions(self.config.topic, begin, marks):
             raise SourceError(moved)
