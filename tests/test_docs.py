@@ -489,6 +489,67 @@ def test_the_current_figures_table_says_when_how_and_on_what_each_was_measured()
             f"docs/performance.md: {figure!r} names no commit, nor says it is not recorded"
 
 
+def _words(figure: str) -> frozenset[str]:
+    """The words of a figures row's first cell, lower case, code marks left out."""
+    return frozenset(re.findall(r"[\w.,/'=-]*\w", figure.lower().replace("`", "")))
+
+
+def _same_figures(rows: list[list[str]]) -> list[str]:
+    """The pairs of figures rows that measure one figure: the same first cell twice, or a
+    first cell whose words are all another's (an older run of that figure, told with a
+    qualifier less)."""
+    return [f"{row[0]!r} and {other[0]!r}" for i, row in enumerate(rows)
+            for j, other in enumerate(rows)
+            if (i < j and row[0] == other[0])
+            or (i != j and row[0] != other[0] and _words(row[0]) <= _words(other[0]))]
+
+
+def test_the_current_figures_table_has_one_row_per_figure():
+    hop = "that run, SQE's hop cycle enrich / load at 1,000 events/s; at 5,000 events/s"
+    client = ("SQE chain with the client compiler (`conf/low-latency.yaml`) beside quixstreams "
+              "exactly-once at a 0.5 s `commit_interval`, in one run{}: p50 / p99 at 1,000 "
+              "events/s; at 5,000 events/s")
+    assert len(_same_figures([[hop], [hop]])) == 1, "the same first cell twice"
+    assert len(_same_figures([[client.format("")], [client.format(
+        ", each Python worker making the Kafka state's producer at its first read")]])) == 1
+    assert not _same_figures([["Avro values, one thread: decoded"],
+                              ["Protobuf values, one thread: decoded"]])
+    same = _same_figures(_figures_table()[1])
+    assert not same, ("docs/performance.md's Current figures table measures these twice: keep "
+                      "the newest row, its older values in bench/results/:\n" + "\n".join(same))
+
+
+#: What the README does not copy from the Current figures table, beside the figures the
+#: other pages are checked for (_stated_figures): a rate, a ratio such as "1.38x" or
+#: "2 times", or milliseconds, wherever it stands.
+_README_FIGURE = re.compile(
+    rf"{_NUMBER} ?(?:(?:records|events|msgs|messages|keys)/s|x|times|ms)\b")
+
+
+def _readme_figures(page: Path) -> list[str]:
+    """The benchmark figures ``page`` states in its prose, a link's target left out."""
+    found = [f"{number}{'' if unit == 'x' else ' '}{unit}"
+             for _, (number, unit) in _stated_figures(page)]
+    for _, line in _numbered_prose(page.read_text()):
+        found += _README_FIGURE.findall(re.sub(r"\]\([^)]*\)", "]", line))
+    return list(dict.fromkeys(found))
+
+
+def test_the_readme_copies_no_figure_but_links_the_current_figures(tmp_path):
+    sample = tmp_path / "README.md"
+    sample.write_text(
+        "* A chain delivered 1,000 events/s 0.659 s late at the median and 1.145 s at p99.\n"
+        "  A chain moves 1.21x to 2.42x quixstreams' rate, about 174 bytes per mark; a\n"
+        "  commit takes 0.55 ms ([Current figures](docs/performance.md#current-3x-1-ms)).\n"
+        "```\nlatency 7 s, 12 records/s\n```\n")
+    assert set(_readme_figures(sample)) == {"1,000 events/s", "0.659 s", "1.145 s", "1.21x",
+                                            "2.42x", "174 bytes", "0.55 ms"}
+    figures = _readme_figures(README)
+    assert not figures, f"README.md copies figures that the next run changes: {figures}; " \
+                        "say it in words and link docs/performance.md#current-figures"
+    assert "docs/performance.md#current-figures" in _links(README)
+
+
 @pytest.mark.parametrize("page", FIGURE_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_pages_state_only_the_measured_figures_of_the_current_figures_table(page):
     held = _held()
