@@ -45,7 +45,7 @@ def test_the_metadata_says_what_a_user_needs(wheel_files):
     assert meta["License-Expression"] == "Apache-2.0"
     assert f"{info}/licenses/LICENSE" in wheel_files
     requires = meta.get_all("Requires-Dist")
-    assert "pyspark<5,>=4.2" in requires
+    assert "pyspark<5,>=4.0" in requires
     assert set(meta.get_all("Provides-Extra")) >= {"postgres", "metrics", "plot", "local",
                                                     "pack", "all"}
     base = [r for r in requires if "extra ==" not in r]

@@ -28,7 +28,7 @@ from typing import Any
 
 from sqe.config.client_properties import property_problems
 from sqe.config.fields import field_problems
-from sqe.config.record_schemas import ReaderSchema, reader_schemas
+from sqe.config.record_schemas import reader_schemas
 from sqe.config.settings import ConfigFile, Settings, spark_conf_options, unless_refused
 from sqe.config.views import OptionKey, StateSettings, StreamSettings
 from sqe.errors import TopologyError
@@ -50,8 +50,9 @@ class TopologyPlan:
     spark_conf: Mapping[str, str]
     warnings: tuple[str, ...] = field(default=())
     spark_origins: Mapping[str, str] = field(default_factory=dict)  # key -> "FILE (Spark)"
-    #: the reader schema of each stream of records (deserializer avro), by streamName
-    reader_schemas: Mapping[str, ReaderSchema] = field(default_factory=dict)
+    #: the reader schema of each stream of records (deserializer avro or protobuf), by
+    #: streamName: :class:`sqe.config.record_schemas.ReaderSchema`, an internal type
+    reader_schemas: Mapping[str, Any] = field(default_factory=dict)
 
     def state_settings(self, query: Query) -> StateSettings:
         """The settings of the state a query writes to."""

@@ -135,9 +135,10 @@ QUERY = ("- Query:\n    insertInto: {objectName: out, fields: [a]}\n"
          + QUERY,
          "command 1 (CreateStream) -> spoutType: expected one of TRANSACTIONAL, OPAQUE, "
          "NON_TRANSACTIONAL"),
-        ("- CreateStream: {streamName: S, objectName: t, spoutName: KAFKA, deserializer: protobuf}\n"
+        ("- CreateStream: {streamName: S, objectName: t, spoutName: KAFKA, deserializer: thrift}\n"
          + QUERY,
-         "command 1 (CreateStream) -> deserializer: expected one of identity, json, avro"),
+         "command 1 (CreateStream) -> deserializer: expected one of identity, json, avro, "
+         "protobuf"),
         ("- CreateStream: {streamName: S, objectName: t}\n" + QUERY,
          "command 1 (CreateStream) -> spoutName: is required"),
         (STREAM + "- Select: {}\n", "command 2: unknown command Select; expected Set, "
