@@ -34,10 +34,16 @@ from sqe.lang.topology import CreateStream, Topology
 from sqe.wire import avro, protobuf
 from sqe.wire.protobuf_schema import ProtoSchema, read_descriptor_file
 
-__all__ = ["RECORD_FORMATS", "ReaderSchema", "reader_schema", "reader_schemas"]
+__all__ = ["RECORD_FORMATS", "ReaderSchema", "reader_schema", "reader_schemas",
+           "registry_form"]
 
 #: The deserializers whose values are records of a schema.
 RECORD_FORMATS = ("avro", "protobuf")
+
+
+def registry_form(kind: str) -> str | None:
+    """The form a registry is asked for ``kind``'s schemas in (Protobuf's: serialized)."""
+    return "serialized" if kind == "protobuf" else None
 
 
 @dataclass(frozen=True)
@@ -63,7 +69,7 @@ class ReaderSchema:
     @property
     def form(self) -> str | None:
         """The form its registry is asked for schemas in (Protobuf's: serialized)."""
-        return "serialized" if self.kind == "protobuf" else None
+        return registry_form(self.kind)
 
     @cached_property
     def struct(self) -> StructType:
@@ -92,7 +98,7 @@ def reader_schema(kind: str, topic: str, s: StreamSettings, where: str) -> Reade
             raise SchemaError(f"{where}: {exc}") from None
     elif conf.get("url"):
         subject = s.schema_subject or f"{topic}-value"
-        client = registry(conf, ReaderSchema(kind, "", "").form)
+        client = registry(conf, registry_form(kind))
         sid, schema_type, text, imports = client.version(subject, s.schema_version)
         if schema_type.upper() != kind.upper():
             raise SchemaError(f"{where}: subject {subject} of the Schema Registry at "

@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
 from sqe.clients.schema_registry import registry
+from sqe.config.record_schemas import RECORD_FORMATS
 from sqe.errors import RegistryError, SchemaError, StateError
 from sqe.state.kafka.config import KafkaStateConfig
 from sqe.wire import avro, protobuf
@@ -35,8 +36,9 @@ from sqe.wire.protobuf_write import ProtobufEncoder, protobuf_schema
 
 __all__ = ["RECORD_SERIALIZERS", "encoder", "subject_of", "with_writer"]
 
-#: The serializers whose values are records of a writer schema.
-RECORD_SERIALIZERS = ("avro", "protobuf")
+#: The serializers whose values are records of a writer schema: the record formats a stream
+#: reads.
+RECORD_SERIALIZERS = RECORD_FORMATS
 _OPTION = "jw.sqe.state.kafka.schema.file"
 
 
