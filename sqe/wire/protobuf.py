@@ -39,7 +39,6 @@ Example::
 
 from __future__ import annotations
 
-import gc
 from datetime import datetime, timedelta, timezone
 from itertools import chain
 from operator import attrgetter, methodcaller
@@ -54,6 +53,7 @@ from sqe.wire import framing
 from sqe.wire import protobuf_schema as schemas
 from sqe.wire.arrays import binaries, booleans, from_numpy, present, value_offsets
 from sqe.wire.arrow_types import arrow_type
+from sqe.wire.collector import paused
 from sqe.wire.decoded import Decoded, Writer, decode_reference
 from sqe.wire.protobuf_schema import ProtoSchema, protobuf_module, read_descriptor_file
 
@@ -321,13 +321,8 @@ class ProtobufDecoder:
         """The batch ``values`` (binary) decoded (see :class:`Decoded`); Python's cyclic
         garbage collector waits meanwhile (the batch's many messages and lists would set it
         off again and again, for nothing it could free)."""
-        paused = gc.isenabled()
-        gc.disable()
-        try:
+        with paused():
             return self._decode(values)
-        finally:
-            if paused:
-                gc.enable()
 
     def _decode(self, values: pa.Array) -> Decoded:
         bad: dict[int, str] = {}

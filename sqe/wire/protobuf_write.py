@@ -33,7 +33,6 @@ Example::
 
 from __future__ import annotations
 
-import gc
 import io
 import re
 from datetime import date, datetime, timedelta, timezone
@@ -46,6 +45,7 @@ import pyspark.sql.types as T
 from sqe.errors import SchemaError
 from sqe.wire import framing
 from sqe.wire.arrays import packed, present, to_numpy
+from sqe.wire.collector import paused
 from sqe.wire.protobuf_schema import ProtoSchema, descriptor, message_path, protobuf_module
 
 __all__ = ["ProtobufEncoder", "encode_reference", "protobuf_schema"]
@@ -267,13 +267,8 @@ class ProtobufEncoder:
         """The messages of ``rows`` (a NULL row stays NULL: a tombstone), written one after the
         other into one buffer, each after its header; Python's cyclic garbage collector waits
         meanwhile (as in :meth:`sqe.wire.protobuf.ProtobufDecoder.decode`)."""
-        paused = gc.isenabled()
-        gc.disable()
-        try:
+        with paused():
             return self._encode(rows)
-        finally:
-            if paused:
-                gc.enable()
 
     def _encode(self, rows: pa.Array) -> pa.Array:
         names = [name for name, _ in self.convert.parts]

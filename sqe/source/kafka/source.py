@@ -28,7 +28,6 @@ Example::
 
 from __future__ import annotations
 
-import gc
 import time
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping
@@ -73,6 +72,7 @@ from sqe.source.marks import TaskMarks
 from sqe.source.read_report import RangeRead
 from sqe.source.record_headers import schema_with_headers, with_headers
 from sqe.source.values import schema_with_value, with_value
+from sqe.wire.collector import paused
 from sqe.wire.columns import SCHEMA, Tally
 from sqe.wire.headers import FILTER_HEADER
 
@@ -326,9 +326,7 @@ def _take(messages: list[Any], rec: Records, part: RangePartition, position: int
     position after them.  Column by column, one comprehension each (no per-record method
     dispatch of a loop body), with the garbage collector paused: the messages are freed by
     reference counting, and a collection would only walk them."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with paused():
         if any([m.error() is not None for m in messages]):
             messages = _without_events(messages, part, position)
         if messages and not _in_range(messages[0], part, position):
@@ -350,9 +348,6 @@ def _take(messages: list[Any], rec: Records, part: RangePartition, position: int
             rec.filter_values += [_filter_header(m.headers()) for m in messages]
         if rec.headers is not None:
             rec.headers += [m.headers() for m in messages]
-    finally:
-        if paused:
-            gc.enable()
     return position
 
 
