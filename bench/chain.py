@@ -31,7 +31,7 @@ rotated each repetition), each one's output checked, medians of ``--repeat`` per
    its first (the workers started, the JVM's code made: a long-running stream's read) against
    the raw consumer's work.
 4. **Kafka state write vs a bare idempotent producer**: ``chain_parts.py state-write``
-   (``sqe.state.kafka.sink.write_kafka`` under Spark, as ``bench/kafka_write.py`` runs it) against
+   (``state.kafka.sink.write_kafka`` under Spark, as ``bench/kafka_write.py`` runs it) against
    ``idempotent-write`` (one ``enable.idempotence=true`` producer), the same ``--events``
    records of ``kafka_write.make_records``.  Check: each topic holds every record.  A second row
    sets the Kafka state's write run again in the same process against the producer's work.

@@ -14,7 +14,7 @@
   the read once the workers run and the JVM's code is made, as in a long-running stream.
 * ``raw-read``: one confluent-kafka consumer that assigns every partition from its first offset
   and reads the same range, touching each record's key, value and offset.
-* ``state-write``: the Kafka state (``sqe.state.kafka.sink.write_kafka``, keytype StreamMetadata,
+* ``state-write``: the Kafka state (``state.kafka.sink.write_kafka``, keytype StreamMetadata,
   ``SourcePartitionPartitioner``) run by Spark on a cached DataFrame of the records, as
   ``bench/kafka_write.py`` measures it (its :class:`Writers`, writer ``state``); then the same
   again to another topic (``again_seconds``), its workers and producers made.
@@ -135,7 +135,7 @@ def state_write(brokers: str, records: int, partitions: int) -> dict[str, Any]:
 def idempotent_write(brokers: str, records: int, partitions: int) -> dict[str, Any]:
     from confluent_kafka import Producer
 
-    from sqe.partitioners import SourcePartitionPartitioner
+    from partitioners import SourcePartitionPartitioner
 
     data = kafka_write.make_records(records)
     keys = data.keys()

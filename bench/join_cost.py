@@ -18,7 +18,7 @@ session:
   so no replay filter, no marks and no start agreed with the stores; the same join; and a
   plain ``foreachBatch`` that sends the rows straight to the region hashes, as one
   ``mapInArrow`` job of the HSETs SQE stages rows with (built by Arrow, no Python per row:
-  :func:`sqe.state.redis.tasks.stage_task` aimed at the final hashes instead of a stage).  A
+  :func:`state.redis.tasks.stage_task` aimed at the final hashes instead of a stage).  A
   join of hops cannot be the baseline: ``also`` needs filterReplays on both sides, since the
   batches of a join are counted by the marks.  The difference to the baseline is thus what
   exactly-once adds: the replay filter and the read reports in the source, the admission of
@@ -61,9 +61,9 @@ from bench.harness.cycles import (
 from bench.harness.services import conf_pairs, kafka_and_redis, redis_client, with_services
 from bench.harness.topics import PARTITIONS, create_topic, fill
 from sqe.clients.redis_endpoint import RedisEndpoint
-from sqe.state.redis.tasks import stage_task
-from sqe.state.sink import task_counts
 from sqe.wire.keys import StreamMetadata
+from state.redis.tasks import stage_task
+from state.sink import task_counts
 
 VARIANTS = ("spark", "exactly_once", "sink")
 REGIONS = ("EU", "US", "APAC")

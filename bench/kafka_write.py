@@ -9,8 +9,8 @@ Three writers, the same records, the same broker, each into a fresh topic of
 ``--partitions`` partitions per repetition (interleaved, ``--repeat`` times,
 medians):
 
-* (a) ``state``: :func:`sqe.state.kafka.sink.write_kafka` with keytype StreamMetadata
-  and ``sqe.partitioners.SourcePartitionPartitioner``, run by Spark on a cached
+* (a) ``state``: :func:`state.kafka.sink.write_kafka` with keytype StreamMetadata
+  and ``partitioners.SourcePartitionPartitioner``, run by Spark on a cached
   DataFrame of the records (4 Spark partitions, each holding whole source
   partitions in offset order, as the runner hands them over; tasks run on
   all cores, each with its own idempotent producer, flushed before the task
@@ -141,7 +141,7 @@ class Writers:
                  txn_records: int) -> None:
         from confluent_kafka.admin import AdminClient
 
-        from sqe.partitioners import SourcePartitionPartitioner
+        from partitioners import SourcePartitionPartitioner
 
         self.spark, self.records, self.brokers = spark, records, brokers
         self.partitions, self.txn_records = partitions, txn_records
@@ -192,8 +192,8 @@ class Writers:
         return seconds
 
     def _state(self, topic: str) -> None:
-        from sqe.state.kafka.config import KafkaStateConfig
-        from sqe.state.kafka.sink import write_kafka
+        from state.kafka.config import KafkaStateConfig
+        from state.kafka.sink import write_kafka
 
         cfg = KafkaStateConfig(topic=topic, brokers=self.brokers, keytype="StreamMetadata",
                                fields=("value",),

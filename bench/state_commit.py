@@ -24,8 +24,8 @@ from bench.harness.report import parser
 from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.engine.session import build_session
 from sqe.ledger.hwm import HwmStore, Stage
-from sqe.state.postgres.sink import PostgresStateConfig, write_postgres
-from sqe.state.redis.sink import RedisStateConfig, stage_redis, write_redis
+from state.postgres.sink import PostgresStateConfig, write_postgres
+from state.redis.sink import RedisStateConfig, stage_redis, write_redis
 
 
 def _median_rate(rows: int, step: Callable[[int], None]) -> float:

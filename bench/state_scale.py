@@ -5,10 +5,10 @@ states' own pieces as a batch does, without Spark, so only the store's work is
 timed:
 
 * Redis aggregate: one batch merges ``touched`` Sum entries with
-  :data:`sqe.state.redis.aggregate_layout.MERGE_SCRIPT` (TRANSACTIONAL, one script call, as an
+  :data:`state.redis.aggregate_layout.MERGE_SCRIPT` (TRANSACTIONAL, one script call, as an
   executor sends them) into a state holding N entries;
-* Postgres: one batch's transaction as :mod:`sqe.state.postgres.sink` runs it -- connect,
-  lock the consumer's row of the batch table (:func:`sqe.state.postgres.batches.lock_batch`),
+* Postgres: one batch's transaction as :mod:`state.postgres.sink` runs it -- connect,
+  lock the consumer's row of the batch table (:func:`state.postgres.batches.lock_batch`),
   ``COPY`` ``rows`` rows in, record the batch id, ``COMMIT`` -- into a table holding N
   rows, with N other consumers' rows (at most 100,000) in the batch table.
 """
@@ -21,7 +21,7 @@ import uuid
 
 import redis
 
-from sqe.state.redis.aggregate_layout import MERGE_SCRIPT
+from state.redis.aggregate_layout import MERGE_SCRIPT
 
 _CHUNK = 500  # entries per merge call, as the executors send them
 _FILL_CALLS = 200  # merge calls per pipeline while filling
@@ -80,7 +80,7 @@ def postgres_batch(dsn: str, stored: int, rows: int, repeat: int) -> dict[str, f
     import psycopg
     from psycopg import sql
 
-    from sqe.state.postgres.batches import lock_batch, qualified, record_batch
+    from state.postgres.batches import lock_batch, qualified, record_batch
 
     schema = f"bench_{uuid.uuid4().hex[:8]}"
     table = qualified(schema, "events")

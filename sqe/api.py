@@ -42,7 +42,7 @@ from sqe.lang.topology import Topology, read_topology
 from sqe.lang.topology import load_topology as _load
 from sqe.observe.batch_report import BatchReport
 from sqe.observe.watch import RunWatcher
-from sqe.state.registry import SINKS
+from state.registry import SINKS
 
 __all__ = ["PreparedRun", "RunResult", "load_topology", "prepare", "run", "validate"]
 

@@ -65,7 +65,7 @@ from sqe.engine.stream_frame import source_frame
 from sqe.errors import OptionError, RunError, TopologyError
 from sqe.lang.topology import InsertInto, Topology, parse_commands
 from sqe.observe.batch_report import BatchReport
-from sqe.state.registry import SINKS
+from state.registry import SINKS
 
 __all__ = ["Hop", "HopBatch"]
 

@@ -278,7 +278,7 @@ def dockerignore_problems() -> list[str]:
     patterns = [p.strip().rstrip("/") for p in (ROOT / ".dockerignore").read_text().splitlines()
                 if p.strip() and not p.startswith("#")]
     needed = ["pyproject.toml", "README.md", "sqe/cli/submit.py", "sqe/ledger/hwm.py",
-              "sqe/partitioners/__init__.py", "topologies/enrich.yaml", CONF]
+              "partitioners/__init__.py", "topologies/enrich.yaml", CONF]
     return [f".dockerignore excludes {f}" for f in needed
             if any(fnmatch.fnmatch(f, p) or f.startswith(p + "/") or fnmatch.fnmatch(f, p + "/*")
                    for p in patterns)]

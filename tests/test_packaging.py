@@ -22,13 +22,15 @@ def wheel_files(installed_sqe) -> dict[str, bytes]:
         return {n: z.read(n) for n in z.namelist()}
 
 
-def test_the_wheel_installs_sqe_and_nothing_else_at_the_top(wheel_files):
+def test_the_wheel_installs_sqe_partitioners_and_state_and_nothing_else_at_the_top(wheel_files):
     tops = {name.split("/")[0] for name in wheel_files}
-    assert tops == {"sqe", f"sqe_spark-{sqe.__version__}.dist-info"}
     info = f"sqe_spark-{sqe.__version__}.dist-info"
-    assert wheel_files[f"{info}/top_level.txt"].split() == [b"sqe"]
-    for shipped in ("sqe/state/kafka/sink.py", "sqe/partitioners/base.py",
-                    "sqe/ledger/hwm.py", "sqe/py.typed", "sqe/config/data/spark-settings.txt",
+    assert tops == {"sqe", "partitioners", "state", info}
+    assert sorted(wheel_files[f"{info}/top_level.txt"].split()) == [
+        b"partitioners", b"sqe", b"state"]
+    for shipped in ("state/kafka/sink.py", "partitioners/base.py",
+                    "sqe/ledger/hwm.py", "sqe/py.typed", "state/py.typed",
+                    "partitioners/py.typed", "sqe/config/data/spark-settings.txt",
                     "sqe/topologies/enrich.yaml", "sqe/topologies/load.yaml",
                     "sqe/conf/local.yaml", "sqe/engine/java/sqe-spark.jar",
                     "sqe/engine/java/LocalCheckpointFileManager.java"):

@@ -38,8 +38,8 @@ from sqe.logs import set_log_level
 from sqe.observe.metrics import PrometheusWatcher
 from sqe.observe.watch import RunWatcher
 from sqe.secrets import mask_value
-from sqe.state.registry import SINKS
 from sqe.wire.keys import StreamMetadata, pid_for
+from state.registry import SINKS
 
 __all__ = ["demo", "hwm", "keys", "options", "report", "run", "sample_events", "validate"]
 

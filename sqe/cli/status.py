@@ -46,7 +46,7 @@ from sqe.ledger.commits import Commit
 from sqe.observe.batch_report import BatchReport, partition_offsets
 from sqe.observe.progress import ProgressError, progress_path, read_progress
 from sqe.source.kafka.lag import LagReader, PartitionLag, total_backlog
-from sqe.state.sink import Sink
+from state.sink import Sink
 
 __all__ = ["RunStatus", "StreamStatus", "gather", "status"]
 

@@ -14,5 +14,5 @@ themselves are :mod:`sqe.clients`'s; secrets in values are :mod:`sqe.secrets`'s.
 
 May import: :mod:`sqe.errors`, :mod:`sqe.secrets`, :mod:`sqe.logs`, :mod:`sqe.wire`,
 :mod:`sqe.clients` (a Redis endpoint is a setting's value), :mod:`sqe.lang` (the command
-model and expressions), :mod:`sqe.partitioners`.
+model and expressions), :mod:`partitioners`.
 """

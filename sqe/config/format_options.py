@@ -1,7 +1,7 @@
 """The options of record formats: the Schema Registry a stream reads with and a Kafka state
 writes with (confluent-kafka's own client property names), a stream's reader schema and a
 state's serializer and writer schema (:mod:`sqe.config.record_schemas`,
-:mod:`sqe.state.kafka.record_values`); declared here, part of the registry
+:mod:`state.kafka.record_values`); declared here, part of the registry
 (:data:`sqe.config.registry.REGISTRY`)."""
 
 from __future__ import annotations

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 
+from partitioners import resolve
 from sqe.clients.redis_endpoint import check_url
 from sqe.lang.documents import SyntaxProblem, load_json
 from sqe.lang.spark_types import type_problem
-from sqe.partitioners import resolve
 
 __all__ = ["check_bloom_size", "check_brokers", "check_declared_fields", "check_interval",
            "check_partitioner", "check_starting_offsets", "check_state_redis_url"]

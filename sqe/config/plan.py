@@ -9,7 +9,7 @@ post-filter that compiles, client properties librdkafka accepts) and that every
 field a query reads is one its stream has (:mod:`sqe.config.fields`).  The result,
 a :class:`TopologyPlan`, holds one :class:`~sqe.config.views.StreamSettings`
 per stream and one :class:`~sqe.config.views.StateSettings` per query; what a
-state needs of its options is checked by the state itself (``sqe.state.registry``).
+state needs of its options is checked by the state itself (``state.registry``).
 
 Every problem is found in one call, each located, in file order (by command, then
 by check): the problems found loading the topology

@@ -7,11 +7,11 @@ per-batch way, :mod:`~sqe.engine.per_batch`: replay accounting, queries, sinks, 
 commit), the
 streaming queries' life (:mod:`~sqe.engine.runner`), and the
 SparkSession (:mod:`~sqe.engine.session`, :mod:`~sqe.engine.prereq`).  States are
-written only through the sink protocol of :mod:`sqe.state.sink`.
+written only through the sink protocol of :mod:`state.sink`.
 
 What a batch did and who is told is :mod:`sqe.observe`'s: the engine reports there.
 
 May import: every layer below it (:mod:`sqe.wire`, :mod:`sqe.clients`, :mod:`sqe.lang`,
-:mod:`sqe.config`, :mod:`sqe.state`, :mod:`sqe.source`, :mod:`sqe.observe`); never :mod:`sqe.api` or
+:mod:`sqe.config`, :mod:`state`, :mod:`sqe.source`, :mod:`sqe.observe`); never :mod:`sqe.api` or
 :mod:`sqe.cli`.
 """

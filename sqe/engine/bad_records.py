@@ -5,7 +5,7 @@ A step cannot take a record when
 * its value does not decode (a JSON stream's value that is not a JSON object);
 * a query cannot compute it: Spark's ANSI errors (a cast of a malformed value, a
   division by zero, an overflow);
-* a state cannot hold what the query makes of it (:meth:`sqe.state.sink.Sink.rejects`,
+* a state cannot hold what the query makes of it (:meth:`state.sink.Sink.rejects`,
   e.g. the NUL character in Postgres text).
 
 Finding them costs nothing while a batch has none.  A value that does not decode

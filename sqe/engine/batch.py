@@ -44,7 +44,7 @@ from sqe.ledger.hwm import HwmStore
 from sqe.ledger.retry import Failed, asked
 from sqe.observe.batch_report import BatchReport, partition_offsets
 from sqe.source.kafka import KafkaSource
-from sqe.state.sink import Batch
+from state.sink import Batch
 
 __all__ = ["BatchProcessor"]
 

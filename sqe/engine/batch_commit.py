@@ -21,7 +21,7 @@ import redis
 from sqe.errors import StaleBatchError, StateError
 from sqe.ledger.hwm import HwmStore
 from sqe.ledger.retry import Failed, asked, times_tried
-from sqe.state.sink import Batch
+from state.sink import Batch
 
 __all__ = ["Applier", "commit_hwm", "dropped"]
 

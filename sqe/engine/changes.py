@@ -4,7 +4,7 @@ Each stream keeps ``<checkpoint>/<streamName>/sqe-topology.json``, written when 
 run starts (:class:`StreamRecord`): its consumer (topology name and stream name),
 what it reads (reader, topic, ``filterReplays`` and the HWM store), the states its
 queries write, and the layout each Kafka state places records with
-(:mod:`sqe.state.kafka.layout`).  Before a run reads anything, :func:`review` holds
+(:mod:`state.kafka.layout`).  Before a run reads anything, :func:`review` holds
 the topology against those records, change by change:
 
 * **continues exactly-once**: a query's ``select``, ``where`` or fields changed, a query
@@ -33,8 +33,8 @@ from sqe.engine.checkpoint import CheckpointFiles, StreamCheckpoint
 from sqe.engine.pipeline import StreamPipeline
 from sqe.errors import TopologyChanged
 from sqe.ledger.commits import Commit
-from sqe.state.kafka.layout import KafkaLayout, grown_topic
-from sqe.state.kafka.sink import KafkaSink
+from state.kafka.layout import KafkaLayout, grown_topic
+from state.kafka.sink import KafkaSink
 
 __all__ = ["RECORD", "Review", "StreamRecord", "TopologyChanged", "record_of", "review",
            "write_records"]

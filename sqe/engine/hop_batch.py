@@ -7,7 +7,7 @@ added), and the function hands each of the hop's states its frame with
 admitted by :class:`~sqe.engine.batch.BatchProcessor` against the stores' commit record,
 :class:`UserWay` runs the batch once (its rows cached for the function) and takes its new
 high-water marks from what the source tasks read (:mod:`sqe.engine.source_reads`), writes
-each state through the sink protocol (:mod:`sqe.state.sink`) and commits the marks, the batch
+each state through the sink protocol (:mod:`state.sink`) and commits the marks, the batch
 id and the staged rows in one step (:func:`~sqe.engine.batch_commit.commit_hwm`), as a
 topology's batch does.  The marks are the source's, not the rows', so the query between the
 read and the states may be anything Structured Streaming runs: an aggregation, a
@@ -45,9 +45,9 @@ from sqe.engine.spark_api import describe_jobs, is_connect
 from sqe.errors import StateError
 from sqe.faults import fault_point
 from sqe.observe.batch_report import BatchReport
-from sqe.state.kafka.sink import KafkaSink
-from sqe.state.sink import Batch, Sink, Staged
 from sqe.wire.columns import CARRIED, data_rows
+from state.kafka.sink import KafkaSink
+from state.sink import Batch, Sink, Staged
 
 __all__ = ["HopBatch", "UserWay", "reorders"]
 

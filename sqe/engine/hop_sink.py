@@ -58,9 +58,9 @@ from sqe.errors import StateError, StoreBehind, TopologyError
 from sqe.faults import fault_point
 from sqe.ledger.hwm import HwmStore, Stage
 from sqe.observe.batch_report import BatchReport
-from sqe.state.kafka.sink import KafkaSink
-from sqe.state.sink import Batch, RowTask, Sink
 from sqe.wire.columns import CARRIED
+from state.kafka.sink import KafkaSink
+from state.sink import Batch, RowTask, Sink
 
 __all__ = ["HopSink", "HopSpec", "sink_frame"]
 
@@ -303,7 +303,7 @@ class HopSink(DataSource):
 
 def _write_on_driver(sink: Sink, batch: Batch, counts: dict[str, int], data: list[bytes]
                      ) -> None:
-    """Write and commit a state whose :meth:`~sqe.state.sink.Sink.pass_done` writes the rows
+    """Write and commit a state whose :meth:`~state.sink.Sink.pass_done` writes the rows
     its tasks gave, unless it holds the batch already."""
     sink.open(batch)
     try:

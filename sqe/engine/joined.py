@@ -32,7 +32,7 @@ from sqe.faults import fault_point
 from sqe.ledger.hwm import HwmStore
 from sqe.ledger.retry import Failed, asked
 from sqe.observe.batch_report import BatchReport
-from sqe.state.sink import Batch
+from state.sink import Batch
 
 __all__ = ["JoinedHop"]
 

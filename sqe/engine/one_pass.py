@@ -12,8 +12,8 @@ batch, so a batch is one Spark job and no DataFrame is built through py4j:
   (prefixed :data:`RAW`), whether its value could not be read, its warnings, and per query
   whether the query's ``where`` keeps it, and its fields, under names of SQE's own;
 * each state, in turn, sees its query's fields by their names, adds its columns
-  (:meth:`~sqe.state.sink.Sink.columns`) and gives, as Spark built-ins, the columns its executor
-  task writes (:meth:`~sqe.state.sink.Sink.pass_columns`), as one struct column per state,
+  (:meth:`~state.sink.Sink.columns`) and gives, as Spark built-ins, the columns its executor
+  task writes (:meth:`~state.sink.Sink.pass_columns`), as one struct column per state,
   NULL in a row its query does not keep.  Spark collapses the steps into one projection.
 
 A record is one row however many queries read it: the rows Spark hands to Python are the

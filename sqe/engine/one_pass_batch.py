@@ -1,10 +1,10 @@
 """The driver's part of a one-pass batch (:mod:`sqe.engine.one_pass`): open the states, run the
 batch's one Spark job, count, and commit.
 
-:func:`write_one_pass` follows the sink protocol (:mod:`sqe.state.sink`) as the
+:func:`write_one_pass` follows the sink protocol (:mod:`state.sink`) as the
 ``foreachBatch`` way does -- ``open``, ``holds``, the write, ``commit``, ``close``, then the HWM
 commit of the marks, the batch id and the staged rows in one step -- with the write being every
-state's :meth:`~sqe.state.sink.Sink.pass_task` inside the one job
+state's :meth:`~state.sink.Sink.pass_task` inside the one job
 (:mod:`sqe.engine.one_pass_task`).  It returns False, having committed nothing, when the
 batch needs the ``foreachBatch`` way: a value the deserializer cannot read, or a row a query
 or state fails on (that way finds the record and applies the bad-record policy).  What tasks
@@ -31,7 +31,7 @@ from sqe.engine.spark_api import give_tasks
 from sqe.faults import fault_point
 from sqe.observe.batch_report import BatchReport
 from sqe.source.read_report import BatchRead
-from sqe.state.sink import Batch, Sink
+from state.sink import Batch, Sink
 
 __all__ = ["count_source", "write_one_pass"]
 

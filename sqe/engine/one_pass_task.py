@@ -6,7 +6,7 @@ state, NULL when the state's query does not keep the record, and the source's ta
 (all of them in one struct column ``_sqe_row``, from the planned frame, or as columns).
 It first checks that nothing needs the ``foreachBatch`` way (a value the deserializer cannot
 read); if something does, it writes nothing and says so.  Otherwise it hands each state's rows
-to that state's task (:meth:`~sqe.state.sink.Sink.pass_task`) and returns, as one JSON row,
+to that state's task (:meth:`~state.sink.Sink.pass_task`) and returns, as one JSON row,
 what the driver needs to commit and report: the records, the new high-water mark of each (pid,
 source partition), the source's counters, the warning counts and each state's counts.
 Nothing in it scales with the records but the marks, which scale with the upstream partitions.
@@ -34,9 +34,9 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, 
 
 from sqe.config.worker_task import begin_task
 from sqe.source.replay import pair_groups
-from sqe.state.sink import RowTask, Sink, add_counts
 from sqe.wire.arrays import binaries, from_numpy, strings, to_numpy
 from sqe.wire.columns import TALLY, Tally
+from state.sink import RowTask, Sink, add_counts
 
 __all__ = ["PassResult", "RESULT_SCHEMA", "add_marks", "add_marks_reference", "merge_results",
            "pass_task", "planned_task"]
@@ -115,7 +115,7 @@ def planned_task(states: Sequence[tuple[int, Sink]], warnings: int, key: str
     the states of ``states`` (query index, a copy of its sink as planned) that the batch
     writes, each state's task made in the Spark task from the context the driver gave the
     batch's job as local property ``key`` (JSON: query index -> the state's
-    :meth:`~sqe.state.sink.Sink.pass_context`; a state the batch does not write is absent)."""
+    :meth:`~state.sink.Sink.pass_context`; a state the batch does not write is absent)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext  # an executor's, only in a task

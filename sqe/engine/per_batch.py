@@ -13,7 +13,7 @@ cannot take).  :meth:`PerBatchWay.run`, for batch ``K`` admitted by
 3. stamp each record with its StreamMetadata (pid, source partition and offset),
    deserialize (on the first batch with JSON records, a field the queries read that no
    record holds stops the run, naming the closest key), run the queries in file order
-   and write each query's state through its sink (:mod:`sqe.state.sink`);
+   and write each query's state through its sink (:mod:`state.sink`);
 4. commit: every sink's part, then the new HWMs with batch id ``K`` (and the rows
    the sinks staged) in one atomic step; close the sinks.
 
@@ -54,8 +54,8 @@ from sqe.observe.batch_report import BatchReport
 from sqe.source.deserializers import Deserialized, Summary, deserialize, summary_columns
 from sqe.source.marks import frame_marks
 from sqe.source.replay import beyond_bound_frame, beyond_bound_reason, filter_replays_frame
-from sqe.state.sink import Batch, Sink, Staged, stage_together
 from sqe.wire.columns import CARRIED, TALLY, Tally, carried_offset, data_rows
+from state.sink import Batch, Sink, Staged, stage_together
 
 __all__ = ["PerBatchWay", "batch_marks", "stage_counted", "write_state"]
 

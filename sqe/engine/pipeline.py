@@ -7,7 +7,7 @@ stream), the pid stamped on what it writes (MurmurHash64A of topology + stream +
 ``<cluster id>/<topic>``, unless ``jw.sqe.pid`` sets it), the consumer name of
 its high-water marks (``<topology>.<stream>``), and every query that reads from
 it -- directly, or through intermediate streams without a ``stateName`` -- in
-file order, each with the :class:`~sqe.state.sink.Sink` of its state.
+file order, each with the :class:`~state.sink.Sink` of its state.
 :func:`check_fields` holds a JSON stream's first batch against the fields its queries read.
 """
 
@@ -41,9 +41,9 @@ from sqe.source.json_fields import arrow_fields
 from sqe.source.kafka import KafkaStreamReader
 from sqe.source.kafka.config import SourceConfig, by_partition, parse_offsets
 from sqe.source.kafka.offsets import offsets_json
-from sqe.state.registry import SINKS, sink_for, sink_problems
-from sqe.state.sink import Sink, SinkTarget
 from sqe.wire.keys import kafka_secondary_id, pid_for
+from state.registry import SINKS, sink_for, sink_problems
+from state.sink import Sink, SinkTarget
 
 __all__ = ["QueryStep", "StreamPipeline", "StreamStores", "build_pipelines", "check_fields",
            "sink_target", "state_problems", "stream_source", "stream_stores"]
@@ -61,7 +61,7 @@ class QueryStep:
 
     def with_state_columns(self, frame: DataFrame) -> DataFrame:
         """``frame`` (the query's output) with the columns its state needs besides the
-        fields (:meth:`sqe.state.sink.Sink.columns`)."""
+        fields (:meth:`state.sink.Sink.columns`)."""
         extra = self.state_columns(frame)
         return frame.select("*", *[c.alias(n) for n, c in extra.items()]) if extra else frame
 

@@ -385,7 +385,7 @@ def load_topology(path: str | Path, name: str | None = None,
 
     ``name`` is the topology name used in PIDs; it defaults to the file's stem.
     ``state_names`` are the states a query may write to (None: any; ``sqe`` passes
-    those of ``sqe.state.registry``).
+    those of ``state.registry``).
     """
     topology = read_topology(path, name, state_names)
     if topology.problems:

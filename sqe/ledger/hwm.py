@@ -11,7 +11,7 @@ One consumer (a topology's stream) owns these keys, with one hash tag (one Clust
   ``checkpoint`` that committed it, and ``reset`` (1 after :meth:`HwmStore.reset`);
   see :mod:`sqe.ledger.commits`
 * ``sqe:{<consumer>}:stage:<batch>:<writer>:<n>`` rows of a Redis state staged
-  for batch ``<batch>`` (see :mod:`sqe.state.redis.sink`), until the commit applies them;
+  for batch ``<batch>`` (see :mod:`state.redis.sink`), until the commit applies them;
   ``<writer>`` is a hash of the checkpoint that stages them, so two runs of one
   consumer on separate checkpoints never share a stage, and a retry on the same
   checkpoint rewrites its own

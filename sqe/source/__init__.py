@@ -1,6 +1,6 @@
 """Reading: what a stream reads and what becomes of each record before the queries see it.
 
-Shaped like :mod:`sqe.state`: one sub-package or module per kind of source, and what they share
+Shaped like :mod:`state`: one sub-package or module per kind of source, and what they share
 beside them. The Kafka source (:mod:`~sqe.source.kafka`: the ``sqe-kafka`` data source, its
 offsets, its rows, its lag, and Spark's own connector as the alternative), FIXED rows
 (:mod:`~sqe.source.fixed`); shared: the replay filter (:mod:`~sqe.source.replay`), the marks

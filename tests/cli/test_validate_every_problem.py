@@ -18,7 +18,7 @@ from sqe.api import validate
 from sqe.config.settings import load_config
 from sqe.errors import TopologyError
 from sqe.lang.topology import read_topology
-from sqe.state.registry import SINKS
+from state.registry import SINKS
 from tests.support import ROOT
 
 MISTAKES = """\

@@ -12,7 +12,7 @@ import redis
 
 from sqe.engine.batch_commit import Applier, commit_hwm
 from sqe.ledger.hwm import HwmStore, Stage
-from sqe.state.sink import Batch
+from state.sink import Batch
 
 pytestmark = pytest.mark.redis
 

@@ -23,8 +23,8 @@ from sqe.errors import StateError
 from sqe.ledger.hwm import HwmStore, Stage
 from sqe.ledger.hwm_lua import COMMIT
 from sqe.ledger.retry import Failed, Unreachable, asked, retried, times_tried
-from sqe.state.redis.sink import RedisSink
-from sqe.state.sink import Batch, SinkTarget
+from state.redis.sink import RedisSink
+from state.sink import Batch, SinkTarget
 from tests.support.fault_proxy import FaultProxy
 
 pytestmark = pytest.mark.redis

@@ -169,8 +169,8 @@ def test_changes_that_are_refused_before_anything_is_written(
     options = enrich[1]["Query"]["insertInto"]["options"]
     for key, value, what in (
             ("jw.sqe.state.kafka.partitionClass", "partitioners.Murmur2Partitioner",
-             "the partitioner changed from sqe.partitioners.SourcePartitionPartitioner to "
-             "sqe.partitioners.Murmur2Partitioner"),
+             "the partitioner changed from partitioners.SourcePartitionPartitioner to "
+             "partitioners.Murmur2Partitioner"),
             ("jw.sqe.state.kafka.keytype", "messagehash",
              "the key type changed from streammetadata to messagehash"),
             ("jw.sqe.state.kafka.chunking", True, "chunking was turned on")):

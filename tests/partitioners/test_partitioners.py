@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqe.partitioners import Murmur2Partitioner, Partitioner, SourcePartitionPartitioner, resolve
-from sqe.partitioners.murmur2 import murmur2, murmur2_array
+from partitioners import Murmur2Partitioner, Partitioner, SourcePartitionPartitioner, resolve
+from partitioners.murmur2 import murmur2, murmur2_array
 from sqe.wire.keys import StreamMetadata
 
 

@@ -9,7 +9,7 @@ import pytest
 import redis
 from pyspark.sql import functions as F
 
-from sqe.state.redis.aggregate_layout import LAYOUTS, MERGE_SCRIPT, encoded, stored_parts
+from state.redis.aggregate_layout import LAYOUTS, MERGE_SCRIPT, encoded, stored_parts
 
 pytestmark = [pytest.mark.spark, pytest.mark.redis]
 

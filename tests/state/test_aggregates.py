@@ -18,8 +18,8 @@ from sqe.config.views import StateSettings
 from sqe.engine.runner import run_topology
 from sqe.faults import kill_group, start_with_fault, wait_for_fault
 from sqe.lang.topology import load_topology
-from sqe.state.redis.aggregates import AggregateSink, AggregateStateConfig, write_aggregates
-from sqe.state.sink import SinkTarget
+from state.redis.aggregates import AggregateSink, AggregateStateConfig, write_aggregates
+from state.sink import SinkTarget
 from tests.support import DATA
 
 pytestmark = [pytest.mark.spark, pytest.mark.redis]

@@ -11,7 +11,7 @@ from sqe.clients.redis_clients import kept_client
 from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.errors import ReplicaLagError, StateError
 from sqe.ledger.hwm import HwmStore, Stage
-from sqe.state.redis.tasks import stage_task, writer_task
+from state.redis.tasks import stage_task, writer_task
 
 pytestmark = pytest.mark.redis
 

@@ -383,8 +383,8 @@ def test_one_job_stages_rows_of_several_states_even_when_a_task_holds_both(
         spark, store, redis_url):
     from sqe.clients.redis_endpoint import RedisEndpoint
     from sqe.ledger.hwm import Stage
-    from sqe.state.redis.sink import STAGE_TTL_SECONDS, stage_all
-    from sqe.state.sink import Staged
+    from state.redis.sink import STAGE_TTL_SECONDS, stage_all
+    from state.sink import Staged
 
     hash_key, str_key = store.stage_key(0, "/ck/a", 0), store.stage_key(0, "/ck/a", 1)
     rows = spark.createDataFrame(

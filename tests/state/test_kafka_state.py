@@ -16,12 +16,12 @@ import pytest
 from pyspark.errors import PythonException
 from pyspark.sql import functions as F
 
+from partitioners import Murmur2Partitioner
 from sqe.errors import StateError
-from sqe.partitioners import Murmur2Partitioner
-from sqe.state.kafka.config import KafkaStateConfig
-from sqe.state.kafka.sink import FILTER_VALUE_COLUMN, write_kafka
 from sqe.wire.headers import FILTER_HEADER
 from sqe.wire.keys import StreamMetadata
+from state.kafka.config import KafkaStateConfig
+from state.kafka.sink import FILTER_VALUE_COLUMN, write_kafka
 from tests.support.kafka_io import read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]

@@ -12,8 +12,8 @@ from pyspark.sql import types as T
 from sqe.config.settings import Settings
 from sqe.config.views import StateSettings
 from sqe.errors import StaleBatchError, StateError
-from sqe.state.postgres.sink import PostgresSink, PostgresStateConfig, pg_type, write_postgres
-from sqe.state.sink import SinkTarget
+from state.postgres.sink import PostgresSink, PostgresStateConfig, pg_type, write_postgres
+from state.sink import SinkTarget
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
@@ -144,7 +144,7 @@ def test_unreachable_server_is_a_clear_error(spark):
 
 
 def test_the_batch_table_records_the_commit_and_a_reset_keeps_the_batch_id(spark, postgres_dsn):
-    from sqe.state.sink import Batch
+    from state.sink import Batch
 
     df = spark.createDataFrame([(1,)], "id long")
     write_postgres(df, PostgresStateConfig("a", postgres_dsn, ("id",)), "keep.In", 3)
@@ -192,7 +192,7 @@ def test_a_lost_commit_reply_or_a_cut_copy_is_sent_again_and_written_once(spark,
                                                                          caplog):
     import logging
 
-    from sqe.state.sink import Batch
+    from state.sink import Batch
 
     df = spark.createDataFrame([(1,), (2,)], "id long")
     proxy, sink = _proxied_sink(postgres_dsn)
@@ -222,7 +222,7 @@ def test_a_lost_commit_reply_or_a_cut_copy_is_sent_again_and_written_once(spark,
 
 def test_postgres_away_longer_than_the_retry_time_fails_the_batch_in_one_sentence(
         spark, postgres_dsn):
-    from sqe.state.sink import Batch
+    from state.sink import Batch
 
     df = spark.createDataFrame([(1,)], "id long")
     proxy, sink = _proxied_sink(postgres_dsn, retry_s=0)

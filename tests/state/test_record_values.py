@@ -10,10 +10,10 @@ import pytest
 
 from sqe.clients.schema_registry import registry as registry_client
 from sqe.errors import StateError
-from sqe.state.kafka.config import KafkaStateConfig
-from sqe.state.kafka.record_values import encoder, subject_of, with_writer
 from sqe.wire.protobuf import ProtobufDecoder
 from sqe.wire.protobuf_schema import ProtoSchema
+from state.kafka.config import KafkaStateConfig
+from state.kafka.record_values import encoder, subject_of, with_writer
 from tests.support.schema_registry import SchemaRegistry
 
 TEXT = json.dumps({"type": "record", "name": "Click", "namespace": "ads", "fields": []})

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis.connection import Connection
 
-from sqe.state.redis.protocol import hset_commands, pair_bulks, resp_command, send_hsets
+from state.redis.protocol import hset_commands, pair_bulks, resp_command, send_hsets
 
 _text = st.text(alphabet=st.characters(codec="utf-8"), max_size=12)
 _bytes = st.binary(max_size=12) | st.sampled_from([b"\r\n", b"$3\r\n", b"*1\r\n", b""])

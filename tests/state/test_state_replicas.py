@@ -14,9 +14,9 @@ from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.config.settings import Settings
 from sqe.config.views import StateSettings
 from sqe.errors import ReplicaLagError
-from sqe.state.redis.aggregates import AggregateSink
-from sqe.state.redis.sink import RedisSink
-from sqe.state.sink import Batch, SinkTarget
+from state.redis.aggregates import AggregateSink
+from state.redis.sink import RedisSink
+from state.sink import Batch, SinkTarget
 
 pytestmark = [pytest.mark.redis, pytest.mark.spark]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from sqe.state.sink import task_counts
 from sqe.wire.arrays import counts_batch
+from state.sink import task_counts
 
 
 def _per_task(batches):

@@ -7,7 +7,7 @@ import psycopg
 import pytest
 
 from sqe.errors import StaleBatchError
-from sqe.state.postgres.sink import PostgresStateConfig, write_postgres
+from state.postgres.sink import PostgresStateConfig, write_postgres
 from tests.support.race import race
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]

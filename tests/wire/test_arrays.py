@@ -144,10 +144,10 @@ from sqe.source.kafka.rows import Records, to_rows
 from sqe.wire.chunk.pack import encode_chunks
 from sqe.wire.arrays import binaries, counts_batch, from_numpy, strings
 from sqe.wire.keys import encode_keys
-from sqe.state.kafka.produce import records as _records
-from sqe.state.kafka.config import KafkaStateConfig
-from sqe.state.postgres.encoding import csv_task
-from sqe.state.redis.protocol import hset_commands
+from state.kafka.produce import records as _records
+from state.kafka.config import KafkaStateConfig
+from state.postgres.encoding import csv_task
+from state.redis.protocol import hset_commands
 assert "pandas" not in sys.modules, "imported with the modules"
 
 n = 300
@@ -182,7 +182,7 @@ for chunking in (False, True):
     state = KafkaStateConfig("out", "127.0.0.1:1", "streammetadata", ("v",), chunking=chunking)
     assert sum(len(k) for k, _, _ in _records(iter([rows]), state))
 assert sum(c.rows for c in hset_commands(b"h", strings(["f"] * n), binaries(values))) == n
-from sqe.partitioners.murmur2 import murmur2_array
+from partitioners.murmur2 import murmur2_array
 assert len(murmur2_array(binaries(values[:5] + [None]))) == 6
 assert list(csv_task(iter([pa.RecordBatch.from_arrays([binaries(values)], names=["v"])])))
 

@@ -11,7 +11,7 @@ and aggregate**, laid out as SQE does (``d`` is ``jw.sqe.state.redis.delimiter``
 ``keyname.fields`` defaults to the plain fields that are not ``fieldname.fields``;
 a plain field in neither is an error (its groups would share an entry).
 
-Stored values follow ``stateType`` in SQE's JSON (:mod:`sqe.state.redis.aggregate_layout`):
+Stored values follow ``stateType`` in SQE's JSON (:mod:`state.redis.aggregate_layout`):
 ``TRANSACTIONAL`` does not apply a merge for the batch id already stored (a
 re-run batch changes nothing); ``OPAQUE`` starts a merge for the stored batch id
 again from the value before it, so a re-run batch with other contents replaces
@@ -45,11 +45,11 @@ from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.ledger.commits import Commit
-from sqe.state.redis.aggregate_layout import MERGE_SCRIPT, StateMode, encoded, stored_parts
-from sqe.state.redis.layout import RedisLayout, joined, record_key, replicated
-from sqe.state.sink import Sink, SinkTarget, task_counts
 from sqe.wire.arrays import counts_batch, strings
 from sqe.wire.columns import field_column
+from state.redis.aggregate_layout import MERGE_SCRIPT, StateMode, encoded, stored_parts
+from state.redis.layout import RedisLayout, joined, record_key, replicated
+from state.sink import Sink, SinkTarget, task_counts
 
 __all__ = ["AggregateSink", "AggregateStateConfig", "write_aggregates"]
 

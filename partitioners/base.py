@@ -10,24 +10,24 @@ import pyarrow as pa
 
 __all__ = ["Partitioner", "resolve", "ALIASES", "canonical_name", "check_num_partitions"]
 
-#: Names from the original SQE / Kafka Java world, and this package's names before it was
-#: installed inside ``sqe`` (``partitioners.X``), mapped to their dotted paths.
+#: Names from the original SQE / Kafka Java world mapped to their dotted paths.
 ALIASES = {
     "com.jwplayer.sqe.language.state.kafka.SourcePartitionPartitioner":
-        "sqe.partitioners.SourcePartitionPartitioner",
+        "partitioners.SourcePartitionPartitioner",
     "org.apache.kafka.clients.producer.internals.DefaultPartitioner":
-        "sqe.partitioners.Murmur2Partitioner",
-    "SourcePartitionPartitioner": "sqe.partitioners.SourcePartitionPartitioner",
-    "Murmur2Partitioner": "sqe.partitioners.Murmur2Partitioner",
+        "partitioners.Murmur2Partitioner",
+    "SourcePartitionPartitioner": "partitioners.SourcePartitionPartitioner",
+    "Murmur2Partitioner": "partitioners.Murmur2Partitioner",
 }
 
 
 def canonical_name(name: str) -> str:
     """The dotted path a partitioner name stands for: an alias's, this package's modules by
-    their old top-level name (``partitioners.X`` is ``sqe.partitioners.X``), else the name."""
+    the name they had while the package lived inside ``sqe`` (``sqe.partitioners.X``, which
+    topic layouts written then still hold, is ``partitioners.X``), else the name."""
     name = name.strip()
     name = ALIASES.get(name, name)
-    return f"sqe.{name}" if name.startswith("partitioners.") else name
+    return name.removeprefix("sqe.") if name.startswith("sqe.partitioners.") else name
 
 
 @runtime_checkable

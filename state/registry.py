@@ -1,17 +1,17 @@
 """The states a topology may write to, by ``stateName``: one line each.
 
-A new state is a module with a :class:`~sqe.state.sink.Sink` subclass and a line in
+A new state is a module with a :class:`~state.sink.Sink` subclass and a line in
 :data:`SINKS`; ``sqe validate`` and ``sqe run`` know it from here (a
 ``stateName`` outside :data:`SINKS` is refused when the topology is loaded).
 """
 
 from __future__ import annotations
 
-from sqe.state.console import ConsoleSink
-from sqe.state.kafka.sink import KafkaSink
-from sqe.state.postgres.sink import PostgresSink
-from sqe.state.redis.sink import RedisSink
-from sqe.state.sink import Sink, SinkTarget
+from state.console import ConsoleSink
+from state.kafka.sink import KafkaSink
+from state.postgres.sink import PostgresSink
+from state.redis.sink import RedisSink
+from state.sink import Sink, SinkTarget
 
 __all__ = ["SINKS", "sink_for", "sink_problems"]
 

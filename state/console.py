@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from sqe.state.sink import Sink
 from sqe.wire.columns import field_column
+from state.sink import Sink
 
 __all__ = ["ConsoleSink"]
 

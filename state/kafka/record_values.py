@@ -28,11 +28,11 @@ from pyspark.sql.types import StructType
 from sqe.clients.schema_registry import registry
 from sqe.config.record_schemas import RECORD_FORMATS
 from sqe.errors import RegistryError, SchemaError, StateError
-from sqe.state.kafka.config import KafkaStateConfig
 from sqe.wire import avro, protobuf
 from sqe.wire.avro_write import AvroEncoder, avro_name, avro_schema
 from sqe.wire.protobuf_schema import ProtoSchema, descriptor, read_descriptor_file
 from sqe.wire.protobuf_write import ProtobufEncoder, protobuf_schema
+from state.kafka.config import KafkaStateConfig
 
 __all__ = ["RECORD_SERIALIZERS", "encoder", "subject_of", "with_writer"]
 

@@ -15,7 +15,7 @@ topic's layout after its readers caught up (``sqe run --adopt-layout``).
 
 Example::
 
-    >>> old = KafkaLayout(2, "sqe.partitioners.SourcePartitionPartitioner", "streammetadata",
+    >>> old = KafkaLayout(2, "partitioners.SourcePartitionPartitioner", "streammetadata",
     ...                   False)
     >>> KafkaLayout.from_json(old.to_json()) == old
     True
@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqe.partitioners.base import canonical_name
+from partitioners.base import canonical_name
 
 __all__ = ["KafkaLayout", "canonical_partitioner", "grown_topic"]
 

@@ -23,7 +23,7 @@ Values (``jw.sqe.state.kafka.serializer``): ``json``, the single field when ``fi
 one entry (bytes as they are, strings as UTF-8, anything else as its string form), else a
 JSON object of the fields; ``avro`` or ``protobuf``, a record (message) of the fields in the
 Confluent wire format
-(:mod:`sqe.state.kafka.record_values`).
+(:mod:`state.kafka.record_values`).
 
 Filter values and chunks: ``filterValue`` computes each message's filter value
 (an SQE expression over the query's fields, compiled by the runner into the
@@ -38,7 +38,7 @@ its Bloom filter holds the filter values of its messages.
 ``jw.sqe.state.kafka.partitionClass`` picks the partition
 (vectorised over a whole Arrow batch) among the first
 :attr:`KafkaStateConfig.partitions` of the topic: the count of its layout
-(:mod:`sqe.state.kafka.layout`), kept when the topic gains partitions so that a
+(:mod:`state.kafka.layout`), kept when the topic gains partitions so that a
 reader behind on the old ones loses nothing, and said once per run; without it
 the producer's ``murmur2_random`` partitioner places keys as Kafka's Java client
 does.
@@ -64,12 +64,12 @@ from sqe.config.client_properties import property_problems
 from sqe.errors import StateError
 from sqe.lang.expressions import Expression
 from sqe.ledger.hwm import HwmStore
-from sqe.state.kafka.config import KafkaStateConfig
-from sqe.state.kafka.layout import KafkaLayout, canonical_partitioner, grown_topic
-from sqe.state.kafka.produce import producer_task
-from sqe.state.kafka.record_values import RECORD_SERIALIZERS, with_writer
-from sqe.state.sink import RowTask, Sink, SinkTarget, task_counts
 from sqe.wire.columns import CARRIED, field_column
+from state.kafka.config import KafkaStateConfig
+from state.kafka.layout import KafkaLayout, canonical_partitioner, grown_topic
+from state.kafka.produce import producer_task
+from state.kafka.record_values import RECORD_SERIALIZERS, with_writer
+from state.sink import RowTask, Sink, SinkTarget, task_counts
 
 __all__ = ["FILTER_VALUE_COLUMN", "KafkaSink", "write_kafka"]
 

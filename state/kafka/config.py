@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqe.clients.kafka import producer_conf
-from sqe.state.sink import SinkTarget
 from sqe.wire.chunk.codec import Codec
 from sqe.wire.protobuf_schema import ProtoSchema
+from state.sink import SinkTarget
 
 __all__ = ["KafkaStateConfig"]
 
@@ -32,7 +32,7 @@ class KafkaStateConfig:
     #: The partition count the partitioner spreads over (the layout's); None: the topic's
     #: count as each task finds it.
     partitions: int | None = None
-    #: Values as Avro records or Protobuf messages (:mod:`sqe.state.kafka.record_values`), and
+    #: Values as Avro records or Protobuf messages (:mod:`state.kafka.record_values`), and
     #: how their schema is found and registered: the registry's client properties, a schema
     #: file, the subject strategy, a subject, a record name
     serializer: str = "json"
@@ -43,7 +43,7 @@ class KafkaStateConfig:
     record_name: str | None = None
     #: The writer schema (its id, None without a registry, and an Avro schema's text or a
     #: Protobuf schema), once the driver derived or read it and registered it
-    #: (:func:`sqe.state.kafka.record_values.with_writer`)
+    #: (:func:`state.kafka.record_values.with_writer`)
     writer: tuple[int | None, str | ProtoSchema] | None = None
 
     def __post_init__(self) -> None:

@@ -49,7 +49,7 @@ sink protocol (:mod:`sqe.engine.hop_sink`): each write task opens the batch, run
 :attr:`Sink.written_by_pass_done`, is opened and committed there instead).
 
 A new state is one module with a :class:`Sink` subclass and one line in
-:mod:`sqe.state.registry`.
+:mod:`state.registry`.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from sqe.partitioners.base import check_num_partitions
+from partitioners.base import check_num_partitions
 from sqe.wire.arrays import to_numpy
 
 __all__ = ["Murmur2Partitioner", "murmur2", "murmur2_array"]

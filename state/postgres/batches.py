@@ -8,7 +8,7 @@ committed it, and ``reset`` (set by ``sqe reset``), the record of
 three columns, gets them when it is next locked.  The row is locked ``FOR
 UPDATE`` by the transaction that writes the batch, so two writers of one
 consumer cannot interleave.  The table is created (or brought up to date) under its
-creation lock (:mod:`sqe.state.postgres.ddl`), so writers that start at once do not race.
+creation lock (:mod:`state.postgres.ddl`), so writers that start at once do not race.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from sqe.config.extras import optional, require
 from sqe.errors import StateError, StoreConnectionLost
 from sqe.ledger.commits import Commit
 from sqe.secrets import redact_url
-from sqe.state.postgres.ddl import creation_lock
+from state.postgres.ddl import creation_lock
 
 if TYPE_CHECKING:
     import psycopg
@@ -75,7 +75,7 @@ def _up_to_date(cur: Any, schema: str | None) -> bool:
 def _ensure_table(cur: Any, schema: str | None) -> None:
     """Create the batch table, or add the columns an earlier version lacked, when needed.
 
-    Under the table's creation lock (:mod:`sqe.state.postgres.ddl`), so writers that start at
+    Under the table's creation lock (:mod:`state.postgres.ddl`), so writers that start at
     once do not race, and committed at once, so the batch that follows neither holds the
     lock nor the table's ``ALTER`` lock while it writes.  The first statements of ``cur``'s
     transaction.

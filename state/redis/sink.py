@@ -1,6 +1,6 @@
 """The Redis state: a query's rows written as Redis strings or hashes.
 
-An aggregating query's Redis state merges instead (:mod:`sqe.state.redis.aggregates`),
+An aggregating query's Redis state merges instead (:mod:`state.redis.aggregates`),
 the variant :meth:`RedisSink.create` picks.
 
 SQE's options ``jw.sqe.state.redis.*`` decide the command per row:
@@ -41,12 +41,12 @@ from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.errors import StateError
 from sqe.ledger.hwm import HwmStore, Stage
 from sqe.ledger.retry import Failed, asked
-from sqe.state.redis.aggregates import AggregateSink
-from sqe.state.redis.layout import RedisLayout, ack_key, joined, replicated
-from sqe.state.redis.tasks import STAGE_TTL_SECONDS, stage_task, writer_task
-from sqe.state.sink import Batch, RowTask, Sink, SinkTarget, Staged, task_counts
 from sqe.wire.arrays import repeated
 from sqe.wire.columns import field_column
+from state.redis.aggregates import AggregateSink
+from state.redis.layout import RedisLayout, ack_key, joined, replicated
+from state.redis.tasks import STAGE_TTL_SECONDS, stage_task, writer_task
+from state.sink import Batch, RowTask, Sink, SinkTarget, Staged, task_counts
 
 __all__ = ["RedisSink", "RedisStateConfig", "STAGE_TTL_SECONDS", "stage_all", "stage_redis",
            "staged_rows", "write_redis"]
@@ -260,7 +260,7 @@ def _send(rows: DataFrame, task: Any) -> int:
 def write_redis(df: DataFrame, cfg: RedisStateConfig, replicas: int = 0,
                 timeout_s: float = 10.0, ack: str = "") -> int:
     """Write ``df`` to Redis from the executors; returns the number of rows written (each task
-    held by ``replicas`` replicas, :func:`~sqe.state.redis.tasks.writer_task`)."""
+    held by ``replicas`` replicas, :func:`~state.redis.tasks.writer_task`)."""
     return _send(prepare_redis(df, cfg),
                  writer_task(cfg.name, cfg.endpoint, cfg.datatype, cfg.expire_seconds,
                              replicas, timeout_s, ack))
@@ -274,7 +274,7 @@ def staged_rows(df: DataFrame, cfg: RedisStateConfig, stage_key: str) -> DataFra
 
 def stage_all(staged: Sequence[Staged]) -> dict[str, int]:
     """Stage the :func:`staged_rows` of several Redis states in their HWM store (one
-    store: :func:`sqe.state.sink.stage_together` groups them) in one Spark job; returns the
+    store: :func:`state.sink.stage_together` groups them) in one Spark job; returns the
     rows staged per stage key.
 
     A batch of load.yaml stages two states: one job instead of one each saves a Spark job's

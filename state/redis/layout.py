@@ -1,7 +1,7 @@
 """Where a Redis state's rows go: the server, and how keys and hash fields are built from fields.
 
-Both Redis states, plain (:mod:`sqe.state.redis.sink`) and aggregating
-(:mod:`sqe.state.redis.aggregates`), join the values of ``keyname.fields`` (and,
+Both Redis states, plain (:mod:`state.redis.sink`) and aggregating
+(:mod:`state.redis.aggregates`), join the values of ``keyname.fields`` (and,
 for ``datatype: HASH``, of ``fieldname.fields``) with the delimiter, and may
 expire what they write; :class:`RedisLayout` holds that, :func:`joined` builds
 the joined column with Spark built-ins.  Behind a primary with replicas, a batch's

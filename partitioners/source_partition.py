@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from sqe.partitioners.base import check_num_partitions
+from partitioners.base import check_num_partitions
 from sqe.wire.keys import KEY_SIZE, StreamMetadata, decode_keys
 
 __all__ = ["SourcePartitionPartitioner"]

@@ -3,7 +3,7 @@
 The table is ``insertInto.objectName`` (``table`` or ``schema.table``).  When
 it is missing it is created with one column per ``fields`` entry, typed from
 the Spark column (:func:`pg_type`); when it exists it must have those
-columns, and rows are appended to them (:mod:`sqe.state.postgres.table`).
+columns, and rows are appended to them (:mod:`state.postgres.table`).
 
 With ``keyFields`` a row replaces the stored row with the same key (an aggregate's newer
 value, a window's update) instead of adding one: the batch is copied into a temporary table and
@@ -11,7 +11,7 @@ merged with ``INSERT ... ON CONFLICT (keys) DO UPDATE``, the batch's last row of
 winning, in the same transaction.
 
 One micro-batch ``K`` of consumer ``C`` is one SQL transaction, as the sink
-protocol (:mod:`sqe.state.sink`) runs it:
+protocol (:mod:`state.sink`) runs it:
 
 1. ``open``: lock the row ``(C, table)`` of the batch table (``sqe_batches`` in
    the target's schema, created when missing); a stored id above ``K`` is a stale
@@ -45,7 +45,8 @@ from sqe.ledger.commits import Commit
 from sqe.ledger.hwm import HwmStore
 from sqe.ledger.retry import Unreachable, retried, times_tried
 from sqe.secrets import redact_url
-from sqe.state.postgres.batches import (
+from sqe.wire.columns import field_column
+from state.postgres.batches import (
     batch_committed,
     connect,
     error_text,
@@ -54,10 +55,9 @@ from sqe.state.postgres.batches import (
     record_batch,
     reset_batch,
 )
-from sqe.state.postgres.encoding import csv_column, csv_task, pass_csv, pg_type
-from sqe.state.postgres.table import copy_in, ensure_table
-from sqe.state.sink import Batch, RowTask, Sink, SinkTarget
-from sqe.wire.columns import field_column
+from state.postgres.encoding import csv_column, csv_task, pass_csv, pg_type
+from state.postgres.table import copy_in, ensure_table
+from state.sink import Batch, RowTask, Sink, SinkTarget
 
 if TYPE_CHECKING:
     import psycopg

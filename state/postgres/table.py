@@ -1,8 +1,8 @@
 """The Postgres state's table: made when missing, checked, and a batch's rows copied in.
 
 A missing table is made with one column per field, typed from the Spark column
-(:func:`~sqe.state.postgres.encoding.pg_type`), under its creation lock
-(:mod:`sqe.state.postgres.ddl`), with ``keyFields`` as its primary key; an existing one must
+(:func:`~state.postgres.encoding.pg_type`), under its creation lock
+(:mod:`state.postgres.ddl`), with ``keyFields`` as its primary key; an existing one must
 have the fields' columns (and, with ``keyFields``, a unique index on exactly them).  Rows are
 appended by ``COPY``, or with ``keyFields`` merged through a temporary table so that the
 batch's last row of each key replaces the stored one.
@@ -17,13 +17,13 @@ from pyspark.sql import types as T
 
 from sqe.config.extras import optional
 from sqe.errors import StateError
-from sqe.state.postgres.ddl import creation_lock
-from sqe.state.postgres.encoding import pg_type
+from state.postgres.ddl import creation_lock
+from state.postgres.encoding import pg_type
 
 if TYPE_CHECKING:
     from psycopg import sql
 
-    from sqe.state.postgres.sink import PostgresStateConfig
+    from state.postgres.sink import PostgresStateConfig
 else:  # the postgres extra: PostgresSink.problems says when it is missing
     sql = optional("psycopg.sql")
 
@@ -44,7 +44,7 @@ def _columns(cur: Any, cfg: PostgresStateConfig) -> set[str]:
 
 def ensure_table(cur: Any, cfg: PostgresStateConfig, schema: T.StructType) -> None:
     """Create the table when it is missing (under its creation lock, held until the batch
-    commits: :mod:`sqe.state.postgres.ddl`), and check it has the fields' columns."""
+    commits: :mod:`state.postgres.ddl`), and check it has the fields' columns."""
     existing = _columns(cur, cfg)
     if not existing:
         creation_lock(cur, *cfg.schema_and_table)

@@ -1,7 +1,7 @@
 """Redis commands encoded straight from Arrow columns: one ``HSET`` of many fields, no Python
 object per row.
 
-A Redis state staged for the HWM commit (:func:`sqe.state.redis.sink.stage_redis`) writes every row of a
+A Redis state staged for the HWM commit (:func:`state.redis.sink.stage_redis`) writes every row of a
 batch into one hash.  Sent the per-row way, through redis-py's pipeline (one ``hset`` call per
 row, each argument checked and encoded in Python), that costs about 5 µs of Python per row:
 1.3 s for 250,000 rows, against 0.13 s for the same rows as a few long ``HSET`` commands whose

@@ -2,7 +2,7 @@
 
 :func:`writer_task` sends ``_rk``/``_rf``/``_rv`` rows as SET or HSET commands to the state's
 own server; :func:`stage_task` stages ``_rf``/``_rv`` rows in the hash of the HWM store their
-``_stage`` column names, for the HWM commit to apply (:mod:`sqe.state.redis.sink`).  Both can
+``_stage`` column names, for the HWM commit to apply (:mod:`state.redis.sink`).  Both can
 end by waiting for replicas to hold what they sent.
 """
 
@@ -22,9 +22,9 @@ from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.ledger.replicas import held_by_replicas, primary_id, written_and_held
-from sqe.state.redis.layout import ACK_TTL_SECONDS
-from sqe.state.redis.protocol import send_hsets
 from sqe.wire.arrays import counts_batch, from_numpy, scalar, strings
+from state.redis.layout import ACK_TTL_SECONDS
+from state.redis.protocol import send_hsets
 
 __all__ = ["STAGE_TTL_SECONDS", "stage_task", "writer_task"]
 
@@ -83,7 +83,7 @@ def stage_task(names: str, store: RedisEndpoint, replicas: int = 0,
                timeout_s: float = 10.0) -> Any:
     """The function each Spark task runs to stage rows: each row's ``_rf``/``_rv`` pair into the
     hash its ``_stage`` names, as a few long HSETs per hash built by Arrow
-    (:mod:`sqe.state.redis.protocol`), each followed by the hash's EXPIRE; one count row per
+    (:mod:`state.redis.protocol`), each followed by the hash's EXPIRE; one count row per
     hash.  Every stage key of a batch carries its consumer's hash tag, so one connection (one
     Cluster node) takes them all.
 

@@ -1,4 +1,4 @@
-"""The executor side of the Kafka state (:mod:`sqe.state.kafka.sink`): the task that produces
+"""The executor side of the Kafka state (:mod:`state.kafka.sink`): the task that produces
 a query's rows, with the executor process's producers.
 
 Each Spark task produces its rows with an idempotent confluent-kafka producer (order per
@@ -16,21 +16,21 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from partitioners import resolve
 from sqe.clients.kafka import FLUSH_TIMEOUT, RefusedRecord, Sender, topic_partitions
 from sqe.clients.producers import drop_sender, shared_sender
 from sqe.config.worker_task import begin_task
 from sqe.errors import StateError
 from sqe.faults import armed, fault_point
-from sqe.partitioners import resolve
-from sqe.state.kafka.record_values import RECORD_SERIALIZERS, encoder
 from sqe.wire.arrays import binaries, counts_batch, to_numpy
 from sqe.wire.chunk.pack import encode_chunks
 from sqe.wire.columns import CARRIED
 from sqe.wire.headers import FILTER_HEADER
 from sqe.wire.keys import encode_keys
+from state.kafka.record_values import RECORD_SERIALIZERS, encoder
 
 if TYPE_CHECKING:
-    from sqe.state.kafka.config import KafkaStateConfig
+    from state.kafka.config import KafkaStateConfig
 
 __all__ = ["producer_task", "records"]
 

@@ -1,8 +1,0 @@
-"""The Postgres state: a batch's rows copied into a table, with its batch id, in one transaction.
-
-:mod:`~sqe.state.postgres.sink` copies the rows; :mod:`~sqe.state.postgres.batches` is
-the batch table (``sqe_batches``) that records each consumer's last batch under a row
-lock; :mod:`~sqe.state.postgres.ddl` creates tables once, under an advisory lock.
-
-May import: what :mod:`sqe.state` may, and psycopg.
-"""
