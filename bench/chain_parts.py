@@ -45,7 +45,7 @@ from sqe.errors import SqeError
 
 
 def spark_read(brokers: str, topic: str, checkpoint: str, batch_records: int) -> dict[str, Any]:
-    from sqe.engine.session import build_session
+    from sqe.engine.spark.session import build_session
     from sqe.source.kafka import KafkaSource
 
     spark = build_session("bench-chain-read", {"spark.sql.shuffle.partitions": "2"})
@@ -114,7 +114,7 @@ def raw_read(brokers: str, topic: str) -> dict[str, Any]:
 
 
 def state_write(brokers: str, records: int, partitions: int) -> dict[str, Any]:
-    from sqe.engine.session import build_session
+    from sqe.engine.spark.session import build_session
 
     spark = build_session("bench-chain-write", {"spark.sql.shuffle.partitions": "2"})
     spark.sparkContext.setLogLevel("ERROR")

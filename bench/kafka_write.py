@@ -222,7 +222,7 @@ class Writers:
 
 def measure(args: argparse.Namespace, brokers: str) -> dict[str, Any]:
     """Everything the benchmark measures, as the JSON object it prints."""
-    from sqe.engine.session import build_session
+    from sqe.engine.spark.session import build_session
 
     start = time.perf_counter()
     records = make_records(args.records)

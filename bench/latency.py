@@ -31,7 +31,7 @@ Systems:
   without ``--once``, started as ``bench/soak.py`` starts them (``--config conf/local.yaml``,
   the services as ``--conf``), with Spark's default trigger (the next micro-batch as soon as the
   last one ends).  Its trigger interval, ``jw.sqe.trigger.intervalSeconds`` (a processing-time
-  trigger: ``sqe/engine/triggers.py``, docs/running.md), is left unset, and there is no tuned
+  trigger: ``sqe/engine/run/triggers.py``, docs/running.md), is left unset, and there is no tuned
   SQE row: an interval trades latency for fewer, larger batches.  ``--sqe-args '--conf
   jw.sqe.trigger.intervalSeconds=2'`` gives one to both runs (and ``--conf
   jw.sqe.spout.kafka.maxRecordsPerBatch=N`` caps their batches).

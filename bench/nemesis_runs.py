@@ -27,7 +27,7 @@ import yaml
 from bench.harness import ROOT
 from bench.harness.processes import SqeProcess, child_env
 from bench.harness.rss import tree_pids
-from sqe.engine.checkpoint import StreamCheckpoint
+from sqe.engine.spark.checkpoint import StreamCheckpoint
 from sqe.observe.batch_report import partition_offsets
 from tests.support.clock import SteppedClock, faketime_library
 

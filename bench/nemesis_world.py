@@ -29,7 +29,7 @@ from bench.harness.topics import EventWriter, create_topic
 from bench.harness.topologies import topology_copy
 from bench.nemesis_runs import HopRun, PipelineRun, Run
 from bench.nemesis_schedule import Fault
-from sqe.engine.lock import HEARTBEAT_SECONDS, STALE_SECONDS
+from sqe.engine.run.lock import HEARTBEAT_SECONDS, STALE_SECONDS
 from tests.support.connect_server import start_connect_server
 from tests.support.fault_proxy import FaultProxy
 from tests.support.fault_services import PrivatePostgres, ProxiedKafka

@@ -47,7 +47,7 @@ the checkpoint's ``state`` directory on disk).
 
 Last, the end-to-end chain of the shipped topologies (``topologies/enrich.yaml``
 -> topic -> ``topologies/load.yaml`` -> Redis, their topic names replaced by
-fresh ones), run in-process by :func:`sqe.engine.runner.run_topology` in mode
+fresh ones), run in-process by :func:`sqe.engine.run.runner.run_topology` in mode
 ``once`` on ``--chain-events`` sample events, ``--repeat`` times
 (``--chain-events 0`` skips it).
 
@@ -351,7 +351,7 @@ def run_chain(spark: Any, brokers: str, redis_url: str, work: Path, events: int,
     from sqe.cli.sample_events import produce_events
     from sqe.config.plan import plan_topology
     from sqe.config.settings import load_config
-    from sqe.engine.runner import run_topology
+    from sqe.engine.run.runner import run_topology
     from sqe.lang.topology import load_topology
 
     config = [load_config(ROOT / "conf" / "local.yaml")]
@@ -398,7 +398,7 @@ def measure(args: argparse.Namespace, brokers: str, redis_url: str, work: Path
     """Everything the benchmark measures, as the JSON object it prints."""
     import redis
 
-    from sqe.engine.session import build_session
+    from sqe.engine.spark.session import build_session
 
     start = time.perf_counter()
     if args.records == DEFAULT_RECORDS:
@@ -531,7 +531,7 @@ def table(r: dict[str, Any]) -> list[str]:
               f"{r.get('statestore_rocksdbSstFileSize', 0):,} bytes SST files, "
               f"{r['statestore_disk_bytes']:,} bytes in the checkpoint's state directory"]
     if "chain_rps" in r:
-        lines += [f"end-to-end chain (sqe.engine.runner.run_topology, mode once, {r['chain_events']:,} "
+        lines += [f"end-to-end chain (sqe.engine.run.runner.run_topology, mode once, {r['chain_events']:,} "
                   f"events, median of {r['repeat']}):",
                   f"  enrich {r['chain_enrich_rps']:,.0f}/s, load {r['chain_load_rps']:,.0f}/s, "
                   f"enrich + load {r['chain_rps']:,.0f} records/s; {r['chain_loaded']:,} "

@@ -18,7 +18,7 @@ as a streaming query with the default trigger (each batch as soon as the last en
   ``foreachBatch`` collecting what it gives (the shape of SQE's one pass on classic Spark);
 * ``writer-filecontext``: ``writer`` with Spark's default checkpoint file manager on a local
   disk (FileContext; SQE's runs use the FileSystem one there,
-  :func:`sqe.engine.checkpoint.use_file_system_manager`).
+  :func:`sqe.engine.spark.checkpoint.use_file_system_manager`).
 
 ``--config`` gives the session a config file's ``Spark:`` map, as ``sqe run --config`` does
 (``conf/low-latency.yaml``: the JVM's client compiler only).
@@ -52,8 +52,8 @@ from pyspark.sql.datasource import (
 
 from bench.harness.report import parser
 from sqe.config.settings import load_config
-from sqe.engine.checkpoint import FILE_MANAGER_SETTING, use_file_system_manager
-from sqe.engine.session import build_session
+from sqe.engine.spark.checkpoint import FILE_MANAGER_SETTING, use_file_system_manager
+from sqe.engine.spark.session import build_session
 
 VARIANTS = ("writer", "foreachbatch", "foreachbatch-planned", "writer-filecontext")
 _FILE_CONTEXT = ("org.apache.spark.sql.execution.streaming.checkpointing."

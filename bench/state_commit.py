@@ -22,7 +22,7 @@ import redis
 
 from bench.harness.report import parser
 from sqe.clients.redis_endpoint import RedisEndpoint
-from sqe.engine.session import build_session
+from sqe.engine.spark.session import build_session
 from sqe.ledger.hwm import HwmStore, Stage
 from state.postgres.sink import PostgresStateConfig, write_postgres
 from state.redis.sink import RedisStateConfig, stage_redis, write_redis

@@ -53,7 +53,7 @@ _EXPORTS = {
     # watching a run
     "RunWatcher": "sqe.observe.watch", "StreamView": "sqe.observe.watch",
     "PartitionLag": "sqe.source.kafka.lag", "PrometheusWatcher": "sqe.observe.metrics",
-    "Rerun": "sqe.engine.recovery",
+    "Rerun": "sqe.engine.run.recovery",
     # keys
     "StreamMetadata": "sqe.wire.keys", "decode_keys": "sqe.wire.keys",
     "encode_keys": "sqe.wire.keys", "pid_for": "sqe.wire.keys",
@@ -93,7 +93,7 @@ if TYPE_CHECKING:
         StateSettings,
         StreamSettings,
     )
-    from sqe.engine.recovery import Rerun
+    from sqe.engine.run.recovery import Rerun
     from sqe.errors import (
         BadRecordError,
         CheckpointMismatch,

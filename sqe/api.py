@@ -31,12 +31,12 @@ from pyspark.sql import SparkSession
 
 from sqe.config.plan import TopologyPlan, plan_topology
 from sqe.config.settings import ConfigFile, load_config, spark_conf_options
-from sqe.engine.checkpoint import default_checkpoint, not_a_directory
-from sqe.engine.pipeline import state_problems
-from sqe.engine.recovery import Rerun
-from sqe.engine.runner import Mode, run_topology
-from sqe.engine.session import build_session, quiet_failure_traces
-from sqe.engine.spark_api import session_conf
+from sqe.engine.batch.pipeline import state_problems
+from sqe.engine.run.recovery import Rerun
+from sqe.engine.run.runner import Mode, run_topology
+from sqe.engine.spark.checkpoint import default_checkpoint, not_a_directory
+from sqe.engine.spark.session import build_session, quiet_failure_traces
+from sqe.engine.spark.spark_api import session_conf
 from sqe.errors import OptionError
 from sqe.lang.topology import Topology, read_topology
 from sqe.lang.topology import load_topology as _load

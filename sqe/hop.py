@@ -33,7 +33,7 @@ Example (the second hop of the README's chain, with a user transform)::
 Problems with the hop's options are raised by the constructor as one
 :class:`~sqe.errors.TopologyError` (each located as ``hop <consumer>: command N``: command 1
 is the stream, command N+1 the N-th state of ``into``); what the user's code gets wrong at
-run time fails the batch in one sentence, nothing of it committed (:mod:`sqe.engine.hop_batch`).
+run time fails the batch in one sentence, nothing of it committed (:mod:`sqe.engine.batch.hop_batch`).
 """
 
 from __future__ import annotations
@@ -48,20 +48,20 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from sqe.config.plan import TopologyPlan, plan_topology
 from sqe.config.settings import ConfigFile, load_config
-from sqe.engine.batch import BatchProcessor
-from sqe.engine.checkpoint import StreamCheckpoint, local_checkpoint, use_file_system_manager
-from sqe.engine.hop_batch import HopBatch, UserWay
-from sqe.engine.hop_sink import HopSink, HopSpec, sink_frame
-from sqe.engine.joined import JoinedHop
-from sqe.engine.late_records import LateRecords
-from sqe.engine.lost_marks import find_lost_marks
-from sqe.engine.one_pass import stream_records
-from sqe.engine.pipeline import StreamPipeline, build_pipelines, state_problems
-from sqe.engine.runner import describe_failure
-from sqe.engine.source_reads import SourceReads, reports_reads
-from sqe.engine.spark_api import is_connect
-from sqe.engine.start import PreparedStream, default_rerun, prepare_stream
-from sqe.engine.stream_frame import source_frame
+from sqe.engine.batch.hop_batch import HopBatch, UserWay
+from sqe.engine.batch.hop_sink import HopSink, HopSpec, sink_frame
+from sqe.engine.batch.joined import JoinedHop
+from sqe.engine.batch.late_records import LateRecords
+from sqe.engine.batch.one_pass import stream_records
+from sqe.engine.batch.pipeline import StreamPipeline, build_pipelines, state_problems
+from sqe.engine.batch.processor import BatchProcessor
+from sqe.engine.batch.source_reads import SourceReads, reports_reads
+from sqe.engine.batch.stream_frame import source_frame
+from sqe.engine.run.lost_marks import find_lost_marks
+from sqe.engine.run.runner import describe_failure
+from sqe.engine.run.start import PreparedStream, default_rerun, prepare_stream
+from sqe.engine.spark.checkpoint import StreamCheckpoint, local_checkpoint, use_file_system_manager
+from sqe.engine.spark.spark_api import is_connect
 from sqe.errors import OptionError, RunError, TopologyError
 from sqe.lang.topology import InsertInto, Topology, parse_commands
 from sqe.observe.batch_report import BatchReport
@@ -145,7 +145,7 @@ class Hop:
     def rebuild_marks(self, spark: SparkSession | None = None) -> str:
         """Give an HWM store that lost this hop's marks (a refusal of :meth:`read` names this)
         them back: read from its topic up to its checkpoint's last finished batch and commit
-        them as that batch (:mod:`sqe.engine.lost_marks`); what was done, in one sentence.
+        them as that batch (:mod:`sqe.engine.run.lost_marks`); what was done, in one sentence.
         Stop the hop's query first.  ``spark``: for a checkpoint off the local disk."""
         if self._location is None:
             raise RunError(f"hop {self.consumer}: rebuild_marks() reads the checkpoint's last "
@@ -216,7 +216,7 @@ class Hop:
 
         ``also``: the other hops the query reads (a stream-stream join), each read on the same
         session and checkpoint; their consumers commit their marks and the batch id after this
-        hop's commit (:mod:`sqe.engine.joined`), and this hop's states are the batch's."""
+        hop's commit (:mod:`sqe.engine.batch.joined`), and this hop's states are the batch's."""
         if self._location is None:
             raise RunError(f"hop {self.consumer}: exactly_once(...) needs the hop's checkpoint "
                            "(Hop(..., checkpoint=...)), which its batches are counted by")

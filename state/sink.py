@@ -27,7 +27,7 @@ so rows, high-water marks and the batch id are committed together where the
 state allows it (see :mod:`sqe.ledger.hwm`), and a batch Spark re-runs writes nothing
 twice.  :meth:`Sink.problems` checks a target's options before Spark starts.
 
-A state that can be written in a batch's *one pass* (:mod:`sqe.engine.one_pass`: the
+A state that can be written in a batch's *one pass* (:mod:`sqe.engine.batch.one_pass`: the
 stream read, its queries evaluated and every state written by one Spark job planned once
 for the run) says so by :meth:`Sink.pass_columns`, the Spark columns its rows need, planned
 once; then, between ``open`` and ``commit``, instead of ``write`` or ``staged``::
@@ -43,7 +43,7 @@ property of the batch's job carries.
 
 A row :meth:`Sink.rejects` refuses sends the batch the way of ``write`` (which finds it and
 applies the bad-record policy), nothing of it committed.  The same calls make Spark's own
-sink protocol (:mod:`sqe.engine.hop_sink`): each write task opens the batch, runs
+sink protocol (:mod:`sqe.engine.batch.hop_sink`): each write task opens the batch, runs
 ``pass_task`` and commits its part; ``pass_done`` and the HWM commit run in Spark's
 ``commit(messages, batchId)`` on the driver (a state whose ``pass_done`` writes the rows,
 :attr:`Sink.written_by_pass_done`, is opened and committed there instead).

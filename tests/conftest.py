@@ -12,7 +12,7 @@ import redis
 from hypothesis import HealthCheck, settings
 
 from sqe.cli.local_services import KAFKA_CLIENT_DEFAULTS, wait_for_kafka
-from sqe.engine.prereq import require_java
+from sqe.engine.spark.prereq import require_java
 from sqe.errors import PrerequisiteError
 from tests.support.services import Endpoint, kafka_endpoint, postgres_endpoint, redis_endpoint
 from tests.support.spark_cluster import CLIENT_JIT, CLIENT_JIT_CONF
@@ -171,7 +171,7 @@ def postgres_dsn(_postgres_server) -> str:
 @pytest.fixture(scope="session")
 def spark():
     """A local SparkSession (2 shuffle partitions, UI off) built the way the project builds it."""
-    from sqe.engine.session import build_session
+    from sqe.engine.spark.session import build_session
 
     session = build_session("sqe-tests")
     yield session

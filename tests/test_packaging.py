@@ -32,8 +32,8 @@ def test_the_wheel_installs_sqe_partitioners_and_state_and_nothing_else_at_the_t
                     "sqe/ledger/hwm.py", "sqe/py.typed", "state/py.typed",
                     "partitioners/py.typed", "sqe/config/data/spark-settings.txt",
                     "sqe/topologies/enrich.yaml", "sqe/topologies/load.yaml",
-                    "sqe/conf/local.yaml", "sqe/engine/java/sqe-spark.jar",
-                    "sqe/engine/java/LocalCheckpointFileManager.java"):
+                    "sqe/conf/local.yaml", "sqe/engine/spark/java/sqe-spark.jar",
+                    "sqe/engine/spark/java/LocalCheckpointFileManager.java"):
         assert shipped in wheel_files, f"the wheel lacks {shipped}"
     for name in ("enrich.yaml", "load.yaml", "hello.yaml"):  # the repository's, as they are
         assert wheel_files[f"sqe/topologies/{name}"] == (ROOT / "topologies" / name).read_bytes()

@@ -26,7 +26,7 @@ import pytest
 import sqe.errors
 from sqe.cli import commands
 from sqe.cli import main as cli_main
-from sqe.engine import runner
+from sqe.engine.run import runner
 from sqe.errors import BadRecordError, ChunkError, RunError, RunStopped, SqeError
 from sqe.source.kafka import rows
 from tests.support import ROOT
@@ -199,7 +199,7 @@ def _corrupt_chunk(cls: type[ChunkError]) -> BaseException:
 
 def _failed_batch(error: SqeError) -> BaseException:
     """The error an error of a batch (raised in foreachBatch) reaches the CLI in: the run
-    raises the query's failure as a RunError of the batch's sentence (sqe/engine/runner.py)."""
+    raises the query's failure as a RunError of the batch's sentence (sqe/engine/run/runner.py)."""
     sentence = runner.describe_failure(RuntimeError("the query failed"),
                                        [cast(Any, SimpleNamespace(failure=error))])
     assert sentence == str(error)

@@ -1,4 +1,4 @@
-"""Build ``sqe/engine/java/sqe-spark.jar``, the JVM classes a local run puts on its driver's
+"""Build ``sqe/engine/spark/java/sqe-spark.jar``, the JVM classes a local run puts on its driver's
 class path, from the Java sources beside it, against the installed pyspark's jars.
 
     .venv/bin/python tools/build_jar.py [--check]
@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-JAVA = ROOT / "sqe" / "engine" / "java"
+JAVA = ROOT / "sqe" / "engine" / "spark" / "java"
 JAR = JAVA / "sqe-spark.jar"
 #: Every entry's time: the jar depends on its sources only.
 STAMP = (2026, 1, 1, 0, 0, 0)
@@ -34,7 +34,7 @@ def javac_version() -> str:
 
 
 def build() -> bytes:
-    """The jar's bytes, compiled from ``sqe/engine/java/*.java`` now."""
+    """The jar's bytes, compiled from ``sqe/engine/spark/java/*.java`` now."""
     import pyspark
 
     jars = Path(pyspark.__file__).parent / "jars"

@@ -27,10 +27,10 @@ from sqe.cli.sample_events import produce_events
 from sqe.config.registry import CLIENT_PROPERTIES, REGISTRY, RETIRED
 from sqe.config.settings import Settings, load_config, parse_conf_pairs
 from sqe.config.views import StreamSettings
-from sqe.engine.checkpoint import CheckpointFiles
-from sqe.engine.lock import CheckpointLock
-from sqe.engine.recovery import Rerun
-from sqe.engine.session import build_session, quiet_failure_traces
+from sqe.engine.run.lock import CheckpointLock
+from sqe.engine.run.recovery import Rerun
+from sqe.engine.spark.checkpoint import CheckpointFiles
+from sqe.engine.spark.session import build_session, quiet_failure_traces
 from sqe.errors import RunError, RunStopped, SourceError, SqeError, StateError
 from sqe.lang.topology import read_topology
 from sqe.ledger.hwm import HwmStore

@@ -2,7 +2,7 @@
 
 For each stream of the topology (or those named with ``--stream``) whose HWM store holds less
 than its checkpoint's last batch, it reads the marks again from the stream's topic up to that
-batch's end (:mod:`sqe.engine.lost_marks`), shows what it found, asks (``--yes`` for
+batch's end (:mod:`sqe.engine.run.lost_marks`), shows what it found, asks (``--yes`` for
 scripts), and commits them to the store as that batch.  It refuses while a run holds the
 checkpoint.
 """
@@ -14,10 +14,10 @@ import argparse
 from sqe import api
 from sqe.cli.reset import confirmed
 from sqe.config.settings import load_config, parse_conf_pairs
-from sqe.engine.checkpoint import CheckpointFiles, StreamCheckpoint, default_checkpoint
-from sqe.engine.lock import CheckpointLock
-from sqe.engine.lost_marks import find_lost_marks
-from sqe.engine.pipeline import stream_source, stream_stores
+from sqe.engine.batch.pipeline import stream_source, stream_stores
+from sqe.engine.run.lock import CheckpointLock
+from sqe.engine.run.lost_marks import find_lost_marks
+from sqe.engine.spark.checkpoint import CheckpointFiles, StreamCheckpoint, default_checkpoint
 from sqe.errors import RunError
 
 __all__ = ["rebuild"]

@@ -19,7 +19,7 @@ import sys
 
 from sqe import api
 from sqe.config.settings import load_config, parse_conf_pairs
-from sqe.engine.pipeline import StreamStores, stream_stores
+from sqe.engine.batch.pipeline import StreamStores, stream_stores
 from sqe.errors import OptionError
 from sqe.ledger.commits import Commit
 

@@ -37,9 +37,9 @@ from sqe import api
 from sqe.cli.live import duration_text
 from sqe.config.plan import TopologyPlan
 from sqe.config.settings import load_config, parse_conf_pairs
-from sqe.engine.checkpoint import CheckpointFiles, StreamCheckpoint, default_checkpoint
-from sqe.engine.lock import CheckpointLock
-from sqe.engine.pipeline import StreamStores, stream_source, stream_stores
+from sqe.engine.batch.pipeline import StreamStores, stream_source, stream_stores
+from sqe.engine.run.lock import CheckpointLock
+from sqe.engine.spark.checkpoint import CheckpointFiles, StreamCheckpoint, default_checkpoint
 from sqe.errors import SqeError
 from sqe.lang.topology import CreateStream
 from sqe.ledger.commits import Commit

@@ -145,7 +145,7 @@ class HwmStore:
         #: the stages a commit left to apply, and the last batch whose rows are all applied
         self.apply_keys = [f"sqe:{{{tag}}}:apply", f"sqe:{{{tag}}}:applied"]
         self.replicas, self.replica_timeout = replicas, replica_timeout
-        #: seconds a commit whose connection drops is sent again (sqe.engine.batch_commit)
+        #: seconds a commit whose connection drops is sent again (sqe.engine.batch.commit)
         self.commit_retry_s = commit_retry_s
         self._same: dict[str, bool] = {}  # same_database's answers, by the other's address
         self._commit = client.register_script(COMMIT)

@@ -12,7 +12,7 @@
   but named by a query is a NULL string field.  A value that is not a JSON
   object is counted and marked (:attr:`Deserialized.undecodable`): the runner's
   bad-record policy fails the batch naming it, or dead-letters it.  The runner keeps
-  what batches inferred and plans the stream with it (:mod:`sqe.engine.learned_types`).
+  what batches inferred and plans the stream with it (:mod:`sqe.engine.batch.learned_types`).
   With declared fields (``jw.sqe.spout.fields``), those fields alone are extracted,
   each as its declared type (a value that does not fit it is NULL) without inferring
   any (a field declared without a type still gets the type of its batch).  Where the

@@ -15,7 +15,7 @@ import pytest
 from sqe.cli.main import main
 from sqe.cli.report import summary_table
 from sqe.config.plan import plan_topology
-from sqe.engine.runner import run_topology
+from sqe.engine.run.runner import run_topology
 from sqe.lang.topology import load_topology
 from sqe.observe.batch_report import BatchReport
 from sqe.observe.progress import PROGRESS_FILE, ProgressError, ProgressLog, read_progress

@@ -10,9 +10,9 @@ import pytest
 from sqe.cli.local_services import free_port
 from sqe.cli.main import main
 from sqe.config.plan import plan_topology
-from sqe.engine.checkpoint import CheckpointFiles
-from sqe.engine.lock import CheckpointLock
-from sqe.engine.runner import run_topology
+from sqe.engine.run.lock import CheckpointLock
+from sqe.engine.run.runner import run_topology
+from sqe.engine.spark.checkpoint import CheckpointFiles
 from sqe.lang.topology import load_topology
 from sqe.wire.keys import StreamMetadata
 from tests.support.kafka_io import filtered_copy, produce

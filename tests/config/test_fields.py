@@ -7,7 +7,7 @@ import pytest
 
 from sqe.api import load_topology, validate
 from sqe.config.plan import plan_topology
-from sqe.engine.pipeline import build_pipelines
+from sqe.engine.batch.pipeline import build_pipelines
 from sqe.errors import TopologyError
 from sqe.lang.references import stream_references
 

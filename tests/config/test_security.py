@@ -450,7 +450,7 @@ def test_secured_run_passes_properties_and_leaks_no_secret(kafka_bootstrap, kafk
 @pytest.mark.redis
 def test_run_warns_without_persistence_and_fails_in_one_line_on_a_wrong_password(
         spark, kafka_bootstrap, kafka_topic, password_redis, tmp_path, caplog):
-    from sqe.engine.runner import run_topology
+    from sqe.engine.run.runner import run_topology
     from sqe.errors import SqeError
 
     source = kafka_topic(1, "src")

@@ -14,7 +14,7 @@ import redis
 import yaml
 
 from sqe.config.plan import plan_topology
-from sqe.engine.runner import run_topology
+from sqe.engine.run.runner import run_topology
 from sqe.lang.topology import load_topology
 from sqe.ledger.hwm import HwmStore
 from sqe.wire.keys import StreamMetadata

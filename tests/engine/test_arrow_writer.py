@@ -6,8 +6,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from sqe.engine import arrow_writer
-from sqe.engine.arrow_writer import row_batches
+from sqe.engine.spark import arrow_writer
+from sqe.engine.spark.arrow_writer import row_batches
 
 pytestmark = pytest.mark.spark
 

@@ -17,7 +17,7 @@ import yaml
 
 from sqe.clients.kafka import read_all
 from sqe.config.plan import plan_topology
-from sqe.engine.runner import run_topology
+from sqe.engine.run.runner import run_topology
 from sqe.errors import SqeError
 from sqe.lang.topology import load_topology
 from sqe.wire.framing import frame

@@ -19,7 +19,7 @@ import yaml
 
 from sqe.clients.kafka import read_all
 from sqe.config.plan import plan_topology
-from sqe.engine.runner import run_topology
+from sqe.engine.run.runner import run_topology
 from sqe.errors import SqeError
 from sqe.lang.topology import load_topology
 from sqe.wire.headers import DEAD_LETTER_REASON, DEAD_LETTER_SOURCE

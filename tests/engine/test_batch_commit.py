@@ -1,4 +1,4 @@
-"""A batch's HWM commit with its staged rows applied in the background (sqe.engine.batch_commit):
+"""A batch's HWM commit with its staged rows applied in the background (sqe.engine.batch.commit):
 the commit returns once the rows are committed, the rows reach the state's keys meanwhile,
 and the next batch's wait returns once they have.  Real Redis."""
 
@@ -10,7 +10,7 @@ import threading
 import pytest
 import redis
 
-from sqe.engine.batch_commit import Applier, commit_hwm
+from sqe.engine.batch.commit import Applier, commit_hwm
 from sqe.ledger.hwm import HwmStore, Stage
 from state.sink import Batch
 

@@ -1,4 +1,4 @@
-"""The keys of rows no single record stands behind (:mod:`sqe.engine.batch_keys`): the
+"""The keys of rows no single record stands behind (:mod:`sqe.engine.batch.keys`): the
 ``sqe-hop`` sink task's vectorised keying held equal to its row-by-row reference."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sqe.engine.batch_keys import INDEX_BITS, batch_offset, keyed_task, keyed_task_reference
+from sqe.engine.batch.keys import INDEX_BITS, batch_offset, keyed_task, keyed_task_reference
 from sqe.errors import StateError
 
 STRUCT = pa.struct([("_k", pa.binary()), ("_v", pa.binary()), ("_sqe_pid", pa.int64()),

@@ -1,5 +1,5 @@
 """A local run's checkpoint files are written by SQE's own checkpoint file manager
-(``sqe/engine/java/LocalCheckpointFileManager.java``, in ``sqe-spark.jar`` on the driver's
+(``sqe/engine/spark/java/LocalCheckpointFileManager.java``, in ``sqe-spark.jar`` on the driver's
 class path): no ``chmod`` process per file, where Spark's FileSystem manager starts one for
 each new file without Hadoop's native library.  And the committed jar is what its sources
 make."""
@@ -14,13 +14,13 @@ import sys
 
 import pytest
 
-from sqe.engine.checkpoint import SQE_JAR
+from sqe.engine.spark.checkpoint import SQE_JAR
 from tests.support import ROOT
 
 _WRITE = """
 import json, sys
-from sqe.engine.checkpoint import FILE_MANAGER_SETTING, use_file_system_manager
-from sqe.engine.session import build_session
+from sqe.engine.spark.checkpoint import FILE_MANAGER_SETTING, use_file_system_manager
+from sqe.engine.spark.session import build_session
 spark = build_session("manager-test", {"spark.sql.shuffle.partitions": "2"})
 chosen = use_file_system_manager(spark, sys.argv[1])
 jvm = spark._jvm

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from sqe.engine.class_archive import ARCHIVE_ENV
+from sqe.engine.spark.class_archive import ARCHIVE_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 
 _SESSION = """
 import json
-from sqe.engine.session import build_session
+from sqe.engine.spark.session import build_session
 spark = build_session("archive-test", {"spark.sql.shuffle.partitions": "2"})
 total = spark.range(1000).selectExpr("sum(id)").first()[0]
 args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory

@@ -18,7 +18,7 @@ import redis
 from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.config.settings import Settings
 from sqe.config.views import StateSettings
-from sqe.engine.batch_commit import commit_hwm
+from sqe.engine.batch.commit import commit_hwm
 from sqe.errors import StateError
 from sqe.ledger.hwm import HwmStore, Stage
 from sqe.ledger.hwm_lua import COMMIT

@@ -227,7 +227,7 @@ def test_a_checkpoint_the_client_cannot_read_is_refused_in_one_sentence(connect_
 
 
 def test_a_connect_url_s_token_is_never_said():
-    from sqe.engine.connect_session import _reachable
+    from sqe.engine.spark.connect_session import _reachable
 
     with pytest.raises(PrerequisiteError) as unreachable:
         _reachable("sc://127.0.0.1:1/;token=dapi-secret", timeout=1)

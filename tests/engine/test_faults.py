@@ -42,7 +42,7 @@ from sqe.cli.local_services import LocalService, free_port, service_conf, start_
 from sqe.cli.sample_events import produce_events
 from sqe.config.plan import plan_topology
 from sqe.config.settings import load_config
-from sqe.engine.runner import run_topology
+from sqe.engine.run.runner import run_topology
 from sqe.errors import StoreBehind
 from sqe.faults import kill_group, start_with_fault, wait_for_fault
 from sqe.lang.topology import load_topology

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from sqe.engine.checkpoint import CheckpointFiles
-from sqe.engine.lock import CheckpointLock
-from sqe.engine.runner import describe_failure
+from sqe.engine.run.lock import CheckpointLock
+from sqe.engine.run.runner import describe_failure
+from sqe.engine.spark.checkpoint import CheckpointFiles
 from sqe.errors import RunError
 from sqe.observe.batch_report import BatchReport
 from sqe.observe.progress import PROGRESS_FILE, ProgressLog, read_progress
@@ -61,7 +61,7 @@ def test_a_file_the_full_checkpoint_cannot_take_is_one_sentence_and_leaves_nothi
 
 def test_a_lock_heartbeat_on_a_full_disk_waits_for_room_and_goes_on(full_disk, monkeypatch,
                                                                      caplog):
-    import sqe.engine.lock as lock_module
+    import sqe.engine.run.lock as lock_module
 
     ck, filler = full_disk
     monkeypatch.setattr(lock_module, "HEARTBEAT_SECONDS", 0.1)

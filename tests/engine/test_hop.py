@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 import sqe
 from sqe.cli.local_services import service_conf
 from sqe.cli.sample_events import produce_events
-from sqe.engine.hop_batch import reorders
+from sqe.engine.batch.hop_batch import reorders
 from sqe.faults import kill_group
 from sqe.wire.keys import StreamMetadata
 from tests.engine.test_exactly_once import (

@@ -1,4 +1,4 @@
-"""A JSON stream without declared types learns them (sqe.engine.learned_types): its first
+"""A JSON stream without declared types learns them (sqe.engine.batch.learned_types): its first
 batch infers them the per-batch way, the stream is planned once with them, and a batch that
 brings another type goes the per-batch way and teaches it.  Real broker, Redis and Spark."""
 
@@ -10,18 +10,18 @@ import threading
 
 import pytest
 
-from sqe.engine.batch import BatchProcessor
-from sqe.engine.checkpoint import StreamCheckpoint
-from sqe.engine.learned_types import (
+from sqe.engine.batch.learned_types import (
     LEARNED_FILE,
     json_wanted,
     learn,
     load_learned,
     save_learned,
 )
-from sqe.engine.pipeline import build_pipelines
-from sqe.engine.runner import run_topology
-from sqe.engine.stream_frame import learns_types
+from sqe.engine.batch.pipeline import build_pipelines
+from sqe.engine.batch.processor import BatchProcessor
+from sqe.engine.batch.stream_frame import learns_types
+from sqe.engine.run.runner import run_topology
+from sqe.engine.spark.checkpoint import StreamCheckpoint
 from tests.engine.test_one_pass import (
     TYPES,
     _commands,

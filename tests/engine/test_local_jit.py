@@ -1,7 +1,7 @@
 """A local run's JVM starts with Java's client JIT compiler only unless the user's own JVM
-options say otherwise (``sqe.engine.session.LOCAL_JIT``: the reasons are there and in
+options say otherwise (``sqe.engine.spark.session.LOCAL_JIT``: the reasons are there and in
 docs/performance.md), beside SQE's own JVM options; ``spark-defaults.conf`` counts as the
-user's (``sqe.engine.launcher``)."""
+user's (``sqe.engine.spark.launcher``)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import sys
 
 import pytest
 
-from sqe.engine.launcher import spark_default_set
-from sqe.engine.session import LOCAL_JIT
+from sqe.engine.spark.launcher import spark_default_set
+from sqe.engine.spark.session import LOCAL_JIT
 from tests.support import ROOT
 
 _SESSION = """
 import json, sys
-from sqe.engine.session import build_session
+from sqe.engine.spark.session import build_session
 spark = build_session("jit-test", {"spark.sql.shuffle.partitions": "2", **json.loads(sys.argv[1])})
 print(json.dumps(list(spark.sparkContext._jvm.java.lang.management.ManagementFactory
                       .getRuntimeMXBean().getInputArguments())))

@@ -1,4 +1,4 @@
-"""Finding the records behind a failed batch by bisection (sqe.engine.bad_records.locate)."""
+"""Finding the records behind a failed batch by bisection (sqe.engine.batch.bad_records.locate)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 from pyspark.sql import functions as F
 
-from sqe.engine.bad_records import StepFailure, locate, records_at, without
+from sqe.engine.batch.bad_records import StepFailure, locate, records_at, without
 
 pytestmark = [pytest.mark.spark]
 

@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from sqe.engine import lock as lock_module
-from sqe.engine.checkpoint import CheckpointFiles
-from sqe.engine.lock import LOCK_FILE, STALE_SECONDS, CheckpointLock
+from sqe.engine.run import lock as lock_module
+from sqe.engine.run.lock import LOCK_FILE, STALE_SECONDS, CheckpointLock
+from sqe.engine.spark.checkpoint import CheckpointFiles
 from sqe.errors import RunError
 from tests.support.clock import SteppedClock
 
 #: A process holding (or taking) the lock of checkpoint argv[1] as host argv[2].
 _LOCKER = """
 import sys, threading
-from sqe.engine.checkpoint import CheckpointFiles
-from sqe.engine.lock import CheckpointLock
+from sqe.engine.spark.checkpoint import CheckpointFiles
+from sqe.engine.run.lock import CheckpointLock
 from sqe.errors import RunError
 from tests.support.clock import SteppedClock
 lock = CheckpointLock(CheckpointFiles(None, sys.argv[1]))

@@ -1,4 +1,4 @@
-"""A stream planned once (sqe.engine.one_pass): each batch one Spark job, writing what the
+"""A stream planned once (sqe.engine.batch.one_pass): each batch one Spark job, writing what the
 per-batch way writes; a batch that needs the per-batch way goes that way.  Real broker, Redis
 and Spark."""
 
@@ -13,10 +13,10 @@ import redis
 import yaml
 
 from sqe.config.plan import plan_topology
-from sqe.engine.checkpoint import FILE_MANAGER_SETTING, use_file_system_manager
-from sqe.engine.one_pass import ROW, plan_one_pass, state_column, why_not_one_pass
-from sqe.engine.pipeline import build_pipelines
-from sqe.engine.runner import run_topology
+from sqe.engine.batch.one_pass import ROW, plan_one_pass, state_column, why_not_one_pass
+from sqe.engine.batch.pipeline import build_pipelines
+from sqe.engine.run.runner import run_topology
+from sqe.engine.spark.checkpoint import FILE_MANAGER_SETTING, use_file_system_manager
 from sqe.lang.topology import load_topology
 from sqe.source.kafka import KafkaSource
 from sqe.wire.keys import StreamMetadata
@@ -234,7 +234,7 @@ def test_a_record_is_one_row_however_many_queries_read_it(spark, kafka_bootstrap
     assert not isinstance(plan, str), plan
     assert plan.frame.columns == [ROW]
     # planned over its own optimized plan: the optimizer that runs at every batch finds
-    # nothing to change in it (sqe.engine.spark_api.optimized_once)
+    # nothing to change in it (sqe.engine.spark.spark_api.optimized_once)
     analyzed = plan.frame._jdf.queryExecution().analyzed()
     again = spark._jsparkSession.sessionState().optimizer().execute(analyzed)
     assert again.toString() == analyzed.toString()
@@ -337,7 +337,7 @@ def test_a_postgres_state_is_written_in_one_pass_and_a_row_it_cannot_hold_is_jud
 
 def test_the_checkpoint_keeps_where_batch_0_started_so_any_batch_can_be_read_again(
         spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
-    from sqe.engine.checkpoint import StreamCheckpoint
+    from sqe.engine.spark.checkpoint import StreamCheckpoint
 
     source = kafka_topic(3, "src")
     produce(kafka_bootstrap, source, _events(6))

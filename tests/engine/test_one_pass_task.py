@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from sqe.engine.one_pass_task import merge_results, pass_task
+from sqe.engine.batch.one_pass_task import merge_results, pass_task
 from sqe.wire.columns import TALLY
 
 _RAW = pa.struct([("x", pa.int64())])
@@ -104,7 +104,7 @@ def test_a_state_task_that_fails_fails_the_spark_task_and_leaves_no_thread():
 def test_the_marks_kernel_equals_its_row_by_row_reference():
     import numpy as np
 
-    from sqe.engine.one_pass_task import add_marks, add_marks_reference
+    from sqe.engine.batch.one_pass_task import add_marks, add_marks_reference
 
     rng = np.random.default_rng(45)
     for n in (0, 1, 7, 500, 20_000):
@@ -133,7 +133,7 @@ def test_the_pass_returns_its_marks_and_its_data_rows():
 def test_a_planned_task_makes_each_batch_states_tasks_from_the_local_property(spark):
     """A stream planned with its task: the states the driver names in the batch's local
     property run, each made from its context; a job without the property fails in a sentence."""
-    from sqe.engine.one_pass_task import RESULT_SCHEMA, planned_task
+    from sqe.engine.batch.one_pass_task import RESULT_SCHEMA, planned_task
 
     class Given:  # a sink's copy, as the plan pickles it
         def __init__(self, name: str) -> None:

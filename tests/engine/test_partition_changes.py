@@ -15,8 +15,8 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sqe.config.plan import plan_topology
-from sqe.engine.changes import TopologyChanged
-from sqe.engine.runner import run_topology
+from sqe.engine.run.changes import TopologyChanged
+from sqe.engine.run.runner import run_topology
 from sqe.errors import RunError, RunStopped
 from sqe.lang.topology import load_topology
 from tests.support.chain import add_partitions, assert_each_once, new_chain

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from sqe.engine.planner_python import bridge_planner_python, relative_python
-from sqe.engine.runner import describe_failure, python_not_started
+from sqe.engine.run.runner import describe_failure, python_not_started
+from sqe.engine.spark.planner_python import bridge_planner_python, relative_python
 from sqe.errors import PrerequisiteError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sqe.cli.local_services import free_port, wait_for_kafka
-from sqe.engine.prereq import java_version, require_java
+from sqe.engine.spark.prereq import java_version, require_java
 from sqe.errors import PrerequisiteError
 
 

@@ -18,7 +18,7 @@ from google.protobuf.message_factory import GetMessageClass
 
 from sqe.clients.kafka import read_all
 from sqe.config.plan import plan_topology
-from sqe.engine.runner import run_topology
+from sqe.engine.run.runner import run_topology
 from sqe.lang.topology import load_topology
 from sqe.wire.framing import frame, index_bytes
 from sqe.wire.headers import DEAD_LETTER_REASON, DEAD_LETTER_SOURCE

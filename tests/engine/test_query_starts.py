@@ -1,6 +1,6 @@
 """A query whose Python process does not connect back within Spark's fixed 10 s (a busy
 machine) is started again from its checkpoint inside the run, each time said, and a run
-where it never does ends with one sentence (``sqe.engine.query_starts``)."""
+where it never does ends with one sentence (``sqe.engine.run.query_starts``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sqe.engine.query_starts import QueryStarts
-from sqe.engine.worker_python import local_worker_python
+from sqe.engine.run.query_starts import QueryStarts
+from sqe.engine.spark.worker_python import local_worker_python
 from tests.support import fixed_words, sqe_cli
 
 RUNNER = "python_streaming_source_runner"

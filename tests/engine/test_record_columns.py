@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 import sqe
 from sqe.clients.kafka import CLIENT_DEFAULTS
 from sqe.config.plan import plan_topology
-from sqe.engine.runner import run_topology
+from sqe.engine.run.runner import run_topology
 from sqe.lang.topology import load_topology
 from sqe.wire.keys import StreamMetadata
 from tests.support.kafka_io import read_topic

@@ -11,9 +11,9 @@ import redis
 import yaml
 
 from sqe.config.plan import plan_topology
-from sqe.engine.learned_types import LEARNED_FILE
-from sqe.engine.pipeline import stream_stores
-from sqe.engine.runner import run_topology
+from sqe.engine.batch.learned_types import LEARNED_FILE
+from sqe.engine.batch.pipeline import stream_stores
+from sqe.engine.run.runner import run_topology
 from sqe.lang.topology import load_topology
 from sqe.wire.keys import StreamMetadata, kafka_secondary_id, pid_for
 from tests.support import DATA, redis_string_query

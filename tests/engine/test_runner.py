@@ -15,7 +15,7 @@ import yaml
 
 from sqe.cli.local_services import free_port, start_local_kafka, start_local_redis
 from sqe.config.plan import plan_topology
-from sqe.engine.runner import run_topology
+from sqe.engine.run.runner import run_topology
 from sqe.errors import RunError, SqeError
 from sqe.lang.topology import load_topology
 from sqe.wire.keys import StreamMetadata
@@ -193,7 +193,7 @@ def test_spark_submit_runs_the_same_entry_point(kafka_bootstrap, kafka_topic, re
 
 def test_a_store_ahead_of_the_checkpoint_stops_the_run_before_it_reads(
         spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
-    from sqe.engine.recovery import CheckpointMismatch
+    from sqe.engine.run.recovery import CheckpointMismatch
     from sqe.ledger.hwm import HwmStore
 
     source, dest = kafka_topic(1, "in"), kafka_topic(1, "out")
@@ -336,9 +336,9 @@ def test_a_trigger_interval_spaces_the_batches_of_a_steady_input(spark, kafka_bo
     import logging
     import threading
 
-    import sqe.engine.triggers
+    import sqe.engine.run.triggers
 
-    assert doctest.testmod(sqe.engine.triggers).failed == 0
+    assert doctest.testmod(sqe.engine.run.triggers).failed == 0
     source, dest = kafka_topic(1, "in"), kafka_topic(1, "out")
     path = _topology(tmp_path, source, dest, "identity")
     done = threading.Event()

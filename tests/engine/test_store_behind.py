@@ -18,7 +18,7 @@ import yaml
 import sqe
 from sqe.cli.main import main
 from sqe.config.plan import plan_topology
-from sqe.engine.runner import run_topology
+from sqe.engine.run.runner import run_topology
 from sqe.errors import StoreBehind
 from sqe.lang.topology import load_topology
 from sqe.observe.batch_report import BatchReport

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from sqe.cli.sample_events import sample_events
-from sqe.engine.changes import TopologyChanged
+from sqe.engine.run.changes import TopologyChanged
 from tests.support.chain import Chain, assert_each_once, new_chain
 from tests.support.kafka_io import read_topic
 

@@ -1,4 +1,4 @@
-"""The launcher of Spark's local Python processes (sqe.engine.worker_python), run for real."""
+"""The launcher of Spark's local Python processes (sqe.engine.spark.worker_python), run for real."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyspark
 
-from sqe.engine.worker_python import local_worker_python
+from sqe.engine.spark.worker_python import local_worker_python
 
 
 def test_the_launcher_imports_the_installed_pyspark_instead_of_sparks_zips(tmp_path):
@@ -36,7 +36,7 @@ def test_the_launcher_imports_the_installed_pyspark_instead_of_sparks_zips(tmp_p
 
 
 def test_a_local_session_runs_every_python_process_through_the_launcher_unless_told():
-    from sqe.engine.session import python_env
+    from sqe.engine.spark.session import python_env
 
     launcher = local_worker_python()
     assert python_env(True, {}) == {"PYSPARK_PYTHON": launcher,

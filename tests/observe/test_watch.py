@@ -15,7 +15,7 @@ import pytest
 from sqe.cli.live import LiveProgress, StreamProgress
 from sqe.cli.local_services import free_port
 from sqe.config.plan import plan_topology
-from sqe.engine.runner import run_topology
+from sqe.engine.run.runner import run_topology
 from sqe.errors import PrerequisiteError, RunStopped
 from sqe.lang.topology import load_topology
 from sqe.observe.batch_report import BatchReport
@@ -223,7 +223,7 @@ def test_a_run_until_stopped_keeps_only_its_last_batch_reports(
     import gc
     import weakref
 
-    import sqe.engine.runner as runner
+    import sqe.engine.run.runner as runner
 
     monkeypatch.setattr(runner, "KEPT_REPORTS", 2)
     source, dest = kafka_topic(2, "in"), kafka_topic(2, "out")

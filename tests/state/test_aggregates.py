@@ -15,7 +15,7 @@ from sqe.cli.local_services import service_conf
 from sqe.config.plan import plan_topology
 from sqe.config.settings import Settings
 from sqe.config.views import StateSettings
-from sqe.engine.runner import run_topology
+from sqe.engine.run.runner import run_topology
 from sqe.faults import kill_group, start_with_fault, wait_for_fault
 from sqe.lang.topology import load_topology
 from state.redis.aggregates import AggregateSink, AggregateStateConfig, write_aggregates

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from sqe.cli.sample_events import sample_events
 from sqe.config.plan import plan_topology
-from sqe.engine.runner import run_topology
+from sqe.engine.run.runner import run_topology
 from sqe.lang.topology import load_topology
 from sqe.observe.batch_report import BatchReport
 from tests.support import ROOT

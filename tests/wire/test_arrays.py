@@ -186,7 +186,7 @@ from partitioners.murmur2 import murmur2_array
 assert len(murmur2_array(binaries(values[:5] + [None]))) == 6
 assert list(csv_task(iter([pa.RecordBatch.from_arrays([binaries(values)], names=["v"])])))
 
-from sqe.engine.one_pass_task import merge_results, pass_task
+from sqe.engine.batch.one_pass_task import merge_results, pass_task
 from sqe.wire.columns import TALLY
 kept = np.arange(n) % 2 == 0
 cols = {"_sqe_bad": from_numpy(np.zeros(n, dtype=bool)),

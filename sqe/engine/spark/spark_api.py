@@ -11,7 +11,7 @@ needs the JVM goes through here and has an answer, or nothing to do, over Connec
 * :func:`describe_jobs` (job descriptions in Spark's UI: classic only) and
   :func:`give_tasks` (a local property for the tasks of the jobs started next: classic only);
 * :func:`driver_directory` and :func:`python_exec` (the driver JVM's working directory and the
-  executors' interpreter path, for :mod:`sqe.engine.planner_python`: classic only, since a
+  executors' interpreter path, for :mod:`sqe.engine.spark.planner_python`: classic only, since a
   Connect server starts its own Python);
 * :func:`default_file_system` (``fs.defaultFS``, for where a relative checkpoint is);
 * :func:`optimized_once` (a frame over its own optimized plan: classic only, over Connect the

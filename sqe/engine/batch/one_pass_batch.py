@@ -1,11 +1,11 @@
-"""The driver's part of a one-pass batch (:mod:`sqe.engine.one_pass`): open the states, run the
+"""The driver's part of a one-pass batch (:mod:`sqe.engine.batch.one_pass`): open the states, run the
 batch's one Spark job, count, and commit.
 
 :func:`write_one_pass` follows the sink protocol (:mod:`state.sink`) as the
 ``foreachBatch`` way does -- ``open``, ``holds``, the write, ``commit``, ``close``, then the HWM
 commit of the marks, the batch id and the staged rows in one step -- with the write being every
 state's :meth:`~state.sink.Sink.pass_task` inside the one job
-(:mod:`sqe.engine.one_pass_task`).  It returns False, having committed nothing, when the
+(:mod:`sqe.engine.batch.one_pass_task`).  It returns False, having committed nothing, when the
 batch needs the ``foreachBatch`` way: a value the deserializer cannot read, or a row a query
 or state fails on (that way finds the record and applies the bad-record policy).  What tasks
 wrote before then is written again by that way: Kafka records as replays the next hop drops,
@@ -23,11 +23,11 @@ from typing import Any
 from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import DataFrame
 
-from sqe.engine.bad_records import row_level, spark_reason
-from sqe.engine.batch_commit import Applier, commit_hwm
-from sqe.engine.one_pass import OnePassPlan
-from sqe.engine.one_pass_task import RESULT_SCHEMA, PassResult, merge_results, pass_task
-from sqe.engine.spark_api import give_tasks
+from sqe.engine.batch.bad_records import row_level, spark_reason
+from sqe.engine.batch.commit import Applier, commit_hwm
+from sqe.engine.batch.one_pass import OnePassPlan
+from sqe.engine.batch.one_pass_task import RESULT_SCHEMA, PassResult, merge_results, pass_task
+from sqe.engine.spark.spark_api import give_tasks
 from sqe.faults import fault_point
 from sqe.observe.batch_report import BatchReport
 from sqe.source.read_report import BatchRead
@@ -44,7 +44,7 @@ def write_one_pass(plan: OnePassPlan, frame: DataFrame, batch: Batch, report: Ba
     """Write and commit batch ``frame`` of ``plan`` (of its :attr:`~OnePassPlan.stream`) in
     one Spark job, counting into ``report``; False: it needs the ``foreachBatch`` way, and
     nothing of it is committed.  ``applier``: applies the committed rows in the background
-    (:func:`~sqe.engine.batch_commit.commit_hwm`)."""
+    (:func:`~sqe.engine.batch.commit.commit_hwm`)."""
     attempt = replace(batch, stages=[])
     opened: list[Sink] = []
     try:

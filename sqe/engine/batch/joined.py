@@ -3,12 +3,12 @@ after it.
 
 A query may join the streams of two hops (:meth:`sqe.Hop.exactly_once` with ``also=[other]``).
 Spark keeps one checkpoint for it, with a line of offsets per source (each hop's under its topic,
-:mod:`sqe.engine.checkpoint`), and runs one batch over both.  The batch's states are the first
+:mod:`sqe.engine.spark.checkpoint`), and runs one batch over both.  The batch's states are the first
 hop's: its commit carries their staged rows, its marks and the batch id
-(:func:`~sqe.engine.batch_commit.commit_hwm`).  Each other hop's consumer is admitted with the
+(:func:`~sqe.engine.batch.commit.commit_hwm`).  Each other hop's consumer is admitted with the
 batch (a store behind what this run saw, or a batch another writer committed with other offsets,
 stops it before anything is read) and commits its marks and the same batch id after the first
-hop's commit, from what its source tasks read (:mod:`sqe.engine.source_reads`).
+hop's commit, from what its source tasks read (:mod:`sqe.engine.batch.source_reads`).
 
 A driver that dies between the two commits leaves the first hop's stores holding the batch and
 the other's not.  Spark runs the batch again: the first hop's stores hold it, so it is run
@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sqe.engine.batch_commit import commit_hwm
-from sqe.engine.checkpoint import StreamCheckpoint
-from sqe.engine.one_pass_batch import count_source
-from sqe.engine.pipeline import StreamPipeline
-from sqe.engine.source_reads import SourceReads
+from sqe.engine.batch.commit import commit_hwm
+from sqe.engine.batch.one_pass_batch import count_source
+from sqe.engine.batch.pipeline import StreamPipeline
+from sqe.engine.batch.source_reads import SourceReads
+from sqe.engine.spark.checkpoint import StreamCheckpoint
 from sqe.errors import SourceError, StateError
 from sqe.faults import fault_point
 from sqe.ledger.hwm import HwmStore

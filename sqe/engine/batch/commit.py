@@ -1,6 +1,6 @@
 """The last step of a batch: its new high-water marks, its id and its staged rows committed to
 the consumer's HWM store in one atomic step (:meth:`sqe.ledger.hwm.HwmStore.commit`), for both
-ways a batch is written (:mod:`sqe.engine.per_batch`, :mod:`sqe.engine.one_pass_batch`).
+ways a batch is written (:mod:`sqe.engine.batch.per_batch`, :mod:`sqe.engine.batch.one_pass_batch`).
 
 Once committed, the staged rows still have to reach the states' keys
 (:meth:`~sqe.ledger.hwm.HwmStore.finish_applying`, some 10 ms of the server's time per 1,000

@@ -4,15 +4,15 @@ A hop is a stream whose queries are the user's function: Spark's ``foreachBatch`
 the batch's rows (the ``sqe-kafka`` source's columns, with whatever the user's transform
 added), and the function hands each of the hop's states its frame with
 :meth:`HopBatch.write`.  Everything around the function is the engine's own: the batch is
-admitted by :class:`~sqe.engine.batch.BatchProcessor` against the stores' commit record,
+admitted by :class:`~sqe.engine.batch.processor.BatchProcessor` against the stores' commit record,
 :class:`UserWay` runs the batch once (its rows cached for the function) and takes its new
-high-water marks from what the source tasks read (:mod:`sqe.engine.source_reads`), writes
+high-water marks from what the source tasks read (:mod:`sqe.engine.batch.source_reads`), writes
 each state through the sink protocol (:mod:`state.sink`) and commits the marks, the batch
-id and the staged rows in one step (:func:`~sqe.engine.batch_commit.commit_hwm`), as a
+id and the staged rows in one step (:func:`~sqe.engine.batch.commit.commit_hwm`), as a
 topology's batch does.  The marks are the source's, not the rows', so the query between the
 read and the states may be anything Structured Streaming runs: an aggregation, a
 deduplication, a join.  A batch the stores hold already is still run through, writing
-nothing, so that Spark's state store holds it (:class:`~sqe.engine.batch.BatchProcessor`'s
+nothing, so that Spark's state store holds it (:class:`~sqe.engine.batch.processor.BatchProcessor`'s
 ``drain``).
 
 What exactly-once asks of the user's code, checked here in one sentence each: a Kafka state
@@ -35,13 +35,13 @@ from urllib.parse import urlsplit
 
 from pyspark.sql import DataFrame
 
-from sqe.engine.batch_commit import commit_hwm
-from sqe.engine.batch_keys import batch_keyed
-from sqe.engine.one_pass_batch import count_source
-from sqe.engine.per_batch import batch_marks, stage_counted, write_state
-from sqe.engine.pipeline import QueryStep, StreamPipeline
-from sqe.engine.source_reads import SourceReads
-from sqe.engine.spark_api import describe_jobs, is_connect
+from sqe.engine.batch.commit import commit_hwm
+from sqe.engine.batch.keys import batch_keyed
+from sqe.engine.batch.one_pass_batch import count_source
+from sqe.engine.batch.per_batch import batch_marks, stage_counted, write_state
+from sqe.engine.batch.pipeline import QueryStep, StreamPipeline
+from sqe.engine.batch.source_reads import SourceReads
+from sqe.engine.spark.spark_api import describe_jobs, is_connect
 from sqe.errors import StateError
 from sqe.faults import fault_point
 from sqe.observe.batch_report import BatchReport
@@ -172,7 +172,7 @@ class UserWay:
         the carried columns, in source order per source partition (put back in it where a
         plan shows a shuffle or a sort, and over Spark Connect, where no plan can be read;
         ``checkpoint``: the streaming query's), or, for rows with none of the carried columns
-        (an aggregation's), keys of batch ``batch_id`` (:mod:`sqe.engine.batch_keys`)."""
+        (an aggregation's), keys of batch ``batch_id`` (:mod:`sqe.engine.batch.keys`)."""
         fields = step.query.insertInto.fields
         lower = {c.lower() for c in frame.columns}
         missing = [f for f in fields if f.lower() not in lower]

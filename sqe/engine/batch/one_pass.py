@@ -1,6 +1,6 @@
 """A stream's micro-batch as one pass: one Spark job, planned once for the run.
 
-The per-batch way (:mod:`sqe.engine.per_batch`) builds every batch's DataFrames again on
+The per-batch way (:mod:`sqe.engine.batch.per_batch`) builds every batch's DataFrames again on
 the driver (the deserializer's, each query's, each state's) and runs a Spark job to read and
 count, then one to write.  For a stream whose plan does not depend on its data, this module
 plans all of it once, as one streaming DataFrame that Spark re-plans on the JVM side each
@@ -19,14 +19,14 @@ batch, so a batch is one Spark job and no DataFrame is built through py4j:
 A record is one row however many queries read it: the rows Spark hands to Python are the
 records, not the records times one plus the queries.  The row is one struct column,
 :data:`ROW`.  On classic Spark the executor side is planned too: the stream's query runs the
-``mapInArrow`` of :func:`~sqe.engine.one_pass_task.planned_task` over it, and a batch only
+``mapInArrow`` of :func:`~sqe.engine.batch.one_pass_task.planned_task` over it, and a batch only
 gives its states' contexts (a stage key) to its job as a local property; over Spark Connect
 each batch makes its ``mapInArrow`` (one column's py4j calls, not one per column).
 
-The executor side is :mod:`sqe.engine.one_pass_task`; the driver's batch,
-:mod:`sqe.engine.one_pass_batch`.  :func:`plan_one_pass` says in one sentence why a stream
+The executor side is :mod:`sqe.engine.batch.one_pass_task`; the driver's batch,
+:mod:`sqe.engine.batch.one_pass_batch`.  :func:`plan_one_pass` says in one sentence why a stream
 cannot be planned so: its JSON fields' types are neither all declared nor learned
-(:mod:`sqe.engine.learned_types`; they are inferred per batch), it reads with Spark's own
+(:mod:`sqe.engine.batch.learned_types`; they are inferred per batch), it reads with Spark's own
 connector or is FIXED, a query aggregates, expands keys or reads an intermediate stream, or a
 state is not written in one pass (an aggregating Redis state, the console).
 """
@@ -40,9 +40,9 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sqe.engine.one_pass_task import RESULT_SCHEMA, planned_task
-from sqe.engine.pipeline import QueryStep, StreamPipeline
-from sqe.engine.spark_api import is_connect, optimized_once
+from sqe.engine.batch.one_pass_task import RESULT_SCHEMA, planned_task
+from sqe.engine.batch.pipeline import QueryStep, StreamPipeline
+from sqe.engine.spark.spark_api import is_connect, optimized_once
 from sqe.errors import TopologyError
 from sqe.lang.compiler import aggregates_of, compile_projection
 from sqe.ledger.hwm import HwmStore

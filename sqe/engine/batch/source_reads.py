@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from sqe.engine.checkpoint import StreamCheckpoint
-from sqe.engine.pipeline import StreamPipeline
+from sqe.engine.batch.pipeline import StreamPipeline
+from sqe.engine.spark.checkpoint import StreamCheckpoint
 from sqe.errors import SourceError
 from sqe.ledger.hwm import HwmStore
 from sqe.ledger.retry import Failed, asked

@@ -1,12 +1,12 @@
 """Running a planned topology on Spark Structured Streaming: one streaming query per stream.
 
-:func:`run_topology` builds the pipelines (:mod:`sqe.engine.pipeline`), starts one
+:func:`run_topology` builds the pipelines (:mod:`sqe.engine.batch.pipeline`), starts one
 streaming query per ``CreateStream`` with its source and checkpoint
 (``<checkpoint>/<streamName>``), runs each micro-batch through a
-:class:`~sqe.engine.batch.BatchProcessor`, and waits until the queries are done
+:class:`~sqe.engine.batch.processor.BatchProcessor`, and waits until the queries are done
 (``once``: Spark's AvailableNow trigger), a ``runtime`` has passed, or forever.
-A run holds its checkpoint while it runs (:mod:`sqe.engine.lock`), and each stream
-starts where its checkpoint and its stores agree (:mod:`sqe.engine.recovery`).  A
+A run holds its checkpoint while it runs (:mod:`sqe.engine.run.lock`), and each stream
+starts where its checkpoint and its stores agree (:mod:`sqe.engine.run.recovery`).  A
 failed query stops the others and is raised as one sentence
 (:func:`describe_failure`); a requested stop lets the batch being written finish
 and says where each stream stopped.  For the ``sqe-kafka`` source, every batch's
@@ -34,25 +34,25 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 import sqe.errors as errors
 from sqe.clients.redis_endpoint import persistence_warning
 from sqe.config.plan import TopologyPlan
-from sqe.engine.batch import BatchProcessor
-from sqe.engine.changes import review, write_records
-from sqe.engine.checkpoint import (
+from sqe.engine.batch.pipeline import StreamPipeline, build_pipelines
+from sqe.engine.batch.processor import BatchProcessor
+from sqe.engine.batch.stream_frame import learns_types, planned_once, source_frame, with_learned_types
+from sqe.engine.run.changes import review, write_records
+from sqe.engine.run.lock import CheckpointLock
+from sqe.engine.run.query_starts import QueryStarts, start_query
+from sqe.engine.run.recovery import Rerun
+from sqe.engine.run.replans import Replans, fresh_states
+from sqe.engine.run.start import PreparedStream, default_rerun, prepare_stream
+from sqe.engine.run.triggers import TriggerTimes, trigger_kwargs
+from sqe.engine.spark.checkpoint import (
     CheckpointFiles,
     StreamCheckpoint,
     local_checkpoint,
     use_file_system_manager,
 )
-from sqe.engine.connect_session import abandon, server_lost
-from sqe.engine.lock import CheckpointLock
-from sqe.engine.pipeline import StreamPipeline, build_pipelines
-from sqe.engine.planner_python import bridge_planner_python
-from sqe.engine.query_starts import QueryStarts, start_query
-from sqe.engine.recovery import Rerun
-from sqe.engine.replans import Replans, fresh_states
-from sqe.engine.spark_api import driver_directory, is_connect, python_exec
-from sqe.engine.start import PreparedStream, default_rerun, prepare_stream
-from sqe.engine.stream_frame import learns_types, planned_once, source_frame, with_learned_types
-from sqe.engine.triggers import TriggerTimes, trigger_kwargs
+from sqe.engine.spark.connect_session import abandon, server_lost
+from sqe.engine.spark.planner_python import bridge_planner_python
+from sqe.engine.spark.spark_api import driver_directory, is_connect, python_exec
 from sqe.errors import RunError, RunStopped, SqeError
 from sqe.observe.batch_report import BatchReport, partition_offsets
 from sqe.observe.progress import ProgressLog, progress_path
@@ -209,12 +209,12 @@ def run_topology(plan: TopologyPlan, spark: SparkSession, name: str, checkpoint:
                  accept_lost_marks: int | None = None) -> list[BatchReport]:
     """Run every stream of ``plan`` until done (``once``), ``runtime`` seconds, or forever.
 
-    The run holds its checkpoint (:mod:`sqe.engine.lock`) and starts each stream where its
-    checkpoint and stores agree (:mod:`sqe.engine.recovery`; ``resume``: from the offsets
+    The run holds its checkpoint (:mod:`sqe.engine.run.lock`) and starts each stream where its
+    checkpoint and stores agree (:mod:`sqe.engine.run.recovery`; ``resume``: from the offsets
     the stores recorded, on an empty checkpoint; ``rerun`` formats the commands a refusal
     names; an HWM store behind the checkpoint is refused unless ``accept_lost_marks`` is the
     last batch the checkpoint recorded committed there).  A topology changed since its
-    checkpoint last ran is held against what ran (:mod:`sqe.engine.changes`; ``adopt_layout``:
+    checkpoint last ran is held against what ran (:mod:`sqe.engine.run.changes`; ``adopt_layout``:
     its Kafka states take their topics' partition counts and their new partitioners, key types
     and chunking, once their readers caught up).
     Returns the batch reports (a run in ``forever`` mode keeps the last

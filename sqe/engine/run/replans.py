@@ -1,8 +1,8 @@
 """Streams planned again in a run for the JSON field types their batches learned
-(:mod:`sqe.engine.learned_types`).
+(:mod:`sqe.engine.batch.learned_types`).
 
-A stream's :class:`~sqe.engine.batch.BatchProcessor` sets
-:attr:`~sqe.engine.batch.BatchProcessor.replan` when a batch learned types its plan does not
+A stream's :class:`~sqe.engine.batch.processor.BatchProcessor` sets
+:attr:`~sqe.engine.batch.processor.BatchProcessor.replan` when a batch learned types its plan does not
 read.  :meth:`Replans.check` then plans the stream with them while its query still runs,
 stops the query between two batches and starts the new one from the same checkpoint (a batch
 the old query began and did not finish is read again and written once: its commit decides).
@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqe.engine.batch import BatchProcessor
-from sqe.engine.pipeline import StreamPipeline
-from sqe.engine.query_starts import QueryStarts
-from sqe.engine.start import PreparedStream
+from sqe.engine.batch.pipeline import StreamPipeline
+from sqe.engine.batch.processor import BatchProcessor
+from sqe.engine.run.query_starts import QueryStarts
+from sqe.engine.run.start import PreparedStream
 
 __all__ = ["REPLANS", "Launch", "Replans", "fresh_states"]
 

@@ -18,7 +18,7 @@ first job take 3.1 s instead of 5.2 s on the project's 2-core machine
 
 The archive belongs to one ``java`` and one Spark installation: its name carries a hash of
 both, in the temporary directory, beside the worker launcher of
-:mod:`sqe.engine.worker_python`.  A written archive is kept only once a JVM has mapped it with
+:mod:`sqe.engine.spark.worker_python`.  A written archive is kept only once a JVM has mapped it with
 sharing required (``-Xshare:on``), and its size and time are sealed: a file that no longer
 matches (truncated, replaced) is never mapped, since a damaged archive can crash the JVM, and
 is written again.  A JVM that cannot use it (another build of the JDK, another class path)
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqe.engine.launcher import spark_conf_dir, spark_home
+from sqe.engine.spark.launcher import spark_conf_dir, spark_home
 
 __all__ = ["ARCHIVE_ENV", "archive_options", "archive_path", "finish_archive", "note_jvm"]
 

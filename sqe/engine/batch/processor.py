@@ -4,14 +4,14 @@ Per micro-batch ``K`` of a stream (consumer ``<topology>.<stream>``), with ``fil
 read the committed batch ``C`` from the HWM store; ``K == C`` ending at the same source offsets
 was committed already (Spark re-ran it) and is skipped; ``K < C``, or ``K == C`` with other
 offsets, is another writer ahead and fails loudly.  ``K`` counts from the checkpoint's base
-(:mod:`sqe.engine.checkpoint`), and every store records it with the offsets the batch ends at
+(:mod:`sqe.engine.spark.checkpoint`), and every store records it with the offsets the batch ends at
 and the checkpoint (:mod:`sqe.ledger.commits`).  A batch refused as stale, here or by a store
 later, deletes what its Redis states staged.
 
 Then the batch is written and committed: in one pass when the stream was planned once
-(:mod:`sqe.engine.one_pass_batch`: one Spark job), else the per-batch way
-(:mod:`sqe.engine.per_batch`), which also takes a one-pass batch that needs it (a record it
-cannot take); a hop's batch, by the user's function (:mod:`sqe.engine.hop_batch`).
+(:mod:`sqe.engine.batch.one_pass_batch`: one Spark job), else the per-batch way
+(:mod:`sqe.engine.batch.per_batch`), which also takes a one-pass batch that needs it (a record it
+cannot take); a hop's batch, by the user's function (:mod:`sqe.engine.batch.hop_batch`).
 
 The batch's counters are a :class:`~sqe.observe.batch_report.BatchReport`, logged and
 given to the runner (which appends it to the progress file and tells the run's watchers).
@@ -29,16 +29,16 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from sqe.engine.batch_commit import Applier, dropped
-from sqe.engine.checkpoint import StreamCheckpoint
-from sqe.engine.joined import JoinedHop
-from sqe.engine.learned_types import json_wanted, learn, save_learned
-from sqe.engine.one_pass import OnePassPlan
-from sqe.engine.one_pass_batch import write_one_pass
-from sqe.engine.per_batch import PerBatchWay
-from sqe.engine.pipeline import StreamPipeline
-from sqe.engine.spark_api import describe_jobs
-from sqe.engine.stream_frame import own_source
+from sqe.engine.batch.commit import Applier, dropped
+from sqe.engine.batch.joined import JoinedHop
+from sqe.engine.batch.learned_types import json_wanted, learn, save_learned
+from sqe.engine.batch.one_pass import OnePassPlan
+from sqe.engine.batch.one_pass_batch import write_one_pass
+from sqe.engine.batch.per_batch import PerBatchWay
+from sqe.engine.batch.pipeline import StreamPipeline
+from sqe.engine.batch.stream_frame import own_source
+from sqe.engine.spark.checkpoint import StreamCheckpoint
+from sqe.engine.spark.spark_api import describe_jobs
 from sqe.errors import SourceError, StaleBatchError, StateError
 from sqe.ledger.hwm import HwmStore
 from sqe.ledger.retry import Failed, asked
@@ -80,7 +80,7 @@ class BatchProcessor:
         self._applier = Applier()  # applies a one-pass batch's committed rows meanwhile
         self._per_batch = PerBatchWay(pipeline, self._name_jobs)
         #: the JSON field types a batch learned that the stream's plan does not read yet
-        #: (:mod:`sqe.engine.learned_types`): the runner plans the stream again with them
+        #: (:mod:`sqe.engine.batch.learned_types`): the runner plans the stream again with them
         self.replan: dict[str, str] | None = None
         #: its batches' JSON field types are learned (saved in ``checkpoint``)
         self.learning = learning and checkpoint is not None

@@ -1,10 +1,10 @@
 """The per-batch way of writing a micro-batch: its DataFrames built on the driver for it.
 
-The way every batch of a stream goes that cannot be planned once (:mod:`sqe.engine.one_pass`:
+The way every batch of a stream goes that cannot be planned once (:mod:`sqe.engine.batch.one_pass`:
 JSON types inferred per batch, aggregating queries, intermediate streams, FIXED streams,
 Spark's own connector), and the way a one-pass batch goes when it needs to (a record it
 cannot take).  :meth:`PerBatchWay.run`, for batch ``K`` admitted by
-:class:`~sqe.engine.batch.BatchProcessor`:
+:class:`~sqe.engine.batch.processor.BatchProcessor`:
 
 1. drop replays (done in the source's ``read()``; for Spark's own connector by
    :func:`~sqe.source.replay.filter_replays_frame` here);
@@ -17,7 +17,7 @@ cannot take).  :meth:`PerBatchWay.run`, for batch ``K`` admitted by
 4. commit: every sink's part, then the new HWMs with batch id ``K`` (and the rows
    the sinks staged) in one atomic step; close the sinks.
 
-A batch that fails on a record finds it (:mod:`sqe.engine.bad_records`) and, by the stream's
+A batch that fails on a record finds it (:mod:`sqe.engine.batch.bad_records`) and, by the stream's
 bad-record policy, fails naming it or dead-letters it and runs again without it.
 """
 
@@ -32,7 +32,7 @@ from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
-from sqe.engine.bad_records import (
+from sqe.engine.batch.bad_records import (
     MAX_BAD_RECORDS,
     BadRecord,
     StepFailure,
@@ -44,8 +44,8 @@ from sqe.engine.bad_records import (
     spark_reason,
     without,
 )
-from sqe.engine.batch_commit import commit_hwm
-from sqe.engine.pipeline import QueryStep, StreamPipeline, check_fields
+from sqe.engine.batch.commit import commit_hwm
+from sqe.engine.batch.pipeline import QueryStep, StreamPipeline, check_fields
 from sqe.errors import StaleBatchError, StateError
 from sqe.faults import fault_point
 from sqe.lang.compiler import compile_query

@@ -91,7 +91,7 @@ class StreamPipeline:
     consumer: str
     source: SourceConfig | None = None  # the sqe-kafka source; None for FIXED and native
     fixed: dict[str, str] | None = None  # the sqe-fixed reader options of a FIXED stream
-    #: the JSON field types its batches learned (:mod:`sqe.engine.learned_types`), when its
+    #: the JSON field types its batches learned (:mod:`sqe.engine.batch.learned_types`), when its
     #: file declares none: its one pass reads them so, and takes no record of other types
     learned: dict[str, str] | None = None
 

@@ -1,4 +1,4 @@
-"""The executor side of a one-pass batch (:mod:`sqe.engine.one_pass`): what each Spark task
+"""The executor side of a one-pass batch (:mod:`sqe.engine.batch.one_pass`): what each Spark task
 runs over its rows.
 
 A task gets the rows of its Kafka partitions: a row per record, with a struct column per

@@ -1,5 +1,5 @@
 """The streaming DataFrame of a stream: its source (with the counters Spark observes, when
-asked), and, when the stream can be (:mod:`sqe.engine.one_pass`), all of its batch planned
+asked), and, when the stream can be (:mod:`sqe.engine.batch.one_pass`), all of its batch planned
 once over it; for a stream that learns its JSON field types, with the types its checkpoint
 learned (:func:`with_learned_types`)."""
 
@@ -14,10 +14,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource
 
-from sqe.engine.checkpoint import StreamCheckpoint
-from sqe.engine.learned_types import json_wanted, load_learned
-from sqe.engine.one_pass import OnePassPlan, plan_one_pass, why_not_one_pass
-from sqe.engine.pipeline import StreamPipeline
+from sqe.engine.batch.learned_types import json_wanted, load_learned
+from sqe.engine.batch.one_pass import OnePassPlan, plan_one_pass, why_not_one_pass
+from sqe.engine.batch.pipeline import StreamPipeline
+from sqe.engine.spark.checkpoint import StreamCheckpoint
 from sqe.source.fixed import FixedSource
 from sqe.source.kafka import KafkaSource
 from sqe.source.kafka.native import native_stream
@@ -88,7 +88,7 @@ def planned_once(p: StreamPipeline, frame: DataFrame) -> OnePassPlan | None:
 
 def learns_types(p: StreamPipeline) -> bool:
     """Whether stream ``p`` learns its JSON field types: it declares none, and with them it
-    could be planned once (:func:`~sqe.engine.one_pass.why_not_one_pass`)."""
+    could be planned once (:func:`~sqe.engine.batch.one_pass.why_not_one_pass`)."""
     wanted = json_wanted(p.wanted_fields)
     if not p.learns or not wanted:
         return False

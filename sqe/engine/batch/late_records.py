@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from pyspark.sql.streaming import StreamingQueryListener, StreamingQueryManager
 
-from sqe.engine.checkpoint import StreamCheckpoint
+from sqe.engine.spark.checkpoint import StreamCheckpoint
 from sqe.observe.batch_report import BatchReport
 
 __all__ = ["LateRecords", "late_in"]

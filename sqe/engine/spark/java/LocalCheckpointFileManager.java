@@ -10,7 +10,7 @@
  * process's umask, as for any file the JVM writes); the rename, the reads, listing and deleting
  * stay Spark's.  Paths on any other file system are handed to Spark's manager unchanged.
  *
- * Built into sqe-spark.jar by tools/build_jar.py; sqe.engine.checkpoint puts it in charge of a
+ * Built into sqe-spark.jar by tools/build_jar.py; sqe.engine.spark.checkpoint puts it in charge of a
  * local run's checkpoint when the jar is on the driver's class path.
  */
 package sqe.spark;

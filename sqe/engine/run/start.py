@@ -1,10 +1,10 @@
 """Where a stream starts: agreed with its checkpoint and its stores before its query starts.
 
 :func:`prepare_stream` applies what the stores' last commit left to apply, holds the
-checkpoint against what the stores committed (:func:`~sqe.engine.recovery.plan_start`: a
+checkpoint against what the stores committed (:func:`~sqe.engine.run.recovery.plan_start`: a
 checkpoint behind them starts from their offsets only when asked, one ahead of the HWM store is
 said), and pins batch 0 to the offsets it first started at, so a batch run again reads what it
-read the first time.  ``sqe run`` prepares each stream so (:mod:`sqe.engine.runner`), and so
+read the first time.  ``sqe run`` prepares each stream so (:mod:`sqe.engine.run.runner`), and so
 does a hop of plain PySpark code (:class:`sqe.hop.Hop`).
 """
 
@@ -14,9 +14,9 @@ import logging
 from dataclasses import dataclass
 
 from sqe.config.plan import TopologyPlan
-from sqe.engine.checkpoint import StreamCheckpoint
-from sqe.engine.pipeline import StreamPipeline
-from sqe.engine.recovery import Rerun, lost_commits, plan_start
+from sqe.engine.batch.pipeline import StreamPipeline
+from sqe.engine.run.recovery import Rerun, lost_commits, plan_start
+from sqe.engine.spark.checkpoint import StreamCheckpoint
 from sqe.errors import ProgressError
 from sqe.ledger.commits import Commit
 from sqe.observe.progress import last_report, progress_path
@@ -56,9 +56,9 @@ class PreparedStream:
 def prepare_stream(p: StreamPipeline, checkpoint: StreamCheckpoint, resume: bool,
                    rerun: Rerun, accept_lost: int | None = None) -> PreparedStream:
     """Stream ``p`` ready to start on ``checkpoint``: what its stores left applied, its start
-    agreed with them (:func:`~sqe.engine.recovery.plan_start`), its HWM store not behind the
+    agreed with them (:func:`~sqe.engine.run.recovery.plan_start`), its HWM store not behind the
     checkpoint unless the operator accepts losing the marks up to batch ``accept_lost``
-    (:func:`~sqe.engine.recovery.lost_commits`), and its batch 0 pinned to the offsets it
+    (:func:`~sqe.engine.run.recovery.lost_commits`), and its batch 0 pinned to the offsets it
     first started at."""
     p.stores.finish_applying()
     commits = p.stores.committed()
@@ -86,7 +86,7 @@ def _check_hwm_store(p: StreamPipeline, checkpoint: StreamCheckpoint, commits: l
                      accept_lost: int | None, rerun: Rerun) -> None:
     """Refuse to start when the HWM store holds fewer batches than the checkpoint shows it
     committed, unless that loss is accepted (then say so;
-    :func:`~sqe.engine.recovery.lost_commits`).  The witness is the progress file of ``sqe
+    :func:`~sqe.engine.run.recovery.lost_commits`).  The witness is the progress file of ``sqe
     run``'s checkpoint; where there is none (a hop of plain PySpark, a checkpoint off the local
     file system), Spark's commit log: a batch Spark counts as done was committed to the HWM
     store first."""

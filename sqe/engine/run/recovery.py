@@ -18,7 +18,7 @@ Postgres batch tables, Redis aggregates: :mod:`sqe.ledger.commits`):
 
 A store *behind* the checkpoint is noticed by what the checkpoint says was committed
 there (``sqe run``'s progress file, else Spark's commit log, see
-:mod:`sqe.engine.start`): :func:`lost_commits` refuses to start on an
+:mod:`sqe.engine.run.start`): :func:`lost_commits` refuses to start on an
 HWM store that holds fewer batches than that (a
 failover to a replica that was behind, or a restart that lost acknowledged writes),
 whose lost marks would let replays through, unless the operator accepts that loss
@@ -31,7 +31,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sqe.engine.checkpoint import StreamCheckpoint
+from sqe.engine.spark.checkpoint import StreamCheckpoint
 from sqe.errors import CheckpointMismatch, StoreBehind
 from sqe.ledger.commits import Commit
 

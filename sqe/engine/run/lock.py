@@ -37,7 +37,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from sqe.engine.checkpoint import CheckpointFiles
+from sqe.engine.spark.checkpoint import CheckpointFiles
 from sqe.errors import RunError
 
 log = logging.getLogger("sqe")

@@ -29,8 +29,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sqe.engine.checkpoint import CheckpointFiles, StreamCheckpoint
-from sqe.engine.pipeline import StreamPipeline
+from sqe.engine.batch.pipeline import StreamPipeline
+from sqe.engine.spark.checkpoint import CheckpointFiles, StreamCheckpoint
 from sqe.errors import TopologyChanged
 from sqe.ledger.commits import Commit
 from state.kafka.layout import KafkaLayout, grown_topic

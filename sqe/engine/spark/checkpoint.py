@@ -16,7 +16,7 @@ Hadoop FileSystem:
   batch 0 as (absent: 0).  A checkpoint that resumed from the stores' commits, or
   that started after ``sqe reset``, continues their numbering, so no batch id a
   state has seen comes again (:mod:`sqe.ledger.commits`).
-* ``sqe-run.lock`` at the root: which process runs on it (:mod:`sqe.engine.lock`).
+* ``sqe-run.lock`` at the root: which process runs on it (:mod:`sqe.engine.run.lock`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
-from sqe.engine.spark_api import default_file_system, is_connect
+from sqe.engine.spark.spark_api import default_file_system, is_connect
 from sqe.errors import RunError
 
 __all__ = ["FILE_MANAGER_SETTING", "CheckpointFiles", "StreamCheckpoint", "local_checkpoint",
@@ -51,8 +51,8 @@ def local_checkpoint(spark: SparkSession, location: str) -> str:
 
 #: The Spark setting that names the class writing a streaming query's offsets and commits.
 FILE_MANAGER_SETTING = "spark.sql.streaming.checkpointFileManagerClass"
-#: SQE's JVM classes (sources and build: ``sqe/engine/java``, ``tools/build_jar.py``), on the
-#: class path of a local run's driver (:func:`sqe.engine.session.build_session`).
+#: SQE's JVM classes (sources and build: ``sqe/engine/spark/java``, ``tools/build_jar.py``), on the
+#: class path of a local run's driver (:func:`sqe.engine.spark.session.build_session`).
 SQE_JAR = Path(__file__).resolve().with_name("java") / "sqe-spark.jar"
 _FILE_SYSTEM_MANAGERS = (
     "sqe.spark.LocalCheckpointFileManager",  # in SQE_JAR: the temporary files without chmod

@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from sqe.engine.checkpoint import StreamCheckpoint
+from sqe.engine.spark.checkpoint import StreamCheckpoint
 from sqe.wire.columns import CARRIED, SCHEMA
 
 __all__ = ["LEARNABLE", "LEARNED_FILE", "json_wanted", "learn", "load_learned", "save_learned"]

@@ -1,12 +1,12 @@
 """A hop's states as Spark's own streaming sink: the ``sqe-hop`` Python data source writer.
 
 ``df.writeStream.format("sqe-hop")`` and Spark Declarative Pipelines' ``create_sink(name,
-"sqe-hop", options)`` take it.  It is the one-pass batch (:mod:`sqe.engine.one_pass_batch`)
+"sqe-hop", options)`` take it.  It is the one-pass batch (:mod:`sqe.engine.batch.one_pass_batch`)
 cut where Spark's sink protocol cuts: each write task runs the one-pass task
-(:func:`~sqe.engine.one_pass_task.pass_task`) over its rows, and Spark's
+(:func:`~sqe.engine.batch.one_pass_task.pass_task`) over its rows, and Spark's
 ``commit(messages, batchId)``, on the driver once every task succeeded, adds up what they
 found and commits the marks, the batch id and the staged rows to the HWM store in one step
-(:func:`~sqe.engine.batch_commit.commit_hwm`).  Nothing on the driver scales with the records.
+(:func:`~sqe.engine.batch.commit.commit_hwm`).  Nothing on the driver scales with the records.
 
 The frame it writes is :func:`sink_frame` of the hop's rows: every state gets every row (each
 takes its fields).  The sink is planned per batch on no driver of the user's, so what differs
@@ -21,7 +21,7 @@ from the one-pass batch is where its parts are decided:
 * a Kafka state needs each source partition's records in one task, in order: a transform that
   spread one over several tasks (a shuffle) fails the batch in one sentence before its commit;
   rows with none of the carried StreamMetadata (an aggregation's) are keyed by batch, each task
-  its own partition of keys (:func:`~sqe.engine.batch_keys.keyed_task`).
+  its own partition of keys (:func:`~sqe.engine.batch.keys.keyed_task`).
 
 States written so: Kafka, Redis states that are not aggregates (their tasks write or stage the
 rows) and Postgres (its tasks build the CSV that the commit copies in the batch's transaction,
@@ -45,15 +45,15 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from sqe.engine.arrow_writer import ArrowStreamWriter
-from sqe.engine.batch_commit import commit_hwm
-from sqe.engine.batch_keys import keyed_task
-from sqe.engine.joined import JoinedHop
-from sqe.engine.one_pass import BAD, MARKED, RAW, REFUSED, state_column
-from sqe.engine.one_pass_batch import count_source
-from sqe.engine.one_pass_task import merge_results, pass_task
-from sqe.engine.pipeline import StreamPipeline
-from sqe.engine.source_reads import SourceReads, reports_reads
+from sqe.engine.batch.commit import commit_hwm
+from sqe.engine.batch.joined import JoinedHop
+from sqe.engine.batch.keys import keyed_task
+from sqe.engine.batch.one_pass import BAD, MARKED, RAW, REFUSED, state_column
+from sqe.engine.batch.one_pass_batch import count_source
+from sqe.engine.batch.one_pass_task import merge_results, pass_task
+from sqe.engine.batch.pipeline import StreamPipeline
+from sqe.engine.batch.source_reads import SourceReads, reports_reads
+from sqe.engine.spark.arrow_writer import ArrowStreamWriter
 from sqe.errors import StateError, StoreBehind, TopologyError
 from sqe.faults import fault_point
 from sqe.ledger.hwm import HwmStore, Stage

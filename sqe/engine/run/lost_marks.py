@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqe.engine.checkpoint import StreamCheckpoint
-from sqe.engine.pipeline import StreamStores
+from sqe.engine.batch.pipeline import StreamStores
+from sqe.engine.spark.checkpoint import StreamCheckpoint
 from sqe.ledger.commits import Commit
 from sqe.observe.batch_report import partition_offsets
 from sqe.source.kafka.config import SourceConfig

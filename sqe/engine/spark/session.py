@@ -4,10 +4,10 @@ Spark's Python workers must run the same interpreter as the driver, or
 they fail to import this package; :func:`build_session` sets
 ``PYSPARK_PYTHON`` and ``PYSPARK_DRIVER_PYTHON`` to :data:`sys.executable` unless the
 user has set them (for a local master, through the launcher of
-:mod:`sqe.engine.worker_python`, which spares every Python process compiling pyspark),
+:mod:`sqe.engine.spark.worker_python`, which spares every Python process compiling pyspark),
 checks for Java 17+, and applies Spark conf from config files.  Local runs
 get a small, quiet default (2 shuffle partitions, adaptive execution and UI off), and
-their JVM maps Spark's classes from an archive (:mod:`sqe.engine.class_archive`).
+their JVM maps Spark's classes from an archive (:mod:`sqe.engine.spark.class_archive`).
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from pyspark.errors import PySparkRuntimeError
 from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import SparkSession
 
-from sqe.engine.checkpoint import SQE_JAR
-from sqe.engine.class_archive import archive_options, note_jvm
-from sqe.engine.connect_session import connect_session
-from sqe.engine.launcher import spark_default_set
-from sqe.engine.prereq import require_java
-from sqe.engine.spark_api import is_connect
-from sqe.engine.worker_python import local_worker_python
+from sqe.engine.spark.checkpoint import SQE_JAR
+from sqe.engine.spark.class_archive import archive_options, note_jvm
+from sqe.engine.spark.connect_session import connect_session
+from sqe.engine.spark.launcher import spark_default_set
+from sqe.engine.spark.prereq import require_java
+from sqe.engine.spark.spark_api import is_connect
+from sqe.engine.spark.worker_python import local_worker_python
 from sqe.errors import OptionError, RunError
 from sqe.logs import LOG_LEVEL_ENV, log_level, spark_log_level
 from sqe.secrets import SPARK_REDACTION_REGEX
@@ -128,7 +128,7 @@ def python_env(local: bool, environ: Mapping[str, str]) -> dict[str, str]:
     """The interpreter settings to add to ``environ``: ``PYSPARK_PYTHON`` (the executors'
     Python workers) and ``PYSPARK_DRIVER_PYTHON`` (the Python processes the driver's JVM starts:
     the lookup of installed data sources, the streaming source's planner), each unless set.
-    For a local master both run the launcher of :mod:`sqe.engine.worker_python` (made only
+    For a local master both run the launcher of :mod:`sqe.engine.spark.worker_python` (made only
     when used), elsewhere this interpreter."""
     names = [n for n in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON") if n not in environ]
     if not names:
@@ -159,7 +159,7 @@ def build_session(
     ``spark.sql.shuffle.partitions``) is an :class:`~sqe.errors.OptionError` naming the
     setting and where it came from (``origins``: key -> e.g. ``conf/local.yaml (Spark)``).
     With a Spark Connect server (:func:`remote_of`: ``sc://host:port``), the session is a
-    Connect client's (:func:`~sqe.engine.connect_session.connect_session`): no JVM, no Java.
+    Connect client's (:func:`~sqe.engine.spark.connect_session.connect_session`): no JVM, no Java.
     """
     server = remote_of(remote, conf)
     if server is not None:
@@ -181,7 +181,7 @@ def build_session(
              f"spark.executorEnv.{LOG_LEVEL_ENV}": log_level(),
              **(conf or {})}
     if not submitted:  # the JVM starts here: it can start quiet, and from the class archive
-        if local:  # SQE's JVM classes (sqe.engine.checkpoint's file manager)
+        if local:  # SQE's JVM classes (sqe.engine.spark.checkpoint's file manager)
             given[_DRIVER_CLASS_PATH] = os.pathsep.join(
                 p for p in (given.get(_DRIVER_CLASS_PATH, ""), str(SQE_JAR)) if p)
         java = given.get("spark.driver.extraJavaOptions", "")
