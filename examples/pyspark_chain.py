@@ -108,7 +108,7 @@ def start_hop(hop: sqe.Hop, frame: DataFrame, write: Callable[[DataFrame, sqe.Ho
                   .option("checkpointLocation", hop.checkpoint)
                   .foreachBatch(hop.exactly_once(write, also=also or [])))
     query = (writer.trigger(availableNow=True) if a.once else writer).start()
-    query.awaitTermination()
+    sqe.Hop.await_termination(query)  # a failure: SQE's error, its sentence first
     for report in hop.reports:
         print(report.line())
     return hop

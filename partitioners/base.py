@@ -8,6 +8,8 @@ from typing import Protocol, cast, runtime_checkable
 import numpy as np
 import pyarrow as pa
 
+from sqe.errors import ArgumentError, OptionError
+
 __all__ = ["Partitioner", "resolve", "ALIASES", "canonical_name", "check_num_partitions"]
 
 #: Names from the original SQE / Kafka Java world mapped to their dotted paths.
@@ -46,9 +48,9 @@ class Partitioner(Protocol):
 def check_num_partitions(num_partitions: int) -> None:
     """Reject a destination partition count below 1."""
     if isinstance(num_partitions, bool) or not isinstance(num_partitions, (int, np.integer)):
-        raise TypeError(f"num_partitions must be an integer, got {type(num_partitions).__name__}")
+        raise ArgumentError(f"num_partitions must be an integer, got {type(num_partitions).__name__}")
     if num_partitions < 1:
-        raise ValueError(f"num_partitions must be at least 1, got {num_partitions}")
+        raise ArgumentError(f"num_partitions must be at least 1, got {num_partitions}")
 
 
 def resolve(name: str) -> Partitioner:
@@ -57,21 +59,21 @@ def resolve(name: str) -> Partitioner:
     Raises ``ValueError`` naming what could not be found or is not a partitioner.
     """
     if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"partitioner name must be a non-empty string, got {name!r}")
+        raise OptionError(f"partitioner name must be a non-empty string, got {name!r}")
     path = canonical_name(name)
     module_name, _, attr = path.rpartition(".")
     if not module_name or not all(part.isidentifier() for part in path.split(".")):
         known = ", ".join(sorted(ALIASES))
-        raise ValueError(f"partitioner {name!r} is not a dotted path (module.Class); known: {known}")
+        raise OptionError(f"partitioner {name!r} is not a dotted path (module.Class); known: {known}")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(f"partitioner {name!r}: cannot import module {module_name!r} ({exc})") from exc
+        raise OptionError(f"partitioner {name!r}: cannot import module {module_name!r} ({exc})") from exc
     cls = getattr(module, attr, None)
     if cls is None:
-        raise ValueError(f"partitioner {name!r}: module {module_name!r} has no {attr!r}")
+        raise OptionError(f"partitioner {name!r}: module {module_name!r} has no {attr!r}")
     if not all(callable(getattr(cls, method, None)) for method in ("partition", "partition_array")):
-        raise ValueError(
+        raise OptionError(
             f"partitioner {name!r} does not implement partition(key, num_partitions) "
             "and partition_array(keys, num_partitions)"
         )
@@ -80,4 +82,4 @@ def resolve(name: str) -> Partitioner:
     try:
         return cast(Partitioner, cls())
     except TypeError as exc:  # its constructor wants arguments
-        raise ValueError(f"partitioner {name!r} cannot be made without arguments ({exc})") from None
+        raise OptionError(f"partitioner {name!r} cannot be made without arguments ({exc})") from None

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from partitioners.base import check_num_partitions
+from sqe.errors import WireError
 from sqe.wire.arrays import to_numpy
 
 __all__ = ["Murmur2Partitioner", "murmur2", "murmur2_array"]
@@ -98,7 +99,7 @@ class Murmur2Partitioner:
         """Scalar reference."""
         check_num_partitions(num_partitions)
         if key is None:
-            raise ValueError("Murmur2Partitioner needs a key; a NULL key has no fixed partition")
+            raise WireError("Murmur2Partitioner needs a key; a NULL key has no fixed partition")
         return (murmur2(key) & 0x7FFFFFFF) % num_partitions
 
     def partition_array(self, keys: pa.Array, num_partitions: int) -> np.ndarray:
@@ -106,6 +107,6 @@ class Murmur2Partitioner:
         check_num_partitions(num_partitions)
         if keys.null_count:
             row = int(np.argmin(to_numpy(keys.is_valid())))
-            raise ValueError(f"Murmur2Partitioner needs keys; row {row} is NULL")
+            raise WireError(f"Murmur2Partitioner needs keys; row {row} is NULL")
         h = murmur2_array(keys).astype(np.int64) & 0x7FFFFFFF
         return (h % num_partitions).astype(np.int32)

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from partitioners.base import check_num_partitions
+from sqe.errors import WireError
 from sqe.wire.keys import KEY_SIZE, StreamMetadata, decode_keys
 
 __all__ = ["SourcePartitionPartitioner"]
@@ -30,13 +31,13 @@ class SourcePartitionPartitioner:
         """Scalar reference: ``StreamMetadata.from_bytes(key).partition % num_partitions``."""
         check_num_partitions(num_partitions)
         if key is None or len(key) != KEY_SIZE:
-            raise ValueError(
+            raise WireError(
                 f"SourcePartitionPartitioner needs a {KEY_SIZE}-byte StreamMetadata key, "
                 f"got {_describe(key)}"
             )
         source = StreamMetadata.from_bytes(key).partition
         if source < 0:
-            raise ValueError(f"SourcePartitionPartitioner: negative source partition {source}")
+            raise WireError(f"SourcePartitionPartitioner: negative source partition {source}")
         return source % num_partitions
 
     def partition_array(self, keys: pa.Array, num_partitions: int) -> np.ndarray:
@@ -46,13 +47,13 @@ class SourcePartitionPartitioner:
         if not valid.all():
             row = int(np.argmin(valid))
             key = keys[row].as_py()
-            raise ValueError(
+            raise WireError(
                 f"SourcePartitionPartitioner needs {KEY_SIZE}-byte StreamMetadata keys; "
                 f"row {row} is {_describe(key)}"
             )
         if len(source) and source.min() < 0:
             row = int(np.argmin(source))
-            raise ValueError(
+            raise WireError(
                 f"SourcePartitionPartitioner: negative source partition {source[row]} at row {row}"
             )
         return (source % np.int32(num_partitions)).astype(np.int32)

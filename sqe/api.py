@@ -37,7 +37,7 @@ from sqe.engine.run.runner import Mode, run_topology
 from sqe.engine.spark.checkpoint import default_checkpoint, not_a_directory
 from sqe.engine.spark.session import build_session, quiet_failure_traces
 from sqe.engine.spark.spark_api import session_conf
-from sqe.errors import OptionError
+from sqe.errors import ArgumentError, OptionError
 from sqe.lang.topology import Topology, read_topology
 from sqe.lang.topology import load_topology as _load
 from sqe.observe.batch_report import BatchReport
@@ -257,13 +257,14 @@ def run(topology: TopologyArg | PreparedRun, *, config: Sequence[ConfigArg] = ()
         RunError: a streaming query failed; the message is the cause, as one sentence.
     """
     if once and runtime is not None:
-        raise ValueError("once and runtime exclude each other")
+        raise ArgumentError("sqe.run: once=True and runtime= exclude each other; give one "
+                            "of them")
     if isinstance(topology, PreparedRun):
         given = [k for k, v in (("config", config), ("conf", conf), ("name", name),
                                 ("checkpoint", checkpoint)) if v]
         if given:
-            raise ValueError(f"a prepared run holds its {' and '.join(given)}: give them to "
-                             "prepare(), not to run()")
+            raise ArgumentError(f"a prepared run holds its {' and '.join(given)}: give them to "
+                                "prepare(), not to run()")
         prepared = topology
     else:
         prepared = prepare(topology, config=config, conf=conf, name=name, checkpoint=checkpoint)

@@ -37,6 +37,8 @@ __all__ = [
     "BadRecordError",
     "ProgressError",
     "ReportError",
+    "ArgumentError",
+    "WireError",
     "ChunkError",
     "TruncatedChunk",
     "BadMagic",
@@ -189,7 +191,17 @@ class ReportError(SqeError, ValueError):
     """A report that cannot be written where it was asked to go."""
 
 
-class ChunkError(SqeError, ValueError):
+class ArgumentError(SqeError, TypeError, ValueError):
+    """A value given to SQE's Python API that it cannot take: of a type it does not take, out
+    of its range, or excluding another argument given with it."""
+
+
+class WireError(SqeError, ValueError):
+    """Bytes or values a wire format cannot read or hold: a record key that is not a 20-byte
+    StreamMetadata, a field that does not fit its width, a message index, a chunk's limits."""
+
+
+class ChunkError(WireError):
     """A chunk that cannot be decoded; the message says what is wrong with it."""
 
 

@@ -28,6 +28,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from sqe.errors import OptionError, RunError
+
 __all__ = ["FAULT_ENV", "MARKER_ENV", "ACTION_ENV", "fault_point", "armed",
            "start_with_fault", "wait_for_fault", "kill_group"]
 
@@ -45,7 +47,7 @@ def armed(point: str) -> int | None:
         return None
     name, _, count = spec.partition("@")
     if name not in POINTS:
-        raise ValueError(f"{FAULT_ENV}={spec!r}: unknown fault point {name!r}; "
+        raise OptionError(f"{FAULT_ENV}={spec!r}: unknown fault point {name!r}; "
                          f"known: {', '.join(POINTS)}")
     if name != point:
         return None
@@ -97,10 +99,10 @@ def wait_for_fault(proc: subprocess.Popen, marker: Path, log: Path,
     while not marker.exists():
         if proc.poll() is not None:
             tail = "\n".join(log.read_text().splitlines()[-10:])
-            raise RuntimeError(f"the process ended (exit {proc.returncode}) before its fault "
+            raise RunError(f"the process ended (exit {proc.returncode}) before its fault "
                                f"point; the end of {log}:\n{tail}")
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the fault point was not reached within {timeout:.0f} s; "
+            raise RunError(f"the fault point was not reached within {timeout:.0f} s; "
                                f"see {log}")
         time.sleep(0.2)
 

@@ -43,8 +43,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import DataStreamWriter
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from sqe.config.plan import TopologyPlan, plan_topology
 from sqe.config.settings import ConfigFile, load_config
@@ -57,8 +59,8 @@ from sqe.engine.batch.pipeline import StreamPipeline, build_pipelines, state_pro
 from sqe.engine.batch.processor import BatchProcessor
 from sqe.engine.batch.source_reads import SourceReads, reports_reads
 from sqe.engine.batch.stream_frame import source_frame
+from sqe.engine.run.failure import describe_failure, failure_error
 from sqe.engine.run.lost_marks import find_lost_marks
-from sqe.engine.run.runner import describe_failure
 from sqe.engine.run.start import PreparedStream, default_rerun, prepare_stream
 from sqe.engine.spark.checkpoint import StreamCheckpoint, local_checkpoint, use_file_system_manager
 from sqe.engine.spark.spark_api import is_connect
@@ -198,7 +200,21 @@ class Hop:
         """Why a hop's query failed (what its ``start()`` or ``awaitTermination()`` raised), in
         one sentence: SQE's own where it is SQE's (a refusal raised in a batch, on an executor
         or on a Spark Connect server too), else the cause Spark gives, without its traces."""
-        return describe_failure(failure, [])
+        return describe_failure(failure)
+
+    @staticmethod
+    def await_termination(query: StreamingQuery, timeout: int | None = None) -> bool | None:
+        """``query.awaitTermination(timeout)`` (a classic or a Spark Connect query), its failure
+        raised as SQE's error: the :mod:`sqe.errors` class and sentence of the refusal that
+        stopped it (in a batch, a write task or on a Connect server), else a
+        :class:`~sqe.errors.RunError` with the cause Spark gives, so the sentence is what the
+        traceback ends with, without Spark's traces; Spark's own exception is its
+        ``__context__``."""
+        try:
+            return query.awaitTermination(timeout) if timeout is not None \
+                else query.awaitTermination()
+        except (PySparkException, Py4JError) as exc:
+            raise failure_error(exc) from None
 
     def _read_first(self, what: str) -> StreamPipeline:
         if self._pipeline is None:

@@ -26,6 +26,8 @@ import re
 import sys
 import time
 
+from sqe.errors import ArgumentError
+
 __all__ = ["LEVELS", "LOG_LEVEL_ENV", "Collapse", "kafka_logger", "log_level", "set_log_level",
            "spark_log_level"]
 
@@ -51,7 +53,7 @@ def log_level() -> str:
 def set_log_level(level: str) -> None:
     """Use ``level`` in this process and the processes it starts."""
     if level not in LEVELS:
-        raise ValueError(f"log level must be one of {', '.join(LEVELS)}, got {level!r}")
+        raise ArgumentError(f"log level must be one of {', '.join(LEVELS)}, got {level!r}")
     os.environ[LOG_LEVEL_ENV] = level
     kafka_logger()
 

@@ -64,6 +64,7 @@ from pyspark.sql import Column, DataFrame
 
 from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.config.views import StateSettings
+from sqe.errors import StateError
 from sqe.lang.expressions import Expression
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm import HwmStore, Stage
@@ -103,7 +104,7 @@ class Batch:
     def stage_key(self) -> str:
         """A new key of the HWM store for rows a state stages in this batch."""
         if self.store is None:
-            raise RuntimeError(f"batch {self.batch_id} of {self.consumer} has no HWM store")
+            raise StateError(f"batch {self.batch_id} of {self.consumer} has no HWM store")
         self._stage_keys += 1
         return self.store.stage_key(self.batch_id, self.checkpoint, self._stage_keys - 1)
 
@@ -169,7 +170,7 @@ class Sink(ABC):
     def batch(self) -> Batch:
         """The batch between :meth:`open` and :meth:`close`."""
         if self._batch is None:
-            raise RuntimeError(f"{self.describe()}: no batch is open")
+            raise StateError(f"{self.describe()}: no batch is open")
         return self._batch
 
     def describe(self) -> str:

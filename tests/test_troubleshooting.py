@@ -26,7 +26,7 @@ import pytest
 import sqe.errors
 from sqe.cli import commands
 from sqe.cli import main as cli_main
-from sqe.engine.run import runner
+from sqe.engine.run import failure, runner
 from sqe.errors import BadRecordError, ChunkError, RunError, RunStopped, SqeError
 from sqe.source.kafka import rows
 from tests.support import ROOT
@@ -200,8 +200,8 @@ def _corrupt_chunk(cls: type[ChunkError]) -> BaseException:
 def _failed_batch(error: SqeError) -> BaseException:
     """The error an error of a batch (raised in foreachBatch) reaches the CLI in: the run
     raises the query's failure as a RunError of the batch's sentence (sqe/engine/run/runner.py)."""
-    sentence = runner.describe_failure(RuntimeError("the query failed"),
-                                       [cast(Any, SimpleNamespace(failure=error))])
+    sentence = failure.describe_failure(RuntimeError("the query failed"),
+                                        [cast(Any, SimpleNamespace(failure=error))])
     assert sentence == str(error)
     assert "raise RunError(describe_failure(" in inspect.getsource(runner._run)
     return RunError(sentence)

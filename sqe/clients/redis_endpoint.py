@@ -38,6 +38,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.sentinel import Sentinel
 
 from sqe.clients.redis_busy import BusyRetry
+from sqe.errors import OptionError
 from sqe.secrets import redact_url, scrub
 
 __all__ = ["RedisEndpoint", "SCHEMES", "check_url", "persistence_warning"]
@@ -85,9 +86,9 @@ class RedisEndpoint:
     def __post_init__(self) -> None:
         problem = check_url(self.url)
         if problem:
-            raise ValueError(f"Redis URL {self.display}: {problem}")
+            raise OptionError(f"Redis URL {self.display}: {problem}")
         if (self.ca_file or self.cert_file or self.key_file) and not self.tls:
-            raise ValueError(f"Redis URL {self.display}: TLS files are given but the URL does "
+            raise OptionError(f"Redis URL {self.display}: TLS files are given but the URL does "
                              "not use TLS; write rediss:// (or rediss+sentinel://, "
                              "rediss+cluster://)")
 

@@ -105,7 +105,7 @@ def _parse_structured(text: str) -> Any:
         return load_yaml(text, "YAML/JSON")
     except SyntaxProblem as exc:
         at = f"line {exc.line}, column {exc.column}" if "\n" in text else f"column {exc.column}"
-        raise ValueError(f"{exc.problem}, at {at} of the value") from None
+        raise OptionError(f"{exc.problem}, at {at} of the value") from None
 
 
 def _what(value: Any) -> str:
@@ -134,7 +134,7 @@ def _coerce(option: Option, value: Any) -> Any:
             return value
         if isinstance(value, str) and value.strip().lower() in ("true", "false"):
             return value.strip().lower() == "true"
-        raise ValueError("expected true or false")
+        raise OptionError("expected true or false")
     if kind == "int":
         if isinstance(value, int) and not isinstance(value, bool):
             result = value
@@ -143,7 +143,7 @@ def _coerce(option: Option, value: Any) -> Any:
         else:
             result = None
         if result is None or (option.minimum is not None and result < option.minimum):
-            raise ValueError(f"expected an {option.type_name}")
+            raise OptionError(f"expected an {option.type_name}")
         return result
     if kind == "float":
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -153,31 +153,31 @@ def _coerce(option: Option, value: Any) -> Any:
                 return float(value.strip())
             except ValueError:
                 pass
-        raise ValueError("expected a number")
+        raise OptionError("expected a number")
     if kind == "str":
         if isinstance(value, str):
             return value
-        raise ValueError("expected a string")
+        raise OptionError("expected a string")
     if kind == "choice":
         if isinstance(value, str):
             for choice in option.choices:
                 if choice.lower() == value.strip().lower():
                     return choice
-        raise ValueError(f"expected one of {', '.join(option.choices)}")
+        raise OptionError(f"expected one of {', '.join(option.choices)}")
     if kind == "list":
         if isinstance(value, str):
             text = value.strip()
             value = _parse_structured(text) if text.startswith("[") else text.split(",")
         if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             return [v.strip() for v in value if v.strip()]
-        raise ValueError("expected a list of strings or a comma-separated string"
+        raise OptionError("expected a list of strings or a comma-separated string"
                          + (_bad_item(value, str) if isinstance(value, (list, tuple)) else ""))
     if kind == "rows":
         if isinstance(value, str):
             value = _parse_structured(value)
         if isinstance(value, (list, tuple)) and all(isinstance(r, (list, tuple)) for r in value):
             return [list(r) for r in value]
-        raise ValueError("expected a list of rows, each a list of values" + (
+        raise OptionError("expected a list of rows, each a list of values" + (
             _bad_item(value, (list, tuple), "row") if isinstance(value, (list, tuple)) else ""))
     if kind == "fields":
         return _fields(value)
@@ -186,14 +186,14 @@ def _coerce(option: Option, value: Any) -> Any:
             return "true" if value else "false"
         if isinstance(value, (str, int, float)):
             return str(value)
-        raise ValueError("expected a string, number or boolean")
+        raise OptionError("expected a string, number or boolean")
     if kind == "expression":
         if isinstance(value, str) and value.strip().startswith("{"):
             value = _parse_structured(value.strip())
         try:
             return parse_expression(value)
         except ExpressionError as exc:
-            raise ValueError(str(exc)) from None
+            raise OptionError(str(exc)) from None
     raise AssertionError(f"unhandled option kind {kind}")
 
 
@@ -207,7 +207,7 @@ def _fields(value: Any) -> dict[str, str | None]:
     if isinstance(value, dict) and all(isinstance(k, str) and k.strip() for k in value) \
             and all(v is None or isinstance(v, str) for v in value.values()):
         return {k.strip(): v.strip() if v else None for k, v in value.items()}
-    raise ValueError("expected a map of field name: Spark SQL type (e.g. {id: string, "
+    raise OptionError("expected a map of field name: Spark SQL type (e.g. {id: string, "
                      "amount: bigint}) or a list of field names"
                      + (_bad_item(value, str) if isinstance(value, (list, tuple)) else ""))
 

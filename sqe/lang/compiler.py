@@ -38,7 +38,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sqe.errors import TopologyError
+from sqe.errors import ArgumentError, TopologyError
 from sqe.lang.expressions import Constant, Expression, Field, Function, Sql, is_aggregate
 from sqe.lang.spark_functions import CompileContext, translate
 from sqe.lang.topology import Query
@@ -64,7 +64,7 @@ def compile_expression(expr: Expression, where: str = "expression",
         args = [compile_expression(a, f"{here} -> argument {i + 1}", ctx)
                 for i, a in enumerate(expr.args)]
         return translate(expr.name, list(expr.args), args, ctx, where)
-    raise TypeError(f"not an expression: {expr!r}")
+    raise ArgumentError(f"not an expression: {expr!r}")
 
 
 @dataclass

@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sqe.errors import TopologyError
+from sqe.errors import ArgumentError, TopologyError
 from sqe.lang.expressions import Constant, Expression, Field, Function, Sql
 from sqe.lang.functions import whole_match
 from sqe.wire.arrays import inferred, scalar, to_numpy
@@ -208,4 +208,4 @@ def compile_filter(expr: Expression, columns: Sequence[str], where: str = "postF
             raise TopologyError(f"{where}: function {expr.name} cannot run in a post-filter; "
                                 f"it may call {', '.join(FILTER_FUNCTIONS)}")
         return build(*[arg(i) for i in range(len(expr.args))])
-    raise TypeError(f"not an expression: {expr!r}")
+    raise ArgumentError(f"not an expression: {expr!r}")

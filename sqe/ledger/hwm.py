@@ -59,7 +59,7 @@ from typing import cast
 import redis
 
 from sqe.clients.redis_endpoint import RedisEndpoint
-from sqe.errors import StaleBatchError, StateError, StoreBehind
+from sqe.errors import ArgumentError, StaleBatchError, StateError, StoreBehind
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm_lua import APPLY, COMMIT, LAST, LOAD, MARKS
 from sqe.ledger.replicas import wait_for_replicas
@@ -114,7 +114,7 @@ def _pair(field: str) -> tuple[int, int]:
 def consumer_tag(consumer: str) -> str:
     """The hash tag of ``consumer``'s keys (one Redis Cluster slot holds them all)."""
     if not consumer:
-        raise ValueError("the HWM store needs a non-empty consumer name")
+        raise ArgumentError("the HWM store needs a non-empty consumer name")
     return consumer.replace("{", "(").replace("}", ")")
 
 
@@ -131,7 +131,7 @@ class HwmStore:
                  endpoint: RedisEndpoint | None = None, replicas: int = 0,
                  replica_timeout: float = 10.0, commit_retry_s: float = 0.0) -> None:
         if ttl_seconds < 1:
-            raise ValueError(f"HWM ttl must be at least 1 second, got {ttl_seconds}")
+            raise ArgumentError(f"HWM ttl must be at least 1 second, got {ttl_seconds}")
         tag = consumer_tag(consumer)
         self.client = client
         self.consumer = consumer

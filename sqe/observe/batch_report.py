@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, get_type_hints
 
+from sqe.errors import ProgressError
 from sqe.wire.columns import Tally
 
 __all__ = ["BatchReport", "partition_offsets"]
@@ -98,7 +99,7 @@ class BatchReport:
         hints = get_type_hints(cls)
         missing = cls.missing(data)
         if missing:
-            raise ValueError(f"missing {', '.join(missing)}")
+            raise ProgressError(f"missing {', '.join(missing)}")
         values = {f.name: _checked(f.name, hints[f.name], data[f.name])
                   for f in fields(cls) if f.name in data}
         return cls(**values)
@@ -200,6 +201,6 @@ def _checked(name: str, hint: Any, value: Any) -> Any:
     for kind, ok, what, convert in _TYPES:
         if kind == hint:
             if not ok(value):
-                raise ValueError(f"{name} is not {what}")
+                raise ProgressError(f"{name} is not {what}")
             return convert(value)
     raise TypeError(f"BatchReport field {name} has a type the progress file cannot hold: {hint}")

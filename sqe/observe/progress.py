@@ -146,16 +146,16 @@ def parse_entry(text: str) -> ProgressEntry:
     """A line as an entry; raises ValueError saying what is wrong with it."""
     data = json.loads(text)
     if not isinstance(data, dict):
-        raise ValueError("expected a JSON object")
+        raise ProgressError("expected a JSON object")
     if data.get("format") != FORMAT:
-        raise ValueError(f"format {data.get('format')!r} is not {FORMAT}, the format this "
+        raise ProgressError(f"format {data.get('format')!r} is not {FORMAT}, the format this "
                          "version of sqe reads")
     missing = [k for k in ("run", "topology") if k not in data] + BatchReport.missing(data)
     if missing:
-        raise ValueError(f"missing {', '.join(missing)}")
+        raise ProgressError(f"missing {', '.join(missing)}")
     for k in ("run", "topology"):
         if not isinstance(data[k], str):
-            raise ValueError(f"{k} is not a string")
+            raise ProgressError(f"{k} is not a string")
     return ProgressEntry(data["run"], data["topology"], BatchReport.from_json(
         {k: v for k, v in data.items() if k not in ("format", "run", "topology")}))
 

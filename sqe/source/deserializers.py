@@ -38,6 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sqe.config.record_schemas import RECORD_FORMATS
+from sqe.errors import ArgumentError
 from sqe.source.json_fields import OK, PREFIX, arrow_fields, arrow_type, json_column, spark_type
 from sqe.source.values import VALUE
 from sqe.wire.columns import field_column
@@ -259,7 +260,7 @@ def deserialize(frame: DataFrame, kind: str | None, wanted: Iterable[str] = (),
     if kind in RECORD_FORMATS:
         return _record_fields(frame, wanted)
     if kind != "json":
-        raise ValueError(f"unknown deserializer {kind!r}")
+        raise ArgumentError(f"unknown deserializer {kind!r}")
     in_source = arrow_fields(declared)  # the fields the runner has the source read
     read = in_source is not None and read_in_source(frame, in_source)
     value, undecodable = _parsed(read)

@@ -26,6 +26,8 @@ from typing import cast
 import numpy as np
 import pyarrow as pa
 
+from sqe.errors import WireError
+
 _INT32_MAX = 2**31 - 1
 
 
@@ -55,7 +57,7 @@ def from_numpy(values: np.ndarray, type: pa.DataType | None = None,
     if type is None:
         type = pa.from_numpy_dtype(values.dtype)
     if type.bit_width != values.dtype.itemsize * 8:
-        raise ValueError(f"{values.dtype} values cannot make an Arrow {type} array")
+        raise WireError(f"{values.dtype} values cannot make an Arrow {type} array")
     return pa.Array.from_buffers(type, len(values), [_bitmap(valid), pa.py_buffer(values)])
 
 
@@ -167,7 +169,7 @@ def to_numpy(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
         parts = [to_numpy(chunk) for chunk in array.chunks]
         return np.concatenate(parts) if parts else _empty(array.type)
     if array.null_count:
-        raise ValueError(f"an Arrow {array.type} array with {array.null_count} NULLs has no "
+        raise WireError(f"an Arrow {array.type} array with {array.null_count} NULLs has no "
                          "NumPy twin here: fill the NULLs first")
     n, start = len(array), array.offset
     data = array.buffers()[1]
@@ -192,7 +194,7 @@ _DTYPES = {
 def _empty(type: pa.DataType) -> np.ndarray:
     if str(type) in _DTYPES:
         return np.zeros(0, dtype=_DTYPES[str(type)])
-    raise ValueError(f"Arrow {type} arrays have no NumPy twin here")
+    raise WireError(f"Arrow {type} arrays have no NumPy twin here")
 
 
 def counts_batch(**counts: int) -> pa.RecordBatch:

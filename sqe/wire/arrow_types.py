@@ -13,6 +13,8 @@ from __future__ import annotations
 import pyarrow as pa
 from pyspark.sql.types import ArrayType, DataType, DecimalType, MapType, StructType
 
+from sqe.errors import ArgumentError
+
 __all__ = ["arrow_type"]
 
 _ARROW: dict[str, pa.DataType] = {
@@ -37,5 +39,5 @@ def arrow_type(t: DataType) -> pa.DataType:
     if isinstance(t, DecimalType):
         return pa.decimal128(t.precision, t.scale)
     if t.typeName() not in _ARROW:
-        raise TypeError(f"SQE has no Arrow type for Spark type {t.simpleString()}")
+        raise ArgumentError(f"SQE has no Arrow type for Spark type {t.simpleString()}")
     return _ARROW[t.typeName()]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from sqe.errors import WireError
 from sqe.wire.arrays import present, value_offsets
 
 __all__ = ["HEADER_BYTES", "MAGIC", "OK", "PROBLEMS", "first_message", "frame",
@@ -120,7 +121,7 @@ def _varint(data: bytes | memoryview, at: int, end: int) -> tuple[int, int]:
     value = shift = 0
     while True:
         if at >= end:
-            raise ValueError("ends inside its message indexes")
+            raise WireError("ends inside its message indexes")
         byte = data[at]
         at += 1
         value |= (byte & 0x7F) << shift
@@ -128,7 +129,7 @@ def _varint(data: bytes | memoryview, at: int, end: int) -> tuple[int, int]:
         if not byte & 0x80:
             return (value >> 1) ^ -(value & 1), at
         if shift > 63:
-            raise ValueError("has a message index longer than 10 bytes")
+            raise WireError("has a message index longer than 10 bytes")
 
 
 def message_indexes(data: bytes | memoryview, at: int = HEADER_BYTES, end: int | None = None
@@ -141,7 +142,7 @@ def message_indexes(data: bytes | memoryview, at: int = HEADER_BYTES, end: int |
     if count == 0:
         return (0,), at
     if not 0 < count <= end - at:
-        raise ValueError(f"has a message index count of {count}, with {end - at} "
+        raise WireError(f"has a message index count of {count}, with {end - at} "
                          f"byte{'' if end - at == 1 else 's'} left")
     indexes = []
     for _ in range(count):

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from sqe.errors import ArgumentError, WireError
 from sqe.wire.arrays import to_numpy
 from sqe.wire.murmur import PID_SEED, murmur64a
 
@@ -56,10 +57,10 @@ _INT32 = (-(2**31), 2**31 - 1)
 
 def _check_range(name: str, value: int, bounds: tuple[int, int]) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+        raise ArgumentError(f"{name} must be an integer, got {type(value).__name__}")
     if not bounds[0] <= int(value) <= bounds[1]:
         bits = 64 if bounds is _INT64 else 32
-        raise ValueError(f"{name} {value} does not fit in a signed {bits}-bit integer")
+        raise WireError(f"{name} {value} does not fit in a signed {bits}-bit integer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +84,9 @@ class StreamMetadata:
     def from_bytes(cls, data: bytes) -> StreamMetadata:
         """Parse a 20-byte key; any other length is a ``ValueError``."""
         if data is None:
-            raise ValueError("stream metadata key is NULL; expected exactly 20 bytes")
+            raise WireError("stream metadata key is NULL; expected exactly 20 bytes")
         if len(data) != KEY_SIZE:
-            raise ValueError(
+            raise WireError(
                 f"stream metadata key must be exactly {KEY_SIZE} bytes, got {len(data)}"
             )
         return cls(*_KEY.unpack(bytes(data)))
@@ -123,7 +124,7 @@ def _as_binary(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
         return keys
     if pa.types.is_null(t):
         return pa.nulls(len(keys), pa.binary())
-    raise TypeError(f"keys must be a binary Arrow array, got {t}")
+    raise ArgumentError(f"keys must be a binary Arrow array, got {t}")
 
 
 def decode_keys(
@@ -185,14 +186,14 @@ def decode_keys(
 def _int_column(name: str, values: object, dtype: type, bounds: tuple[int, int]) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+        raise WireError(f"{name} must be one-dimensional, got shape {arr.shape}")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
+        raise ArgumentError(f"{name} must hold integers, got dtype {arr.dtype}")
     if arr.size and arr.dtype != dtype:
         lo, hi = arr.min(), arr.max()
         if int(lo) < bounds[0] or int(hi) > bounds[1]:
             bad = lo if int(lo) < bounds[0] else hi
-            raise ValueError(f"{name} value {bad} does not fit in {np.dtype(dtype).name}")
+            raise WireError(f"{name} value {bad} does not fit in {np.dtype(dtype).name}")
     return arr.astype(dtype, copy=False)
 
 
@@ -215,7 +216,7 @@ def encode_keys(pid: object, partition: object, offset: object) -> pa.BinaryArra
     q = _int_column("partition", partition, np.int32, _INT32)
     o = _int_column("offset", offset, np.int64, _INT64)
     if not len(p) == len(q) == len(o):
-        raise ValueError(
+        raise WireError(
             f"pid, partition and offset must have equal lengths, got {len(p)}, {len(q)}, {len(o)}"
         )
     n = len(p)

@@ -51,10 +51,10 @@ from state.postgres.batches import (
     connect,
     error_text,
     lock_batch,
-    qualified,
     record_batch,
     reset_batch,
 )
+from state.postgres.config import PostgresStateConfig
 from state.postgres.encoding import csv_column, csv_task, pass_csv, pg_type
 from state.postgres.table import copy_in, ensure_table
 from state.sink import Batch, RowTask, Sink, SinkTarget
@@ -67,36 +67,6 @@ else:  # the postgres extra: PostgresSink.problems says when it is missing
 T_ = TypeVar("T_")
 
 __all__ = ["PostgresSink", "PostgresStateConfig", "PostgresWrite", "pg_type", "write_postgres"]
-
-
-@dataclass(frozen=True)
-class PostgresStateConfig:
-    """Where one query writes in Postgres."""
-
-    table: str
-    dsn: str
-    fields: tuple[str, ...]
-    retry_s: float = 30.0  # jw.sqe.state.postgres.commitRetrySeconds
-    keys: tuple[str, ...] = ()  # jw.sqe.state.postgres.keyFields: a row replaces its key's
-
-    @classmethod
-    def of(cls, target: SinkTarget) -> PostgresStateConfig:
-        """The config of a query's Postgres state (its DSN checked by :meth:`PostgresSink.problems`)."""
-        settings = target.settings.postgres
-        return cls(target.name, settings.dsn or "", target.fields, settings.commit_retry,
-                   tuple(settings.key_fields or ()))
-
-    @property
-    def schema_and_table(self) -> tuple[str | None, str]:
-        """``(schema or None, table)`` of ``objectName`` (``schema.table`` or ``table``)."""
-        schema, dot, table = self.table.partition(".")
-        return (schema, table) if dot else (None, self.table)
-
-    @property
-    def target(self) -> Any:
-        """The quoted (maybe schema-qualified) name of the table."""
-        return qualified(*self.schema_and_table)
-
 
 
 @dataclass(frozen=True)
@@ -227,7 +197,7 @@ class PostgresSink(Sink):
     @property
     def _transaction(self) -> _Transaction:
         if self._tx is None:
-            raise RuntimeError(f"{self.describe()}: no batch is open")
+            raise StateError(f"{self.describe()}: no batch is open")
         return self._tx
 
     def open(self, batch: Batch) -> None:

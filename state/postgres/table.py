@@ -23,7 +23,7 @@ from state.postgres.encoding import pg_type
 if TYPE_CHECKING:
     from psycopg import sql
 
-    from state.postgres.sink import PostgresStateConfig
+    from state.postgres.config import PostgresStateConfig
 else:  # the postgres extra: PostgresSink.problems says when it is missing
     sql = optional("psycopg.sql")
 

@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sqe.errors import ArgumentError, WireError
 from sqe.wire.arrays import scalar
 
 __all__ = ["MAX_COMMAND_BYTES", "HsetCommand", "hset_commands", "pair_bulks", "resp_command",
@@ -58,7 +59,7 @@ def _binary(values: pa.Array) -> pa.Array:
         return values.cast(pa.binary())
     if pa.types.is_binary(values.type):
         return values
-    raise TypeError(f"a Redis argument column must be string or binary, not {values.type}")
+    raise ArgumentError(f"a Redis argument column must be string or binary, not {values.type}")
 
 
 def _lengths(values: pa.Array) -> pa.Array:
@@ -70,7 +71,7 @@ def pair_bulks(fields: pa.Array, values: pa.Array) -> pa.Array:
     <value>\\r\\n`` (a NULL value is the empty string; a NULL field is refused)."""
     f = _binary(fields)
     if f.null_count:
-        raise ValueError(f"{f.null_count} of {len(f)} hash fields are NULL")
+        raise WireError(f"{f.null_count} of {len(f)} hash fields are NULL")
     v = pc.fill_null(_binary(values), _BULK[""])
     s = _BULK
     return pc.binary_join_element_wise(s["$"], _lengths(f), s["\r\n"], f, s["\r\n$"],

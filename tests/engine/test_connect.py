@@ -232,3 +232,45 @@ def test_a_connect_url_s_token_is_never_said():
     with pytest.raises(PrerequisiteError) as unreachable:
         _reachable("sc://127.0.0.1:1/;token=dapi-secret", timeout=1)
     assert "dapi-secret" not in str(unreachable.value) and "token=***" in str(unreachable.value)
+
+
+_HOP_FAILING = """
+import sys
+from urllib.parse import urlsplit
+
+import sqe
+from pyspark.sql import SparkSession
+
+url, brokers, topic, redis_url, checkpoint = sys.argv[1:]
+redis_at = urlsplit(redis_url)
+spark = SparkSession.builder.remote(url).getOrCreate()
+hop = sqe.Hop("wrong.events", topic=topic, checkpoint=checkpoint, conf={
+    "jw.sqe.spout.kafka.brokers": brokers, "jw.sqe.spout.kafka.startingOffsets": "earliest"},
+    into=[sqe.InsertInto(objectName="log", stateName="REDIS", fields=["_partition", "_offset"],
+                         options={"jw.sqe.state.redis.host": redis_at.hostname,
+                                  "jw.sqe.state.redis.port": redis_at.port,
+                                  "jw.sqe.state.redis.datatype": "HASH",
+                                  "jw.sqe.state.redis.keyname.fields": ["_partition"],
+                                  "jw.sqe.state.redis.fieldname.fields": ["_offset"]})])
+query = (hop.read(spark).writeStream.option("checkpointLocation", hop.checkpoint)
+         .foreachBatch(hop.exactly_once(lambda rows, batch: batch.write("nowhere", rows)))
+         .trigger(availableNow=True).start())
+sqe.Hop.await_termination(query, 240)
+"""
+
+
+def test_a_hop_failing_on_the_server_ends_with_sqe_s_class_and_sentence(
+        connect_server, kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    topic = kafka_topic(1, "events")
+    produce_events(kafka_bootstrap, topic, 3, partitions=1)
+    done = subprocess.run(
+        [sys.executable, "-c", _HOP_FAILING, connect_server.url, kafka_bootstrap, topic,
+         redis_url, str(tmp_path / "ck")], capture_output=True, text=True, timeout=600,
+        env=no_java_env())
+    assert done.returncode == 1, done.stderr[-3000:]
+    # the traceback ends with SQE's class and its one sentence, and holds no trace of Spark's
+    # or of the server's Python worker
+    assert done.stderr.strip().splitlines()[-1] == (
+        "sqe.errors.StateError: hop wrong.events: it has no state nowhere (its states: log); "
+        "name each state in the hop's into=[...]"), done.stderr[-3000:]
+    assert "StreamingQueryException" not in done.stderr and "py4j" not in done.stderr

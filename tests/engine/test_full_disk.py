@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from sqe.engine.run.failure import describe_failure
 from sqe.engine.run.lock import CheckpointLock
-from sqe.engine.run.runner import describe_failure
 from sqe.engine.spark.checkpoint import CheckpointFiles
 from sqe.errors import RunError
 from sqe.observe.batch_report import BatchReport

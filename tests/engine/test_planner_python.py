@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from sqe.engine.run.runner import describe_failure, python_not_started
+from sqe.engine.run.failure import describe_failure, python_not_started
 from sqe.engine.spark.planner_python import bridge_planner_python, relative_python
 from sqe.errors import PrerequisiteError
 

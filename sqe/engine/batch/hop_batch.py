@@ -1,18 +1,18 @@
 """A micro-batch of a hop written by the user's own PySpark code (:class:`sqe.hop.Hop`).
 
-A hop is a stream whose queries are the user's function: Spark's ``foreachBatch`` gives it
-the batch's rows (the ``sqe-kafka`` source's columns, with whatever the user's transform
-added), and the function hands each of the hop's states its frame with
-:meth:`HopBatch.write`.  Everything around the function is the engine's own: the batch is
-admitted by :class:`~sqe.engine.batch.processor.BatchProcessor` against the stores' commit record,
+A hop is a stream whose queries are the user's function: Spark's ``foreachBatch`` gives it the
+batch's rows (the ``sqe-kafka`` source's columns, with whatever the user's transform added),
+and the function hands each of the hop's states its frame with :meth:`HopBatch.write`.
+Everything around the function is the engine's own: the batch is admitted by
+:class:`~sqe.engine.batch.processor.BatchProcessor` against the stores' commit record,
 :class:`UserWay` runs the batch once (its rows cached for the function) and takes its new
 high-water marks from what the source tasks read (:mod:`sqe.engine.batch.source_reads`), writes
-each state through the sink protocol (:mod:`state.sink`) and commits the marks, the batch
-id and the staged rows in one step (:func:`~sqe.engine.batch.commit.commit_hwm`), as a
-topology's batch does.  The marks are the source's, not the rows', so the query between the
-read and the states may be anything Structured Streaming runs: an aggregation, a
-deduplication, a join.  A batch the stores hold already is still run through, writing
-nothing, so that Spark's state store holds it (:class:`~sqe.engine.batch.processor.BatchProcessor`'s
+each state through the sink protocol (:mod:`state.sink`) and commits the marks, the batch id
+and the staged rows in one step, the batch protocol's steps (:mod:`sqe.engine.batch.protocol`)
+as a topology's batch takes them.  The marks are the source's, not the rows', so the query
+between the read and the states may be anything Structured Streaming runs: an aggregation, a
+deduplication, a join.  A batch the stores hold already is still run through, writing nothing,
+so that Spark's state store holds it (:class:`~sqe.engine.batch.processor.BatchProcessor`'s
 ``drain``).
 
 What exactly-once asks of the user's code, checked here in one sentence each: a Kafka state
@@ -35,19 +35,18 @@ from urllib.parse import urlsplit
 
 from pyspark.sql import DataFrame
 
-from sqe.engine.batch.commit import commit_hwm
 from sqe.engine.batch.keys import batch_keyed
 from sqe.engine.batch.one_pass_batch import count_source
 from sqe.engine.batch.per_batch import batch_marks, stage_counted, write_state
 from sqe.engine.batch.pipeline import QueryStep, StreamPipeline
+from sqe.engine.batch.protocol import States, commit
 from sqe.engine.batch.source_reads import SourceReads
 from sqe.engine.spark.spark_api import describe_jobs, is_connect
 from sqe.errors import StateError
-from sqe.faults import fault_point
 from sqe.observe.batch_report import BatchReport
 from sqe.wire.columns import CARRIED, data_rows
 from state.kafka.sink import KafkaSink
-from state.sink import Batch, Sink, Staged
+from state.sink import Batch, Staged
 
 __all__ = ["HopBatch", "UserWay", "reorders"]
 
@@ -109,13 +108,13 @@ class HopBatch(Protocol):
 
 
 class _OpenBatch:
-    """A :class:`HopBatch` being written: the sinks it opened and the rows they staged."""
+    """A :class:`HopBatch` being written: the states it opened and the rows they staged."""
 
-    def __init__(self, way: UserWay, batch: Batch, report: BatchReport) -> None:
+    def __init__(self, way: UserWay, states: States) -> None:
         self._way = way
-        self._batch = batch
-        self._report = report
-        self.opened: list[Sink] = []
+        self._batch = states.attempt
+        self._report = states.report
+        self.states = states
         self.staged: list[Staged] = []
         self.written: set[str] = set()
 
@@ -135,8 +134,8 @@ class _OpenBatch:
         self.written.add(state)
         assert step.sink is not None
         frame = self._way.fit(step, frame, self._where(state), self.id, self._batch.checkpoint)
-        self.opened.append(step.sink)
-        self.staged += write_state(step, frame, self._batch, self._report, self.name_jobs)
+        assert self._report is not None
+        self.staged += write_state(step, frame, self.states, self._report, self.name_jobs)
 
     def name_jobs(self, frame: DataFrame, what: str) -> None:
         """Name the Spark jobs started next (Spark's UI and event log show the name)."""
@@ -211,8 +210,8 @@ class UserWay:
             self._said.add((state, what))
             log.warning(f"warning: hop {self.p.consumer}, state {state}: {text}")
 
-    def __call__(self, rows: DataFrame, batch: Batch, report: BatchReport) -> None:
-        """Write and commit batch ``rows`` through the user's function."""
+    def __call__(self, rows: DataFrame, batch: Batch, report: BatchReport) -> bool:
+        """Write and commit batch ``rows`` through the user's function (always True)."""
         where = f"hop {self.p.consumer} batch {batch.batch_id}"
         reads = self.reads if batch.store is not None else None
         if batch.store is not None and reads is None:
@@ -220,35 +219,34 @@ class UserWay:
                              "by which the batch's high-water marks are found")
         frame = rows.persist()
         attempt = replace(batch, stages=[])
-        out = _OpenBatch(self, attempt, report)
         try:
-            if reads is not None and batch.store is not None:
-                out.name_jobs(frame, "read the batch")
-                frame.count()  # every source task runs (and reports), the rows are cached
-                read = reads.batch(batch.store, batch.batch_id)
-                count_source(read, report)
-                updates = read.marks
-            elif all(c in frame.columns for c in _MARKED_BY):  # no marks: count the records
-                out.name_jobs(frame, "count the records")
-                updates, _, _ = batch_marks(frame, report)
-            else:
-                updates = {}
-            self.function(data_rows(frame) if frame.columns.count("_offset") == 1 else frame, out)
-            unwritten = [s.query.insertInto.objectName for s in self.p.steps
-                         if s.query.insertInto.objectName not in out.written]
-            if unwritten:
-                raise StateError(f"{where}: the function wrote no frame to state "
-                                 f"{', '.join(unwritten)}; write each of the hop's states in "
-                                 "every batch (a frame with no row when it has none), so that "
-                                 "every store records every batch")
-            stage_counted(out.staged, report, frame, out.name_jobs)
-            for sink in out.opened:
-                sink.commit()
+            with States(attempt, report) as states:
+                out = _OpenBatch(self, states)
+                if reads is not None and batch.store is not None:
+                    out.name_jobs(frame, "read the batch")
+                    frame.count()  # every source task runs (and reports), the rows are cached
+                    read = reads.batch(batch.store, batch.batch_id)
+                    count_source(read, report)
+                    updates = read.marks
+                elif all(c in frame.columns for c in _MARKED_BY):  # no marks: count the records
+                    out.name_jobs(frame, "count the records")
+                    updates, _, _ = batch_marks(frame, report)
+                else:
+                    updates = {}
+                self.function(data_rows(frame) if frame.columns.count("_offset") == 1
+                              else frame, out)
+                unwritten = [s.query.insertInto.objectName for s in self.p.steps
+                             if s.query.insertInto.objectName not in out.written]
+                if unwritten:
+                    raise StateError(f"{where}: the function wrote no frame to state "
+                                     f"{', '.join(unwritten)}; write each of the hop's states "
+                                     "in every batch (a frame with no row when it has none), "
+                                     "so that every store records every batch")
+                stage_counted(out.staged, report, frame, out.name_jobs)
+                states.commit()
         finally:
-            for sink in out.opened:
-                sink.close()
             frame.unpersist()
-        fault_point("before-commit", attempt.batch_id)
-        commit_hwm(attempt, updates)
+        commit(attempt, updates)
         if reads is not None and batch.store is not None:
             reads.forget_before(batch.store, batch.batch_id)
+        return True

@@ -45,17 +45,16 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from sqe.engine.batch.commit import commit_hwm
 from sqe.engine.batch.joined import JoinedHop
 from sqe.engine.batch.keys import keyed_task
 from sqe.engine.batch.one_pass import BAD, MARKED, RAW, REFUSED, state_column
 from sqe.engine.batch.one_pass_batch import count_source
 from sqe.engine.batch.one_pass_task import merge_results, pass_task
 from sqe.engine.batch.pipeline import StreamPipeline
+from sqe.engine.batch.protocol import States, commit
 from sqe.engine.batch.source_reads import SourceReads, reports_reads
 from sqe.engine.spark.arrow_writer import ArrowStreamWriter
-from sqe.errors import StateError, StoreBehind, TopologyError
-from sqe.faults import fault_point
+from sqe.errors import ArgumentError, StateError, StoreBehind, TopologyError
 from sqe.ledger.hwm import HwmStore, Stage
 from sqe.observe.batch_report import BatchReport
 from sqe.wire.columns import CARRIED
@@ -87,7 +86,7 @@ class HopSpec:
         """The spec of a sink's option ``hop``."""
         spec = pickle.loads(base64.b64decode(text))
         if not isinstance(spec, cls):
-            raise TypeError(f"option hop holds a {type(spec).__name__}, not a hop")
+            raise ArgumentError(f"option hop holds a {type(spec).__name__}, not a hop")
         return spec
 
     def store(self) -> HwmStore | None:
@@ -178,7 +177,6 @@ class HopWriter(ArrowStreamWriter):
         query = ctx.getLocalProperty("sql.streaming.queryId") or "unknown"
         batch_id = self.spec.base + int(ctx.getLocalProperty("streaming.sql.batchId") or 0)
         store = self.spec.store()
-        opened: list[Sink] = []
         try:
             done = store.last_commit() if store is not None else None
             if done is not None and done.batch_id >= batch_id:
@@ -192,35 +190,30 @@ class HopWriter(ArrowStreamWriter):
             first = next(iterator, None)
             batch = Batch(self.spec.pipeline.consumer, batch_id, store, None,
                           f"{query}/{ctx.partitionId()}")
-            tasks: list[tuple[int, RowTask]] = []
-            sinks = self.spec.sinks()
-            for index, sink in enumerate(sinks):
-                if first is not None:
-                    sink.pass_planned(_task_columns(first, index))
-                if sink.written_by_pass_done:  # its rows go to the driver's commit
-                    tasks.append((index, sink.pass_task({})))
-                    continue
-                sink.open(batch)
-                opened.append(sink)
-                if not sink.holds():
-                    tasks.append((index, sink.pass_task(sink.pass_context())))
-            sources: dict[int, set[int]] = {i: set() for i, sink in enumerate(sinks)
-                                            if isinstance(sink, KafkaSink)}
-            given = iter([] if first is None else [first])
-            if self.spec.keyed and first is not None:
-                given, iterator = iter(keyed_task(
-                    [first, *iterator], [state_column(i) for i in self.spec.keyed],
-                    self.spec.pipeline.pid, ctx.partitionId(), batch_id,
-                    f"hop {batch.consumer} batch {batch_id}")), iter([])
-            rows = _watched(given, iterator, sources=sources)
-            results = list(pass_task(tasks, 0)(rows))
-            for sink in opened:
-                sink.commit()
+            with States(batch) as states:
+                tasks: list[tuple[int, RowTask]] = []
+                sinks = self.spec.sinks()
+                for index, sink in enumerate(sinks):
+                    if first is not None:
+                        sink.pass_planned(_task_columns(first, index))
+                    if sink.written_by_pass_done:  # its rows go to the driver's commit
+                        tasks.append((index, sink.pass_task({})))
+                    elif states.open(sink):
+                        tasks.append((index, sink.pass_task(sink.pass_context())))
+                sources: dict[int, set[int]] = {i: set() for i, sink in enumerate(sinks)
+                                                if isinstance(sink, KafkaSink)}
+                given = iter([] if first is None else [first])
+                if self.spec.keyed and first is not None:
+                    given, iterator = iter(keyed_task(
+                        [first, *iterator], [state_column(i) for i in self.spec.keyed],
+                        self.spec.pipeline.pid, ctx.partitionId(), batch_id,
+                        f"hop {batch.consumer} batch {batch_id}")), iter([])
+                rows = _watched(given, iterator, sources=sources)
+                results = list(pass_task(tasks, 0)(rows))
+                states.commit()
             return HopMessage(_ipc(results), list(batch.stages), query, True,
                               {i: sorted(parts) for i, parts in sources.items()})
         finally:
-            for sink in opened:
-                sink.close()
             if store is not None:
                 store.client.close()
 
@@ -261,8 +254,7 @@ class HopWriter(ArrowStreamWriter):
             read = reads.batch(store, batch_id, query) \
                 if reads is not None and store is not None else None
             todo = [joined for joined in others if joined.admit(batchId)]
-            fault_point("before-commit", batch_id)
-            commit_hwm(batch, result.marks if read is None else read.marks)
+            commit(batch, result.marks if read is None else read.marks)
             if reads is not None and store is not None:
                 reads.forget_before(store, batch_id, query)
             for joined in todo:  # after this consumer's commit
@@ -305,13 +297,10 @@ def _write_on_driver(sink: Sink, batch: Batch, counts: dict[str, int], data: lis
                      ) -> None:
     """Write and commit a state whose :meth:`~state.sink.Sink.pass_done` writes the rows
     its tasks gave, unless it holds the batch already."""
-    sink.open(batch)
-    try:
-        if not sink.holds():
+    with States(batch) as states:
+        if states.open(sink):
             sink.pass_done(counts, data)
-            sink.commit()
-    finally:
-        sink.close()
+            states.commit()
 
 
 def _seen(spec: HopSpec, batch_id: int) -> int | None:

@@ -40,7 +40,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import MapType, VariantType
 
-from sqe.errors import StateError
+from sqe.errors import StateError, WireError
 from sqe.wire.columns import CARRIED
 
 __all__ = ["INDEX_BITS", "batch_keyed", "batch_offset", "keyed_task", "keyed_task_reference"]
@@ -54,7 +54,7 @@ _ID_BITS = 33
 def batch_offset(batch_id: int, index: int) -> int:
     """The offset of the ``index``-th row of a partition of batch ``batch_id``."""
     if not 0 <= index < 1 << INDEX_BITS:
-        raise ValueError(f"row {index} of a partition is beyond {1 << INDEX_BITS} rows a batch")
+        raise WireError(f"row {index} of a partition is beyond {1 << INDEX_BITS} rows a batch")
     return (batch_id << INDEX_BITS) | index
 
 

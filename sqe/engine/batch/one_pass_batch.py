@@ -1,13 +1,13 @@
 """The driver's part of a one-pass batch (:mod:`sqe.engine.batch.one_pass`): open the states, run the
 batch's one Spark job, count, and commit.
 
-:func:`write_one_pass` follows the sink protocol (:mod:`state.sink`) as the
-``foreachBatch`` way does -- ``open``, ``holds``, the write, ``commit``, ``close``, then the HWM
-commit of the marks, the batch id and the staged rows in one step -- with the write being every
-state's :meth:`~state.sink.Sink.pass_task` inside the one job
-(:mod:`sqe.engine.batch.one_pass_task`).  It returns False, having committed nothing, when the
-batch needs the ``foreachBatch`` way: a value the deserializer cannot read, or a row a query
-or state fails on (that way finds the record and applies the bad-record policy).  What tasks
+:class:`OnePassWay` follows the batch protocol (:mod:`sqe.engine.batch.protocol`) as the
+per-batch way does -- each state opened, written and committed, then the HWM commit of the
+marks, the batch id and the staged rows in one step -- with the write being every state's
+:meth:`~state.sink.Sink.pass_task` inside the one job (:mod:`sqe.engine.batch.one_pass_task`).
+It returns False, having committed nothing, when the batch needs the per-batch way: a value
+the deserializer cannot read, or a row a query or state fails on (that way finds the record
+and applies the bad-record policy).  What tasks
 wrote before then is written again by that way: Kafka records as replays the next hop drops,
 staged rows under the same stage keys, Redis commands idempotently.
 """
@@ -24,45 +24,49 @@ from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import DataFrame
 
 from sqe.engine.batch.bad_records import row_level, spark_reason
-from sqe.engine.batch.commit import Applier, commit_hwm
+from sqe.engine.batch.commit import Applier
 from sqe.engine.batch.one_pass import OnePassPlan
 from sqe.engine.batch.one_pass_task import RESULT_SCHEMA, PassResult, merge_results, pass_task
+from sqe.engine.batch.protocol import States, commit
 from sqe.engine.spark.spark_api import give_tasks
-from sqe.faults import fault_point
 from sqe.observe.batch_report import BatchReport
 from sqe.source.read_report import BatchRead
 from state.sink import Batch, Sink
 
-__all__ = ["count_source", "write_one_pass"]
+__all__ = ["OnePassWay", "count_source"]
 
 log = logging.getLogger("sqe")
 
 
-def write_one_pass(plan: OnePassPlan, frame: DataFrame, batch: Batch, report: BatchReport,
-                   name_jobs: Callable[[DataFrame, str], None],
-                   applier: Applier | None = None) -> bool:
-    """Write and commit batch ``frame`` of ``plan`` (of its :attr:`~OnePassPlan.stream`) in
-    one Spark job, counting into ``report``; False: it needs the ``foreachBatch`` way, and
-    nothing of it is committed.  ``applier``: applies the committed rows in the background
+class OnePassWay:
+    """The one-pass way of a stream planned once (``plan``); ``name_jobs`` names the Spark
+    jobs started next; ``applier`` applies each committed batch's rows in the background
     (:func:`~sqe.engine.batch.commit.commit_hwm`)."""
+
+    def __init__(self, plan: OnePassPlan, name_jobs: Callable[[DataFrame, str], None],
+                 applier: Applier | None = None) -> None:
+        self.plan = plan
+        self.name_jobs = name_jobs
+        self.applier = applier
+
+    def __call__(self, rows: DataFrame, batch: Batch, report: BatchReport) -> bool:
+        """Write and commit batch ``rows`` in one Spark job, counting into ``report``; False:
+        it needs the per-batch way, and nothing of it is committed."""
+        return _write(self.plan, rows, batch, report, self.name_jobs, self.applier)
+
+
+def _write(plan: OnePassPlan, frame: DataFrame, batch: Batch, report: BatchReport,
+           name_jobs: Callable[[DataFrame, str], None], applier: Applier | None) -> bool:
     attempt = replace(batch, stages=[])
-    opened: list[Sink] = []
-    try:
+    with States(attempt, report) as states:
         written: list[tuple[int, Sink, dict[str, Any]]] = []  # index, sink, its context
         for index, step in plan.states:
             sink = step.sink
             assert sink is not None
-            opened.append(sink)
-            sink.open(attempt)
-            name = step.query.insertInto.objectName
-            if sink.holds():
-                if name not in report.already_written:
-                    report.already_written.append(name)
-                report.written[name] = 0
-                continue
-            written.append((index, sink, sink.pass_context()))
+            if states.open(sink, step.query.insertInto.objectName):
+                written.append((index, sink, sink.pass_context()))
         name_jobs(frame, "read, run the queries and write " + ", ".join(
-            s.describe() for s in opened) if opened else "read")
+            s.describe() for s in states.sinks) if states.sinks else "read")
         try:
             if plan.tasks is not None:  # planned with its task: the frame is the task's output
                 give_tasks(frame.sparkSession, plan.key,
@@ -83,15 +87,9 @@ def write_one_pass(plan: OnePassPlan, frame: DataFrame, batch: Batch, report: Ba
         if result.refused:
             return False
         _count(plan, result, report)
-        for sink in opened:
-            sink.commit()
-    finally:
-        for sink in opened:
-            sink.close()
-    fault_point("before-commit", attempt.batch_id)
-    commit_hwm(attempt, result.marks, applier)
+        states.commit()
+    commit(attempt, result.marks, applier)
     return True
-
 
 def count_source(result: PassResult | BatchRead, report: BatchReport) -> None:
     """What the one-pass tasks read (``result``: records, replays, counters) into ``report``."""

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
 
 from sqe.config.worker_task import begin_task
+from sqe.errors import RunError
 from sqe.source.replay import pair_groups
 from sqe.wire.arrays import binaries, from_numpy, strings, to_numpy
 from sqe.wire.columns import TALLY, Tally
@@ -123,7 +124,7 @@ def planned_task(states: Sequence[tuple[int, Sink]], warnings: int, key: str
         ctx = TaskContext.get()
         text = ctx.getLocalProperty(key) if ctx is not None else None
         if text is None:
-            raise RuntimeError(f"a one-pass task ran without its batch's local property {key} "
+            raise RunError(f"a one-pass task ran without its batch's local property {key} "
                                "(its job was not started by the stream's batch)")
         given = json.loads(text)
         tasks = [(i, sink.pass_task(given[str(i)])) for i, sink in states if str(i) in given]

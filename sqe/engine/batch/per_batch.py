@@ -3,7 +3,7 @@
 The way every batch of a stream goes that cannot be planned once (:mod:`sqe.engine.batch.one_pass`:
 JSON types inferred per batch, aggregating queries, intermediate streams, FIXED streams,
 Spark's own connector), and the way a one-pass batch goes when it needs to (a record it
-cannot take).  :meth:`PerBatchWay.run`, for batch ``K`` admitted by
+cannot take).  A :class:`PerBatchWay`, for batch ``K`` admitted by
 :class:`~sqe.engine.batch.processor.BatchProcessor`:
 
 1. drop replays (done in the source's ``read()``; for Spark's own connector by
@@ -15,7 +15,8 @@ cannot take).  :meth:`PerBatchWay.run`, for batch ``K`` admitted by
    record holds stops the run, naming the closest key), run the queries in file order
    and write each query's state through its sink (:mod:`state.sink`);
 4. commit: every sink's part, then the new HWMs with batch id ``K`` (and the rows
-   the sinks staged) in one atomic step; close the sinks.
+   the sinks staged) in one atomic step; close the sinks -- the steps of the batch protocol
+   (:mod:`sqe.engine.batch.protocol`).
 
 A batch that fails on a record finds it (:mod:`sqe.engine.batch.bad_records`) and, by the stream's
 bad-record policy, fails naming it or dead-letters it and runs again without it.
@@ -44,10 +45,9 @@ from sqe.engine.batch.bad_records import (
     spark_reason,
     without,
 )
-from sqe.engine.batch.commit import commit_hwm
 from sqe.engine.batch.pipeline import QueryStep, StreamPipeline, check_fields
+from sqe.engine.batch.protocol import States, commit
 from sqe.errors import StaleBatchError, StateError
-from sqe.faults import fault_point
 from sqe.lang.compiler import compile_query
 from sqe.ledger.hwm import HwmStore
 from sqe.observe.batch_report import BatchReport
@@ -55,7 +55,7 @@ from sqe.source.deserializers import Deserialized, Summary, deserialize, summary
 from sqe.source.marks import frame_marks
 from sqe.source.replay import beyond_bound_frame, beyond_bound_reason, filter_replays_frame
 from sqe.wire.columns import CARRIED, TALLY, Tally, carried_offset, data_rows
-from state.sink import Batch, Sink, Staged, stage_together
+from state.sink import Batch, Staged, stage_together
 
 __all__ = ["PerBatchWay", "batch_marks", "stage_counted", "write_state"]
 
@@ -99,23 +99,19 @@ def batch_marks(frame: DataFrame, report: BatchReport, extra: Sequence[Column] =
     return updates, kept, groups
 
 
-def write_state(step: QueryStep, frame: DataFrame, batch: Batch, report: BatchReport,
+def write_state(step: QueryStep, frame: DataFrame, states: States, report: BatchReport,
                 name_jobs: Callable[[DataFrame, str], None], empty: bool = False
                 ) -> list[Staged]:
-    """Open the step's state for ``batch`` and write ``frame`` to it (``empty``: it has no row),
-    or return the rows it stages (written with the other states' staged rows in one job,
-    :func:`stage_counted`); a state that holds the batch already writes nothing."""
+    """Open the step's state among ``states`` and write ``frame`` to it (``empty``: it has no
+    row), or return the rows it stages (written with the other states' staged rows in one
+    job, :func:`stage_counted`); a state that holds the batch already writes nothing."""
     sink = step.sink
     assert sink is not None
     name = step.query.insertInto.objectName
     name_jobs(frame, f"write {sink.describe()}")
     if sink.merges and name not in report.merged:  # once, however often the batch is tried
         report.merged.append(name)
-    sink.open(batch)
-    if sink.holds():
-        if name not in report.already_written:
-            report.already_written.append(name)
-        report.written[name] = 0
+    if not states.open(sink, name):
         return []
     staged = None if empty else sink.staged(frame)
     if staged is not None:
@@ -178,8 +174,9 @@ class PerBatchWay:
         updates, kept, groups = batch_marks(frame, report, summing)
         return frame, updates, kept, Summary.of_groups(groups) if summing else None
 
-    def run(self, rows: DataFrame, batch: Batch, report: BatchReport) -> None:
-        """Write and commit batch ``rows`` (the source's rows), counting into ``report``."""
+    def __call__(self, rows: DataFrame, batch: Batch, report: BatchReport) -> bool:
+        """Write and commit batch ``rows`` (the source's rows), counting into ``report``
+        (always True: this way takes every batch)."""
         self.inferred = None
         frame = rows.persist()
         try:
@@ -208,10 +205,10 @@ class PerBatchWay:
                 updates = {(g[0], g[1]): g[2] for g in without(data_rows(frame), excluded)
                            .where(F.col("_pid").isNotNull()).groupBy("_pid", "_source_partition")
                            .agg(F.max("_source_offset")).collect() if g[2] is not None}
-            fault_point("before-commit", batch.batch_id)
-            commit_hwm(attempt, updates)
+            commit(attempt, updates)
         finally:
             frame.unpersist()
+        return True
 
     def _frames(self, rows: DataFrame, report: BatchReport | None,
                 types: dict[str, str] | None = None, empty: bool = False,
@@ -258,19 +255,13 @@ class PerBatchWay:
         if self.p.settings.bad_record_policy == "deadletter":
             self._evaluate(rows)  # every query computes and every state can hold it: no record
             #                       is written by one query and dead-lettered by a later one
-        opened: list[Sink] = []
         staged: list[Staged] = []
-        try:
+        with States(batch, report) as states:
             for step, frame in zip(self.p.steps, frames, strict=True):
                 if step.sink is not None:
-                    opened.append(step.sink)
-                    staged += write_state(step, frame, batch, report, self.name_jobs, empty)
+                    staged += write_state(step, frame, states, report, self.name_jobs, empty)
             stage_counted(staged, report, frames[0], self.name_jobs)
-            for sink in opened:
-                sink.commit()
-        finally:
-            for sink in opened:
-                sink.close()
+            states.commit()
 
     def _diagnose(self, exc: Exception, rows: DataFrame, report: BatchReport
                   ) -> list[BadRecord]:

@@ -8,10 +8,11 @@ offsets, is another writer ahead and fails loudly.  ``K`` counts from the checkp
 and the checkpoint (:mod:`sqe.ledger.commits`).  A batch refused as stale, here or by a store
 later, deletes what its Redis states staged.
 
-Then the batch is written and committed: in one pass when the stream was planned once
+Then the batch is written and committed, by one of the ways that implement the batch
+protocol (:mod:`sqe.engine.batch.protocol`): in one pass when the stream was planned once
 (:mod:`sqe.engine.batch.one_pass_batch`: one Spark job), else the per-batch way
-(:mod:`sqe.engine.batch.per_batch`), which also takes a one-pass batch that needs it (a record it
-cannot take); a hop's batch, by the user's function (:mod:`sqe.engine.batch.hop_batch`).
+(:mod:`sqe.engine.batch.per_batch`), which also takes a one-pass batch that needs it (a record
+it cannot take); a hop's batch, by the user's function (:mod:`sqe.engine.batch.hop_batch`).
 
 The batch's counters are a :class:`~sqe.observe.batch_report.BatchReport`, logged and
 given to the runner (which appends it to the progress file and tells the run's watchers).
@@ -33,9 +34,10 @@ from sqe.engine.batch.commit import Applier, dropped
 from sqe.engine.batch.joined import JoinedHop
 from sqe.engine.batch.learned_types import json_wanted, learn, save_learned
 from sqe.engine.batch.one_pass import OnePassPlan
-from sqe.engine.batch.one_pass_batch import write_one_pass
+from sqe.engine.batch.one_pass_batch import OnePassWay
 from sqe.engine.batch.per_batch import PerBatchWay
 from sqe.engine.batch.pipeline import StreamPipeline
+from sqe.engine.batch.protocol import BatchWay
 from sqe.engine.batch.stream_frame import own_source
 from sqe.engine.spark.checkpoint import StreamCheckpoint
 from sqe.engine.spark.spark_api import describe_jobs
@@ -57,7 +59,7 @@ class BatchProcessor:
     def __init__(self, pipeline: StreamPipeline, on_done: Callable[[BatchReport], None],
                  checkpoint: StreamCheckpoint | None = None, base: int = 0,
                  plan: OnePassPlan | None = None,
-                 way: Callable[[DataFrame, Batch, BatchReport], None] | None = None,
+                 way: BatchWay | None = None,
                  learning: bool = False, on_learned: Callable[[], None] | None = None,
                  drain: bool = False, joined: Sequence[JoinedHop] = ()) -> None:
         self.p = pipeline
@@ -79,6 +81,7 @@ class BatchProcessor:
         self._kept: HwmStore | None = None  # the HWM store, kept between batches (_store)
         self._applier = Applier()  # applies a one-pass batch's committed rows meanwhile
         self._per_batch = PerBatchWay(pipeline, self._name_jobs)
+        self._one_pass = OnePassWay(plan, self._name_jobs, self._applier) if plan else None
         #: the JSON field types a batch learned that the stream's plan does not read yet
         #: (:mod:`sqe.engine.batch.learned_types`): the runner plans the stream again with them
         self.replan: dict[str, str] | None = None
@@ -178,13 +181,12 @@ class BatchProcessor:
                           ck.location if ck is not None else None, seen=self._seen)
             if self.way is not None:
                 self.way(rows, batch, report)
-            elif self.plan is None:
-                self._per_batch.run(rows, batch, report)
+            elif self._one_pass is None:
+                self._per_batch(rows, batch, report)
                 self._learn()
-            elif not write_one_pass(self.plan, rows, batch, report, self._name_jobs,
-                                    self._applier):
+            elif not self._one_pass(rows, batch, report):
                 # the per-batch way finds the record behind it, in the batch read again
-                self._per_batch.run(self._read_again(rows, spark_batch), batch, report)
+                self._per_batch(self._read_again(rows, spark_batch), batch, report)
                 self._learn()
             for joined in others:  # after this consumer's commit
                 joined.commit(spark_batch, report)

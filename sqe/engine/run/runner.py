@@ -8,7 +8,7 @@ streaming query per ``CreateStream`` with its source and checkpoint
 A run holds its checkpoint while it runs (:mod:`sqe.engine.run.lock`), and each stream
 starts where its checkpoint and its stores agree (:mod:`sqe.engine.run.recovery`).  A
 failed query stops the others and is raised as one sentence
-(:func:`describe_failure`); a requested stop lets the batch being written finish
+(:func:`~sqe.engine.run.failure.describe_failure`); a requested stop lets the batch being written finish
 and says where each stream stopped.  For the ``sqe-kafka`` source, every batch's
 counters are also observed metrics ``sqe.<stream>`` in the streaming query progress.
 """
@@ -16,7 +16,6 @@ counters are also observed metrics ``sqe.<stream>`` in the streaming query progr
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections import deque
@@ -31,13 +30,13 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-import sqe.errors as errors
 from sqe.clients.redis_endpoint import persistence_warning
 from sqe.config.plan import TopologyPlan
 from sqe.engine.batch.pipeline import StreamPipeline, build_pipelines
 from sqe.engine.batch.processor import BatchProcessor
 from sqe.engine.batch.stream_frame import learns_types, planned_once, source_frame, with_learned_types
 from sqe.engine.run.changes import review, write_records
+from sqe.engine.run.failure import describe_failure
 from sqe.engine.run.lock import CheckpointLock
 from sqe.engine.run.query_starts import QueryStarts, start_query
 from sqe.engine.run.recovery import Rerun
@@ -60,8 +59,7 @@ from sqe.observe.progress_follow import ProgressFollower
 from sqe.observe.watch import RunWatcher, StreamView, Watchers
 from sqe.source.admission import limits_note
 
-__all__ = ["KEPT_REPORTS", "Mode", "describe_failure", "persistence_warnings",
-           "python_not_started", "run_topology"]
+__all__ = ["KEPT_REPORTS", "Mode", "persistence_warnings", "run_topology"]
 
 log = logging.getLogger("sqe")
 
@@ -69,61 +67,6 @@ Mode = Literal["once", "runtime", "forever"]
 
 #: How many batch reports a run in ``forever`` mode keeps (the last ones).
 KEPT_REPORTS = 1000
-
-
-_PY_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+): (.+)$", re.M)
-#: How the JVM says a Python worker's interpreter could not be started.
-_NO_PYTHON = re.compile(r'Cannot run program "([^"]+)"(?: \(in directory "([^"]+)"\))?: '
-                        r"error=\d+, ([^\n]+)")
-
-
-def python_not_started(text: str) -> str | None:
-    """The sentence for a Python worker whose interpreter Spark could not start, found in the
-    text of a failure, or None."""
-    found = _NO_PYTHON.search(text)
-    if found is None:
-        return None
-    path, where, why = found.groups()
-    if where:
-        place = f"in {where}"
-    elif re.search(r"Lost task [\d.]+ in stage|executor \d+\)", text):
-        place = "in the executors' working directories"
-    else:
-        place = "in the driver's working directory"
-    return (f"Spark could not start the Python worker {path} (looked for {place}: "
-            f"{why.strip()}); the executors run SQE's code in that Python: ship an environment "
-            "with SQE (sqe pack, then spark-submit --archives sqe-env.tar.gz#environment with "
-            "PYSPARK_PYTHON=./environment/bin/python), or set PYSPARK_PYTHON to an interpreter "
-            "with SQE that every executor has")
-
-
-def describe_failure(exc: BaseException, processors: list[BatchProcessor]) -> str:
-    """The cause of a failed query as one sentence, without a JVM or Python trace."""
-    for proc in processors:
-        if isinstance(proc.failure, SqeError):
-            return str(proc.failure)
-    for failure in [exc, *(p.failure for p in processors if p.failure is not None)]:
-        missing_python = python_not_started(str(failure))
-        if missing_python:
-            return missing_python
-    text = str(exc)
-    if "No space left on device" in text:
-        return ("a disk the streaming query writes to is full (No space left on device): its "
-                "checkpoint's filesystem, or Spark's local directories (spark.local.dir); make "
-                "room and run again: the batch it was in is committed whole or not at all")
-    ours = [m for m in _PY_ERROR.finditer(text) if m.group(1) in errors.__all__]
-    if ours:
-        return ours[-1].group(2).strip()
-    for proc in processors:
-        if proc.failure is not None:
-            text = str(proc.failure)
-    matches = [m for m in _PY_ERROR.finditer(text) if m.group(1).endswith(("Error", "Exception"))]
-    if matches:
-        return f"{matches[-1].group(1)}: {matches[-1].group(2).strip()}"
-    java = getattr(exc, "java_exception", None)  # a Py4JJavaError: its Java exception's line
-    text = str(java.toString()) if java is not None and not matches else text
-    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return first[:500]
 
 
 def persistence_warnings(pipelines: list[StreamPipeline]) -> list[str]:

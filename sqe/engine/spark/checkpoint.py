@@ -31,7 +31,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from sqe.engine.spark.spark_api import default_file_system, is_connect
-from sqe.errors import RunError
+from sqe.errors import ArgumentError, RunError
 
 __all__ = ["FILE_MANAGER_SETTING", "CheckpointFiles", "StreamCheckpoint", "local_checkpoint",
            "not_a_directory", "use_file_system_manager"]
@@ -126,7 +126,7 @@ class CheckpointFiles:
         self._local = _local_path(spark, self.location)
         if self._local is None:
             if spark is None:
-                raise ValueError(f"checkpoint {location} is not on this machine: reading it "
+                raise ArgumentError(f"checkpoint {location} is not on this machine: reading it "
                                  "needs the Spark session")
             self._jvm: Any = spark._jvm
             self._fs = self._path("").getFileSystem(spark._jsc.hadoopConfiguration())

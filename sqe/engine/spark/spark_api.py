@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqe.errors import RunError
+
 __all__ = ["default_file_system", "describe_jobs", "driver_directory", "give_tasks",
            "is_connect", "optimized_once", "python_exec", "session_conf"]
 
@@ -49,7 +51,7 @@ def give_tasks(spark: Any, key: str, value: str) -> None:
     """Give the tasks of the Spark jobs this thread starts next local property ``key``
     (``TaskContext.getLocalProperty``); classic sessions only: Spark Connect has no way to."""
     if is_connect(spark):
-        raise RuntimeError(f"local property {key} cannot be set over Spark Connect")
+        raise RunError(f"local property {key} cannot be set over Spark Connect")
     spark.sparkContext.setLocalProperty(key, value)
 
 

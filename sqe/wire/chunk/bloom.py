@@ -32,6 +32,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from sqe.errors import WireError
 from sqe.wire.murmur import murmur64a
 
 __all__ = ["BLOOM_SEED", "MIN_SIZE", "MAX_SIZE", "BloomFilter", "value_bits", "probe_headers"]
@@ -43,7 +44,7 @@ _UNFILTERED_BIT = 0
 
 def _check_size(size: int) -> int:
     if not isinstance(size, int) or isinstance(size, bool) or not MIN_SIZE <= size <= MAX_SIZE:
-        raise ValueError(f"Bloom filter size must be {MIN_SIZE}..{MAX_SIZE} bytes, got {size!r}")
+        raise WireError(f"Bloom filter size must be {MIN_SIZE}..{MAX_SIZE} bytes, got {size!r}")
     return size
 
 

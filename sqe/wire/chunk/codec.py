@@ -51,6 +51,7 @@ from sqe.errors import (
     KeyMismatch,
     TruncatedChunk,
     UnknownVersion,
+    WireError,
 )
 from sqe.wire.chunk.bloom import MAX_SIZE, MIN_SIZE, BloomFilter
 
@@ -132,22 +133,22 @@ def encode_chunk(messages: Sequence[Message], base_offset: int, filter_size: int
     ``filter_size`` bytes (0: none), the body compressed by ``codec``, for a record keyed
     ``key`` (``version`` 1 writes what older writers did, for tests of readers)."""
     if codec not in _CODECS:
-        raise ValueError(f"chunk codec must be one of {', '.join(_CODECS)}, got {codec!r}")
+        raise WireError(f"chunk codec must be one of {', '.join(_CODECS)}, got {codec!r}")
     if not messages:
-        raise ValueError("a chunk holds at least one message")
+        raise WireError("a chunk holds at least one message")
     bloom = BloomFilter(filter_size) if filter_size else None
     parts = []
     for m in messages:
         rel = m.offset - base_offset
         if not 0 <= rel <= 0xFFFF_FFFF:
-            raise ValueError(f"offset {m.offset} is not within 2**32 after base {base_offset}")
+            raise WireError(f"offset {m.offset} is not within 2**32 after base {base_offset}")
         if m.filter_value is None:
             fv, fv_len = b"", _NO_FILTER_VALUE
         else:
             fv = m.filter_value.encode("utf-8")
             fv_len = len(fv)
             if fv_len >= _NO_FILTER_VALUE:
-                raise ValueError(f"filter value of offset {m.offset} is {fv_len} bytes; "
+                raise WireError(f"filter value of offset {m.offset} is {fv_len} bytes; "
                                  f"at most {_NO_FILTER_VALUE - 1}")
         if bloom is not None:
             bloom.add(m.filter_value)
@@ -163,9 +164,9 @@ def frame_chunk(body: bytes, count: int, base_offset: int, bloom: bytes, codec: 
     the header with ``bloom`` (empty: no filter) and the CRC over it and the record's
     ``key``.  Both encoders end here."""
     if version not in VERSIONS:
-        raise ValueError(f"chunk version must be one of {VERSIONS}, got {version}")
+        raise WireError(f"chunk version must be one of {VERSIONS}, got {version}")
     if len(body) > MAX_BODY_BYTES:
-        raise ValueError(f"chunk body is {len(body)} bytes; at most {MAX_BODY_BYTES}")
+        raise WireError(f"chunk body is {len(body)} bytes; at most {MAX_BODY_BYTES}")
     if codec != "none":
         body = struct.pack(">I", len(body)) + pa.Codec(codec).compress(body, asbytes=True)
     flags = _CODECS.index(codec) | (_HAS_FILTER if bloom else 0)

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sqe.errors import WireError
 from sqe.wire.arrays import scalar, to_numpy
 from sqe.wire.chunk.bloom import BloomFilter, value_bits
 from sqe.wire.chunk.codec import _CODECS, _MIN_MESSAGE_BYTES, _NO_FILTER_VALUE, Codec, frame_chunk
@@ -79,7 +80,7 @@ def encode_chunks(pid: np.ndarray, partition: np.ndarray, offset: np.ndarray,
     buffer, and the Bloom filters of all chunks are set with one NumPy scatter.
     """
     if codec not in _CODECS:
-        raise ValueError(f"chunk codec must be one of {', '.join(_CODECS)}, got {codec!r}")
+        raise WireError(f"chunk codec must be one of {', '.join(_CODECS)}, got {codec!r}")
     n = len(offset)
     if n == 0:
         return []
@@ -88,7 +89,7 @@ def encode_chunks(pid: np.ndarray, partition: np.ndarray, offset: np.ndarray,
     fv = pc.cast(filter_value, pa.binary())
     fv_len = to_numpy(pc.fill_null(pc.binary_length(fv), _NO_LENGTH))
     if (fv_len >= _NO_FILTER_VALUE).any():
-        raise ValueError(f"a filter value is longer than {_NO_FILTER_VALUE - 1} bytes")
+        raise WireError(f"a filter value is longer than {_NO_FILTER_VALUE - 1} bytes")
     v_len = to_numpy(pc.fill_null(pc.binary_length(value), _NO_LENGTH))
     sizes = _MIN_MESSAGE_BYTES + np.maximum(fv_len, 0) + np.maximum(v_len, 0)
     ranges = _boundaries(partition, offset, sizes, max_messages, max_bytes)
