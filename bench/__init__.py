@@ -12,9 +12,10 @@ that runs in a virtualenv of its own imports the standard library and ``bench.pa
 only), and the pieces of one benchmark kept apart (``latency_chain``, ``latency_timing``,
 ``sustained``, ``chain_report``, ``nemesis_world``, ``nemesis_schedule``, ``state_scale``).
 
-May import: ``sqe``; ``tests.support`` (the servers the tests start, reached because
-``PYTHONPATH=.`` puts the repository's root on the path); and ``bench`` itself, by its package
-name only (``from bench import chain``, ``from bench.harness.processes import run_process``).
+May import: ``sqe``; ``support`` (the real services the tests start too, reached because
+``PYTHONPATH=.`` puts the repository's root on the path), never ``tests``; and ``bench``
+itself, by its package name only (``from bench import chain``,
+``from bench.harness.processes import run_process``).
 Run as a file, a script has ``bench/`` itself first on ``sys.path``: a bare ``import chain``
 would load a second copy of a module, and a module named like a library or a standard module
 would hide it from every script.  No module edits ``sys.path``.  tests/test_bench.py holds

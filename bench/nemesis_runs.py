@@ -29,7 +29,7 @@ from bench.harness.processes import SqeProcess, child_env
 from bench.harness.rss import tree_pids
 from sqe.engine.spark.checkpoint import StreamCheckpoint
 from sqe.observe.batch_report import partition_offsets
-from tests.support.clock import SteppedClock, faketime_library
+from support.clock import SteppedClock, faketime_library
 
 #: The ways to run a hop the nemesis drives, beside ``topology`` (``sqe run``).
 HOP_WAYS = ("hop", "sink", "pipeline")

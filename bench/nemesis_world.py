@@ -30,11 +30,11 @@ from bench.harness.topologies import topology_copy
 from bench.nemesis_runs import HopRun, PipelineRun, Run
 from bench.nemesis_schedule import Fault
 from sqe.engine.run.lock import HEARTBEAT_SECONDS, STALE_SECONDS
-from tests.support.connect_server import start_connect_server
-from tests.support.fault_proxy import FaultProxy
-from tests.support.fault_services import PrivatePostgres, ProxiedKafka
-from tests.support.proxied_redis import ProxiedRedisPair
-from tests.support.spark_cluster import StandaloneCluster
+from support.connect_server import start_connect_server
+from support.fault_proxy import FaultProxy
+from support.fault_services import PrivatePostgres, ProxiedKafka
+from support.proxied_redis import ProxiedRedisPair
+from support.spark_cluster import StandaloneCluster
 
 #: The request whose reply a ``lost-reply`` fault drops, per store.
 #: The size of the tmpfs the runs' checkpoints live on (a disk-full fault fills it).

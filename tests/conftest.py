@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, settings
 from sqe.cli.local_services import KAFKA_CLIENT_DEFAULTS, wait_for_kafka
 from sqe.engine.spark.prereq import require_java
 from sqe.errors import PrerequisiteError
-from tests.support.services import Endpoint, kafka_endpoint, postgres_endpoint, redis_endpoint
-from tests.support.spark_cluster import CLIENT_JIT, CLIENT_JIT_CONF
+from support.services import Endpoint, kafka_endpoint, postgres_endpoint, redis_endpoint
+from support.spark_cluster import CLIENT_JIT, CLIENT_JIT_CONF
 
 # The machine is shared and noisy: no per-example deadlines (speed is measured in bench/).
 settings.register_profile(
@@ -193,7 +193,7 @@ def installed_sqe(tmp_path_factory, worker_id):
 def connect_server(tmp_path_factory):
     """A real Spark Connect server (pyspark's start-connect-server.sh, local[2]) for the
     session; killed by its process group at the end."""
-    from tests.support.connect_server import start_connect_server
+    from support.connect_server import start_connect_server
 
     server = start_connect_server(tmp_path_factory.mktemp("connect"))
     try:

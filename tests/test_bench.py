@@ -50,7 +50,7 @@ def run_bench(script: str, *args: str, timeout: float = 600, check: bool = True)
 
 def bench_env() -> dict[str, str]:
     """This environment with the repository's root first on ``PYTHONPATH``, as the documented
-    commands give it (``PYTHONPATH=.``): how a script reaches ``bench`` and ``tests.support``."""
+    commands give it (``PYTHONPATH=.``): how a script reaches ``bench`` and ``support``."""
     rest = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *rest])}
 
@@ -478,6 +478,9 @@ def test_bench_modules_import_each_other_by_the_package_name_and_leave_sys_path_
              and n.attr == "path" and isinstance(n.value, ast.Name) and n.value.id == "sys"]
     assert not edits, f"{path.relative_to(ROOT)} touches sys.path: PYTHONPATH=. reaches the root"
     assert ast.get_docstring(tree), f"{path.relative_to(ROOT)} has no docstring"
+    tests = [m for m, _ in _imports(path) if m.split(".")[0] == "tests"]
+    assert not tests, (f"{path.relative_to(ROOT)} imports {tests}: what the tests and the "
+                       "benchmarks share is in support/")
     if path.parent.name == "harness":
         outside = [m for m, _ in _imports(path)
                    if m.startswith("bench.") and not m.startswith("bench.harness")]

@@ -10,8 +10,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.fault_proxy import _Frames
-from tests.support.fault_services import ProxiedKafka
+from support.fault_proxy import _Frames
+from support.fault_services import ProxiedKafka
 
 
 def test_frames_pass_through_in_pieces_and_hold_only_a_frame_to_change() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.fault_services import private_postgres_unavailable
+from support.fault_services import private_postgres_unavailable
 from tests.test_bench import run_bench
 
 

@@ -18,7 +18,7 @@
 
 This file holds what all of them use: the repository's folders and :class:`BenchError`.
 
-May import: ``sqe`` and ``tests.support``; nothing of ``bench`` outside the harness (the
+May import: ``sqe`` and ``support``; nothing of ``bench`` outside the harness (the
 scripts import the harness, never the other way round).
 """
 

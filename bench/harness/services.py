@@ -89,7 +89,7 @@ def kafka_and_redis(stack: ExitStack, work: Path, brokers: str | None, url: str 
 def connect_server(stack: ExitStack, work: Path) -> str:
     """The URL of a Spark Connect server started in ``work`` (the tests' starter: its Python
     workers run this interpreter) and stopped by ``stack``."""
-    from tests.support.connect_server import start_connect_server
+    from support.connect_server import start_connect_server
 
     server = start_connect_server(work / "connect")
     stack.callback(server.kill)

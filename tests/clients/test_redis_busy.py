@@ -15,7 +15,7 @@ import redis
 from sqe.clients.redis_busy import BusyRetry, RedisBusyError
 from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.ledger.hwm import HwmStore
-from tests.support.fault_services import RestartableRedis
+from support.fault_services import RestartableRedis
 
 pytestmark = pytest.mark.redis
 

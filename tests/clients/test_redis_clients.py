@@ -12,7 +12,7 @@ import redis
 import sqe.clients.redis_clients as redis_clients
 from sqe.clients.redis_clients import KEPT_ENDPOINTS, kept_client, kept_count
 from sqe.clients.redis_endpoint import RedisEndpoint
-from tests.support.fault_services import RestartableRedis
+from support.fault_services import RestartableRedis
 
 pytestmark = pytest.mark.redis
 

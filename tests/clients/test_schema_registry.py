@@ -11,7 +11,7 @@ import pytest
 
 from sqe.clients.schema_registry import Registry, registry
 from sqe.errors import RegistryError, SchemaError
-from tests.support.schema_registry import SchemaRegistry
+from support.schema_registry import SchemaRegistry
 
 SCHEMA = json.dumps({"type": "record", "name": "E", "fields": [{"name": "id", "type": "string"}]})
 

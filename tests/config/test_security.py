@@ -25,8 +25,8 @@ from sqe.lang.topology import load_topology
 from sqe.ledger.hwm import HwmStore
 from sqe.secrets import expand_env, is_secret_key, mask_value, redact_url, scrub
 from sqe.wire.keys import StreamMetadata
+from support.secured_redis import make_tls_files, start_cluster, start_redis, start_sentinel
 from tests.support.kafka_io import produce, read_topic
-from tests.support.secured_redis import make_tls_files, start_cluster, start_redis, start_sentinel
 
 TOPOLOGY = """\
 - CreateStream:

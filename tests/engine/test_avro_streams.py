@@ -1,5 +1,5 @@
 """Avro streams through sqe run, against the real broker, Redis and a Schema Registry speaking
-the registry's REST API (:mod:`tests.support.schema_registry`): every field a column, a schema
+the registry's REST API (:mod:`support.schema_registry`): every field a column, a schema
 that evolves mid-stream read on without a restart, and each kind of poison record failing the
 batch in one sentence or going to the dead-letter topic with its reason, every good record
 written exactly once.
@@ -23,8 +23,8 @@ from sqe.lang.topology import load_topology
 from sqe.wire.framing import frame
 from sqe.wire.headers import DEAD_LETTER_REASON, DEAD_LETTER_SOURCE
 from sqe.wire.keys import StreamMetadata
+from support.schema_registry import SchemaRegistry
 from tests.support.kafka_io import produce, read_topic
-from tests.support.schema_registry import SchemaRegistry
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
 

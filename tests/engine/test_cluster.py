@@ -18,9 +18,9 @@ import redis
 import yaml
 
 from sqe.cli.sample_events import produce_events
+from support.spark_cluster import CLIENT_JIT_CONF, clean_env, standalone_cluster
 from tests.support import ROOT
 from tests.support.kafka_io import read_topic
-from tests.support.spark_cluster import CLIENT_JIT_CONF, clean_env, standalone_cluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis, pytest.mark.cluster,
               pytest.mark.slow]

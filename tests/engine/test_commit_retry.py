@@ -1,6 +1,6 @@
 """A blip heals inside the run: a batch's HWM commit whose connection drops is sent again.
 
-A real Redis behind the tests' own TCP proxy (:mod:`tests.support.fault_proxy`): the reply to
+A real Redis behind the tests' own TCP proxy (:mod:`support.fault_proxy`): the reply to
 the commit script is lost after Redis ran it, or every connection is cut, or nothing passes
 for a while.  The commit is idempotent by batch id, so sending it again commits the batch
 once, its staged rows applied once; a store away longer than the retry time fails the batch
@@ -25,7 +25,7 @@ from sqe.ledger.hwm_lua import COMMIT
 from sqe.ledger.retry import Failed, Unreachable, asked, retried, times_tried
 from state.redis.sink import RedisSink
 from state.sink import Batch, SinkTarget
-from tests.support.fault_proxy import FaultProxy
+from support.fault_proxy import FaultProxy
 
 pytestmark = pytest.mark.redis
 

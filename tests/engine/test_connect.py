@@ -20,9 +20,9 @@ import redis
 import sqe
 from sqe.cli.sample_events import produce_events
 from sqe.errors import PrerequisiteError
+from support.connect_server import ConnectServer, start_connect_server
 from tests.engine.test_exactly_once import Chain, _assert_each_event_once
 from tests.support import ROOT
-from tests.support.connect_server import ConnectServer, start_connect_server
 from tests.support.kafka_io import read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis, pytest.mark.postgres,
@@ -246,7 +246,8 @@ redis_at = urlsplit(redis_url)
 spark = SparkSession.builder.remote(url).getOrCreate()
 hop = sqe.Hop("wrong.events", topic=topic, checkpoint=checkpoint, conf={
     "jw.sqe.spout.kafka.brokers": brokers, "jw.sqe.spout.kafka.startingOffsets": "earliest"},
-    into=[sqe.InsertInto(objectName="log", stateName="REDIS", fields=["_partition", "_offset"],
+    into=[sqe.InsertInto(objectName="log", stateName="REDIS",
+                         fields=["_partition", "_offset", "_value"],
                          options={"jw.sqe.state.redis.host": redis_at.hostname,
                                   "jw.sqe.state.redis.port": redis_at.port,
                                   "jw.sqe.state.redis.datatype": "HASH",

@@ -48,9 +48,9 @@ from sqe.faults import kill_group, start_with_fault, wait_for_fault
 from sqe.lang.topology import load_topology
 from sqe.observe.batch_report import BatchReport
 from sqe.wire.keys import StreamMetadata
+from support.fault_services import PrivatePostgres, RestartableRedis, private_postgres_unavailable
 from tests.engine.test_exactly_once import load_commands
 from tests.support import ROOT
-from tests.support.fault_services import PrivatePostgres, RestartableRedis, private_postgres_unavailable
 from tests.support.kafka_io import produce, read_topic
 
 LOCAL_CONF = ROOT / "conf/local.yaml"

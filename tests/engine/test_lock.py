@@ -1,6 +1,6 @@
 """A run stalled past its checkpoint lock's takeover finds the taker at its next heartbeat:
 it does not write the lock back, and it says who took the checkpoint over; clocks that
-disagree (a holder's stepped back, a rival's ahead, for real: tests/support/clock.py) take no
+disagree (a holder's stepped back, a rival's ahead, for real: support/clock.py) take no
 live run's lock."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from sqe.engine.run import lock as lock_module
 from sqe.engine.run.lock import LOCK_FILE, STALE_SECONDS, CheckpointLock
 from sqe.engine.spark.checkpoint import CheckpointFiles
 from sqe.errors import RunError
-from tests.support.clock import SteppedClock
+from support.clock import SteppedClock
 
 #: A process holding (or taking) the lock of checkpoint argv[1] as host argv[2].
 _LOCKER = """
@@ -26,7 +26,7 @@ import sys, threading
 from sqe.engine.spark.checkpoint import CheckpointFiles
 from sqe.engine.run.lock import CheckpointLock
 from sqe.errors import RunError
-from tests.support.clock import SteppedClock
+from support.clock import SteppedClock
 lock = CheckpointLock(CheckpointFiles(None, sys.argv[1]))
 lock.host = sys.argv[2]
 try:

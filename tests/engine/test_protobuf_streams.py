@@ -1,5 +1,5 @@
 """Protobuf streams through sqe run, against the real broker, Redis and a Schema Registry
-speaking the registry's REST API (:mod:`tests.support.schema_registry`): every field a column, a
+speaking the registry's REST API (:mod:`support.schema_registry`): every field a column, a
 schema that evolves mid-stream read on without a restart, each kind of poison record sent to the
 dead-letter topic with its reason, and a hop writing Protobuf that confluent-kafka's own
 deserializer and the next hop read, every good record once.
@@ -24,8 +24,8 @@ from sqe.wire.framing import frame, index_bytes
 from sqe.wire.headers import DEAD_LETTER_REASON, DEAD_LETTER_SOURCE
 from sqe.wire.keys import StreamMetadata
 from sqe.wire.protobuf_schema import ProtoSchema, descriptor
+from support.schema_registry import SchemaRegistry
 from tests.support.kafka_io import produce, read_topic
-from tests.support.schema_registry import SchemaRegistry
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from sqe.cli.sample_events import produce_events
+from support.replicated_redis import ReplicatedRedis
 from tests.engine.test_exactly_once import Chain, _assert_each_event_once
-from tests.support.replicated_redis import ReplicatedRedis
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis, pytest.mark.postgres]
 

@@ -24,8 +24,8 @@ from sqe.lang.topology import load_topology
 from sqe.observe.batch_report import BatchReport
 from sqe.observe.progress import PROGRESS_FILE, ProgressLog, last_report
 from sqe.wire.keys import StreamMetadata
+from support.secured_redis import start_redis
 from tests.support.kafka_io import produce
-from tests.support.secured_redis import start_redis
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis]
 

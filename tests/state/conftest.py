@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.replicated_redis import ReplicatedRedis
+from support.replicated_redis import ReplicatedRedis
 
 
 @pytest.fixture

@@ -177,7 +177,7 @@ def test_the_batch_table_records_the_commit_and_a_reset_keeps_the_batch_id(spark
 def _proxied_sink(postgres_dsn: str, retry_s: int = 30):  # type: ignore[no-untyped-def]
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-    from tests.support.fault_proxy import FaultProxy
+    from support.fault_proxy import FaultProxy
 
     info = conninfo_to_dict(postgres_dsn)
     proxy = FaultProxy((str(info.get("host") or "127.0.0.1"), int(info.get("port") or 5432)))

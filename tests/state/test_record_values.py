@@ -14,7 +14,7 @@ from sqe.wire.protobuf import ProtobufDecoder
 from sqe.wire.protobuf_schema import ProtoSchema
 from state.kafka.config import KafkaStateConfig
 from state.kafka.record_values import encoder, subject_of, with_writer
-from tests.support.schema_registry import SchemaRegistry
+from support.schema_registry import SchemaRegistry
 
 TEXT = json.dumps({"type": "record", "name": "Click", "namespace": "ads", "fields": []})
 

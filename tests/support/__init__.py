@@ -1,5 +1,6 @@
-"""What the tests share: paths of the repository, and (in the modules here) the real services
-the tests run against and small Kafka helpers."""
+"""What the tests share: paths of the repository, and (in the modules here) small Kafka
+helpers, the shipped chain, mutations of files and the like.  The real services the tests run
+against are the repository's top-level ``support`` package, which the benchmarks use too."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ from sqe.wire.framing import frame
 from sqe.wire.protobuf import ProtobufDecoder, spark_type
 from sqe.wire.protobuf_schema import descriptor, file_proto
 from sqe.wire.protobuf_write import ProtobufEncoder, encode_reference, protobuf_schema
-from tests.support.schema_registry import SchemaRegistry
+from support.schema_registry import SchemaRegistry
 
 STRUCT = StructType([
     StructField("id", StringType(), False),

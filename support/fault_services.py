@@ -13,7 +13,7 @@
   :func:`private_postgres_unavailable` says why none can be made here.
 
 * :class:`ProxiedKafka`: the pip broker listening on 127.0.0.2 behind a
-  :class:`~tests.support.fault_proxy.FaultProxy` on the same port of 127.0.0.1, which
+  :class:`~support.fault_proxy.FaultProxy` on the same port of 127.0.0.1, which
   makes the broker's advertised address its own, so every client connection passes the
   proxy; :meth:`~ProxiedKafka.crash` SIGKILLs the broker, :meth:`~ProxiedKafka.start`
   starts it again on its port and data.
@@ -42,7 +42,7 @@ from sqe.cli.local_services import (
     redis_binary,
     wait_for_kafka,
 )
-from tests.support.fault_proxy import FaultProxy
+from support.fault_proxy import FaultProxy
 
 __all__ = ["RestartableRedis", "PrivatePostgres", "ProxiedKafka", "private_postgres_unavailable"]
 

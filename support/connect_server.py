@@ -19,7 +19,7 @@ from pathlib import Path
 import pyspark
 
 from sqe.cli.local_services import free_port
-from tests.support.spark_cluster import CLIENT_JIT_CONF, Process
+from support.spark_cluster import CLIENT_JIT_CONF, Process
 
 SPARK_HOME = Path(pyspark.__file__).parent
 

@@ -1,7 +1,7 @@
 """Two Redis servers behind fault proxies, one the other's replica, watched by a Sentinel.
 
 :class:`ProxiedRedisPair` starts ``redis-server`` twice (AOF on, every write on disk before
-the reply), each behind its own :class:`~tests.support.fault_proxy.FaultProxy`, and makes
+the reply), each behind its own :class:`~support.fault_proxy.FaultProxy`, and makes
 every address anyone learns a proxy's: each server announces its proxy's port to the
 other (``replica-announce-port``), the replica replicates through the primary's proxy, and
 the Sentinel watches the primary through it, so the Sentinel names proxies to clients before
@@ -25,11 +25,11 @@ from pathlib import Path
 import redis
 
 from sqe.cli.local_services import LocalService, free_port
-from tests.support.fault_proxy import FaultProxy
-from tests.support.secured_redis import start_redis, start_sentinel
+from support.fault_proxy import FaultProxy
+from support.secured_redis import start_redis, start_sentinel
 
 SERVICE = "sqe-nemesis"
-#: When the Sentinel takes a silent primary for down (see tests/support/replicated_redis.py).
+#: When the Sentinel takes a silent primary for down (see support/replicated_redis.py).
 DOWN_AFTER_MS = 5000
 _PERSISTENT = ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
 

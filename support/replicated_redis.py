@@ -16,7 +16,7 @@ from pathlib import Path
 import redis
 
 from sqe.cli.local_services import LocalService
-from tests.support.secured_redis import start_redis, start_sentinel
+from support.secured_redis import start_redis, start_sentinel
 
 SERVICE = "sqe-primary"
 #: When the Sentinel takes a silent primary for down.  Not less: on a busy machine a replica

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,7 +127,8 @@ class StandaloneCluster:
         state = self._state() or {}
         return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
 
-    def _wait(self, ready, what: str, process: Process, timeout: float = 90.0) -> None:
+    def _wait(self, ready: Callable[[], bool], what: str, process: Process,
+              timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
         while not ready():
             if process.popen.poll() is not None:
