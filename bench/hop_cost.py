@@ -67,8 +67,8 @@ def run_variant(variant: str, spark: SparkSession, topic: str, conf: dict[str, s
     """One run of ``variant`` over ``topic``; its median cycle in seconds."""
     if variant == "topology":
         path = topology_copy("load", topic, None, work)
-        result = sqe.run(path, config=[ROOT / "conf/local.yaml"], conf=conf, name=tag,
-                         checkpoint=work / tag, once=True, spark=spark)
+        result = sqe.run(sqe.prepare(path, config=[ROOT / "conf/local.yaml"], conf=conf,
+                                     name=tag, checkpoint=work / tag), once=True, spark=spark)
         return cycle([r.started for r in result.reports if r.records_read])
     hop = sqe.Hop(f"{tag}.enriched", topic=topic, checkpoint=work / tag, deserializer="json",
                   config=[ROOT / "conf/local.yaml"],

@@ -6,7 +6,7 @@ The public Python API (:mod:`sqe.api`), with the arguments of the ``sqe`` comman
 
     topology = sqe.load_topology("topologies/enrich.yaml")
     plan = sqe.validate(topology, config=["conf/local.yaml"])   # what `sqe validate` checks
-    result = sqe.run(topology, config=["conf/local.yaml"], once=True)
+    result = sqe.run(sqe.prepare(topology, config=["conf/local.yaml"]), once=True)
     print(result.records_read, result.replays_dropped, result.rows_written)
 
 the types their signatures name, the StreamMetadata key codec and the error classes
@@ -63,7 +63,7 @@ _EXPORTS = {
         "StateError", "ReplicaLagError", "StaleBatchError", "RedisBusyError", "RunError",
         "RunStopped",
         "CheckpointMismatch", "TopologyChanged", "BadRecordError", "ProgressError",
-        "ReportError", "ChunkError")},
+        "ReportError", "ArgumentError", "WireError", "ChunkError")},
 }
 
 __all__ = [
@@ -78,7 +78,7 @@ __all__ = [
     "SourceError", "StateError", "ReplicaLagError", "StaleBatchError", "RedisBusyError",
     "RunError", "RunStopped",
     "CheckpointMismatch", "TopologyChanged", "BadRecordError", "ProgressError", "ReportError",
-    "ChunkError",
+    "ArgumentError", "WireError", "ChunkError",
 ]
 
 if TYPE_CHECKING:
@@ -95,6 +95,7 @@ if TYPE_CHECKING:
     )
     from sqe.engine.run.recovery import Rerun
     from sqe.errors import (
+        ArgumentError,
         BadRecordError,
         CheckpointMismatch,
         ChunkError,
@@ -112,6 +113,7 @@ if TYPE_CHECKING:
         StateError,
         TopologyChanged,
         TopologyError,
+        WireError,
     )
     from sqe.hop import Hop, HopBatch
     from sqe.lang.topology import CreateStream, From, InsertInto, Query, Select, SetCommand, Topology

@@ -48,19 +48,20 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from sqe.config.plan import TopologyPlan, plan_topology
+from sqe.config.plan import TopologyPlan
 from sqe.config.settings import ConfigFile, load_config
 from sqe.engine.batch.hop_batch import HopBatch, UserWay
 from sqe.engine.batch.hop_sink import HopSink, HopSpec, sink_frame
 from sqe.engine.batch.joined import JoinedHop
 from sqe.engine.batch.late_records import LateRecords
 from sqe.engine.batch.one_pass import stream_records
-from sqe.engine.batch.pipeline import StreamPipeline, build_pipelines, state_problems
+from sqe.engine.batch.pipeline import StreamPipeline, build_pipelines
 from sqe.engine.batch.processor import BatchProcessor
 from sqe.engine.batch.source_reads import SourceReads, reports_reads
 from sqe.engine.batch.stream_frame import source_frame
 from sqe.engine.run.failure import describe_failure, failure_error
 from sqe.engine.run.lost_marks import find_lost_marks
+from sqe.engine.run.planning import plan_run, session_options
 from sqe.engine.run.start import PreparedStream, default_rerun, prepare_stream
 from sqe.engine.spark.checkpoint import StreamCheckpoint, local_checkpoint, use_file_system_manager
 from sqe.engine.spark.spark_api import is_connect
@@ -110,7 +111,11 @@ class Hop:
         self.name = name
         self._location = str(checkpoint) if checkpoint is not None else None
         self._accept_lost = accept_lost_marks
-        self.plan = _plan(consumer, stream, topic, into, config, conf, deserializer)
+        self._configs = [c if isinstance(c, ConfigFile) else load_config(c) for c in config]
+        self._conf = conf
+        self._deserializer = deserializer
+        self.plan = _planned(_topology(consumer, stream, topic, into, deserializer),
+                             self._configs, conf, deserializer)
         self.reports: list[BatchReport] = []  # the last KEPT batches' reports, oldest first
         self._prepared: PreparedStream | None = None
         self._pipeline: StreamPipeline | None = None
@@ -130,6 +135,7 @@ class Hop:
         ``_sqe_offset``) and, with ``deserializer="json"``, the declared fields.  Its start is
         agreed with the stores first, as ``sqe run``'s is."""
         spark.dataSource.register(HopSink)  # sqe-kafka: each stream's own (source_frame)
+        self.plan = self._in(spark)
         (p,) = build_pipelines(self.plan, self.name)
         if p.source is not None and p.filtering:  # the marks are what the source read
             p = replace(p, source=replace(p.source, report_read=True, emit_tally=False))
@@ -143,6 +149,16 @@ class Hop:
         self._pipeline = p
         self._spark = spark
         return stream_records(p, source_frame(spark, p)).frame
+
+    def _in(self, spark: SparkSession) -> TopologyPlan:
+        """The hop's plan in ``spark``: planned again, by the same function, with the
+        ``spark.jw.sqe.*`` options the session carries beyond its config files' on top (as
+        ``sqe run`` under ``spark-submit --conf``); its plan as it is when it carries none."""
+        carried = session_options(self.plan, spark)
+        if carried is None:
+            return self.plan
+        return _planned(self.plan.topology, self._configs, self._conf, self._deserializer,
+                        carried)
 
     def rebuild_marks(self, spark: SparkSession | None = None) -> str:
         """Give an HWM store that lost this hop's marks (a refusal of :meth:`read` names this)
@@ -284,13 +300,11 @@ class Hop:
         self.reports = [*self.reports[-(KEPT - 1):], report]
 
 
-def _plan(consumer: str, stream: str, topic: str,
-          into: Sequence[InsertInto | Mapping[str, Any]],
-          config: Sequence[str | Path | ConfigFile], conf: Mapping[str, Any] | None,
-          deserializer: str | None) -> TopologyPlan:
-    """The hop as a topology (its stream, and one query per state whose select the user's
-    function stands for), planned and checked as a topology file is."""
-    source = f"hop {consumer}"
+def _topology(consumer: str, stream: str, topic: str,
+              into: Sequence[InsertInto | Mapping[str, Any]], deserializer: str | None
+              ) -> Topology:
+    """The hop as a topology: its stream, and one query per state whose select the user's
+    function stands for."""
     raw: list[Any] = [{"CreateStream": {
         "streamName": stream, "objectName": topic, "spoutName": "KAFKA",
         **({"deserializer": deserializer} if deserializer else {})}}]
@@ -301,14 +315,20 @@ def _plan(consumer: str, stream: str, topic: str,
         width = len(fields) if isinstance(fields, list) and fields else 1
         raw.append({"Query": {"insertInto": spec, "select": {"expressions": [None] * width},
                               "from": {"objectName": stream}}})
-    commands = parse_commands(raw, source, tuple(SINKS))
-    topology = Topology(source, consumer.partition(".")[0], commands)
-    plan = plan_topology(topology, [c if isinstance(c, ConfigFile) else load_config(c)
-                                    for c in config], conf, check=state_problems)
-    s = plan.streams[stream]
+    source = f"hop {consumer}"
+    return Topology(source, consumer.partition(".")[0], parse_commands(raw, source, tuple(SINKS)))
+
+
+def _planned(topology: Topology, configs: Sequence[ConfigFile], conf: Mapping[str, Any] | None,
+             deserializer: str | None, spark_conf: Mapping[str, Any] | None = None
+             ) -> TopologyPlan:
+    """The hop's topology planned and checked as a topology file is (:func:`plan_run`), and
+    what a hop's streaming DataFrame needs of its deserializer."""
+    plan = plan_run(topology, configs, conf, spark_conf)
+    (s,) = plan.streams.values()
     declared = s.declared_fields
     if deserializer == "json" and (declared is None or None in declared.values()):
-        raise TopologyError(f"{source}: deserializer json needs every field declared with its "
-                            "type in jw.sqe.spout.fields (a streaming DataFrame's types are "
-                            "planned once, not inferred per batch)")
+        raise TopologyError(f"{topology.path}: deserializer json needs every field declared "
+                            "with its type in jw.sqe.spout.fields (a streaming DataFrame's "
+                            "types are planned once, not inferred per batch)")
     return plan

@@ -598,12 +598,13 @@ def test_readme_topology_runs_as_written(spark, kafka_bootstrap, kafka_topic, re
     client = redis.Redis.from_url(redis_url)
     host, port = client.connection_pool.connection_kwargs["host"], \
         client.connection_pool.connection_kwargs["port"]
-    result = sqe.run(path, config=[ROOT / "conf" / "local.yaml"], once=True, spark=spark,
-                     checkpoint=tmp_path / "ck", conf={
+    result = sqe.run(sqe.prepare(path, config=[ROOT / "conf" / "local.yaml"],
+                                 checkpoint=tmp_path / "ck", conf={
                          "jw.sqe.spout.kafka.brokers": kafka_bootstrap,
                          "jw.sqe.state.redis.host": host, "jw.sqe.state.redis.port": port,
                          "jw.sqe.state.redis.database":
-                             client.connection_pool.connection_kwargs.get("db", 0)})
+                             client.connection_pool.connection_kwargs.get("db", 0)}),
+        once=True, spark=spark)
     big = [e for e in sample_events(200) if e["amount"] > 50]
     assert result.records_read == 200 and result.rows_written == len(big)
     eu = {k.decode(): json.loads(v) for k, v in client.hgetall("eu").items()}

@@ -72,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
     # Validated once, the checkpoint settled: bad input is exit 2 before a JVM starts.
     prepared = api.prepare(args.topology, config=[load_config(c) for c in args.config],
                            conf=parse_conf_pairs(args.conf), name=args.name,
-                           checkpoint=args.checkpoint)
+                           checkpoint=args.checkpoint, resume_from_store=args.resume_from_store,
+                           adopt_layout=args.adopt_layout,
+                           accept_lost_marks=args.accept_lost_marks, rerun=_rerun_command(args))
     topology, plan = prepared.topology, prepared.plan
     for warning in plan.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -91,10 +93,7 @@ def run(args: argparse.Namespace) -> int:
     stop, signals = _stop_on_signals()  # after the SparkContext, which sets a SIGINT handler
     try:
         result = api.run(prepared, once=args.once, runtime=args.runtime, spark=spark,
-                         resume_from_store=args.resume_from_store, stop=stop,
-                         adopt_layout=args.adopt_layout,
-                         accept_lost_marks=args.accept_lost_marks,
-                         rerun=_rerun_command(args), watchers=watchers)
+                         stop=stop, watchers=watchers)
     except RunStopped as exc:
         print(f"sqe: {topology.name} {exc}", file=sys.stderr)
         return 128 + (signals[0] if signals else signal.SIGINT)

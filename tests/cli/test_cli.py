@@ -174,13 +174,14 @@ def test_sqe_run_validates_once_and_enters_the_api_once(monkeypatch, tmp_path, s
     JVM is what is left out: the session and the streaming run are stand-ins that record."""
     from sqe import api
     from sqe.cli import commands
+    from sqe.engine.run import planning
 
     # sqe run's own SIGINT/SIGTERM handlers would outlive the test
     monkeypatch.setattr(commands, "_stop_on_signals", lambda: (threading.Event(), []))
     cfg = tmp_path / "c.yaml"
     cfg.write_text("Spark:\n  spark.jw.sqe.spout.kafka.maxRecordsPerBatch: 500\n")
     planned, runs = [], []
-    real_plan = api.plan_topology
+    real_plan = planning.plan_topology
 
     def plan_topology(*args, **kwargs):
         planned.append(args)
@@ -190,9 +191,9 @@ def test_sqe_run_validates_once_and_enters_the_api_once(monkeypatch, tmp_path, s
         runs.append((plan, name, checkpoint, mode))
         return []
 
-    monkeypatch.setattr(api, "plan_topology", plan_topology)
+    monkeypatch.setattr(planning, "plan_topology", plan_topology)
     monkeypatch.setattr(api, "run_topology", run_topology)
-    monkeypatch.setattr(api, "session_conf", lambda spark: list(session_options.items()))
+    monkeypatch.setattr(planning, "session_conf", lambda spark: list(session_options.items()))
     monkeypatch.setattr(commands, "build_session", lambda *a, **k: object())
     monkeypatch.setattr(commands, "quiet_failure_traces", lambda spark: None)
     code = main(["run", "topologies/enrich.yaml", "--config", "conf/local.yaml", "--config",
@@ -206,16 +207,17 @@ def test_sqe_run_validates_once_and_enters_the_api_once(monkeypatch, tmp_path, s
 
 
 def test_a_prepared_run_keeps_its_own_options(tmp_path):
-    """sqe.prepare settles what a run needs without Spark; sqe.run given one refuses the
-    arguments the prepared run already holds, rather than running with one of the two."""
+    """sqe.prepare settles what a run needs without Spark; sqe.run refuses the arguments that
+    moved to sqe.prepare in one sentence saying where they go."""
     import sqe
 
     prepared = sqe.prepare("topologies/enrich.yaml", config=["conf/local.yaml"],
                            checkpoint=tmp_path / "ck")
     assert (prepared.checkpoint, prepared.topology.name) == (str(tmp_path / "ck"), "enrich")
     assert prepared.plan.streams["Events"].brokers
-    with pytest.raises(ValueError, match="a prepared run holds its config and checkpoint: give "
-                                         r"them to prepare\(\), not to run\(\)"):
+    with pytest.raises(sqe.ArgumentError, match=r"sqe.run: give config=, checkpoint= to "
+                                               r"sqe.prepare\(topology, config=, checkpoint=\.\.\.\) "
+                                               "and its result to sqe.run"):
         sqe.run(prepared, config=["conf/local.yaml"], checkpoint="elsewhere", once=True)
     (tmp_path / "afile").write_text("x")
     with pytest.raises(sqe.OptionError, match="cannot be a directory"):

@@ -119,6 +119,27 @@ def test_a_shuffle_or_a_sort_is_found_in_a_plan_and_a_broadcast_is_not():
     assert not reorders("*(1) Project [user#1]\n+- BroadcastHashJoin [user#1], [user#9]")
 
 
+@pytest.mark.spark
+@pytest.mark.parametrize("carried,expected", [
+    ({}, 500),  # the session carries nothing: the hop's own plan
+    ({"spark.jw.sqe.spout.kafka.maxRecordsPerBatch": "700"}, 700),  # spark-submit --conf
+])
+def test_a_hop_is_planned_as_sqe_run_is_with_the_session_s_options_on_top(
+        spark, monkeypatch, carried, expected):
+    # the one planning function of sqe run (sqe/engine/run/planning.py); the session's conf is
+    # the stand-in: a SparkContext's conf cannot change once it runs
+    from sqe.engine.run import planning
+
+    hop = sqe.Hop("carried.events", topic="t", conf={
+        "jw.sqe.spout.kafka.brokers": "localhost:9092",
+        "jw.sqe.spout.kafka.maxRecordsPerBatch": 500})
+    real = planning.session_conf(spark)
+    monkeypatch.setattr(planning, "session_conf", lambda session: [*real, *carried.items()])
+    plan = hop._in(spark)
+    assert plan.streams["events"].max_records == expected
+    assert (plan is hop.plan) == (not carried)
+
+
 def test_a_hop_with_a_bad_option_or_state_is_refused_in_located_sentences(tmp_path):
     with pytest.raises(sqe.OptionError, match="a consumer is <topology>.<stream>"):
         sqe.Hop("enriched", topic="t", checkpoint=tmp_path)
