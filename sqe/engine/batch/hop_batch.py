@@ -112,15 +112,13 @@ class _OpenBatch:
 
     def __init__(self, way: UserWay, states: States) -> None:
         self._way = way
-        self._batch = states.attempt
-        self._report = states.report
         self.states = states
         self.staged: list[Staged] = []
         self.written: set[str] = set()
 
     @property
     def id(self) -> int:
-        return self._batch.batch_id
+        return self.states.attempt.batch_id
 
     @property
     def consumer(self) -> str:
@@ -133,9 +131,11 @@ class _OpenBatch:
                              "state one frame per batch (union them first)")
         self.written.add(state)
         assert step.sink is not None
-        frame = self._way.fit(step, frame, self._where(state), self.id, self._batch.checkpoint)
-        assert self._report is not None
-        self.staged += write_state(step, frame, self.states, self._report, self.name_jobs)
+        frame = self._way.fit(step, frame, self._where(state), self.id,
+                              self.states.attempt.checkpoint)
+        report = self.states.report
+        assert report is not None  # UserWay opens its states with the batch's report
+        self.staged += write_state(step, frame, self.states, report, self.name_jobs)
 
     def name_jobs(self, frame: DataFrame, what: str) -> None:
         """Name the Spark jobs started next (Spark's UI and event log show the name)."""

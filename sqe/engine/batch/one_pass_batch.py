@@ -49,47 +49,44 @@ class OnePassWay:
         self.name_jobs = name_jobs
         self.applier = applier
 
-    def __call__(self, rows: DataFrame, batch: Batch, report: BatchReport) -> bool:
-        """Write and commit batch ``rows`` in one Spark job, counting into ``report``; False:
+    def __call__(self, frame: DataFrame, batch: Batch, report: BatchReport) -> bool:
+        """Write and commit batch ``frame`` in one Spark job, counting into ``report``; False:
         it needs the per-batch way, and nothing of it is committed."""
-        return _write(self.plan, rows, batch, report, self.name_jobs, self.applier)
+        plan, name_jobs = self.plan, self.name_jobs
+        attempt = replace(batch, stages=[])
+        with States(attempt, report) as states:
+            written: list[tuple[int, Sink, dict[str, Any]]] = []  # index, sink, its context
+            for index, step in plan.states:
+                sink = step.sink
+                assert sink is not None
+                if states.open(sink, step.query.insertInto.objectName):
+                    written.append((index, sink, sink.pass_context()))
+            name_jobs(frame, "read, run the queries and write " + ", ".join(
+                s.describe() for s in states.sinks) if states.sinks else "read")
+            try:
+                if plan.tasks is not None:  # planned with its task: the frame is the task's output
+                    give_tasks(frame.sparkSession, plan.key,
+                               json.dumps({str(i): context for i, _, context in written}))
+                    rows = frame.collect()
+                else:
+                    tasks = [(i, sink.pass_task(context)) for i, sink, context in written]
+                    rows = frame.mapInArrow(pass_task(tasks, len(plan.warnings)),
+                                            RESULT_SCHEMA).collect()
+            except CapturedException as exc:
+                if not row_level(exc):
+                    raise
+                log.warning(f"warning: {attempt.consumer} batch {attempt.batch_id}: its one pass "
+                            f"failed ({spark_reason(exc)}); it is written again the per-batch way, "
+                            "which finds the record behind it")
+                return False
+            result = merge_results(rows, len(plan.warnings))
+            if result.refused:
+                return False
+            _count(plan, result, report)
+            states.commit()
+        commit(attempt, result.marks, self.applier)
+        return True
 
-
-def _write(plan: OnePassPlan, frame: DataFrame, batch: Batch, report: BatchReport,
-           name_jobs: Callable[[DataFrame, str], None], applier: Applier | None) -> bool:
-    attempt = replace(batch, stages=[])
-    with States(attempt, report) as states:
-        written: list[tuple[int, Sink, dict[str, Any]]] = []  # index, sink, its context
-        for index, step in plan.states:
-            sink = step.sink
-            assert sink is not None
-            if states.open(sink, step.query.insertInto.objectName):
-                written.append((index, sink, sink.pass_context()))
-        name_jobs(frame, "read, run the queries and write " + ", ".join(
-            s.describe() for s in states.sinks) if states.sinks else "read")
-        try:
-            if plan.tasks is not None:  # planned with its task: the frame is the task's output
-                give_tasks(frame.sparkSession, plan.key,
-                           json.dumps({str(i): context for i, _, context in written}))
-                rows = frame.collect()
-            else:
-                tasks = [(i, sink.pass_task(context)) for i, sink, context in written]
-                rows = frame.mapInArrow(pass_task(tasks, len(plan.warnings)),
-                                        RESULT_SCHEMA).collect()
-        except CapturedException as exc:
-            if not row_level(exc):
-                raise
-            log.warning(f"warning: {attempt.consumer} batch {attempt.batch_id}: its one pass "
-                        f"failed ({spark_reason(exc)}); it is written again the per-batch way, "
-                        "which finds the record behind it")
-            return False
-        result = merge_results(rows, len(plan.warnings))
-        if result.refused:
-            return False
-        _count(plan, result, report)
-        states.commit()
-    commit(attempt, result.marks, applier)
-    return True
 
 def count_source(result: PassResult | BatchRead, report: BatchReport) -> None:
     """What the one-pass tasks read (``result``: records, replays, counters) into ``report``."""

@@ -63,7 +63,6 @@ class BatchProcessor:
                  learning: bool = False, on_learned: Callable[[], None] | None = None,
                  drain: bool = False, joined: Sequence[JoinedHop] = ()) -> None:
         self.p = pipeline
-        self.plan = plan  # the stream planned once: its batches are written in one pass
         self.way = way  # writes each batch instead (a hop's: the user's function)
         #: a batch the stores hold is still run through, writing nothing: a hop's query may
         #: hold state in Spark's state store, which Spark computes again and checks
@@ -81,6 +80,7 @@ class BatchProcessor:
         self._kept: HwmStore | None = None  # the HWM store, kept between batches (_store)
         self._applier = Applier()  # applies a one-pass batch's committed rows meanwhile
         self._per_batch = PerBatchWay(pipeline, self._name_jobs)
+        #: the stream planned once (``plan``): its batches are written in one pass
         self._one_pass = OnePassWay(plan, self._name_jobs, self._applier) if plan else None
         #: the JSON field types a batch learned that the stream's plan does not read yet
         #: (:mod:`sqe.engine.batch.learned_types`): the runner plans the stream again with them
