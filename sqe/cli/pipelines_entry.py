@@ -1,12 +1,19 @@
 """The script ``sqe pipelines`` runs on the ``spark-pipelines`` JVM: pyspark's pipelines
-command line, with the fix of SPARK-59135 where the installed pyspark lacks it (see
-:mod:`sqe.cli.pipelines`)."""
+command line, with the fix of SPARK-59135 where the installed pyspark lacks it, and its local
+Spark Connect server on a port of its own (see :mod:`sqe.cli.pipelines`)."""
 
 from __future__ import annotations
 
 import inspect
+import json
+import os
 from collections.abc import Iterator
 from typing import Any
+
+#: The Spark option that sets the local Spark Connect server's port (15002 unless set).
+PORT_OPTION = "spark.connect.grpc.binding.port"
+#: The JVM object that knows the port the server bound.
+SERVICE = "org.apache.spark.sql.connect.service.SparkConnectService$"
 
 
 def _fixed() -> None:
@@ -34,8 +41,50 @@ def _fixed() -> None:
     client.execute_command_as_iterator = execute_command_as_iterator  # type: ignore[method-assign]
 
 
+def _port_given(opts: dict[str, Any]) -> bool:
+    """Whether the spec's configuration (``opts``) or ``spark-pipelines --conf`` (which
+    spark-submit hands the Python process as ``PYSPARK_REMOTE_INIT_CONF_<i>``) sets the port."""
+    chunks = range(int(os.environ.get("PYSPARK_REMOTE_INIT_CONF_LEN", "0")))
+    return PORT_OPTION in opts or any(
+        PORT_OPTION in json.loads(os.environ[f"PYSPARK_REMOTE_INIT_CONF_{i}"]) for i in chunks)
+
+
+def _own_port() -> None:
+    """Start the pipeline's local Spark Connect server on a free port, unless the spec's
+    configuration or ``--conf`` names one, and point its client at the port it bound.
+
+    ``spark-pipelines`` binds 15002, so a second pipeline on the same host fails with a
+    ``BindException``, and one given another port still has its client dial 15002 -- another
+    pipeline's server, which refuses its token.  pyspark does both right only for its own
+    tests (``SPARK_TESTING``); this does them for every run."""
+    from pyspark.sql.connect.client.core import DefaultChannelBuilder
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    start = ConnectSession._start_connect_server
+    default_port = DefaultChannelBuilder.default_port
+
+    def start_on_its_own_port(master: str, opts: dict[str, Any]) -> None:
+        if not _port_given(opts):
+            opts[PORT_OPTION] = "0"  # the system picks a free port
+        start(master, opts)
+
+    def bound_port() -> int:
+        from pyspark.sql.session import SparkSession
+
+        session = SparkSession._instantiatedSession
+        if session is None:
+            return default_port()
+        service = getattr(session._jvm, SERVICE)
+        return int(getattr(service, "MODULE$").localPort())
+
+    ConnectSession._start_connect_server = staticmethod(  # type: ignore[method-assign]
+        start_on_its_own_port)
+    DefaultChannelBuilder.default_port = staticmethod(bound_port)  # type: ignore[method-assign]
+
+
 if __name__ == "__main__":
     _fixed()
+    _own_port()
     from pyspark.pipelines.cli import main
 
     main()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -271,3 +272,29 @@ def test_the_pipelines_entry_script_lets_metrics_pass_beside_a_commands_results(
     assert list(run(Stub([{"a": 1}, observed, metrics, {"b": 2}]), None)) == [{"a": 1}, {"b": 2}]
     with pytest.raises(PySparkValueError, match="UNKNOWN_RESPONSE"):
         list(run(Stub([{"a": 1}, "something else"]), None))
+
+
+def test_a_pipelines_server_takes_a_free_port_unless_its_run_names_one(monkeypatch):
+    """spark-pipelines binds 15002 for every pipeline; `sqe pipelines` asks for a free port
+    unless the spec's configuration or spark-pipelines' --conf (which spark-submit hands on as
+    PYSPARK_REMOTE_INIT_CONF_<i>) names one.  A whole run with 15002 taken is
+    tests/engine/test_pipelines.py."""
+    from pyspark.sql.connect.client.core import DefaultChannelBuilder
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from sqe.cli import pipelines_entry
+
+    started: list[dict[str, object]] = []
+    monkeypatch.setattr(ConnectSession, "_start_connect_server",
+                        staticmethod(lambda master, opts: started.append(dict(opts))))
+    monkeypatch.setattr(DefaultChannelBuilder, "default_port", DefaultChannelBuilder.default_port)
+    monkeypatch.setenv("PYSPARK_REMOTE_INIT_CONF_LEN", "1")
+    monkeypatch.setenv("PYSPARK_REMOTE_INIT_CONF_0", json.dumps({"spark.app.name": "p"}))
+    pipelines_entry._own_port()
+    ConnectSession._start_connect_server("local", {"spark.sql.shuffle.partitions": "2"})
+    ConnectSession._start_connect_server("local", {pipelines_entry.PORT_OPTION: "15010"})
+    monkeypatch.setenv("PYSPARK_REMOTE_INIT_CONF_0",
+                       json.dumps({pipelines_entry.PORT_OPTION: "15011"}))
+    ConnectSession._start_connect_server("local", {})
+    assert [o.get(pipelines_entry.PORT_OPTION) for o in started] == ["0", "15010", None]
+    assert DefaultChannelBuilder.default_port() == 15002  # no server of its own in this process

@@ -1,15 +1,19 @@
 """The README's chain as a Spark Declarative Pipeline (examples/pipeline): SQE's source in its
 flows and the ``sqe-hop`` sink as its sinks, run by ``sqe pipelines run`` (spark-pipelines with
 the fix its client needs), killed mid-batch and before a commit, and run again: every event
-once in Redis."""
+once in Redis; with the port spark-pipelines binds by default (15002) taken, as another
+pipeline on the host takes it."""
 
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -61,6 +65,19 @@ def _crash(spec: Path, fault: str) -> None:
         kill_group(proc)
 
 
+@contextmanager
+def _port_taken(port: int = 15002) -> Iterator[None]:
+    """A socket bound to ``port`` on every interface, as another pipeline's server binds it.
+    When something else holds the port already, that does as well."""
+    with socket.socket() as held:
+        try:
+            held.bind(("", port))
+            held.listen()
+        except OSError as e:
+            print(f"port {port} is held already: {e}")
+        yield
+
+
 def _loaded(url: str) -> tuple[Counter, list[bytes]]:
     client = redis.Redis.from_url(url)
     try:
@@ -74,6 +91,11 @@ def _loaded(url: str) -> tuple[Counter, list[bytes]]:
 
 def test_the_chain_as_a_declarative_pipeline_is_exactly_once_through_kills(
         kafka_bootstrap, kafka_topic, redis_url, tmp_path):
+    with _port_taken():  # each run's Spark Connect server takes a free port
+        _the_chain_through_kills(kafka_bootstrap, kafka_topic, redis_url, tmp_path)
+
+
+def _the_chain_through_kills(kafka_bootstrap, kafka_topic, redis_url, tmp_path) -> None:
     events, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")
     produce_events(kafka_bootstrap, events, EVENTS, partitions=2)
     spec = _spec(tmp_path, kafka_bootstrap, events, enriched, redis_url)
