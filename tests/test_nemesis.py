@@ -1,6 +1,8 @@
 """The nemesis (bench/nemesis.py): its schedule is a pure function of the seed and replays
 from its file, and its short form, overlapping faults on every store and both drivers, ends
-with every event once in Redis and in Postgres."""
+with every event once in Redis and in Postgres -- a short seed for each way to run a hop:
+topology files, ``hop.exactly_once`` over Spark Connect (the server among the things killed),
+the ``sqe-hop`` sink, and Declarative Pipelines."""
 
 from __future__ import annotations
 
@@ -102,12 +104,19 @@ def test_a_pipeline_run_is_one_flow_of_the_example_pipeline_and_finds_its_checkp
 @pytest.mark.kafka
 @pytest.mark.redis
 @pytest.mark.postgres
-def test_the_short_nemesis_loses_and_doubles_nothing(tmp_path) -> None:
+@pytest.mark.parametrize("way", [
+    pytest.param(["--way", "topology", "--seed", "11"], id="topology"),
+    pytest.param(["--way", "hop", "--connect", "--seed", "12"], id="hop-connect"),
+    pytest.param(["--way", "sink", "--seed", "11"], id="sink"),
+    pytest.param(["--way", "pipeline", "--seed", "13"], id="pipeline"),
+])
+def test_the_short_nemesis_loses_and_doubles_nothing(tmp_path, way: list[str]) -> None:
     why = private_postgres_unavailable()
     if why:
         pytest.skip(f"the nemesis restarts a Postgres of its own: {why}")
-    results = run_bench("nemesis.py", "--seeds", "11", "--minutes", "1.2", "--rate", "100",
+    results = run_bench("nemesis.py", *way, "--minutes", "1.2", "--rate", "100",
                         "--every", "6", "--out", str(tmp_path), timeout=1200, check=False)
+    assert [r["way"].split()[0] for r in results] == [way[1]], results
     for r in results:
         assert r["drained"], r
         assert r["faults"] and all(f["error"] is None for f in r["faults"]), r["faults"]
