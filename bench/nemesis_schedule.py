@@ -16,7 +16,10 @@ kind                target              what happens
 ``restart``         kafka, postgres     the server stopped (the broker by SIGTERM: the pip
                                         broker loses acknowledged records to a SIGKILL,
                                         which Kafka does not; Postgres ``pg_ctl -m
-                                        immediate``), started again after ``hold`` s
+                                        immediate``), started again after ``hold`` s; the
+                                        broker with ``lagging``: without its producers'
+                                        state (their sequence numbers), as from a snapshot
+                                        that lacks it
 ``failover``        redis               the primary SIGKILLed, its replica promoted by the
                                         Sentinel (``lagging``: the replica cut off first)
 ``lose-worker``     cluster             with ``--cluster``: a worker of load's standalone
@@ -92,12 +95,15 @@ class Fault:
     kind: str
     target: str
     hold: float = 0.0
-    lagging: bool = False  # failover: the replica cut off first; forget: an older copy
+    #: failover: the replica cut off first; forget: an older copy; restart kafka: the broker
+    #: back without its producers' state
+    lagging: bool = False
     latency: float = 0.0  # delay: seconds added to each chunk
     step: float = 0.0  # clock: seconds the clock is stepped by (forward > 0, back < 0)
 
     def describe(self) -> str:
         extra = {"failover": " with the replica behind" if self.lagging else "",
+                 "restart": " without its producers' state" if self.lagging else "",
                  "delay": f" of {self.latency * 1000:.0f} ms",
                  "forget": f" back to a copy {self.hold:.1f} s older" if self.lagging
                  else ", restarted empty",
@@ -122,13 +128,22 @@ def draw(seed: int, seconds: float, every: float = 20.0,
     for _ in range(count):
         kind = rng.choices(usable, weights)[0]
         targets, _, low, high = KINDS[kind]
-        faults.append(Fault(at=round(rng.uniform(start, end), 1), kind=kind,
-                            target=rng.choice(targets), hold=round(rng.uniform(low, high), 1),
-                            lagging=kind in ("failover", "forget") and rng.random() < 0.5,
+        at, target = round(rng.uniform(start, end), 1), rng.choice(targets)
+        faults.append(Fault(at=at, kind=kind, target=target,
+                            hold=round(rng.uniform(low, high), 1),
+                            lagging=kind in ("failover", "forget") and rng.random() < 0.5
+                            or (kind, target) == ("restart", "kafka") and _coin(seed, at),
                             latency=round(rng.uniform(0.05, 0.5), 2) if kind == "delay" else 0.0,
                             step=round(rng.choice((-1, 1)) * rng.uniform(120, 600))
                             if kind == "clock" else 0.0))
     return sorted(faults, key=lambda f: f.at)
+
+
+def _coin(seed: int, at: float) -> bool:
+    """Heads or tails for the fault at ``at`` of ``seed``'s schedule, from a generator of its
+    own: drawing it from the schedule's would change every later fault of the seeds drawn
+    before it was added."""
+    return random.Random(f"{seed}:{at}").random() < 0.5
 
 
 def save(faults: list[Fault], path: Path) -> None:

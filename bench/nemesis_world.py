@@ -78,7 +78,10 @@ class SteadyProducer(EventWriter):
                 sender.send_many(self.topic, [json.dumps(next(events)).encode()
                                               for _ in range(n)], [None] * n, [-1] * n)
                 self.sent += n
-                sender.producer.poll(0)
+                sender.poll(0)
+                if sender.stopped is not None:  # for good (the broker lost its state of it)
+                    self.troubles.append(f"{time.monotonic() - start:.0f} s: {sender.stopped}")
+                    sender = None
             except Exception as exc:  # noted; the next round sends with a new client
                 self.troubles.append(f"{time.monotonic() - start:.0f} s: {exc}")
                 sender = None
@@ -229,6 +232,8 @@ class World:
     def _restart(self, fault: Fault, journal: dict[str, Any]) -> None:
         if fault.target == "kafka":  # a controlled shutdown: clients cut off, then SIGTERM
             self.kafka.shut()          # (the pip broker loses acknowledged records otherwise)
+            if fault.lagging:
+                journal["producers_forgotten"] = self.kafka.forget_producers()
             time.sleep(fault.hold)
             self.kafka.start(timeout=120)
         else:

@@ -24,6 +24,7 @@ Every process is started and stopped by its own PID.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import pwd
 import shutil
@@ -44,7 +45,8 @@ from sqe.cli.local_services import (
 )
 from support.fault_proxy import FaultProxy
 
-__all__ = ["RestartableRedis", "PrivatePostgres", "ProxiedKafka", "private_postgres_unavailable"]
+__all__ = ["RestartableRedis", "PrivatePostgres", "ProxiedKafka", "forget_producers",
+           "private_postgres_unavailable"]
 
 
 class RestartableRedis:
@@ -110,6 +112,23 @@ class RestartableRedis:
             self.crash()
 
 
+def forget_producers(workdir: Path) -> int:
+    """Drop the idempotent producers' state (their last sequence numbers) from the data of the
+    stopped pip broker whose ``--data-dir`` is ``workdir/data``, as a broker that lost its
+    producer-state snapshots comes back; returns how many (producer, partition) states went.
+    A producer that goes on then has its next request refused: OUT_OF_ORDER_SEQUENCE_NUMBER,
+    fatal to librdkafka's idempotent producer."""
+    path = workdir / "data" / "kafka.json"
+    data = json.loads(path.read_text())
+    dropped = 0
+    for _, topic in data["topics"]:
+        for _, partition in topic["partitions"]:
+            dropped += len(partition["producer_seqs"])
+            partition["producer_seqs"] = []
+    path.write_text(json.dumps(data))
+    return dropped
+
+
 class ProxiedKafka:
     """The pip broker on 127.0.0.2, reached through a fault proxy at ``address``."""
 
@@ -149,6 +168,11 @@ class ProxiedKafka:
             self.proxy.cut()
             time.sleep(1.0)  # a moment for its last acknowledged writes, as a controlled shutdown
             self.service.stop(timeout=30)
+
+    def forget_producers(self) -> int:
+        """After :meth:`shut`: the broker comes back without its producers' state (see
+        :func:`forget_producers`)."""
+        return forget_producers(self.dir)
 
     def crash(self) -> None:
         """SIGKILL the broker (the proxy stays).  The pip broker loses the records it

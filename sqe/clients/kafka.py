@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, cast
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from sqe.errors import SourceError
 from sqe.logs import kafka_logger
@@ -142,6 +142,11 @@ class Sender:
     a record outright (too large, unknown topic); :meth:`finish` flushes and returns
     what went wrong as one sentence, or ``None`` when every record was acknowledged.
 
+    A producer that stops for good (librdkafka's fatal error: an idempotent producer out of
+    step with a broker that lost its producers' state, OUT_OF_ORDER_SEQUENCE_NUMBER) is a
+    delivery failure, not a refused record: it is noted first in :attr:`failures`,
+    :attr:`stopped` says it, and the sender sends nothing more.
+
     ``Sender(producer)`` asks a delivery report of every record;
     :meth:`Sender.start` makes a producer that reports failures only
     (``delivery.report.only.error``, one callback for the producer): no Python call per
@@ -151,6 +156,8 @@ class Sender:
     def __init__(self, producer: Any, reports_all: bool = True) -> None:
         self.producer = producer
         self.failures: list[str] = []
+        #: the producer's fatal error, once it has stopped for good; None while it works
+        self.stopped: str | None = None
         self._per_record = {"on_delivery": self._on_delivery} if reports_all else {}
 
     @classmethod
@@ -174,6 +181,8 @@ class Sender:
                   keys: Sequence[bytes | None], partitions: Sequence[int],
                   headers: Sequence[list[tuple[str, bytes]] | None] | None = None) -> None:
         """Queue records given as columns, in order (partition -1: the producer decides)."""
+        if self.stopped is not None:
+            return  # said in failures already; the batch fails at finish()
         produce, extra = self.producer.produce, self._per_record
         try:
             for value, key, partition, header in zip(
@@ -186,23 +195,58 @@ class Sender:
                         break
                     except BufferError:  # local queue full: let deliveries drain
                         self.producer.poll(0.1)
-        except KafkaException as exc:  # refused before sending (e.g. too large)
+        except KafkaException as exc:  # refused before sending (e.g. too large), or stopped
             refused = error_text(exc)
             try:
-                self.producer.flush(FLUSH_TIMEOUT)
+                self.flush(FLUSH_TIMEOUT)
             except Exception as flush_error:  # the refusal stays the news; the flush's beside it
                 raise RefusedRecord(f"{refused} (and the flush after it failed: "
                                     f"{flush_error})") from flush_error
-            raise RefusedRecord(refused) from None
+            if self.stopped is None and _fatal(exc):
+                self._stop(refused)
+            if self.stopped is None:
+                raise RefusedRecord(refused) from None
+
+    def poll(self, timeout: float = 0.0) -> None:
+        """Serve the delivery reports that arrived (see :meth:`flush` for a stopped producer)."""
+        self._served(self.producer.poll, timeout)
+
+    def flush(self, timeout: float) -> int:
+        """Flush: the records still queued.  A producer stopped for good raises its fatal
+        error from its poll and flush (confluent-kafka raises it inside a ``SystemError`` when
+        the error came from a callback): noted (:attr:`stopped`), and nothing is left to wait
+        for."""
+        return self._served(self.producer.flush, timeout)
+
+    def _served(self, serve: Any, timeout: float) -> int:
+        try:
+            return int(serve(timeout))
+        except (KafkaException, SystemError) as exc:
+            inner = exc if isinstance(exc, KafkaException) else exc.__cause__
+            if not isinstance(inner, KafkaException):
+                raise
+            self._stop(error_text(inner))
+            return 0
+
+    def _stop(self, reason: str) -> None:
+        if self.stopped is None:
+            self.stopped = reason
+            self.failures.insert(0, f"the producer stopped for good ({reason})")
 
     def finish(self, timeout: float = FLUSH_TIMEOUT) -> str | None:
         """Flush; the delivery problems as one sentence, or ``None``."""
-        remaining = self.producer.flush(timeout)
+        remaining = self.flush(timeout)
         if self.failures:
-            return "; ".join(self.failures)
+            return "; ".join(dict.fromkeys(self.failures))  # each problem once
         if remaining:
             return f"{remaining} record(s) not acknowledged within {timeout:.0f} s"
         return None
+
+
+def _fatal(exc: KafkaException) -> bool:
+    """Whether librdkafka's client raised ``exc`` because it stopped for good."""
+    inner = exc.args[0] if exc.args else None
+    return isinstance(inner, KafkaError) and (inner.fatal() or inner.code() == KafkaError._FATAL)
 
 
 class RefusedRecord(Exception):

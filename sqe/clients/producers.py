@@ -32,10 +32,11 @@ def _key(conf: Mapping[str, Any]) -> str:
 
 def shared_sender(conf: Mapping[str, Any], role: str) -> Sender:
     """This process's sender for producer settings ``conf`` (made now if it was not made
-    before; ``role`` names it in the client log), with no failure noted."""
+    before, or made again when the last stopped for good; ``role`` names it in the client
+    log), with no failure noted."""
     key = _key(conf)
     sender = _SENDERS.get(key)
-    if sender is None:
+    if sender is None or sender.stopped is not None:  # a stopped producer sends nothing more
         sender = _SENDERS[key] = Sender.start(conf, role)
     sender.failures.clear()
     return sender
@@ -55,4 +56,4 @@ def drop_sender(conf: Mapping[str, Any]) -> None:
     sender = _SENDERS.pop(_key(conf), None)
     if sender is not None:
         sender.producer.purge()
-        sender.producer.flush(0)
+        sender.flush(0)  # a producer stopped for good raises from its flush: noted there

@@ -139,12 +139,12 @@ def _produce(cfg: KafkaStateConfig, sender: Sender, batches: Iterator[pa.RecordB
             raise StateError(
                 f"Kafka state {cfg.topic} on {cfg.brokers}: a record was refused "
                 f"({exc}); the batch fails and nothing of it is committed") from None
-        sender.producer.poll(0)
+        sender.poll(0)
         if sender.failures:
             break
         written += len(values)
         if fault_at is not None:
-            sender.producer.flush(FLUSH_TIMEOUT)
+            sender.flush(FLUSH_TIMEOUT)
             fault_point("kafka-state-sent", written)
     problem = sender.finish(FLUSH_TIMEOUT)
     if problem:

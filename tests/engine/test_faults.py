@@ -48,7 +48,12 @@ from sqe.faults import kill_group, start_with_fault, wait_for_fault
 from sqe.lang.topology import load_topology
 from sqe.observe.batch_report import BatchReport
 from sqe.wire.keys import StreamMetadata
-from support.fault_services import PrivatePostgres, RestartableRedis, private_postgres_unavailable
+from support.fault_services import (
+    PrivatePostgres,
+    RestartableRedis,
+    forget_producers,
+    private_postgres_unavailable,
+)
 from tests.engine.test_exactly_once import load_commands
 from tests.support import ROOT
 from tests.support.kafka_io import produce, read_topic
@@ -446,3 +451,38 @@ def test_postgres_stopped_inside_the_commit_heals_in_the_run_or_fails_and_reruns
         (CONSUMER, "loaded_events", 2)]
     assert _hwm_state(redis_url)[f"sqe:{{{CONSUMER}}}:batch"] == b"2"
     _assert_loaded_once(redis_url, _events(range(300)))
+
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+def test_a_broker_back_without_its_producers_state_fails_the_write_and_the_batch_goes_on(
+        redis_url, tmp_path):
+    """The broker comes back without its producers' state (as from a snapshot without it):
+    enrich's idempotent producer, paused mid-write, goes on with sequence numbers the broker
+    no longer knows, is refused (OUT_OF_ORDER_SEQUENCE_NUMBER) and stops for good.  The write
+    fails in SQE's sentence (not confluent-kafka's SystemError), the batch is written again
+    with a new producer, and the same run goes on exactly."""
+    with _KafkaChain(tmp_path, redis_url) as chain:
+        produce_events(chain.kafka, "events", 200, partitions=1)
+        proc = chain.start_paused_in_enrich_write(read_timeout=90)
+        chain.broker.stop()
+        assert forget_producers(tmp_path / "kafka") >= 2  # enrich's, on both partitions
+        chain.restart_broker()
+        chain.marker.unlink()
+        _wait_until("every event loaded after the restart",
+                    lambda: _load_log_count(redis_url) == 200, proc, chain.log,
+                    marker=chain.marker)
+        produce_events(chain.kafka, "events", 100, partitions=1, start=200)
+        _wait_until("the next events loaded", lambda: _load_log_count(redis_url) == 300, proc,
+                    chain.log, marker=chain.marker)
+        assert proc.poll() is None  # the same run went on
+        kill_group(proc)
+        text = chain.log.read_text()
+        assert "delivery failed (the producer stopped for good (OUT_OF_ORDER_SEQUENCE_NUMBER" \
+            in text, text[-3000:]
+        assert _errors(chain.log) == [] and "SystemError" not in text and "Traceback" not in text
+        assert len(chain.enriched_keys()) == 300
+        _assert_loaded_once(redis_url, _events(range(300)))
