@@ -23,9 +23,9 @@ producer that a store never got; and it reads enrich's Kafka output for records 
 source partition) below a higher offset that no replay explains (the next hop would drop
 them), listing each with its key.  Printed: the seed and the schedule (also in ``schedule.json``;
 ``--schedule`` replays it exactly), each fault with the seconds the chain took to make
-progress again after it (load's next batch), every run's exit, the verdict.  Exit 1 when an
-event is lost, duplicated, unknown or unseen, a record is out of order, or the chain does not
-drain.
+progress again after it (load's next batch), every run's exit and memory trend (its RSS every
+30 s; :mod:`bench.harness.trend`), the verdict.  Exit 1 when an event is lost, duplicated,
+unknown or unseen, a record is out of order, or the chain does not drain.
 """
 
 from __future__ import annotations
@@ -48,10 +48,15 @@ from confluent_kafka import TopicPartition
 
 from bench.harness.processes import last_error
 from bench.harness.report import parser
+from bench.harness.trend import memory_trend
 from bench.nemesis_runs import HOP_WAYS, clock_missing
 from bench.nemesis_schedule import DEFAULT_KINDS, KINDS, Fault, draw, load, save
 from bench.nemesis_world import POSTGRES_TABLE, SteadyProducer, World
 from sqe.errors import SqeError
+
+#: Seconds between two samples of each run's memory (the peak RSS of its process tree since
+#: the last sample): a long run's memory trend, fitted within each start of the run.
+MEMORY_EVERY = 30.0
 
 
 def supervise(world: World, begin: float, exits: list[dict[str, Any]],
@@ -208,8 +213,14 @@ def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[s
         threads = []
         pending = list(faults)
         drained, left = False, {}
+        memory: dict[str, list[dict[str, Any]]] = {name: [] for name in world.runs}
         while True:
             t = time.monotonic() - begin
+            if t >= MEMORY_EVERY * (len(memory["load"]) + 1):
+                for name, rows in memory.items():  # each run's peak RSS since the last sample
+                    run = world.runs[name]
+                    rows.append({"t": t, "start": run.starts, "since": run.since - begin,
+                                 "rss_mb": run.peaks().mb()})
             while pending and pending[0].at <= t:
                 fault = pending.pop(0)
                 journal: dict[str, Any] = {"fault": fault}
@@ -251,6 +262,8 @@ def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[s
               "stores": verdict(found, producer.acked), "out_of_order": disorder,
               "acked": len(producer.acked),
               "broker_lost": sum(1 for i in producer.acked if not found["input"][i]),
+              "memory": {name: memory_trend(rows, rows[-1]["t"] if rows else 0.0)
+                         for name, rows in memory.items()},
               "out": str(out)}
     (out / "nemesis.json").write_text(json.dumps(result, indent=1))
     return result
@@ -286,6 +299,11 @@ def report(r: dict[str, Any]) -> list[str]:
     for e in r["exits"]:
         lines.append(f"  exit at {e['t']:.0f} s: {e['run']} exited {e['code']}: {e['said']}"
                      + (f"; healed: {e['healed']}" if e.get("healed") else ""))
+    for name, m in r.get("memory", {}).items():
+        slopes = ", ".join(f"{k} {v:+.2f}" for k, v in m["slope_mb_per_min"].items()
+                           if v is not None)
+        lines.append(f"  {name}: RSS {m['rss_start_mb']} -> {m['rss_end_mb']} MB (peak "
+                     f"{m['rss_peak_mb']}); slope over the second half (MB/min): {slopes or '-'}")
     if not r["drained"]:
         lines.append(f"  the chain did not drain: {r['backlog_end']} records left")
     if r["producer_error"]:  # events it could not send are not in the input: not expected

@@ -28,7 +28,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -43,9 +42,9 @@ from bench.harness.rss import MB
 from bench.harness.services import kafka_and_redis, redis_client, with_services
 from bench.harness.topics import PARTITIONS, EventWriter, create_topic
 from bench.harness.topologies import count_events, topology_copy
+from bench.harness.trend import WARMUP_S, memory_trend, slope
 
 TOPOLOGIES = ("enrich", "load")
-WARMUP_S = 60.0  # a process's first minute (JVM start, first batches) is left out of slopes
 
 
 def sample(t: float, phase: str, runs: dict[str, SqeProcess], consumer: Any, redis: Any,
@@ -70,31 +69,13 @@ def sample(t: float, phase: str, runs: dict[str, SqeProcess], consumer: Any, red
     return row
 
 
-def slope(points: list[tuple[Any, float, float]]) -> float | None:
-    """The slope of y over x fitted within each group (one intercept per group)."""
-    groups = defaultdict[Any, list[tuple[float, float]]](list)
-    for g, x, y in points:
-        groups[g].append((x, y))
-    means = {g: [statistics.fmean(v) for v in zip(*pts, strict=True)] for g, pts in groups.items()}
-    terms = [((x - means[g][0]) * (y - means[g][1]), (x - means[g][0]) ** 2) for g, x, y in points]
-    den = sum(d for _, d in terms)
-    return sum(n for n, _ in terms) / den if den else None
-
-
 def summarize(samples: list[dict[str, Any]], soak_s: float) -> dict[str, Any]:
     soak, last = [s for s in samples if s["phase"] == "soak"], samples[-1]
     out: dict[str, Any] = {}
     for name in TOPOLOGIES:
-        rows = [s[name] | {"t": s["t"]} for s in soak if s[name]["rss_mb"]["tree"] > 0]
-        warm = [r for r in rows if r["t"] - r["since"] >= WARMUP_S]
-        fit = [r for r in warm if r["t"] >= soak_s / 2]
         durations = [d for s in samples if (d := s[name]["batch_s_max"]) is not None]
         out[name] = {
-            "rss_start_mb": warm[0]["rss_mb"]["tree"] if warm else None,
-            "rss_end_mb": rows[-1]["rss_mb"]["tree"] if rows else None,
-            "rss_peak_mb": max((r["rss_mb"]["tree"] for r in rows), default=None),
-            "slope_mb_per_min": {k: slope([(r["start"], r["t"] / 60, r["rss_mb"][k]) for r in fit])
-                                 for k in ("tree", "driver", "jvm", "workers")},
+            **memory_trend([s[name] | {"t": s["t"]} for s in soak], soak_s),
             "batches": sum(s[name]["batches"] for s in samples),
             "batch_s_median": statistics.median(durations) if durations else None,
             "batch_s_max": max(durations, default=None),

@@ -99,6 +99,27 @@ def test_a_pipeline_run_is_one_flow_of_the_example_pipeline_and_finds_its_checkp
     assert run.new_batches() == [{"batch": 0}] and run.offsets == {"0": 7}
 
 
+def test_a_runs_memory_trend_is_fitted_within_each_start_past_its_warm_up() -> None:
+    """bench/harness/trend.py over made-up samples: a run that grows 2 MB a minute, killed and
+    started again (its RSS drops to where it began), has a slope of 2 MB/min, not the drop's;
+    the first minute of each start is left out."""
+    from bench.harness.trend import memory_trend
+
+    def rows(start: int, since: float, begin: float, end: float) -> list[dict[str, object]]:
+        return [{"t": t, "start": start, "since": since,
+                 "rss_mb": {"tree": 500 + 2 * (t - since) / 60 + (900 if t - since < 60 else 0),
+                            "driver": 100.0, "jvm": 300.0, "workers": 100.0}}
+                for t in range(int(begin), int(end), 30)]
+
+    samples = rows(1, 0, 30, 1200) + rows(2, 1200, 1230, 2400)
+    trend = memory_trend(samples, 2400)
+    assert trend["slope_mb_per_min"]["tree"] == pytest.approx(2.0)
+    assert trend["slope_mb_per_min"]["driver"] == pytest.approx(0.0)
+    assert trend["rss_start_mb"] == pytest.approx(502.0) and trend["rss_peak_mb"] > 1400
+    assert trend["rss_end_mb"] == pytest.approx(500 + 2 * 1170 / 60)
+    assert memory_trend([], 600)["slope_mb_per_min"]["tree"] is None
+
+
 @pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.kafka
@@ -125,4 +146,5 @@ def test_the_short_nemesis_loses_and_doubles_nothing(tmp_path, way: list[str]) -
             assert found == {"lost": 0, "duplicated": 0, "unknown": 0,
                              "unseen": r["broker_lost"]}, (r["seed"], store, r)
         assert r["out_of_order"] == [] and 0 < r["acked"] - r["broker_lost"] <= r["events"], r
+        assert all(m["rss_peak_mb"] > 0 for m in r["memory"].values()), r["memory"]
         assert r["events"] > 0

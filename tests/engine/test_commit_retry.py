@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 
+from sqe.cli.local_services import free_port
 from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.config.settings import Settings
 from sqe.config.views import StateSettings
@@ -128,6 +129,40 @@ def test_a_request_at_the_start_whose_reply_is_lost_is_sent_again(proxied, caplo
     assert away.value.tries >= 1 and isinstance(away.value.error, redis.TimeoutError)
     client.close()
     direct.delete("sqe:{t.In}:probe")
+
+
+def test_the_hop_sinks_calls_to_the_hwm_store_are_sent_again_and_fail_in_one_sentence(
+        proxied, caplog):
+    """The sqe-hop sink's write tasks ask the HWM store for its last commit, and its commit
+    for the batch's admission: a reply lost there (the nemesis met it after a failover) is
+    sent again on a new connection, as every other call to the store is, and a store away
+    longer than the retry time is one sentence, not redis-py's ConnectionError."""
+    import inspect
+
+    from sqe.engine.batch import hop_sink
+    from sqe.errors import SourceError
+    from sqe.ledger.hwm_lua import LAST
+
+    proxy, url, direct = proxied
+    store = HwmStore.from_url(RedisEndpoint(url), "t.In", 3600, commit_retry_s=10)
+    proxy.lose_reply_to(direct.script_load(LAST).encode())
+    with caplog.at_level(logging.WARNING, logger="sqe"):
+        done = hop_sink._asked(store, store.last_commit, "t.In", 3,
+                               "the request for its last commit")
+    assert done is None and proxy.replies_lost == 1
+    assert any(r.getMessage().startswith("batch 3 of t.In: the HWM store's connection failed "
+                                         "at the request for its last commit (")
+               for r in caplog.records)
+    source = inspect.getsource(hop_sink)  # no call of the sink's goes around it
+    assert "store.last_commit()" not in source and "store.admit(" not in source
+    store.client.close()
+    gone = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens: every connection refused
+    away = HwmStore.from_url(RedisEndpoint(gone), "t.In", 3600, commit_retry_s=1.0)
+    with pytest.raises(SourceError, match=r"^cannot read the HWM store of t\.In: .*\(tried "
+                       r"\d+ times within jw\.sqe\.spout\.kafka\.filterReplays\.redis\."
+                       r"commitRetrySeconds\)$"):
+        hop_sink._asked(away, away.last_commit, "t.In", 3, "the request for its last commit")
+    away.client.close()
 
 
 def test_a_call_to_the_hwm_store_fails_in_the_stores_own_words(proxied):

@@ -33,10 +33,10 @@ from __future__ import annotations
 import base64
 import logging
 import pickle
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import reduce
-from typing import Any
+from functools import partial, reduce
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,8 +54,9 @@ from sqe.engine.batch.pipeline import StreamPipeline
 from sqe.engine.batch.protocol import States, commit
 from sqe.engine.batch.source_reads import SourceReads, reports_reads
 from sqe.engine.spark.arrow_writer import ArrowStreamWriter
-from sqe.errors import ArgumentError, StateError, StoreBehind, TopologyError
+from sqe.errors import ArgumentError, SourceError, StateError, StoreBehind, TopologyError
 from sqe.ledger.hwm import HwmStore, Stage
+from sqe.ledger.retry import Failed, asked, times_tried
 from sqe.observe.batch_report import BatchReport
 from sqe.wire.columns import CARRIED
 from state.kafka.sink import KafkaSink
@@ -64,6 +65,7 @@ from state.sink import Batch, RowTask, Sink
 __all__ = ["HopSink", "HopSpec", "sink_frame"]
 
 log = logging.getLogger("sqe")
+T = TypeVar("T")
 
 @dataclass(frozen=True)
 class HopSpec:
@@ -178,7 +180,8 @@ class HopWriter(ArrowStreamWriter):
         batch_id = self.spec.base + int(ctx.getLocalProperty("streaming.sql.batchId") or 0)
         store = self.spec.store()
         try:
-            done = store.last_commit() if store is not None else None
+            done = _asked(store, store.last_commit, self.spec.pipeline.consumer, batch_id,
+                          "the request for its last commit") if store is not None else None
             if done is not None and done.batch_id >= batch_id:
                 for _ in iterator:  # committed already: Spark ran the batch again
                     pass
@@ -239,9 +242,11 @@ class HopWriter(ArrowStreamWriter):
         try:
             batch = Batch(consumer, batch_id, store, None, query,
                           [s for m in mine for s in m.stages], _seen(self.spec, batch_id))
-            if store is not None and not store.admit(batch_id):
+            if store is not None and not _asked(store, partial(store.admit, batch_id),
+                                                consumer, batch_id, "its admission"):
                 if batch.stages:
-                    store.client.delete(*[s.key for s in batch.stages])
+                    _asked(store, partial(store.client.delete, *[s.key for s in batch.stages]),
+                           consumer, batch_id, "the clearing of its stages")
                 for joined in others:  # the driver died between the commits
                     if joined.admit(batchId):
                         joined.commit(batchId, None, query)
@@ -302,6 +307,17 @@ def _write_on_driver(sink: Sink, batch: Batch, counts: dict[str, int], data: lis
             sink.pass_done(counts, data)
             states.commit()
 
+
+def _asked(store: HwmStore, call: Callable[[], T], consumer: str, batch_id: int,
+           action: str) -> T:
+    """``call`` to the HWM store, sent again on a new connection while the store is briefly
+    away (``commitRetrySeconds``), as every call of the other ways is; a store away longer,
+    or one that refuses, in one sentence."""
+    try:
+        return asked(store, call, f"batch {batch_id} of {consumer}", action)[0]
+    except Failed as exc:
+        raise SourceError(f"cannot read the HWM store of {consumer}: {exc}"
+                          f"{times_tried(exc.tries)}") from None
 
 def _seen(spec: HopSpec, batch_id: int) -> int | None:
     """The batch the store must hold when batch ``batch_id`` runs: the one before, which Spark
