@@ -197,35 +197,36 @@ class Sender:
                         self.producer.poll(0.1)
         except KafkaException as exc:  # refused before sending (e.g. too large), or stopped
             refused = error_text(exc)
-            try:
-                self.flush(FLUSH_TIMEOUT)
-            except Exception as flush_error:  # the refusal stays the news; the flush's beside it
+            self.flush(FLUSH_TIMEOUT)
+            if _fatal(exc):
+                self._stop(refused)  # (the flush may have said why already)
+                return
+            if self.stopped is not None:  # the refusal stays the news; the flush's beside it
                 raise RefusedRecord(f"{refused} (and the flush after it failed: "
-                                    f"{flush_error})") from flush_error
-            if self.stopped is None and _fatal(exc):
-                self._stop(refused)
-            if self.stopped is None:
-                raise RefusedRecord(refused) from None
+                                    f"{self.stopped})") from None
+            raise RefusedRecord(refused) from None
 
     def poll(self, timeout: float = 0.0) -> None:
         """Serve the delivery reports that arrived (see :meth:`flush` for a stopped producer)."""
         self._served(self.producer.poll, timeout)
 
     def flush(self, timeout: float) -> int:
-        """Flush: the records still queued.  A producer stopped for good raises its fatal
-        error from its poll and flush (confluent-kafka raises it inside a ``SystemError`` when
-        the error came from a callback): noted (:attr:`stopped`), and nothing is left to wait
+        """Flush: the records still queued.  A producer stopped for good raises from its poll
+        and flush: its fatal error, or that inside a ``SystemError``, or -- confluent-kafka's
+        own handling of it failing -- a ``SystemError`` ("returned NULL without setting an
+        exception") or ``TypeError`` ("KafkaError doesn't define __format__") of its own.  It
+        is noted (:attr:`stopped`): the client is of no more use, and nothing is left to wait
         for."""
         return self._served(self.producer.flush, timeout)
 
     def _served(self, serve: Any, timeout: float) -> int:
         try:
             return int(serve(timeout))
-        except (KafkaException, SystemError) as exc:
+        except (KafkaException, SystemError, TypeError) as exc:
             inner = exc if isinstance(exc, KafkaException) else exc.__cause__
-            if not isinstance(inner, KafkaException):
-                raise
-            self._stop(error_text(inner))
+            self._stop(error_text(inner) if isinstance(inner, KafkaException) else
+                       f"its {getattr(serve, '__name__', 'call')} raised {type(exc).__name__}: "
+                       f"{exc}")
             return 0
 
     def _stop(self, reason: str) -> None:

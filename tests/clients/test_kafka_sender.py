@@ -36,7 +36,35 @@ def test_a_refused_record_is_said_even_when_the_flush_after_it_fails(flush_error
         sender.send("t", b"v")
     said = str(refused.value)
     assert "too large" in said
-    assert ("the flush after it failed: flush returned NULL" in said) == (flush_error is not None)
+    assert ("the flush after it failed: its flush raised SystemError: flush returned NULL"
+            in said) == (flush_error is not None)
+
+
+class _Stopped:
+    """A producer stopped for good whose flush fails inside confluent-kafka (both seen with a
+    broker that lost its producers' state, depending on where the fatal error came)."""
+
+    def __init__(self, flush_error: Exception) -> None:
+        self.flush_error = flush_error
+
+    def produce(self, *args, **kwargs) -> None:
+        raise KafkaException(KafkaError(KafkaError._FATAL, "Unable to produce message"))
+
+    def flush(self, timeout: float) -> int:
+        raise self.flush_error
+
+
+@pytest.mark.parametrize("flush_error", [
+    SystemError("<built-in method flush> returned NULL without setting an exception"),
+    TypeError("Type confluent_kafka.cimpl.KafkaError doesn't define __format__")])
+def test_a_stopped_producer_whose_flush_fails_inside_confluent_kafka_is_a_failed_delivery(
+        flush_error):
+    sender = Sender(_Stopped(flush_error))
+    sender.send("t", b"v")  # not a refused record: the client stopped
+    sender.send("t", b"w")  # nothing more is sent
+    said = sender.finish(1)
+    assert said == (f"the producer stopped for good (its flush raised "
+                    f"{type(flush_error).__name__}: {flush_error})")
 
 
 @pytest.mark.kafka
