@@ -328,15 +328,20 @@ def test_the_cpu_meter_counts_a_tree_and_what_its_exited_children_spent():
     from bench.harness.cpu import CpuMeter
 
     burn = "import time; t = time.process_time() + {s}; x = 0\nwhile time.process_time() < t: x += 1"
+    done = "print('burnt', flush=True); time.sleep(60)"  # the window ends once both burnt
     parent = subprocess.Popen([sys.executable, "-c", (
         "import subprocess, sys; "
         f"subprocess.run([sys.executable, '-c', {burn.format(s=0.6)!r}]); "
-        f"exec({burn.format(s=0.4)!r}); time.sleep(30)")])
-    alone = subprocess.Popen([sys.executable, "-c", burn.format(s=0.3) + "\ntime.sleep(30)"])
+        f"exec({burn.format(s=0.4)!r}); {done}")], stdout=subprocess.PIPE, text=True)
+    alone = subprocess.Popen([sys.executable, "-c", burn.format(s=0.3) + "\n" + done],
+                             stdout=subprocess.PIPE, text=True)
     try:
         meter = CpuMeter({"tree": [parent.pid]}, {"alone": [alone.pid]}, interval=0.05)
         start = meter.mark()
-        time.sleep(3.0)
+        # a loaded machine gives the burns their CPU late: wait for them, not for a time
+        assert parent.stdout is not None and parent.stdout.readline() == "burnt\n"
+        assert alone.stdout is not None and alone.stdout.readline() == "burnt\n"
+        time.sleep(0.2)  # a sample after both
         spent = meter.mark().minus(start)
         meter.stop()
     finally:

@@ -297,4 +297,3 @@ def test_a_pipelines_server_takes_a_free_port_unless_its_run_names_one(monkeypat
                        json.dumps({pipelines_entry.PORT_OPTION: "15011"}))
     ConnectSession._start_connect_server("local", {})
     assert [o.get(pipelines_entry.PORT_OPTION) for o in started] == ["0", "15010", None]
-    assert DefaultChannelBuilder.default_port() == 15002  # no server of its own in this process
