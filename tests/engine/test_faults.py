@@ -484,5 +484,6 @@ def test_a_broker_back_without_its_producers_state_fails_the_write_and_the_batch
         assert "delivery failed (the producer stopped for good (OUT_OF_ORDER_SEQUENCE_NUMBER" \
             in text, text[-3000:]
         assert _errors(chain.log) == [] and "SystemError" not in text and "Traceback" not in text
+        assert "which finds the record behind it" not in text  # a store's failure, not a value's
         assert len(chain.enriched_keys()) == 300
         _assert_loaded_once(redis_url, _events(range(300)))

@@ -75,9 +75,11 @@ class OnePassWay:
             except CapturedException as exc:
                 if not row_level(exc):
                     raise
+                said = spark_reason(exc)
+                behind = "" if said.startswith("sqe.errors.") else \
+                    ", which finds the record behind it"  # not a store's failure: a value's
                 log.warning(f"warning: {attempt.consumer} batch {attempt.batch_id}: its one pass "
-                            f"failed ({spark_reason(exc)}); it is written again the per-batch way, "
-                            "which finds the record behind it")
+                            f"failed ({said}); it is written again the per-batch way{behind}")
                 return False
             result = merge_results(rows, len(plan.warnings))
             if result.refused:
