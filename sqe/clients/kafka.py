@@ -194,7 +194,9 @@ class Sender:
                                 headers=header, **extra)
                         break
                     except BufferError:  # local queue full: let deliveries drain
-                        self.producer.poll(0.1)
+                        self.poll(0.1)
+                        if self.stopped is not None:  # said in failures; fails at finish()
+                            return
         except KafkaException as exc:  # refused before sending (e.g. too large), or stopped
             refused = error_text(exc)
             self.flush(FLUSH_TIMEOUT)

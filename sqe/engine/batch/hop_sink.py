@@ -319,6 +319,7 @@ def _asked(store: HwmStore, call: Callable[[], T], consumer: str, batch_id: int,
         raise SourceError(f"cannot read the HWM store of {consumer}: {exc}"
                           f"{times_tried(exc.tries)}") from None
 
+
 def _seen(spec: HopSpec, batch_id: int) -> int | None:
     """The batch the store must hold when batch ``batch_id`` runs: the one before, which Spark
     finished (SQE committed it first); None for the checkpoint's first batch, or where the
