@@ -145,7 +145,10 @@ class Sender:
     A producer that stops for good (librdkafka's fatal error: an idempotent producer out of
     step with a broker that lost its producers' state, OUT_OF_ORDER_SEQUENCE_NUMBER) is a
     delivery failure, not a refused record: it is noted first in :attr:`failures`,
-    :attr:`stopped` says it, and the sender sends nothing more.
+    :attr:`stopped` says it, and the sender sends nothing more.  A sender made by
+    :meth:`start` also notes when its link to the brokers was lost (:attr:`link_lost`): a
+    broker that came back may have lost its producers' state, which an idle producer finds
+    only with its next request, by stopping for good.
 
     ``Sender(producer)`` asks a delivery report of every record;
     :meth:`Sender.start` makes a producer that reports failures only
@@ -158,6 +161,8 @@ class Sender:
         self.failures: list[str] = []
         #: the producer's fatal error, once it has stopped for good; None while it works
         self.stopped: str | None = None
+        #: whether the producer lost its link to the brokers (seen by :meth:`poll`)
+        self.link_lost = False
         self._per_record = {"on_delivery": self._on_delivery} if reports_all else {}
 
     @classmethod
@@ -165,8 +170,13 @@ class Sender:
         """A sender with a new producer of ``conf`` that reports failed deliveries only."""
         sender = cls(None, reports_all=False)
         sender.producer = new_producer({**conf, "delivery.report.only.error": True,
-                                        "on_delivery": sender._on_delivery}, role)
+                                        "on_delivery": sender._on_delivery,
+                                        "error_cb": sender._on_error}, role)
         return sender
+
+    def _on_error(self, err: Any) -> None:
+        if err.code() in LINK_LOST:
+            self.link_lost = True
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
         if err is not None and len(self.failures) < 5:
@@ -244,6 +254,10 @@ class Sender:
         if remaining:
             return f"{remaining} record(s) not acknowledged within {timeout:.0f} s"
         return None
+
+
+#: librdkafka's errors for a lost link to a broker (reported to ``error_cb``, not raised).
+LINK_LOST = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
 
 
 def _fatal(exc: KafkaException) -> bool:

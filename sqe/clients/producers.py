@@ -9,7 +9,9 @@ batch's source read and its one pass run in two Python workers that Spark hands 
 other way round in the next batch, so the first batch in which a worker writes a Kafka state
 waited those 500 ms in its flush.  :func:`make_ahead` (called by the source's read with the
 producers the stream's states will use) makes them at a worker's first task of any kind, so
-the producer id is there when the worker first writes.
+the producer id is there when the worker first writes.  A kept producer that lost its link to
+the brokers is made again before it writes (a broker back without its producers' state
+would refuse its sequence numbers).
 """
 
 from __future__ import annotations
@@ -31,12 +33,19 @@ def _key(conf: Mapping[str, Any]) -> str:
 
 
 def shared_sender(conf: Mapping[str, Any], role: str) -> Sender:
-    """This process's sender for producer settings ``conf`` (made now if it was not made
-    before, or made again when the last stopped for good; ``role`` names it in the client
-    log), with no failure noted."""
+    """This process's sender for producer settings ``conf`` (``role`` names it in the client
+    log), with no failure noted: made now if it was not made before, and made again when the
+    last stopped for good or lost its link to the brokers since it was made.
+
+    A broker that restarts may come back without its producers' state; an idempotent
+    producer that goes on with its sequence numbers is then refused and stops for good,
+    failing the task that uses it.  A new producer starts a new sequence, so only the tasks
+    that were writing across the restart fail, not each idle producer's next one."""
     key = _key(conf)
     sender = _SENDERS.get(key)
-    if sender is None or sender.stopped is not None:  # a stopped producer sends nothing more
+    if sender is not None:
+        sender.poll(0)  # what came while it was idle: a lost link, or its fatal error
+    if sender is None or sender.stopped is not None or sender.link_lost:
         sender = _SENDERS[key] = Sender.start(conf, role)
     sender.failures.clear()
     return sender

@@ -102,3 +102,34 @@ def test_a_producer_a_broker_forgot_stops_for_good_as_a_delivery_failure_and_is_
         assert values.count(b"before") == 100 and values.count(b"after") == 10
     finally:
         broker.stop()
+
+
+@pytest.mark.kafka
+def test_an_idle_producer_across_a_broker_that_forgot_it_is_made_again_before_it_sends(
+        tmp_path):
+    """A worker's producer is idle while the broker restarts without its producers' state:
+    going on, its next task's requests would be refused and stop it for good (the test above).
+    It noted the lost link, so the next task's sender is a new producer, which delivers."""
+    port = free_port()
+    broker = start_local_kafka(tmp_path / "kafka", port)
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.address})
+        admin.create_topics([NewTopic("t", 2, 1, config={"retention.ms": "-1"})])["t"].result(30)
+        conf = producer_conf(broker.address, {"log_level": 2, "client.id": "idle"})
+        sender = shared_sender(conf, "test")
+        sender.send_many("t", [b"before"] * 100, [None] * 100, [i % 2 for i in range(100)])
+        assert sender.finish(30) is None
+        assert shared_sender(conf, "test") is sender  # kept while its link holds
+        broker.stop()
+        assert forget_producers(tmp_path / "kafka") == 2
+        broker = start_local_kafka(tmp_path / "kafka", port)
+        again = shared_sender(conf, "test")
+        assert again is not sender and sender.link_lost
+        for _ in range(5):
+            again.send_many("t", [b"after"] * 50, [None] * 50, [i % 2 for i in range(50)])
+            again.poll(0.1)
+        assert again.finish(30) is None
+        values = [r.value for r in read_topic(broker.address, "t")]
+        assert values.count(b"before") == 100 and values.count(b"after") == 250
+    finally:
+        broker.stop()
