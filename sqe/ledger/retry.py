@@ -8,7 +8,8 @@ from 0.1 s to 2 s, for up to ``seconds`` (``jw.sqe.spout.kafka.filterReplays.red
 commitRetrySeconds``), warning each time.  Any other Redis error, or a store away longer,
 is raised to the caller, which says it in one sentence.  :func:`asked` is the form every
 call to the HWM store takes: :func:`retried` with the store's retry time and way of describing
-an error, any failure becoming one :class:`Failed` whose text is the store's own words.
+an error, any failure becoming one :class:`Failed` whose text is the store's own words;
+:func:`answered` is its result, a failure said as one :class:`~sqe.errors.SourceError`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from typing import Protocol, TypeVar
 
 import redis
 
-__all__ = ["REDIS_BLIPS", "Failed", "Store", "Unreachable", "asked", "retried", "times_tried"]
+from sqe.errors import SourceError
+
+__all__ = ["REDIS_BLIPS", "Failed", "Store", "Unreachable", "answered", "asked", "retried",
+           "times_tried"]
 
 log = logging.getLogger("sqe")
 T = TypeVar("T")
@@ -107,3 +111,14 @@ def asked(store: Store, call: Callable[[], T], who: str, action: str,
         raise Failed(store.describe_error(away.error), away.error, away.tries) from None
     except redis.RedisError as exc:
         raise Failed(store.describe_error(exc), exc, 1) from None
+
+
+def answered(store: Store, call: Callable[[], T], who: str, action: str, failing: str,
+             seconds: float | None = None) -> T:
+    """The result of :func:`asked`; a failure as one :class:`~sqe.errors.SourceError`:
+    ``failing`` (what could not be done, and whose), the store's words and how often the
+    call was sent."""
+    try:
+        return asked(store, call, who, action, seconds)[0]
+    except Failed as exc:
+        raise SourceError(f"{failing}: {exc}{times_tried(exc.tries)}") from None

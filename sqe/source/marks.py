@@ -34,9 +34,8 @@ import numpy as np
 from pyspark.sql import functions as F
 
 from sqe.clients.redis_clients import kept_client
-from sqe.errors import SourceError
 from sqe.ledger.hwm import HwmStore
-from sqe.ledger.retry import Failed, asked
+from sqe.ledger.retry import answered
 from sqe.source.replay import pair_groups
 
 if TYPE_CHECKING:  # the Kafka source's package imports this module
@@ -138,9 +137,6 @@ def read_marks(store: HwmStore, pairs: Iterable[Pair], retry_s: float = 0.0
     ``retry_s`` seconds (:func:`~sqe.ledger.retry.asked`); a Redis error is one sentence
     naming the consumer and the store (never its password)."""
     pairs_asked = list(pairs)
-    try:
-        return asked(store, lambda: store.marks(pairs_asked), f"consumer {store.consumer}",
-                     "reading high-water marks", retry_s)[0]
-    except Failed as exc:
-        raise SourceError(f"cannot read the high-water marks of consumer {store.consumer}: "
-                          f"{exc}") from None
+    return answered(store, lambda: store.marks(pairs_asked), f"consumer {store.consumer}",
+                    "reading high-water marks",
+                    f"cannot read the high-water marks of consumer {store.consumer}", retry_s)

@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from sqe.errors import SourceError, StateError
+from sqe.errors import StateError
 from sqe.ledger.hwm import HwmStore, consumer_tag
-from sqe.ledger.retry import Failed, asked
+from sqe.ledger.retry import answered
 from sqe.source.marks import TaskMarks, with_store
 from sqe.wire.columns import Tally
 
@@ -210,10 +210,8 @@ def _call(cfg: SourceConfig, action: str, call: Any) -> Any:
     """``call(store)`` sent again through a connection that drops briefly; a Redis error is one
     sentence naming the consumer (never the store's password)."""
     def run(store: HwmStore) -> Any:
-        return asked(store, lambda: call(store), f"consumer {store.consumer}", action,
-                     cfg.stream.hwm_commit_retry)[0]
+        return answered(store, lambda: call(store), f"consumer {store.consumer}", action,
+                        f"consumer {cfg.hwm_consumer}: {action} failed",
+                        cfg.stream.hwm_commit_retry)
 
-    try:
-        return with_store(cfg, run)
-    except Failed as exc:
-        raise SourceError(f"consumer {cfg.hwm_consumer}: {action} failed: {exc}") from None
+    return with_store(cfg, run)

@@ -54,9 +54,9 @@ from sqe.engine.batch.pipeline import StreamPipeline
 from sqe.engine.batch.protocol import States, commit
 from sqe.engine.batch.source_reads import SourceReads, reports_reads
 from sqe.engine.spark.arrow_writer import ArrowStreamWriter
-from sqe.errors import ArgumentError, SourceError, StateError, StoreBehind, TopologyError
+from sqe.errors import ArgumentError, StateError, StoreBehind, TopologyError
 from sqe.ledger.hwm import HwmStore, Stage
-from sqe.ledger.retry import Failed, asked, times_tried
+from sqe.ledger.retry import answered
 from sqe.observe.batch_report import BatchReport
 from sqe.wire.columns import CARRIED
 from state.kafka.sink import KafkaSink
@@ -313,11 +313,8 @@ def _asked(store: HwmStore, call: Callable[[], T], consumer: str, batch_id: int,
     """``call`` to the HWM store, sent again on a new connection while the store is briefly
     away (``commitRetrySeconds``), as every call of the other ways is; a store away longer,
     or one that refuses, in one sentence."""
-    try:
-        return asked(store, call, f"batch {batch_id} of {consumer}", action)[0]
-    except Failed as exc:
-        raise SourceError(f"cannot read the HWM store of {consumer}: {exc}"
-                          f"{times_tried(exc.tries)}") from None
+    return answered(store, call, f"batch {batch_id} of {consumer}", action,
+                    f"cannot read the HWM store of {consumer}")
 
 
 def _seen(spec: HopSpec, batch_id: int) -> int | None:

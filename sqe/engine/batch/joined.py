@@ -30,7 +30,7 @@ from sqe.engine.spark.checkpoint import StreamCheckpoint
 from sqe.errors import SourceError, StateError
 from sqe.faults import fault_point
 from sqe.ledger.hwm import HwmStore
-from sqe.ledger.retry import Failed, asked
+from sqe.ledger.retry import answered
 from sqe.observe.batch_report import BatchReport
 from state.sink import Batch
 
@@ -62,11 +62,9 @@ class JoinedHop:
         offsets = self.checkpoint.end_offsets(spark_batch) if self.checkpoint else None
         batch_id = self.base + spark_batch
         try:
-            todo = asked(store, lambda: store.admit(batch_id, offsets, self.seen),
-                         f"batch {batch_id} of {self.consumer}", "its admission")[0]
-        except Failed as exc:
-            self.close()
-            raise SourceError(f"cannot read the HWM store of {self.consumer}: {exc}") from None
+            todo = answered(store, lambda: store.admit(batch_id, offsets, self.seen),
+                            f"batch {batch_id} of {self.consumer}", "its admission",
+                            f"cannot read the HWM store of {self.consumer}")
         except BaseException:
             self.close()
             raise

@@ -35,7 +35,7 @@ from sqe.lang.spark_functions import CompileContext
 from sqe.lang.topology import CreateStream, Query
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm import HwmStore
-from sqe.ledger.retry import Failed, asked, times_tried
+from sqe.ledger.retry import answered
 from sqe.source.fixed import fixed_options
 from sqe.source.json_fields import arrow_fields
 from sqe.source.kafka import KafkaStreamReader
@@ -193,11 +193,9 @@ class StreamStores:
         if store is None:
             return None
         try:
-            return asked(store, lambda: action(store), f"consumer {self.consumer}",
-                         "the request", self.settings.hwm_commit_retry)[0]
-        except Failed as exc:
-            raise SourceError(f"{store.describe()}: consumer {self.consumer}: {exc}"
-                              f"{times_tried(exc.tries)}") from None
+            return answered(store, lambda: action(store), f"consumer {self.consumer}",
+                            "the request", f"{store.describe()}: consumer {self.consumer}",
+                            self.settings.hwm_commit_retry)
         finally:
             store.client.close()
 

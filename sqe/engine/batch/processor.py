@@ -41,9 +41,9 @@ from sqe.engine.batch.protocol import BatchWay
 from sqe.engine.batch.stream_frame import own_source
 from sqe.engine.spark.checkpoint import StreamCheckpoint
 from sqe.engine.spark.spark_api import describe_jobs
-from sqe.errors import SourceError, StaleBatchError, StateError
+from sqe.errors import StaleBatchError, StateError
 from sqe.ledger.hwm import HwmStore
-from sqe.ledger.retry import Failed, asked
+from sqe.ledger.retry import answered
 from sqe.observe.batch_report import BatchReport, partition_offsets
 from sqe.source.kafka import KafkaSource
 from state.sink import Batch
@@ -158,12 +158,10 @@ class BatchProcessor:
         others: list[JoinedHop] = []  # the joined hops whose stores lack the batch
         try:
             if store is not None:
-                try:  # a lower batch id, or the same with other offsets: StaleBatchError
-                    todo = asked(store, partial(store.admit, batch_id, offsets, self._seen),
-                                 f"batch {batch_id} of {self.p.consumer}", "its admission")[0]
-                except Failed as exc:
-                    raise SourceError(f"cannot read the HWM store of {self.p.consumer}: "
-                                      f"{exc}") from None
+                # a lower batch id, or the same with other offsets: StaleBatchError
+                todo = answered(store, partial(store.admit, batch_id, offsets, self._seen),
+                                f"batch {batch_id} of {self.p.consumer}", "its admission",
+                                f"cannot read the HWM store of {self.p.consumer}")
                 others = [j for j in self.joined if j.admit(spark_batch)]
                 if not todo:  # committed already: Spark re-ran a finished batch
                     if self.drain:

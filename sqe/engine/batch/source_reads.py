@@ -21,7 +21,7 @@ from sqe.engine.batch.pipeline import StreamPipeline
 from sqe.engine.spark.checkpoint import StreamCheckpoint
 from sqe.errors import SourceError
 from sqe.ledger.hwm import HwmStore
-from sqe.ledger.retry import Failed, asked
+from sqe.ledger.retry import answered
 from sqe.source.kafka.offsets import plan_ranges
 from sqe.source.read_report import BatchRead, batch_key, batch_read, range_key
 
@@ -89,7 +89,4 @@ class SourceReads:
 
     @staticmethod
     def _ask(store: HwmStore, where: str, action: str, call: Callable[[], T]) -> T:
-        try:
-            return asked(store, call, where, action)[0]
-        except Failed as exc:
-            raise SourceError(f"{where}: {action} failed: {exc}") from None
+        return answered(store, call, where, action, f"{where}: {action} failed")
