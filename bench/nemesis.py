@@ -24,8 +24,9 @@ source partition) below a higher offset that no replay explains (the next hop wo
 them), listing each with its key.  Printed: the seed and the schedule (also in ``schedule.json``;
 ``--schedule`` replays it exactly), each fault with the seconds the chain took to make
 progress again after it (load's next batch), every run's exit and memory trend (its RSS every
-30 s; :mod:`bench.harness.trend`), the verdict.  Exit 1 when an event is lost, duplicated,
-unknown or unseen, a record is out of order, or the chain does not drain.
+30 s, kept in ``memory.jsonl``; :mod:`bench.harness.trend`), the verdict.  Exit 1 when an
+event is lost, duplicated, unknown or unseen, a record is out of order, or the chain does not
+drain.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from confluent_kafka import TopicPartition
 
 from bench.harness.processes import last_error
 from bench.harness.report import parser
-from bench.harness.trend import memory_trend
+from bench.harness.trend import MemoryLog
 from bench.nemesis_runs import HOP_WAYS, clock_missing
 from bench.nemesis_schedule import DEFAULT_KINDS, KINDS, Fault, draw, load, save
 from bench.nemesis_world import POSTGRES_TABLE, SteadyProducer, World
@@ -213,14 +214,10 @@ def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[s
         threads = []
         pending = list(faults)
         drained, left = False, {}
-        memory: dict[str, list[dict[str, Any]]] = {name: [] for name in world.runs}
+        memory = MemoryLog(world.runs, out / "memory.jsonl", MEMORY_EVERY)
         while True:
             t = time.monotonic() - begin
-            if t >= MEMORY_EVERY * (len(memory["load"]) + 1):
-                for name, rows in memory.items():  # each run's peak RSS since the last sample
-                    run = world.runs[name]
-                    rows.append({"t": t, "start": run.starts, "since": run.since - begin,
-                                 "rss_mb": run.peaks().mb()})
+            memory.sample(t, begin)
             while pending and pending[0].at <= t:
                 fault = pending.pop(0)
                 journal: dict[str, Any] = {"fault": fault}
@@ -262,8 +259,7 @@ def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[s
               "stores": verdict(found, producer.acked), "out_of_order": disorder,
               "acked": len(producer.acked),
               "broker_lost": sum(1 for i in producer.acked if not found["input"][i]),
-              "memory": {name: memory_trend(rows, rows[-1]["t"] if rows else 0.0)
-                         for name, rows in memory.items()},
+              "memory": memory.trends(),
               "out": str(out)}
     (out / "nemesis.json").write_text(json.dumps(result, indent=1))
     return result

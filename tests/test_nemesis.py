@@ -120,6 +120,27 @@ def test_a_runs_memory_trend_is_fitted_within_each_start_past_its_warm_up() -> N
     assert memory_trend([], 600)["slope_mb_per_min"]["tree"] is None
 
 
+def test_a_memory_log_samples_every_run_on_time_and_keeps_the_samples_in_a_file(
+        tmp_path) -> None:
+    import json
+    from types import SimpleNamespace
+
+    from bench.harness.rss import MB, Peaks
+    from bench.harness.trend import MemoryLog
+
+    runs = {name: SimpleNamespace(starts=1, since=100.0, peaks=lambda: Peaks(tree=600 * MB))
+            for name in ("enrich", "load")}
+    log = MemoryLog(runs, tmp_path / "memory.jsonl", 30.0)
+    for t in (0.5, 29.0, 30.5, 31.0, 59.0, 61.0, 95.0):
+        log.sample(t, 100.0)
+    lines = [json.loads(line) for line in (tmp_path / "memory.jsonl").read_text().splitlines()]
+    assert [(r["run"], r["t"]) for r in lines] == [
+        ("enrich", 30.5), ("load", 30.5), ("enrich", 61.0), ("load", 61.0),
+        ("enrich", 95.0), ("load", 95.0)]
+    assert lines[0]["since"] == 0.0 and lines[0]["rss_mb"]["tree"] == 600.0
+    assert log.trends()["load"]["rss_end_mb"] == 600.0
+
+
 @pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.kafka

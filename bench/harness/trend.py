@@ -1,12 +1,16 @@
 """Whether a long run's memory is flat: the RSS samples of a run that may have been started
 again several times, and the slope of each kind of process's RSS over the second half, fitted
 within each start (a restart's drop is not a trend).  ``bench/soak.py`` and
-``bench/nemesis.py`` report it."""
+``bench/nemesis.py`` report it; :class:`MemoryLog` samples the nemesis's runs and keeps the
+samples in a file as they are taken."""
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 #: A start's first minute (its JVM starting, its first batches) is left out of the slopes.
@@ -38,3 +42,33 @@ def memory_trend(rows: list[dict[str, Any]], span_s: float) -> dict[str, Any]:
             "rss_peak_mb": max((r["rss_mb"]["tree"] for r in rows), default=None),
             "slope_mb_per_min": {k: slope([(r["start"], r["t"] / 60, r["rss_mb"][k])
                                            for r in fit]) for k in KINDS}}
+
+
+class MemoryLog:
+    """Each run's peak RSS since the last sample, every ``every`` seconds, appended to ``path``
+    (JSON lines: run, ``t``, ``start``, ``since``, ``rss_mb``) as it is taken, so the samples
+    of a long run are there to read when it is cut short.  A run is anything with ``starts``
+    (which start it is in), ``since`` (when that start began, monotonic) and ``peaks()``
+    (:class:`bench.harness.rss.Peaks`)."""
+
+    def __init__(self, runs: Mapping[str, Any], path: Path, every: float) -> None:
+        self.runs, self.path, self.every = runs, path, every
+        self.rows: dict[str, list[dict[str, Any]]] = {name: [] for name in runs}
+        self._taken = 0
+
+    def sample(self, t: float, begin: float) -> None:
+        """Sample every run if ``t`` (seconds since ``begin``) reached the next sample's time."""
+        if t < self.every * (self._taken + 1):
+            return
+        self._taken += 1
+        with self.path.open("a", encoding="utf-8") as out:
+            for name, run in self.runs.items():
+                row = {"t": t, "start": run.starts, "since": run.since - begin,
+                       "rss_mb": run.peaks().mb()}
+                self.rows[name].append(row)
+                out.write(json.dumps({"run": name, **row}) + "\n")
+
+    def trends(self) -> dict[str, dict[str, Any]]:
+        """Each run's :func:`memory_trend` over the time sampled."""
+        return {name: memory_trend(rows, rows[-1]["t"] if rows else 0.0)
+                for name, rows in self.rows.items()}
