@@ -1,12 +1,14 @@
 """The script ``sqe pipelines`` runs on the ``spark-pipelines`` JVM: pyspark's pipelines
-command line, with the fix of SPARK-59135 where the installed pyspark lacks it, and its local
-Spark Connect server on a port of its own (see :mod:`sqe.cli.pipelines`)."""
+command line, with the fix of SPARK-59135 where the installed pyspark lacks it, its local
+Spark Connect server on a port of its own, and a failed run said in one sentence (see
+:mod:`sqe.cli.pipelines`)."""
 
 from __future__ import annotations
 
 import inspect
 import json
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -64,9 +66,9 @@ def _own_port() -> None:
     default_port = DefaultChannelBuilder.default_port
 
     def start_on_its_own_port(master: str, opts: dict[str, Any]) -> None:
-        if not _port_given(opts):
-            opts[PORT_OPTION] = "0"  # the system picks a free port
-        start(master, opts)
+        # the system picks a free port; on a copy, since the caller sets what ``opts`` holds
+        # on the session afterwards, where a static option is refused with a UserWarning
+        start(master, opts if _port_given(opts) else {**opts, PORT_OPTION: "0"})
 
     def bound_port() -> int:
         from pyspark.sql.session import SparkSession
@@ -82,9 +84,24 @@ def _own_port() -> None:
     DefaultChannelBuilder.default_port = staticmethod(bound_port)  # type: ignore[method-assign]
 
 
-if __name__ == "__main__":
+def _run() -> int:
+    """pyspark's pipelines command line; a run that fails ends in one sentence, SQE's own where
+    a flow's SQE source or sink refused (:func:`sqe.engine.run.failure.describe_failure`),
+    instead of the client's traceback with Spark's streaming query dump."""
     _fixed()
     _own_port()
+    from pyspark.errors import PySparkException
     from pyspark.pipelines.cli import main
 
-    main()
+    try:
+        main()
+    except PySparkException as exc:
+        from sqe.engine.run.failure import describe_failure
+
+        print(f"error: the pipeline's run failed: {describe_failure(exc)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_run())

@@ -291,9 +291,37 @@ def test_a_pipelines_server_takes_a_free_port_unless_its_run_names_one(monkeypat
     monkeypatch.setenv("PYSPARK_REMOTE_INIT_CONF_LEN", "1")
     monkeypatch.setenv("PYSPARK_REMOTE_INIT_CONF_0", json.dumps({"spark.app.name": "p"}))
     pipelines_entry._own_port()
-    ConnectSession._start_connect_server("local", {"spark.sql.shuffle.partitions": "2"})
+    given = {"spark.sql.shuffle.partitions": "2"}
+    ConnectSession._start_connect_server("local", given)
+    assert given == {"spark.sql.shuffle.partitions": "2"}  # set on the session after: no port
     ConnectSession._start_connect_server("local", {pipelines_entry.PORT_OPTION: "15010"})
     monkeypatch.setenv("PYSPARK_REMOTE_INIT_CONF_0",
                        json.dumps({pipelines_entry.PORT_OPTION: "15011"}))
     ConnectSession._start_connect_server("local", {})
     assert [o.get(pipelines_entry.PORT_OPTION) for o in started] == ["0", "15010", None]
+
+
+def test_a_failed_pipeline_run_ends_in_one_sentence_not_the_clients_traceback(monkeypatch,
+                                                                               capsys):
+    """pyspark's pipelines command line raises a flow's failure with Spark's streaming query
+    dump; `sqe pipelines` says it in one sentence, SQE's own where a flow's SQE part refused."""
+    import pyspark.pipelines.cli as pipelines_cli
+    from pyspark.errors.exceptions.connect import StreamingQueryException
+
+    from sqe.cli import pipelines_entry
+
+    def failing() -> None:
+        raise StreamingQueryException(message=(
+            "[STREAM_FAILED] Query [id = q] terminated with exception: Traceback (most recent "
+            "call last):\n  File \"sink.py\", line 9, in commit\nsqe.errors.SourceError: cannot "
+            "read the HWM store of t.In: refused\n=== Streaming Query ===\nIdentifier: load "
+            "[id = q]\nCurrent State: ACTIVE"))
+
+    monkeypatch.setattr(pipelines_entry, "_fixed", lambda: None)
+    monkeypatch.setattr(pipelines_entry, "_own_port", lambda: None)
+    monkeypatch.setattr(pipelines_cli, "main", failing)
+    assert pipelines_entry._run() == 1
+    assert capsys.readouterr().err == ("error: the pipeline's run failed: cannot read the HWM "
+                                       "store of t.In: refused\n")
+    monkeypatch.setattr(pipelines_cli, "main", lambda: None)
+    assert pipelines_entry._run() == 0

@@ -107,8 +107,9 @@ def _the_chain_through_kills(kafka_bootstrap, kafka_topic, redis_url, tmp_path) 
     _crash(spec, "before-commit")  # then a flow dies before its commit
     for _ in range(3):  # a run reads what was there when it started: load may need another
         done = _run(spec)
-        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
         assert "Run is COMPLETED" in done.stdout + done.stderr
+        assert "CANNOT_MODIFY_STATIC_CONFIG" not in done.stderr  # its own port, said nowhere
         if sum(_loaded(redis_url)[0].values()) >= EVENTS:
             break
     records = read_topic(kafka_bootstrap, enriched)
