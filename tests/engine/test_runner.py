@@ -366,8 +366,11 @@ def test_a_trigger_interval_spaces_the_batches_of_a_steady_input(spark, kafka_bo
     assert len(starts) >= 4, reports
     # Spark starts a batch at the next multiple of 6 s of its clock, or at once when the last
     # one ran past it: the first (which pays the session's warm-up) may, and the one after it
-    # then starts off the clock's multiples
+    # then starts off the clock's multiples.  So may any later batch that starts late on a
+    # loaded machine, and the one after it, back on the multiples, follows it sooner: two
+    # gaps together still span two intervals, where without the interval they span seconds
     gaps = [b - a for a, b in zip(starts[2:], starts[3:], strict=False)]
-    assert min(gaps) >= 5.5, gaps
+    spans = [a + b for a, b in zip(gaps, gaps[1:], strict=False)] or [2 * gaps[0]]
+    assert min(spans) >= 11.5, gaps
     timed = [m for m in caplog.messages if m.startswith("Spark trigger of tick.In batch")]
     assert timed and "addBatch" in timed[-1], caplog.messages
