@@ -12,6 +12,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from sqe.engine.run.failure import describe_failure
+
 #: The Spark option that sets the local Spark Connect server's port (15002 unless set).
 PORT_OPTION = "spark.connect.grpc.binding.port"
 #: The JVM object that knows the port the server bound.
@@ -96,8 +98,6 @@ def _run() -> int:
     try:
         main()
     except PySparkException as exc:
-        from sqe.engine.run.failure import describe_failure
-
         print(f"error: the pipeline's run failed: {describe_failure(exc)}", file=sys.stderr)
         return 1
     return 0
