@@ -39,8 +39,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
-from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -50,9 +48,10 @@ from confluent_kafka import TopicPartition
 from bench.harness.processes import last_error
 from bench.harness.report import parser
 from bench.harness.trend import MemoryLog
+from bench.nemesis_check import counts, failed, out_of_order, verdict
 from bench.nemesis_runs import HOP_WAYS, clock_missing
 from bench.nemesis_schedule import DEFAULT_KINDS, KINDS, Fault, draw, load, save
-from bench.nemesis_world import POSTGRES_TABLE, SteadyProducer, World
+from bench.nemesis_world import SteadyProducer, World
 from sqe.errors import SqeError
 
 #: Seconds between two samples of each run's memory (the peak RSS of its process tree since
@@ -120,72 +119,6 @@ def backlog(world: World, consumer: Any) -> dict[str, int]:
     return left
 
 
-def counts(world: World) -> dict[str, Counter[str]]:
-    """Each event id's count in the input topic, in load_log and in the Postgres table."""
-    import psycopg
-
-    from sqe.clients.kafka import read_all
-
-    found: dict[str, Counter[str]] = {
-        "input": Counter(json.loads(m.value())["event_id"]
-                         for m in read_all(world.direct_brokers, world.events))}
-    client = world.redis.client()
-    try:
-        found["redis"] = Counter(v.decode() for v in client.hvals("load_log"))
-    finally:
-        client.close()
-    with psycopg.connect(world.postgres.dsn) as conn:
-        rows = conn.execute(f"SELECT event_id, count(*) FROM {POSTGRES_TABLE} "
-                            "GROUP BY event_id").fetchall()
-    found["postgres"] = Counter({event_id: n for event_id, n in rows})
-    return found
-
-
-def verdict(found: dict[str, Counter[str]], acked: set[str]) -> dict[str, dict[str, int]]:
-    """Per store, Jepsen's anomalies: events of the input topic lost or duplicated, events no
-    input holds (unknown), and events the broker acknowledged that the store never got after
-    the drain (unseen; an acknowledged event the topic lost is unseen in every store)."""
-    want = found["input"]
-    out = {}
-    for store in ("redis", "postgres"):
-        got = found[store]
-        out[store] = {"lost": sum(max(0, n - got[i]) for i, n in want.items()),
-                      "duplicated": sum(max(0, n - want[i]) for i, n in got.items() if i in want),
-                      "unknown": sum(n for i, n in got.items() if i not in want),
-                      "unseen": sum(1 for i in acked if not got[i])}
-    return out
-
-
-def out_of_order(world: World) -> list[str]:
-    """The records of enrich's Kafka state that no replay explains out of order
-    (:func:`disorder`)."""
-    from sqe.clients.kafka import read_all
-
-    return disorder(world.enriched, ((m.partition(), m.offset(), m.key())
-                                     for m in read_all(world.direct_brokers, world.enriched)))
-
-
-def disorder(topic: str, records: Iterable[tuple[int, int, bytes]]) -> list[str]:
-    """Of ``records`` (Kafka partition, offset and StreamMetadata key, each partition in
-    order), those that arrive below a higher offset of their (pid, source partition) without
-    being a copy of an earlier one: the next hop would drop them as replays.  Copies (a batch
-    written again) are what replays explain; each anomaly is listed with its key."""
-    from sqe.wire.keys import StreamMetadata
-
-    seen: dict[tuple[int, int], set[int]] = {}
-    top: dict[tuple[int, int], int] = {}
-    found = []
-    for partition, offset, key in records:
-        k = StreamMetadata.from_bytes(key)
-        pair = (k.pid, k.partition)
-        if k.offset < top.get(pair, -1) and k.offset not in seen.get(pair, set()):
-            found.append(f"{topic}/{partition}@{offset}: (pid {k.pid}, partition "
-                         f"{k.partition}) offset {k.offset} after {top[pair]}")
-        seen.setdefault(pair, set()).add(k.offset)
-        top[pair] = max(top.get(pair, -1), k.offset)
-    return found
-
-
 def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[str, Any]:
     from sqe.clients.kafka import consumer_conf, new_consumer
 
@@ -237,6 +170,8 @@ def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[s
             time.sleep(0.5)
         consumer.close()
         stop_codes = {name: world.runs[name].end(graceful=True) for name in ("enrich", "load")}
+        last = {name: {"starts": run.starts, "said": last_error(run.log)}
+                for name, run in world.runs.items()}  # where a chain that did not drain was
         found = counts(world)
         disorder = out_of_order(world)
     finally:
@@ -254,7 +189,7 @@ def one_seed(args: argparse.Namespace, seed: int, out: Path, say: Any) -> dict[s
     result = {"seed": seed, "way": args.way + (" over Connect" if args.connect else ""),
               "minutes": args.minutes, "rate": args.rate,
               "events": sum(found["input"].values()), "faults": faults_done, "exits": exits,
-              "stop_codes": stop_codes, "drained": drained, "backlog_end": left,
+              "stop_codes": stop_codes, "last": last, "drained": drained, "backlog_end": left,
               "producer_error": producer.error,
               "stores": verdict(found, producer.acked), "out_of_order": disorder,
               "acked": len(producer.acked),
@@ -301,18 +236,12 @@ def report(r: dict[str, Any]) -> list[str]:
         lines.append(f"  {name}: RSS {m['rss_start_mb']} -> {m['rss_end_mb']} MB (peak "
                      f"{m['rss_peak_mb']}); slope over the second half (MB/min): {slopes or '-'}")
     if not r["drained"]:
-        lines.append(f"  the chain did not drain: {r['backlog_end']} records left")
+        lines.append(f"  the chain did not drain: {r['backlog_end']} records left; " + "; ".join(
+            f"{name}, started {v['starts']} times, said last: {v['said']}"
+            for name, v in r["last"].items()))
     if r["producer_error"]:  # events it could not send are not in the input: not expected
         lines.append(f"  the input's producer: {r['producer_error']}")
     return lines
-
-
-def failed(r: dict[str, Any]) -> bool:
-    """Whether the chain broke its promise: a store's anomaly (unseen events the broker lost
-    from its own topic are the broker's), disorder, or no drain."""
-    return not r["drained"] or bool(r["out_of_order"]) or any(
-        n - (r["broker_lost"] if kind == "unseen" else 0)
-        for v in r["stores"].values() for kind, n in v.items())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -374,6 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         ap.error(f"--seeds: expected numbers separated by commas, got {args.seeds!r}")
     out = (args.out or Path(tempfile.mkdtemp(prefix="sqe-nemesis-"))).resolve()
+    used = [f"seed-{s}" for s in seeds if (out / f"seed-{s}").exists()]
+    if used:
+        ap.error(f"--out: {out} holds an earlier run of {', '.join(used)}, whose topics, "
+                 "tables and checkpoints a new run would mix with its own; give a new directory")
     results = []
     for seed in seeds:
         try:

@@ -38,8 +38,23 @@ def test_a_schedule_file_that_is_not_one_is_said_in_one_sentence(tmp_path) -> No
     assert "lost-reply redis" in Fault(5.0, "lost-reply", "redis").describe()
 
 
+def test_an_out_directory_that_holds_a_seed_run_before_is_refused_in_one_sentence(
+        tmp_path, capsys) -> None:
+    from bench.nemesis import main
+
+    (tmp_path / "seed-5").mkdir()
+    with pytest.raises(SystemExit) as ended:
+        main(["--seeds", "4,5", "--out", str(tmp_path)])
+    assert ended.value.code == 2
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    assert said.endswith(f"--out: {tmp_path.resolve()} holds an earlier run of seed-5, whose "
+                         "topics, tables and checkpoints a new run would mix with its own; "
+                         "give a new directory")
+    assert not (tmp_path / "seed-4").exists()
+
+
 def test_the_checker_finds_records_out_of_order_that_no_replay_explains() -> None:
-    from bench.nemesis import disorder
+    from bench.nemesis_check import disorder
     from sqe.wire.keys import StreamMetadata
 
     def key(offset: int, partition: int = 0) -> bytes:

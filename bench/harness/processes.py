@@ -141,7 +141,7 @@ class SqeRun:
 
 def last_error(log: Path) -> str:
     """The last ``error:`` line of a stderr ``log`` (without the prefix), else its last line."""
-    lines = log.read_text(errors="replace").strip().splitlines()
+    lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
     last = ([x for x in lines if x.startswith("error:")] or lines or ["(no output)"])[-1]
     return last.removeprefix("error: ")
 
