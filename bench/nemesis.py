@@ -234,7 +234,8 @@ def report(r: dict[str, Any]) -> list[str]:
         slopes = ", ".join(f"{k} {v:+.2f}" for k, v in m["slope_mb_per_min"].items()
                            if v is not None)
         lines.append(f"  {name}: RSS {m['rss_start_mb']} -> {m['rss_end_mb']} MB (peak "
-                     f"{m['rss_peak_mb']}); slope over the second half (MB/min): {slopes or '-'}")
+                     f"{m['rss_peak_mb']}; PSS at the end {m.get('pss_end_mb')}); slope over "
+                     f"the second half (MB/min): {slopes or '-'}")
     if not r["drained"]:
         lines.append(f"  the chain did not drain: {r['backlog_end']} records left; " + "; ".join(
             f"{name}, started {v['starts']} times, said last: {v['said']}"

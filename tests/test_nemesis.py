@@ -156,6 +156,37 @@ def test_a_memory_log_samples_every_run_on_time_and_keeps_the_samples_in_a_file(
     assert log.trends()["load"]["rss_end_mb"] == 600.0
 
 
+def test_a_trees_pss_counts_the_pages_a_forked_child_shares_once() -> None:
+    """A process that touched 200 MB forks a child that only sleeps: the RSS of the two sums
+    to twice the pages they hold, their PSS to once (bench/harness/rss.py's tree_pss), which is
+    why a Spark tree's memory trend is judged by its PSS."""
+    import os
+    import time
+
+    from bench.harness.rss import MB, proc_table, tree_pss
+
+    held = bytearray(200 * MB)
+    for i in range(0, len(held), 4096):
+        held[i] = 1
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # holds the same pages until the parent has measured
+        os.close(write)
+        os.read(read, 1)
+        os._exit(0)
+    try:
+        time.sleep(0.5)
+        table = proc_table()
+        rss = sum(table[pid][2] for pid in (os.getpid(), child))
+        pss = tree_pss(os.getpid())
+        assert rss > 400 * MB
+        assert 200 * MB < pss < rss - 150 * MB
+    finally:
+        os.write(write, b"x")
+        os.waitpid(child, 0)
+    del held
+
+
 @pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.kafka

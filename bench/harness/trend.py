@@ -15,7 +15,7 @@ from typing import Any
 
 #: A start's first minute (its JVM starting, its first batches) is left out of the slopes.
 WARMUP_S = 60.0
-KINDS = ("tree", "driver", "jvm", "workers")
+KINDS = ("tree", "pss", "driver", "jvm", "workers")
 
 
 def slope(points: list[tuple[Any, float, float]]) -> float | None:
@@ -33,15 +33,18 @@ def memory_trend(rows: list[dict[str, Any]], span_s: float) -> dict[str, Any]:
     """One run's samples (``t``: seconds into the span, ``start``: which start of the run,
     ``since``: when that start began, ``rss_mb``: peaks by kind since the last sample) over
     ``span_s`` seconds: its RSS once warm, at the end and at its peak (MB), and the slope of
-    each kind (MB/min) over the span's second half."""
+    each kind (MB/min) over the span's second half; the tree's PSS (``pss``, what it holds
+    with shared pages split) at the end, where the samples have it."""
     rows = [r for r in rows if r["rss_mb"]["tree"] > 0]
     warm = [r for r in rows if r["t"] - r["since"] >= WARMUP_S]
     fit = [r for r in warm if r["t"] >= span_s / 2]
     return {"rss_start_mb": warm[0]["rss_mb"]["tree"] if warm else None,
             "rss_end_mb": rows[-1]["rss_mb"]["tree"] if rows else None,
             "rss_peak_mb": max((r["rss_mb"]["tree"] for r in rows), default=None),
+            "pss_end_mb": rows[-1]["rss_mb"].get("pss") if rows else None,
             "slope_mb_per_min": {k: slope([(r["start"], r["t"] / 60, r["rss_mb"][k])
-                                           for r in fit]) for k in KINDS}}
+                                           for r in fit if r["rss_mb"].get(k) is not None])
+                                 for k in KINDS}}
 
 
 class MemoryLog:
