@@ -6,6 +6,10 @@ the ``sqe-hop`` sink, and Declarative Pipelines."""
 
 from __future__ import annotations
 
+import fcntl
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from support.fault_services import private_postgres_unavailable
@@ -202,8 +206,13 @@ def test_the_short_nemesis_loses_and_doubles_nothing(tmp_path, way: list[str]) -
     why = private_postgres_unavailable()
     if why:
         pytest.skip(f"the nemesis restarts a Postgres of its own: {why}")
-    results = run_bench("nemesis.py", *way, "--minutes", "1.2", "--rate", "100",
-                        "--every", "6", "--out", str(tmp_path), timeout=1200, check=False)
+    # one short nemesis at a time across the test workers: each starts a broker, a Redis pair
+    # with its Sentinel, a Postgres and two Spark drivers (a pipeline's with a Connect server
+    # each), and side by side on a small machine they starve each other's Python workers
+    with open(Path(tempfile.gettempdir()) / "sqe-short-nemesis.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        results = run_bench("nemesis.py", *way, "--minutes", "1.2", "--rate", "100",
+                            "--every", "6", "--out", str(tmp_path), timeout=1200, check=False)
     assert [r["way"].split()[0] for r in results] == [way[1]], results
     for r in results:
         assert r["drained"], r
