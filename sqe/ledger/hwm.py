@@ -377,6 +377,23 @@ class HwmStore:
             self._same[other.display] = known
         return known
 
+    def _left(self, kind: str) -> list[bytes]:
+        """The keys of one ``kind`` its tasks left (``stage``, ``read``, ``reads``)."""
+        prefix = self._stage_prefix.removesuffix("stage:") + f"{kind}:"
+        return list(self.client.scan_iter(match=re.sub(r"([*?\[\]\\])", r"\\\1", prefix) + "*"))
+
+    def forget_reads(self) -> int:
+        """Delete what this consumer's source tasks reported reading
+        (:mod:`sqe.source.read_report`); how many reports and sets went.
+
+        A task run again filters by the marks its report recorded, not by the store's; marks
+        given back to a store that lost them (:mod:`sqe.engine.run.lost_marks`) must not be
+        passed over by the reports of a batch tried while the store held none."""
+        keys = self._left("read") + self._left("reads")
+        if keys:
+            self.client.delete(*keys)
+        return len(keys)
+
     def reset(self) -> int:
         """Forget this consumer's HWMs and the offsets it committed, keeping its batch id.
 
@@ -386,14 +403,11 @@ class HwmStore:
         after the committed one (so no id a state has seen comes again), and filters
         nothing it has not seen since.
         """
-        left = {kind: list(self.client.scan_iter(match=re.sub(  # what its tasks left
-            r"([*?\[\]\\])", r"\\\1", self._stage_prefix.removesuffix("stage:") + f"{kind}:") + "*"))
-            for kind in ("stage", "read", "reads")}
-        stages = left["stage"]
+        stages = self._left("stage")
         marks = int(self.client.hlen(self.keys[0]))
         self.finish_applying()  # a committed batch's rows stay committed
-        self.client.delete(self.keys[0], self.keys[1], self.keys[4], self._ack, *stages,
-                           *left["read"], *left["reads"])
+        self.client.delete(self.keys[0], self.keys[1], self.keys[4], self._ack, *stages)
+        self.forget_reads()
         if self.client.exists(self.keys[2]):
             self.client.hset(self.keys[3], mapping={"offsets": "", "reset": "1"})
         return marks + len(stages)

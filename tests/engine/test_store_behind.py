@@ -10,12 +10,14 @@ import json
 import logging
 import signal
 import time
+from typing import Any
 
 import pytest
 import redis
 import yaml
 
 import sqe
+from sqe.cli.local_services import service_conf
 from sqe.cli.main import main
 from sqe.config.plan import plan_topology
 from sqe.engine.run.runner import run_topology
@@ -23,6 +25,7 @@ from sqe.errors import StoreBehind
 from sqe.lang.topology import load_topology
 from sqe.observe.batch_report import BatchReport
 from sqe.observe.progress import PROGRESS_FILE, ProgressLog, last_report
+from sqe.source.read_report import TaskRead, batch_key, range_key
 from sqe.wire.keys import StreamMetadata
 from support.secured_redis import start_redis
 from tests.support.kafka_io import produce
@@ -181,26 +184,34 @@ def test_a_hops_store_that_lost_its_marks_is_refused_by_sparks_commit_log(
 @pytest.mark.parametrize("way", ["foreachBatch", "sink"])
 def test_a_store_that_loses_its_marks_while_a_hop_runs_stops_its_next_batch(
         spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, way):
+    """... and once its marks are rebuilt, the batch it stopped runs again and drops the
+    replays: the reports its tasks left of the marks they read from the emptied store (none)
+    are not taken over the rebuilt ones."""
     topic = kafka_topic(1, "enriched")
     consumer = f"running_{way}.enriched"
-    hop = sqe.Hop(consumer, topic=topic, checkpoint=tmp_path / "ck", conf={
-        "jw.sqe.spout.kafka.brokers": kafka_bootstrap,
-        "jw.sqe.spout.kafka.filterReplays": True,
-        "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url,
-        "jw.sqe.spout.kafka.startingOffsets": "earliest"},
-        into=[sqe.InsertInto(objectName=f"log_{way}", stateName="REDIS",
-                             fields=["_partition", "_offset", "_value"],
-                             options={"jw.sqe.state.redis.datatype": "HASH",
-                                      "jw.sqe.state.redis.keyname.fields": ["_partition"],
-                                      "jw.sqe.state.redis.fieldname.fields": ["_offset"]})])
-    rows = hop.read(spark)
-    writer = hop.write_stream(rows) if way == "sink" else (
-        rows.writeStream.option("checkpointLocation", hop.checkpoint)
-        .foreachBatch(hop.exactly_once(lambda batch_rows, batch: batch.write(
-            f"log_{way}", batch_rows))))
+
+    def make() -> sqe.Hop:
+        services = dict(pair.split("=", 1)  # the Redis state in the HWM store's database
+                        for pair in service_conf(kafka_bootstrap, redis_url)[1::2])
+        return sqe.Hop(consumer, topic=topic, checkpoint=tmp_path / "ck", conf={
+            **services, "jw.sqe.spout.kafka.filterReplays": True,
+            "jw.sqe.spout.kafka.startingOffsets": "earliest"},
+            into=[sqe.InsertInto(objectName=f"log_{way}", stateName="REDIS",
+                                 fields=["_partition", "_offset", "_value"],
+                                 options={"jw.sqe.state.redis.datatype": "HASH",
+                                          "jw.sqe.state.redis.keyname.fields": ["_partition"],
+                                          "jw.sqe.state.redis.fieldname.fields": ["_offset"]})])
+
+    def writer(hop: sqe.Hop) -> Any:
+        rows = hop.read(spark)
+        return hop.write_stream(rows) if way == "sink" else (
+            rows.writeStream.option("checkpointLocation", hop.checkpoint)
+            .foreachBatch(hop.exactly_once(lambda batch_rows, batch: batch.write(
+                f"log_{way}", batch_rows))))
+
     client = redis.Redis.from_url(redis_url)
     _events(kafka_bootstrap, topic, 0, 4)
-    query = writer.trigger(processingTime="200 milliseconds").start()
+    query = writer(make()).trigger(processingTime="200 milliseconds").start()
     try:
         deadline = time.monotonic() + 60
         while client.get(f"sqe:{{{consumer}}}:batch") is None:
@@ -223,6 +234,17 @@ def test_a_store_that_loses_its_marks_while_a_hop_runs_stops_its_next_batch(
     # the sentence alone, as a hop's driver says it (in a sink's task: a Python worker's trace)
     assert sqe.Hop.explain(spark_error) == sentence
     assert client.get(f"sqe:{{{consumer}}}:batch") is None  # nothing of the replays committed
+    # the sink's tasks read the batch before its writer found the store behind: their reports
+    # say the store held no mark ("start": null), and its run again must not filter by them
+    assert (len(client.keys(f"sqe:{{{consumer}}}:read:*")) == 1) is (way == "sink")
+
+    said = make().rebuild_marks()
+    assert said.endswith("; committed batch 0 with 1 high-water mark(s)"), said
+    loaded = {k: client.hgetall(k) for k in client.keys("*") if not k.startswith(b"sqe:")}
+    writer(make()).trigger(availableNow=True).start().awaitTermination()
+    assert client.get(f"sqe:{{{consumer}}}:batch") == b"1"
+    assert {k: client.hgetall(k) for k in client.keys("*")
+            if not k.startswith(b"sqe:")} == loaded  # the replays dropped
 
 
 def test_sqe_hwm_rebuild_reads_the_lost_marks_again_from_the_topic_and_replays_are_dropped(
@@ -250,6 +272,12 @@ def test_sqe_hwm_rebuild_reads_the_lost_marks_again_from_the_topic_and_replays_a
     with pytest.raises(StoreBehind, match="`sqe hwm rebuild"):
         run_topology(plan, spark, "rebuilt", ck, "once")
 
+    # what the tasks of a batch tried meanwhile report (a hop's, with reportRead): the marks
+    # they filtered by, none, as the store held none; a run of that batch again would take
+    # them over the store's and pass the replays, so the rebuild deletes them
+    tried = range_key("rebuilt.In", topic, 0, 8, 18)
+    client.set(tried, TaskRead({(4242, 0): None}, {(4242, 0): 9}, rows=10).dump())
+    client.sadd(batch_key("rebuilt.In", "query", 2), tried)
     cli = ["hwm", "rebuild", str(path), "--checkpoint", str(ck),
            *[a for k, v in conf.items() for a in ("--conf", f"{k}={v}")]]
     capsys.readouterr()
@@ -262,6 +290,7 @@ def test_sqe_hwm_rebuild_reads_the_lost_marks_again_from_the_topic_and_replays_a
     assert "11 records of" in said and "give 2 high-water mark(s)" in said
     assert "rebuilt.In: committed batch 1 with 2 high-water mark(s)" in said
     assert client.hgetall("sqe:{rebuilt.In}:hwm") == marks
+    assert not client.keys("sqe:{rebuilt.In}:read*")
     assert main([*cli, "--yes"]) == 0  # level with the checkpoint: nothing to do
     assert "nothing to rebuild" in capsys.readouterr().out
     reports = run_topology(plan, spark, "rebuilt", ck, "once")

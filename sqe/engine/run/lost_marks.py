@@ -7,10 +7,12 @@ consumer read, and its checkpoint says where its last finished batch ended, so t
 again: :func:`find_lost_marks` reads the record keys of the stream's topic from the first offset
 each partition retains up to that batch's end (:func:`~sqe.source.kafka.mark_scan.scan_marks`),
 and :meth:`LostMarks.commit` commits them to the store as that batch, with its end offsets and
-checkpoint.  The next run starts as if nothing had been lost, but for what the store kept beside
-the marks: the rows of Redis states staged there for those batches are gone (the Postgres and
-Kafka states hold theirs).  ``sqe hwm rebuild`` does it for a topology's streams
-(:mod:`sqe.cli.rebuild`), :meth:`sqe.Hop.rebuild_marks` for a hop.
+checkpoint, after deleting the reports of what source tasks read (:mod:`sqe.source.read_report`)
+that a batch tried meanwhile left: they hold the marks of the store that had lost them.  The
+next run starts as if nothing had been lost, but for what the store kept beside the marks: the
+rows of Redis states staged there for those batches are gone (the Postgres and Kafka states hold
+theirs).  ``sqe hwm rebuild`` does it for a topology's streams (:mod:`sqe.cli.rebuild`),
+:meth:`sqe.Hop.rebuild_marks` for a hop.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ class LostMarks:
         store = self.stores.hwm_store()
         assert store is not None  # a filtering stream's
         try:
+            # a batch tried while the store held none of these marks left its tasks' reports
+            # of the marks they filtered by, which a run of it again would take over the store's
+            store.forget_reads()
             store.commit(self.batch, self.marks, offsets=self.ended,
                          checkpoint=self.checkpoint.location)
         finally:
