@@ -62,6 +62,7 @@ from sqe.clients.redis_endpoint import RedisEndpoint
 from sqe.errors import ArgumentError, StaleBatchError, StateError, StoreBehind
 from sqe.ledger.commits import Commit
 from sqe.ledger.hwm_lua import APPLY, COMMIT, LAST, LOAD, MARKS
+from sqe.ledger.leftovers import forget_reads, left_by_tasks
 from sqe.ledger.replicas import wait_for_replicas
 from sqe.ledger.retry import Failed, asked
 
@@ -140,7 +141,8 @@ class HwmStore:
         self.url = endpoint.display if endpoint else None  # for messages: never a password
         self.keys = [f"sqe:{{{tag}}}:hwm", f"sqe:{{{tag}}}:ts", f"sqe:{{{tag}}}:batch",
                      f"sqe:{{{tag}}}:commit", f"sqe:{{{tag}}}:age"]
-        self._stage_prefix = f"sqe:{{{tag}}}:stage:"
+        self.prefix = f"sqe:{{{tag}}}:"  # of every key of the consumer's
+        self._stage_prefix = f"{self.prefix}stage:"
         self._ack = f"sqe:{{{tag}}}:ack"  # written after a commit, for WAIT (see replicated)
         #: the stages a commit left to apply, and the last batch whose rows are all applied
         self.apply_keys = [f"sqe:{{{tag}}}:apply", f"sqe:{{{tag}}}:applied"]
@@ -377,23 +379,6 @@ class HwmStore:
             self._same[other.display] = known
         return known
 
-    def _left(self, kind: str) -> list[bytes]:
-        """The keys of one ``kind`` its tasks left (``stage``, ``read``, ``reads``)."""
-        prefix = self._stage_prefix.removesuffix("stage:") + f"{kind}:"
-        return list(self.client.scan_iter(match=re.sub(r"([*?\[\]\\])", r"\\\1", prefix) + "*"))
-
-    def forget_reads(self) -> int:
-        """Delete what this consumer's source tasks reported reading
-        (:mod:`sqe.source.read_report`); how many reports and sets went.
-
-        A task run again filters by the marks its report recorded, not by the store's; marks
-        given back to a store that lost them (:mod:`sqe.engine.run.lost_marks`) must not be
-        passed over by the reports of a batch tried while the store held none."""
-        keys = self._left("read") + self._left("reads")
-        if keys:
-            self.client.delete(*keys)
-        return len(keys)
-
     def reset(self) -> int:
         """Forget this consumer's HWMs and the offsets it committed, keeping its batch id.
 
@@ -403,11 +388,11 @@ class HwmStore:
         after the committed one (so no id a state has seen comes again), and filters
         nothing it has not seen since.
         """
-        stages = self._left("stage")
+        stages = left_by_tasks(self.client, self.prefix, "stage")
         marks = int(self.client.hlen(self.keys[0]))
         self.finish_applying()  # a committed batch's rows stay committed
         self.client.delete(self.keys[0], self.keys[1], self.keys[4], self._ack, *stages)
-        self.forget_reads()
+        forget_reads(self.client, self.prefix)
         if self.client.exists(self.keys[2]):
             self.client.hset(self.keys[3], mapping={"offsets": "", "reset": "1"})
         return marks + len(stages)

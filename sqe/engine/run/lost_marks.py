@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from sqe.engine.batch.pipeline import StreamStores
 from sqe.engine.spark.checkpoint import StreamCheckpoint
 from sqe.ledger.commits import Commit
+from sqe.ledger.leftovers import forget_reads
 from sqe.observe.batch_report import partition_offsets
 from sqe.source.kafka.config import SourceConfig
 from sqe.source.kafka.mark_scan import scan_marks
@@ -58,7 +59,7 @@ class LostMarks:
         try:
             # a batch tried while the store held none of these marks left its tasks' reports
             # of the marks they filtered by, which a run of it again would take over the store's
-            store.forget_reads()
+            forget_reads(store.client, store.prefix)
             store.commit(self.batch, self.marks, offsets=self.ended,
                          checkpoint=self.checkpoint.location)
         finally:
