@@ -8,7 +8,10 @@ such response (``[UNKNOWN_RESPONSE] Unknown response: Plan observed(__python_acc
 them -- sends one: apache/spark#58435 (SPARK-59135) fixes it upstream.  The entry script,
 :mod:`sqe.cli.pipelines_entry`, applies that fix where the installed pyspark lacks it, then
 runs pyspark's own pipelines command line, on the JVM that ``spark-pipelines`` starts
-(``org.apache.spark.deploy.SparkPipelines``).
+(``org.apache.spark.deploy.SparkPipelines``).  Before a run it removes the temporary files a
+checkpoint write that failed left in the pipeline's storage, when that is on this machine
+(:mod:`sqe.engine.spark.failed_writes`: with them a flow whose first batch failed on a full disk
+never starts again).
 """
 
 from __future__ import annotations
@@ -18,10 +21,17 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import yaml
+
+from sqe.engine.spark.failed_writes import clear_failed_writes
 from sqe.errors import PrerequisiteError
 
-__all__ = ["add_parser", "spark_pipelines_command"]
+__all__ = ["add_parser", "pipeline_storage", "spark_pipelines_command"]
+
+#: The names spark-pipelines looks for in a directory and its parents, without ``--spec``.
+SPEC_NAMES = ("spark-pipeline.yaml", "spark-pipeline.yml")
 
 
 def add_parser(sub: Any) -> None:
@@ -49,6 +59,33 @@ def spark_pipelines_command(args: list[str]) -> tuple[list[str], dict[str, str]]
              str(entry), *args], env)
 
 
+def pipeline_storage(args: list[str], cwd: Path) -> Path | None:
+    """The directory on this machine of the storage of the pipeline that ``spark-pipelines
+    ARGS`` runs from ``cwd`` (its ``--spec``, else the spec it finds in ``cwd`` or a parent);
+    None for storage elsewhere (another file system's URI) or no spec to read, which
+    spark-pipelines then says itself."""
+    spec = next((Path(a.removeprefix("--spec=")) for a in args if a.startswith("--spec=")),
+                None)
+    if "--spec" in args[:-1]:
+        spec = Path(args[args.index("--spec") + 1])
+    if spec is None:
+        spec = next((d / name for d in (cwd, *cwd.parents) for name in SPEC_NAMES
+                     if (d / name).is_file()), None)
+    if spec is None or not (cwd / spec).is_file():
+        return None
+    try:
+        doc = yaml.safe_load((cwd / spec).read_text(encoding="utf-8"))
+    except (OSError, UnicodeError, yaml.YAMLError):
+        return None  # spark-pipelines refuses the spec in its own words
+    storage = doc.get("storage") if isinstance(doc, dict) else None
+    if not isinstance(storage, str):
+        return None
+    parts = urlsplit(storage)
+    if parts.scheme == "file":
+        return Path(parts.path)
+    return None if parts.scheme else cwd / storage  # relative: to the server's directory
+
+
 def _run(args: argparse.Namespace) -> int:
     import importlib.util
 
@@ -57,6 +94,12 @@ def _run(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("pyspark.pipelines") is None:
         raise PrerequisiteError(f"sqe pipelines runs Spark Declarative Pipelines, which came in "
                                 f"pyspark 4.1; this is pyspark {pyspark.__version__}")
+    storage = pipeline_storage(list(args.args), Path.cwd()) if args.args[:1] == ["run"] else None
+    removed = clear_failed_writes(storage) if storage is not None else []
+    if removed:
+        print(f"sqe pipelines: removed {len(removed)} temporary file(s) that checkpoint writes "
+              f"which failed (a full disk, say) left under {storage}; a flow whose first batch "
+              "failed that way would not start with them there", file=sys.stderr)
     command, env = spark_pipelines_command(list(args.args))
     os.execve(command[0], command, env)  # the pipeline's process from here on
     return 1  # not reached

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -238,6 +239,51 @@ def test_sqe_pipelines_runs_spark_pipelines_jvm_with_the_fixed_entry_script(monk
     assert env["PYSPARK_PYTHON"] == sys.executable
     assert str(home / "python") in env["PYTHONPATH"].split(os.pathsep)
     assert any(Path(p).name.startswith("py4j-") for p in env["PYTHONPATH"].split(os.pathsep))
+
+
+def test_sqe_pipelines_run_removes_what_failed_checkpoint_writes_left_in_its_storage(
+        tmp_path, monkeypatch, capsys):
+    """A flow's first batch that failed on a full disk leaves Spark's temporary offsets file
+    (and its checksum); with them there, every later run of the flow refuses to start
+    (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY).  ``sqe pipelines run`` removes them from the
+    spec's storage before it starts the pipeline, and leaves Spark's own files alone."""
+    from sqe.cli import pipelines
+
+    uuid = "0c0ffee0-1111-2222-3333-444455556666"
+    flow = tmp_path / "store" / "_checkpoints" / "sink" / "flow" / "0"
+    (flow / "offsets").mkdir(parents=True)
+    (flow / "commits").mkdir()
+    left = [flow / "offsets" / f".0.{uuid}.tmp", flow / "offsets" / f"..0.{uuid}.tmp.crc",
+            flow / f".metadata.{uuid}.tmp"]
+    kept = [flow / "metadata", flow / ".metadata.crc", flow / "commits" / "0",
+            flow / "offsets" / f".0.{uuid}.tmp.bak"]
+    for path in left + kept:
+        path.write_text("v1")
+    spec = tmp_path / "p" / "spark-pipeline.yml"
+    spec.parent.mkdir()
+    spec.write_text(f"name: p\nstorage: {(tmp_path / 'store').as_uri()}\n")
+    assert pipelines.pipeline_storage(["run", "--spec", str(spec)], tmp_path) == \
+        tmp_path / "store"
+    assert pipelines.pipeline_storage(["run"], spec.parent / "transformations") == \
+        tmp_path / "store"  # found in a parent, as spark-pipelines finds it
+    spec.write_text("name: p\nstorage: store\n")  # relative: to where the run starts
+    assert pipelines.pipeline_storage(["run", "--spec=p/spark-pipeline.yml"], tmp_path) == \
+        tmp_path / "store"
+    spec.write_text("name: p\nstorage: s3a://bucket/store\n")
+    assert pipelines.pipeline_storage(["run"], spec.parent) is None
+    spec.write_text("name: p\nstorage: [")
+    assert pipelines.pipeline_storage(["run"], spec.parent) is None  # spark-pipelines says why
+
+    spec.write_text("name: p\nstorage: ../store\n")
+    monkeypatch.chdir(spec.parent)
+    monkeypatch.setattr(pipelines.os, "execve", lambda *a: None)
+    assert pipelines._run(argparse.Namespace(args=["run"])) == 1
+    assert [p for p in left + kept if p.exists()] == kept
+    said = capsys.readouterr().err
+    assert said.startswith("sqe pipelines: removed 3 temporary file(s) that checkpoint writes "
+                           "which failed (a full disk, say) left under"), said
+    pipelines._run(argparse.Namespace(args=["run"]))
+    assert capsys.readouterr().err == ""  # nothing left to say
 
 
 def test_the_pipelines_entry_script_lets_metrics_pass_beside_a_commands_results(monkeypatch):
