@@ -181,6 +181,34 @@ def test_a_hops_store_that_lost_its_marks_is_refused_by_sparks_commit_log(
     assert [(r.records_read, r.replays_dropped) for r in hop.reports] == [(4, 4)]
 
 
+def test_a_hop_whose_first_batch_failed_on_a_full_disk_starts_again(
+        spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, caplog):
+    """A checkpoint write that fails on a full disk leaves Spark's temporary file beside the
+    offsets file it was writing; with it there, a query that has no batch yet refuses to start
+    (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY).  The hop's start removes it, and says so."""
+    topic = kafka_topic(1, "enriched")
+    uuid = "0c0ffee0-1111-2222-3333-444455556666"
+    left = [tmp_path / "ck" / "offsets" / f".0.{uuid}.tmp",
+            tmp_path / "ck" / "offsets" / f"..0.{uuid}.tmp.crc"]
+    left[0].parent.mkdir(parents=True)
+    for path in left:
+        path.write_text("v1")
+    _events(kafka_bootstrap, topic, 0, 4)
+    hop = sqe.Hop("full.enriched", topic=topic, checkpoint=tmp_path / "ck", conf={
+        "jw.sqe.spout.kafka.brokers": kafka_bootstrap, "jw.sqe.spout.kafka.filterReplays": True,
+        "jw.sqe.spout.kafka.filterReplays.redis.url": redis_url,
+        "jw.sqe.spout.kafka.startingOffsets": "earliest"})
+    with caplog.at_level(logging.WARNING, logger="sqe"):
+        rows = hop.read(spark)
+    (rows.writeStream.option("checkpointLocation", hop.checkpoint).trigger(availableNow=True)
+     .foreachBatch(hop.exactly_once(lambda batch_rows, batch: None)).start()
+     .awaitTermination())  # with the files there: STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY
+    assert [r.records_read for r in hop.reports] == [4]
+    assert not any(path.exists() for path in left)
+    assert "full.enriched: removed 2 temporary file(s) that checkpoint writes which failed" \
+        in caplog.text
+
+
 @pytest.mark.parametrize("way", ["foreachBatch", "sink"])
 def test_a_store_that_loses_its_marks_while_a_hop_runs_stops_its_next_batch(
         spark, kafka_bootstrap, kafka_topic, redis_url, tmp_path, way):

@@ -55,11 +55,16 @@ class PreparedStream:
 
 def prepare_stream(p: StreamPipeline, checkpoint: StreamCheckpoint, resume: bool,
                    rerun: Rerun, accept_lost: int | None = None) -> PreparedStream:
-    """Stream ``p`` ready to start on ``checkpoint``: what its stores left applied, its start
+    """Stream ``p`` ready to start on ``checkpoint``: what failed checkpoint writes left there
+    removed (:mod:`sqe.engine.spark.failed_writes`), what its stores left applied, its start
     agreed with them (:func:`~sqe.engine.run.recovery.plan_start`), its HWM store not behind the
     checkpoint unless the operator accepts losing the marks up to batch ``accept_lost``
     (:func:`~sqe.engine.run.recovery.lost_commits`), and its batch 0 pinned to the offsets it
     first started at."""
+    removed = checkpoint.clear_failed_writes()  # else a first batch that failed so stops it
+    if removed:
+        log.warning(f"{p.consumer}: removed {len(removed)} temporary file(s) that checkpoint "
+                    f"writes which failed (a full disk, say) left in {checkpoint.location}")
     p.stores.finish_applying()
     commits = p.stores.committed()
     start = plan_start(p.consumer, checkpoint, commits, resume, rerun)

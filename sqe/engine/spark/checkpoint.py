@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
+from sqe.engine.spark.failed_writes import clear_failed_writes
 from sqe.engine.spark.spark_api import default_file_system, is_connect
 from sqe.errors import ArgumentError, RunError
 
@@ -229,6 +230,11 @@ class CheckpointFiles:
             return
         self._fs.delete(self._path(name), False)
 
+    def clear_failed_writes(self) -> list[Path]:
+        """Remove what Spark's writes that failed left under the directory, on a local disk
+        (:func:`~sqe.engine.spark.failed_writes.clear_failed_writes`)."""
+        return clear_failed_writes(self._local) if self._local is not None else []
+
 
 class StreamCheckpoint:
     """One stream's checkpoint directory (``<checkpoint>/<streamName>``); ``topic``: the
@@ -243,6 +249,11 @@ class StreamCheckpoint:
     def location(self) -> str:
         """Where it is."""
         return self.files.location
+
+    def clear_failed_writes(self) -> list[Path]:
+        """Remove what Spark's checkpoint writes that failed left here, on a local disk
+        (:mod:`sqe.engine.spark.failed_writes`); the files removed."""
+        return self.files.clear_failed_writes()
 
     def _ids(self, folder: str) -> list[int]:
         return sorted(int(n) for n in self.files.names(folder) if n.isdigit())
