@@ -61,7 +61,7 @@ def prepare_stream(p: StreamPipeline, checkpoint: StreamCheckpoint, resume: bool
     checkpoint unless the operator accepts losing the marks up to batch ``accept_lost``
     (:func:`~sqe.engine.run.recovery.lost_commits`), and its batch 0 pinned to the offsets it
     first started at."""
-    removed = checkpoint.clear_failed_writes()  # else a first batch that failed so stops it
+    removed = checkpoint.files.clear_failed_writes()  # else a failed first batch stops it
     if removed:
         log.warning(f"{p.consumer}: removed {len(removed)} temporary file(s) that checkpoint "
                     f"writes which failed (a full disk, say) left in {checkpoint.location}")

@@ -250,11 +250,6 @@ class StreamCheckpoint:
         """Where it is."""
         return self.files.location
 
-    def clear_failed_writes(self) -> list[Path]:
-        """Remove what Spark's checkpoint writes that failed left here, on a local disk
-        (:mod:`sqe.engine.spark.failed_writes`); the files removed."""
-        return self.files.clear_failed_writes()
-
     def _ids(self, folder: str) -> list[int]:
         return sorted(int(n) for n in self.files.names(folder) if n.isdigit())
 

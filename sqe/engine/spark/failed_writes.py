@@ -3,16 +3,16 @@
 Spark writes each file of a streaming checkpoint (``metadata``, ``offsets/N``, ``commits/N``)
 atomically: to a temporary ``.<name>.<uuid>.tmp`` beside it (and, on a local disk, its checksum
 ``..<name>.<uuid>.tmp.crc``), renamed when complete.  When the write fails -- a full disk is the
-usual cause -- the FileContext manager Spark uses unless told otherwise (Spark Connect's server,
-Declarative Pipelines) leaves both files there.  No reader takes them for a batch, but a query
+usual cause -- both files stay there (seen with the FileContext manager Spark uses unless told
+otherwise, and in classic hops' checkpoints).  No reader takes them for a batch, but a query
 that has not finished its first batch checks that ``offsets`` is empty, and refuses to start
 with ``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY`` as long as they are there: every later run
-of a new flow fails the same way.  :func:`clear_failed_writes` removes them before a run starts
-(``sqe pipelines`` does, for a pipeline's storage on this machine).
+fails the same way.  :func:`clear_failed_writes` removes them before a query starts: each
+stream's start does (:func:`sqe.engine.run.start.prepare_stream`, for a checkpoint on this
+machine), and ``sqe pipelines run`` for a pipeline's storage on this machine.
 
 Example::
 
-    >>> from pathlib import Path
     >>> bool(TEMPORARY.match(".0.0c0ffee0-1111-2222-3333-444455556666.tmp"))
     True
     >>> bool(TEMPORARY.match("0")), bool(TEMPORARY.match(".0.crc"))
