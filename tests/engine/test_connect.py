@@ -1,7 +1,8 @@
 """The chain over Spark Connect: `sqe run --remote sc://...` from a client process with no
 Java on its PATH, against a real Spark Connect server that the fixtures start, with the same
 exactly-once results as classic mode, through a server SIGKILLed mid-run and started again,
-then a client SIGKILLed mid-run."""
+then a client SIGKILLed mid-run; a hop (examples/pyspark_chain.py) whose server is restarted
+under it."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from sqe.cli.sample_events import produce_events
 from sqe.errors import PrerequisiteError
 from support.connect_server import ConnectServer, start_connect_server
 from tests.engine.test_exactly_once import Chain, _assert_each_event_once
+from tests.engine.test_hop import PySparkChain
 from tests.support import ROOT
 from tests.support.kafka_io import read_topic
 
@@ -69,9 +71,10 @@ def _chain(connect_server, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn
     return chain, {f"e{i}" for i in range(EVENTS)}
 
 
-def _wait_for_commit(store: redis.Redis, batch: int, proc: subprocess.Popen, log: Path) -> None:
+def _wait_for_commit(store: redis.Redis, batch: int, proc: subprocess.Popen, log: Path,
+                     consumer: str = "load.Enriched") -> None:
     deadline = time.monotonic() + 300
-    while int(store.get("sqe:{load.Enriched}:batch") or -1) < batch:
+    while int(store.get(f"sqe:{{{consumer}}}:batch") or -1) < batch:
         assert proc.poll() is None, log.read_text()[-3000:]
         assert time.monotonic() < deadline, f"load committed no batch {batch} in 300 s"
         time.sleep(0.2)
@@ -140,6 +143,42 @@ def test_the_server_and_then_a_client_killed_mid_run_lose_and_double_nothing(
         done = chain.run("load", *batch)
         assert done.returncode == 0, done.stderr[-3000:]
         _assert_each_event_once(chain, expected)
+    finally:
+        server.kill()
+
+
+@pytest.mark.slow
+def test_a_server_restarted_under_a_hop_ends_its_run_in_one_sentence_and_the_next_goes_on(
+        kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
+    # the server is back within the client's retries: pyspark says only that the session is
+    # not found ("[RESPONSE_ALREADY_RECEIVED] INVALID_HANDLE.SESSION_NOT_FOUND ..."), the hop
+    # says what happened and what the next run does
+    server = start_connect_server(tmp_path / "server")
+    try:
+        events, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")
+        chain = PySparkChain(tmp_path, kafka_bootstrap, events, enriched, redis_url,
+                             postgres_dsn)
+        produce_events(kafka_bootstrap, events, EVENTS, partitions=2)
+        remote = ("--remote", server.url)
+        assert chain.run("enrich", *remote).returncode == 0
+        log = tmp_path / "load.log"
+        with open(log, "w") as out:
+            load = subprocess.Popen(
+                chain.command("load", None, *remote,
+                              "--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=200"),
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        _wait_for_commit(redis.Redis.from_url(redis_url), 1, load, log, "load.enriched")
+        server.kill()
+        server = start_connect_server(tmp_path / "server", port=server.port)
+        assert load.wait(600) == 1
+        said = log.read_text().strip().splitlines()[-1]
+        assert said.startswith("error: the Spark Connect server no longer holds this run's "
+                               "session (INVALID_HANDLE.SESSION_"), log.read_text()[-3000:]
+        assert said.endswith("the next run continues from the checkpoint"), said
+        assert "Traceback" not in log.read_text()
+        done = chain.run("load", *remote)
+        assert done.returncode == 0, done.stderr[-3000:]
+        _assert_each_event_once(chain, {f"e{i}" for i in range(EVENTS)})
     finally:
         server.kill()
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import sqe.errors as errors
 from sqe.engine.batch.processor import BatchProcessor
+from sqe.engine.spark.connect_session import server_lost
 from sqe.errors import RunError, SqeError
 
 __all__ = ["describe_failure", "failure_error", "python_not_started"]
@@ -68,6 +69,9 @@ def _cause(exc: BaseException, processors: Sequence[BatchProcessor]
     for proc in processors:
         if isinstance(proc.failure, SqeError):
             return type(proc.failure), str(proc.failure)
+    lost = server_lost(exc)
+    if lost is not None:
+        return RunError, lost
     for failure in [exc, *(p.failure for p in processors if p.failure is not None)]:
         missing_python = python_not_started(str(failure))
         if missing_python:

@@ -38,6 +38,9 @@ DEFAULT_PORT = 15002
 #: apart, about a minute in all.
 RETRIES = 10
 
+#: How a server that came back says it has lost a client's session.
+_SESSION_GONE = re.compile(r"INVALID_HANDLE\.SESSION_(?:NOT_FOUND|CHANGED)")
+
 #: Settings that choose the session, not configure it.
 _CHOOSERS = ("spark.remote", "spark.master", "spark.api.mode")
 
@@ -95,9 +98,18 @@ def check_server_python(spark: Any, remote: str) -> None:
 
 
 def server_lost(exc: BaseException) -> str | None:
-    """The sentence for a Spark Connect server that stopped answering, when ``exc`` says so
-    (gRPC's UNAVAILABLE once the retries are spent), else None."""
+    """The sentence for a Spark Connect server that stopped answering, or that answers again
+    without the session (restarted), when ``exc`` says so, else None.  gRPC's UNAVAILABLE
+    comes once the retries are spent; ``INVALID_HANDLE.SESSION_NOT_FOUND`` (which pyspark
+    may wrap in ``RESPONSE_ALREADY_RECEIVED``) or ``SESSION_CHANGED`` when a server came
+    back within them, its queries gone with the old one."""
     text = str(exc)
+    gone = _SESSION_GONE.search(text)
+    if gone is not None:
+        return (f"the Spark Connect server no longer holds this run's session ({gone.group(0)}: "
+                "it was restarted, or it closed the session), and the streaming query ended "
+                "with it; what its batches committed stays committed, and the next run "
+                "continues from the checkpoint")
     if "StatusCode.UNAVAILABLE" not in text:
         return None
     details = re.search(r'details = "([^"]*)"', text)
