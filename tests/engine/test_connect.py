@@ -147,6 +147,24 @@ def test_the_server_and_then_a_client_killed_mid_run_lose_and_double_nothing(
         server.kill()
 
 
+#: A Spark Connect client that makes a call, says "ready", and makes the next when the file
+#: argv[2] exists: what sqe.Hop.explain says of its failure.
+_BETWEEN_CALLS = """
+import pathlib, sys, time
+from pyspark.sql import SparkSession
+import sqe
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+spark.range(1).collect()
+print("ready", flush=True)
+while not pathlib.Path(sys.argv[2]).exists():
+    time.sleep(0.2)
+try:
+    spark.range(1).collect()
+except Exception as exc:
+    print(sqe.Hop.explain(exc))
+"""
+
+
 @pytest.mark.slow
 def test_a_server_restarted_under_a_hop_ends_its_run_in_one_sentence_and_the_next_goes_on(
         kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
@@ -167,15 +185,25 @@ def test_a_server_restarted_under_a_hop_ends_its_run_in_one_sentence_and_the_nex
                 chain.command("load", None, *remote,
                               "--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=200"),
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        idle = subprocess.Popen([sys.executable, "-c", _BETWEEN_CALLS, server.url,
+                                 str(tmp_path / "go")], stdout=subprocess.PIPE, text=True)
+        assert idle.stdout is not None and idle.stdout.readline() == "ready\n"
         _wait_for_commit(redis.Redis.from_url(redis_url), 1, load, log, "load.enriched")
         server.kill()
         server = start_connect_server(tmp_path / "server", port=server.port)
+        (tmp_path / "go").touch()
         assert load.wait(600) == 1
         said = log.read_text().strip().splitlines()[-1]
         assert said.startswith("error: the Spark Connect server no longer holds this run's "
                                "session (INVALID_HANDLE.SESSION_"), log.read_text()[-3000:]
-        assert said.endswith("the next run continues from the checkpoint"), said
+        assert said.endswith("so the run ended with it; what its batches committed stays "
+                             "committed, and the next run continues from the checkpoint"), said
         assert "Traceback" not in log.read_text()
+        # a client between two calls: pyspark closes itself on SESSION_CHANGED, then says
+        # only "[NO_ACTIVE_SESSION] No active Spark session found."
+        assert idle.communicate(timeout=600)[0].startswith(
+            "the Spark Connect client closed this run's session (NO_ACTIVE_SESSION: its server "
+            "was restarted under it, or the session was stopped), so the run ended with it")
         done = chain.run("load", *remote)
         assert done.returncode == 0, done.stderr[-3000:]
         _assert_each_event_once(chain, {f"e{i}" for i in range(EVENTS)})

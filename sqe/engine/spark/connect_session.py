@@ -38,8 +38,10 @@ DEFAULT_PORT = 15002
 #: apart, about a minute in all.
 RETRIES = 10
 
-#: How a server that came back says it has lost a client's session.
-_SESSION_GONE = re.compile(r"INVALID_HANDLE\.SESSION_(?:NOT_FOUND|CHANGED)")
+#: How a server that came back says it has lost a client's session; and what pyspark's client
+#: says instead once it has closed itself on SESSION_CHANGED (every call after, the first too).
+_CLOSED = "NO_ACTIVE_SESSION"
+_SESSION_GONE = re.compile(rf"INVALID_HANDLE\.SESSION_(?:NOT_FOUND|CHANGED)|(?<=\[){_CLOSED}(?=\])")
 
 #: Settings that choose the session, not configure it.
 _CHOOSERS = ("spark.remote", "spark.master", "spark.api.mode")
@@ -102,14 +104,19 @@ def server_lost(exc: BaseException) -> str | None:
     without the session (restarted), when ``exc`` says so, else None.  gRPC's UNAVAILABLE
     comes once the retries are spent; ``INVALID_HANDLE.SESSION_NOT_FOUND`` (which pyspark
     may wrap in ``RESPONSE_ALREADY_RECEIVED``) or ``SESSION_CHANGED`` when a server came
-    back within them, its queries gone with the old one."""
+    back within them, its queries gone with the old one; pyspark's ``[NO_ACTIVE_SESSION]``
+    from a client that closed itself on SESSION_CHANGED."""
     text = str(exc)
     gone = _SESSION_GONE.search(text)
     if gone is not None:
-        return (f"the Spark Connect server no longer holds this run's session ({gone.group(0)}: "
-                "it was restarted, or it closed the session), and the streaming query ended "
-                "with it; what its batches committed stays committed, and the next run "
-                "continues from the checkpoint")
+        if gone.group(0) == _CLOSED:
+            what = (f"the Spark Connect client closed this run's session ({_CLOSED}: its server "
+                    "was restarted under it, or the session was stopped)")
+        else:
+            what = (f"the Spark Connect server no longer holds this run's session "
+                    f"({gone.group(0)}: it was restarted, or it closed the session)")
+        return (f"{what}, so the run ended with it; what its batches committed "
+                "stays committed, and the next run continues from the checkpoint")
     if "StatusCode.UNAVAILABLE" not in text:
         return None
     details = re.search(r'details = "([^"]*)"', text)
