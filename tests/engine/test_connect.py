@@ -171,7 +171,7 @@ def test_a_server_restarted_under_a_hop_ends_its_run_in_one_sentence_and_the_nex
     # the server is back within the client's retries: pyspark says only that the session is
     # not found ("[RESPONSE_ALREADY_RECEIVED] INVALID_HANDLE.SESSION_NOT_FOUND ..."), the hop
     # says what happened and what the next run does
-    server = start_connect_server(tmp_path / "server")
+    server, idle = start_connect_server(tmp_path / "server"), None
     try:
         events, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")
         chain = PySparkChain(tmp_path, kafka_bootstrap, events, enriched, redis_url,
@@ -209,6 +209,8 @@ def test_a_server_restarted_under_a_hop_ends_its_run_in_one_sentence_and_the_nex
         _assert_each_event_once(chain, {f"e{i}" for i in range(EVENTS)})
     finally:
         server.kill()
+        if idle is not None:
+            idle.kill()
 
 
 def _hello_on_a_server(tmp_path: Path, python: str
