@@ -11,7 +11,10 @@ runs pyspark's own pipelines command line, on the JVM that ``spark-pipelines`` s
 (``org.apache.spark.deploy.SparkPipelines``).  Before a run it removes the temporary files a
 checkpoint write that failed left in the pipeline's storage, when that is on this machine
 (:mod:`sqe.engine.spark.failed_writes`: with them a flow whose first batch failed on a full disk
-never starts again).
+never starts again).  A spec's ``storage`` path is read relative to the spec's directory
+(:func:`storage_uri`: pyspark 4.3's server takes only a URI).  On a local master the
+pipeline's Python processes run the launcher of :mod:`sqe.engine.spark.worker_python`, which
+imports the installed pyspark instead of compiling Spark's ``pyspark.zip`` again in each.
 """
 
 from __future__ import annotations
@@ -21,14 +24,15 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import yaml
 
 from sqe.engine.spark.failed_writes import clear_failed_writes
+from sqe.engine.spark.session import python_env
 from sqe.errors import PrerequisiteError
 
-__all__ = ["add_parser", "pipeline_storage", "spark_pipelines_command"]
+__all__ = ["add_parser", "pipeline_storage", "spark_pipelines_command", "storage_uri"]
 
 #: The names spark-pipelines looks for in a directory and its parents, without ``--spec``.
 SPEC_NAMES = ("spark-pipeline.yaml", "spark-pipeline.yml")
@@ -53,10 +57,20 @@ def spark_pipelines_command(args: list[str]) -> tuple[list[str], dict[str, str]]
     zips = sorted(str(z) for z in lib.glob("py4j-*-src.zip"))
     path = os.pathsep.join([*zips, str(home / "python"), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "SPARK_HOME": str(home), "PYTHONPATH": path.rstrip(os.pathsep),
-           "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+           **python_env(_local_master(args), os.environ)}
     entry = Path(__file__).with_name("pipelines_entry.py")
     return ([str(home / "bin" / "spark-class"), "org.apache.spark.deploy.SparkPipelines",
              str(entry), *args], env)
+
+
+def _local_master(args: list[str]) -> bool:
+    """Whether ``spark-pipelines ARGS`` runs on a local master (its default, or ``--master
+    local[...]``), whose Python processes all run on this machine."""
+    master = next((a.removeprefix("--master=") for a in args if a.startswith("--master=")),
+                  None)
+    if "--master" in args[:-1]:
+        master = args[args.index("--master") + 1]
+    return master is None or master.startswith("local")
 
 
 def pipeline_storage(args: list[str], cwd: Path) -> Path | None:
@@ -80,10 +94,18 @@ def pipeline_storage(args: list[str], cwd: Path) -> Path | None:
     storage = doc.get("storage") if isinstance(doc, dict) else None
     if not isinstance(storage, str):
         return None
-    parts = urlsplit(storage)
-    if parts.scheme == "file":
-        return Path(parts.path)
-    return None if parts.scheme else cwd / storage  # relative: to the server's directory
+    parts = urlsplit(storage_uri(storage, cwd / spec))
+    return Path(unquote(parts.path)) if parts.scheme == "file" else None
+
+
+def storage_uri(storage: str, spec: Path) -> str:
+    """A spec's ``storage`` as the pipeline's server takes it: a URI as it is, a path (which
+    pyspark 4.3's server refuses, ``PIPELINE_STORAGE_ROOT_INVALID``: "must be an absolute
+    path with a URI scheme") as the ``file:`` URI of that directory, a relative one relative
+    to the directory of ``spec``, the file that names it, as its ``libraries`` are."""
+    if urlsplit(storage).scheme:
+        return storage
+    return (spec.parent / storage).resolve().as_uri()
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -1,7 +1,7 @@
 """The script ``sqe pipelines`` runs on the ``spark-pipelines`` JVM: pyspark's pipelines
 command line, with the fix of SPARK-59135 where the installed pyspark lacks it, its local
-Spark Connect server on a port of its own, and a failed run said in one sentence (see
-:mod:`sqe.cli.pipelines`)."""
+Spark Connect server on a port of its own, a spec's ``storage`` path read beside the spec, and
+a failed run said in one sentence (see :mod:`sqe.cli.pipelines`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import json
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+from sqe.cli.pipelines import storage_uri
 from sqe.engine.run.failure import describe_failure
 
 #: The Spark option that sets the local Spark Connect server's port (15002 unless set).
@@ -43,6 +45,23 @@ def _fixed() -> None:
                                         messageParameters={"response": str(response)})
 
     client.execute_command_as_iterator = execute_command_as_iterator  # type: ignore[method-assign]
+
+
+def _storage_beside_spec() -> None:
+    """Read a spec's ``storage`` path as a directory beside the spec (relative to its
+    directory, as its ``libraries`` are), as a ``file:`` URI: the server of pyspark 4.3 takes
+    only a URI (:func:`sqe.cli.pipelines.storage_uri`)."""
+    import yaml
+    from pyspark.pipelines import cli
+
+    def load_with_storage_uri(spec_path: Path) -> Any:  # cli.load_pipeline_spec, and the URI
+        with spec_path.open("r", encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+        if isinstance(doc, dict) and isinstance(doc.get("storage"), str):
+            doc = {**doc, "storage": storage_uri(doc["storage"], spec_path)}
+        return cli.unpack_pipeline_spec(doc)  # which says what a spec gets wrong
+
+    cli.load_pipeline_spec = load_with_storage_uri
 
 
 def _port_given(opts: dict[str, Any]) -> bool:
@@ -92,6 +111,7 @@ def _run() -> int:
     instead of the client's traceback with Spark's streaming query dump."""
     _fixed()
     _own_port()
+    _storage_beside_spec()
     from pyspark.errors import PySparkException
     from pyspark.pipelines.cli import main
 

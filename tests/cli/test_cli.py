@@ -14,6 +14,7 @@ import pytest
 
 from sqe.cli.main import main
 from sqe.config.registry import CLIENT_PROPERTIES, REGISTRY
+from sqe.engine.spark.worker_python import local_worker_python
 from tests.support import ROOT
 
 
@@ -230,13 +231,24 @@ def test_sqe_pipelines_runs_spark_pipelines_jvm_with_the_fixed_entry_script(monk
     from sqe.cli import pipelines
 
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
     command, env = pipelines.spark_pipelines_command(["run", "--spec", "p/spark-pipeline.yml"])
     home = Path(env["SPARK_HOME"])
     assert command[:2] == [str(home / "bin" / "spark-class"),
                            "org.apache.spark.deploy.SparkPipelines"]
     assert Path(command[2]).name == "pipelines_entry.py" and Path(command[2]).is_file()
     assert command[3:] == ["run", "--spec", "p/spark-pipeline.yml"]
-    assert env["PYSPARK_PYTHON"] == sys.executable
+    # a local master: the entry script, the server's workers and its planners import the
+    # installed pyspark (bytecode cached), not the zip Spark puts first on their path
+    assert env["PYSPARK_PYTHON"] == env["PYSPARK_DRIVER_PYTHON"] == local_worker_python()
+    for master in (["--master", "spark://h:7077"], ["--master=yarn"]):
+        _, env = pipelines.spark_pipelines_command(["run", *master])
+        assert env["PYSPARK_PYTHON"] == env["PYSPARK_DRIVER_PYTHON"] == sys.executable
+    _, env = pipelines.spark_pipelines_command(["run", "--master", "local[2]"])
+    assert env["PYSPARK_PYTHON"] == local_worker_python()
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/py/bin/python")  # the user's choice stays
+    _, env = pipelines.spark_pipelines_command(["run"])
+    assert env["PYSPARK_PYTHON"] == "/opt/py/bin/python"
     assert str(home / "python") in env["PYTHONPATH"].split(os.pathsep)
     assert any(Path(p).name.startswith("py4j-") for p in env["PYTHONPATH"].split(os.pathsep))
 
@@ -266,7 +278,7 @@ def test_sqe_pipelines_run_removes_what_failed_checkpoint_writes_left_in_its_sto
         tmp_path / "store"
     assert pipelines.pipeline_storage(["run"], spec.parent / "transformations") == \
         tmp_path / "store"  # found in a parent, as spark-pipelines finds it
-    spec.write_text("name: p\nstorage: store\n")  # relative: to where the run starts
+    spec.write_text("name: p\nstorage: ../store\n")  # relative: to the spec's directory
     assert pipelines.pipeline_storage(["run", "--spec=p/spark-pipeline.yml"], tmp_path) == \
         tmp_path / "store"
     spec.write_text("name: p\nstorage: s3a://bucket/store\n")
@@ -284,6 +296,32 @@ def test_sqe_pipelines_run_removes_what_failed_checkpoint_writes_left_in_its_sto
                            "which failed (a full disk, say) left under"), said
     pipelines._run(argparse.Namespace(args=["run"]))
     assert capsys.readouterr().err == ""  # nothing left to say
+
+
+def test_a_spec_s_storage_path_is_read_beside_the_spec_as_the_file_uri_the_server_takes(
+        tmp_path, monkeypatch):
+    """pyspark 4.3's pipeline server refuses a storage that is not a URI
+    (PIPELINE_STORAGE_ROOT_INVALID), examples/pipeline's ``pipeline-storage`` among them: the
+    entry script gives it a path's file URI, relative to the spec's directory."""
+    from pyspark.pipelines import cli
+
+    from sqe.cli import pipelines_entry
+    from sqe.cli.pipelines import storage_uri
+
+    spec = tmp_path / "my pipeline" / "spark-pipeline.yml"
+    assert storage_uri("pipeline-storage", spec) == \
+        (tmp_path / "my pipeline" / "pipeline-storage").as_uri()
+    assert storage_uri("/srv/p", spec) == "file:///srv/p"
+    assert storage_uri("s3a://bucket/p", spec) == "s3a://bucket/p"
+    assert storage_uri("file:///srv/p", spec) == "file:///srv/p"
+    spec.parent.mkdir()
+    spec.write_text("name: p\nstorage: pipeline-storage\n"
+                    "libraries:\n  - glob:\n      include: transformations/**\n")
+    monkeypatch.setattr(cli, "load_pipeline_spec", cli.load_pipeline_spec)
+    pipelines_entry._storage_beside_spec()
+    loaded = cli.load_pipeline_spec(spec)
+    assert (loaded.name, loaded.storage) == ("p", storage_uri("pipeline-storage", spec))
+    assert [g.include for g in loaded.libraries] == ["transformations/**/*"]  # pyspark's own
 
 
 def test_the_pipelines_entry_script_lets_metrics_pass_beside_a_commands_results(monkeypatch):

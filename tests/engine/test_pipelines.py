@@ -32,12 +32,13 @@ EVENTS = 1000
 
 
 def _spec(tmp: Path, kafka: str, events: str, enriched: str, redis_url: str) -> Path:
-    """examples/pipeline, with its configuration pointed at these services and topics."""
+    """examples/pipeline, with its configuration pointed at these services and topics (its
+    storage as it is: ``pipeline-storage`` beside the spec)."""
     shutil.copytree(ROOT / "examples/pipeline", tmp / "pipeline")
     spec = tmp / "pipeline" / "spark-pipeline.yml"
     doc = yaml.safe_load(spec.read_text())
     pairs = service_conf(kafka, redis_url)[1::2]  # the --conf values: KEY=VALUE
-    doc["storage"] = (tmp / "pipeline" / "pipeline-storage").as_uri()
+    assert doc["storage"] == "pipeline-storage"  # beside the spec: as the example ships it
     doc["configuration"].update({
         "sqe.chain.config": str(ROOT / "conf/local.yaml"), "sqe.chain.events": events,
         "sqe.chain.enriched": enriched,
@@ -112,6 +113,7 @@ def _the_chain_through_kills(kafka_bootstrap, kafka_topic, redis_url, tmp_path) 
         assert "CANNOT_MODIFY_STATIC_CONFIG" not in done.stderr  # its own port, said nowhere
         if sum(_loaded(redis_url)[0].values()) >= EVENTS:
             break
+    assert any((spec.parent / "pipeline-storage").rglob("offsets"))  # the flows' checkpoints
     records = read_topic(kafka_bootstrap, enriched)
     assert len(records) > EVENTS  # enrich's batch was written again: replays
     log, regions = _loaded(redis_url)
