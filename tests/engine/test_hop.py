@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,35 @@ def test_the_chain_in_plain_pyspark_over_spark_connect(
         done = chain.run(hop, *remote)
         assert done.returncode == 0, done.stderr[-3000:]
     _assert_each_event_once(chain, {f"e{i}" for i in range(1000)})
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.redis
+@pytest.mark.postgres
+def test_two_runs_of_a_hop_on_one_checkpoint_stop_one_in_a_sentence_and_lose_nothing(
+        kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
+    # sqe.Hop takes no lock on its checkpoint (sqe run does): Spark stops the run that loses
+    # the race to write a batch, and said only "[STREAM_FAILED] Query [id = ..., runId = ...]
+    # terminated with exception: [CONCURRENT_STREAM_LOG_UPDATE] ..."
+    events, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")
+    chain = PySparkChain(tmp_path, kafka_bootstrap, events, enriched, redis_url, postgres_dsn)
+    produce_events(kafka_bootstrap, events, EVENTS, partitions=2)
+    assert chain.run("enrich").returncode == 0
+    command = chain.command("load", None, "--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=100")
+    runs = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True) for _ in range(2)]
+    said = [(run.wait(600), run.communicate()[1].strip().splitlines()) for run in runs]
+    stopped = [lines[-1] for code, lines in said if code == 1]
+    assert stopped and len(stopped) + [code for code, _ in said].count(0) == 2, said
+    assert all(re.fullmatch(
+        r"error: another run of this stream wrote batch \d+ to its checkpoint at the same time "
+        r"\(CONCURRENT_STREAM_LOG_UPDATE: two runs of one hop with one checkpoint\), so this "
+        r"one stopped and the other goes on; what the batches committed stays committed: run "
+        r"one at a time per checkpoint", line) for line in stopped), stopped
+    assert chain.run("load").returncode == 0
+    _assert_each_event_once(chain, {f"e{i}" for i in range(EVENTS)})
 
 
 def test_a_shuffle_or_a_sort_is_found_in_a_plan_and_a_broadcast_is_not():

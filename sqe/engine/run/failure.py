@@ -24,6 +24,10 @@ _PY_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+): (.+)$", re.M)
 #: How the JVM says a Python worker's interpreter could not be started.
 _NO_PYTHON = re.compile(r'Cannot run program "([^"]+)"(?: \(in directory "([^"]+)"\))?: '
                         r"error=\d+, ([^\n]+)")
+#: Spark's words for two runs of one query writing the same batch to its checkpoint.
+_CONCURRENT = re.compile(r"\[CONCURRENT_STREAM_LOG_UPDATE\][^\n]*?detected for (\d+)")
+#: What Spark puts before the cause of a streaming query's failure: the query's ids.
+_STREAM_FAILED = re.compile(r"^\[STREAM_FAILED\] Query \[[^\]]*\] terminated with exception: ")
 #: The classes a failure's text may name, by name, each made again from its sentence
 #: (RefusedOption is made from an option key, and never ends a query).
 _CLASSES: dict[str, type[SqeError]] = {name: getattr(errors, name) for name in errors.__all__
@@ -91,7 +95,14 @@ def _cause(exc: BaseException, processors: Sequence[BatchProcessor]
     matches = [m for m in _PY_ERROR.finditer(text) if m.group(1).endswith(("Error", "Exception"))]
     if matches:
         return RunError, f"{matches[-1].group(1)}: {matches[-1].group(2).strip()}"
+    concurrent = _CONCURRENT.search(text)
+    if concurrent:
+        return RunError, (f"another run of this stream wrote batch {concurrent.group(1)} to "
+                          "its checkpoint at the same time (CONCURRENT_STREAM_LOG_UPDATE: two "
+                          "runs of one hop with one checkpoint), so this one stopped and the "
+                          "other goes on; what the batches committed stays committed: run one "
+                          "at a time per checkpoint")
     java = getattr(exc, "java_exception", None)  # a Py4JJavaError: its Java exception's line
     text = str(java.toString()) if java is not None else text
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return RunError, first[:500]
+    return RunError, _STREAM_FAILED.sub("", first)[:500]
