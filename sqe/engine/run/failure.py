@@ -86,6 +86,13 @@ def _cause(exc: BaseException, processors: Sequence[BatchProcessor]
                           "device): its checkpoint's filesystem, or Spark's local directories "
                           "(spark.local.dir); make room and run again: the batch it was in is "
                           "committed whole or not at all")
+    concurrent = _CONCURRENT.search(text)
+    if concurrent:
+        return RunError, (f"another run of this stream wrote batch {concurrent.group(1)} to "
+                          "its checkpoint at the same time (CONCURRENT_STREAM_LOG_UPDATE: two "
+                          "runs of one hop with one checkpoint), so this one stopped and the "
+                          "other goes on; what the batches committed stays committed: run one "
+                          "at a time per checkpoint")
     ours = [m for m in _PY_ERROR.finditer(text) if m.group(1) in _CLASSES]
     if ours:
         return _CLASSES[ours[-1].group(1)], ours[-1].group(2).strip()
@@ -95,13 +102,6 @@ def _cause(exc: BaseException, processors: Sequence[BatchProcessor]
     matches = [m for m in _PY_ERROR.finditer(text) if m.group(1).endswith(("Error", "Exception"))]
     if matches:
         return RunError, f"{matches[-1].group(1)}: {matches[-1].group(2).strip()}"
-    concurrent = _CONCURRENT.search(text)
-    if concurrent:
-        return RunError, (f"another run of this stream wrote batch {concurrent.group(1)} to "
-                          "its checkpoint at the same time (CONCURRENT_STREAM_LOG_UPDATE: two "
-                          "runs of one hop with one checkpoint), so this one stopped and the "
-                          "other goes on; what the batches committed stays committed: run one "
-                          "at a time per checkpoint")
     java = getattr(exc, "java_exception", None)  # a Py4JJavaError: its Java exception's line
     text = str(java.toString()) if java is not None else text
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
