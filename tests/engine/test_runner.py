@@ -371,6 +371,8 @@ def test_a_trigger_interval_spaces_the_batches_of_a_steady_input(spark, kafka_bo
     # gaps together still span two intervals, where without the interval they span seconds
     gaps = [b - a for a, b in zip(starts[2:], starts[3:], strict=False)]
     spans = [a + b for a, b in zip(gaps, gaps[1:], strict=False)] or [2 * gaps[0]]
-    assert min(spans) >= 11.5, gaps
+    # a batch's start is seen when its planning ends, which a loaded machine delays by up to
+    # a second or so (a CI run beside two nemesis seeds: gaps 5.5, 5.9, 6.0 s)
+    assert min(spans) >= 10, gaps
     timed = [m for m in caplog.messages if m.startswith("Spark trigger of tick.In batch")]
     assert timed and "addBatch" in timed[-1], caplog.messages
