@@ -23,7 +23,7 @@ from sqe.cli.sample_events import produce_events
 from sqe.errors import PrerequisiteError
 from support.connect_server import ConnectServer, start_connect_server
 from tests.engine.test_exactly_once import Chain, _assert_each_event_once
-from tests.engine.test_hop import PySparkChain
+from tests.engine.test_hop import pyspark_chain
 from tests.support import ROOT
 from tests.support.kafka_io import read_topic
 
@@ -173,10 +173,8 @@ def test_a_server_restarted_under_a_hop_ends_its_run_in_one_sentence_and_the_nex
     # says what happened and what the next run does
     server, idle = start_connect_server(tmp_path / "server"), None
     try:
-        events, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")
-        chain = PySparkChain(tmp_path, kafka_bootstrap, events, enriched, redis_url,
-                             postgres_dsn)
-        produce_events(kafka_bootstrap, events, EVENTS, partitions=2)
+        chain = pyspark_chain(tmp_path, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn,
+                              EVENTS)
         remote = ("--remote", server.url)
         assert chain.run("enrich", *remote).returncode == 0
         log = tmp_path / "load.log"

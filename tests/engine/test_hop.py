@@ -52,6 +52,23 @@ class PySparkChain(Chain):
                 *service_conf(self.kafka, self.redis_url, self.dsn), *extra]
 
 
+def slow_chain(test: Any) -> Any:
+    """The marks of a test that runs the example's chain, slow, on every service."""
+    for mark in (pytest.mark.slow, pytest.mark.spark, pytest.mark.kafka, pytest.mark.redis,
+                 pytest.mark.postgres):
+        test = mark(test)
+    return test
+
+
+def pyspark_chain(tmp: Path, kafka: str, kafka_topic: Any, redis_url: str, dsn: str,
+                  events: int = EVENTS) -> PySparkChain:
+    """examples/pyspark_chain.py on two fresh topics of two partitions, ``events`` events in
+    the first (``e0``, ``e1``, ...)."""
+    source, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")
+    produce_events(kafka, source, events, partitions=2)
+    return PySparkChain(tmp, kafka, source, enriched, redis_url, dsn)
+
+
 def _options(kafka: str, redis_url: str, dsn: str | None = None,
              more: dict[str, Any] | None = None) -> dict[str, Any]:
     """A hop's options on these services (as ``sqe run --conf`` points a run at them), read from
@@ -60,16 +77,10 @@ def _options(kafka: str, redis_url: str, dsn: str | None = None,
     return {**dict(pairs), "jw.sqe.spout.kafka.startingOffsets": "earliest", **(more or {})}
 
 
-@pytest.mark.slow
-@pytest.mark.spark
-@pytest.mark.kafka
-@pytest.mark.redis
-@pytest.mark.postgres
+@slow_chain
 def test_the_chain_in_plain_pyspark_is_exactly_once_through_crashes(
         kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
-    events, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")
-    chain = PySparkChain(tmp_path, kafka_bootstrap, events, enriched, redis_url, postgres_dsn)
-    produce_events(kafka_bootstrap, events, EVENTS, partitions=2)
+    chain = pyspark_chain(tmp_path, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn)
     expected = {f"e{i}" for i in range(EVENTS)}
 
     records = crash_enrich_and_run_it_again(chain, expected)
@@ -102,9 +113,7 @@ def test_the_chain_in_plain_pyspark_is_exactly_once_through_crashes(
 @pytest.mark.connect
 def test_the_chain_in_plain_pyspark_over_spark_connect(
         connect_server, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
-    events, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")
-    chain = PySparkChain(tmp_path, kafka_bootstrap, events, enriched, redis_url, postgres_dsn)
-    produce_events(kafka_bootstrap, events, 1000, partitions=2)
+    chain = pyspark_chain(tmp_path, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, 1000)
     remote = ("--remote", connect_server.url)
     for hop in ("enrich", "load"):
         done = chain.run(hop, *remote)
@@ -112,19 +121,13 @@ def test_the_chain_in_plain_pyspark_over_spark_connect(
     _assert_each_event_once(chain, {f"e{i}" for i in range(1000)})
 
 
-@pytest.mark.slow
-@pytest.mark.spark
-@pytest.mark.kafka
-@pytest.mark.redis
-@pytest.mark.postgres
+@slow_chain
 def test_two_runs_of_a_hop_on_one_checkpoint_stop_one_in_a_sentence_and_lose_nothing(
         kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
     # sqe.Hop takes no lock on its checkpoint (sqe run does): Spark stops the run that loses
     # the race to write a batch, and said only "[STREAM_FAILED] Query [id = ..., runId = ...]
     # terminated with exception: [CONCURRENT_STREAM_LOG_UPDATE] ..."
-    events, enriched = kafka_topic(2, "events"), kafka_topic(2, "enriched")
-    chain = PySparkChain(tmp_path, kafka_bootstrap, events, enriched, redis_url, postgres_dsn)
-    produce_events(kafka_bootstrap, events, EVENTS, partitions=2)
+    chain = pyspark_chain(tmp_path, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn)
     assert chain.run("enrich").returncode == 0
     command = chain.command("load", None, "--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=100")
     runs = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
