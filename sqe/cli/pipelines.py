@@ -66,11 +66,17 @@ def spark_pipelines_command(args: list[str]) -> tuple[list[str], dict[str, str]]
 def _local_master(args: list[str]) -> bool:
     """Whether ``spark-pipelines ARGS`` runs on a local master (its default, or ``--master
     local[...]``), whose Python processes all run on this machine."""
-    master = next((a.removeprefix("--master=") for a in args if a.startswith("--master=")),
-                  None)
-    if "--master" in args[:-1]:
-        master = args[args.index("--master") + 1]
+    master = _option(args, "--master")
     return master is None or master.startswith("local")
+
+
+def _option(args: list[str], name: str) -> str | None:
+    """The value spark-pipelines' ``ARGS`` give option ``name`` (``--name VALUE`` or
+    ``--name=VALUE``), or None."""
+    value = next((a.removeprefix(f"{name}=") for a in args if a.startswith(f"{name}=")), None)
+    if name in args[:-1]:
+        value = args[args.index(name) + 1]
+    return value
 
 
 def pipeline_storage(args: list[str], cwd: Path) -> Path | None:
@@ -78,13 +84,10 @@ def pipeline_storage(args: list[str], cwd: Path) -> Path | None:
     ARGS`` runs from ``cwd`` (its ``--spec``, else the spec it finds in ``cwd`` or a parent);
     None for storage elsewhere (another file system's URI) or no spec to read, which
     spark-pipelines then says itself."""
-    spec = next((Path(a.removeprefix("--spec=")) for a in args if a.startswith("--spec=")),
-                None)
-    if "--spec" in args[:-1]:
-        spec = Path(args[args.index("--spec") + 1])
-    if spec is None:
-        spec = next((d / name for d in (cwd, *cwd.parents) for name in SPEC_NAMES
-                     if (d / name).is_file()), None)
+    given = _option(args, "--spec")
+    spec = Path(given) if given is not None else next(
+        (d / name for d in (cwd, *cwd.parents) for name in SPEC_NAMES if (d / name).is_file()),
+        None)
     if spec is None or not (cwd / spec).is_file():
         return None
     try:
