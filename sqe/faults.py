@@ -9,6 +9,8 @@ it writes a marker file and then waits, forever, to be killed.
     SQE_FAULT=before-commit@K        # a batch (id >= K) whose states are written, before its
                                      # HWM commit
     SQE_FAULT=postgres-before-commit@K  # a Postgres state of batch >= K: rows sent, no COMMIT yet
+    SQE_FAULT=before-stage@K         # a batch (id >= K) whose states are open, before its Redis
+                                     # rows are staged (the per-batch way and a hop's batch)
     SQE_FAULT_MARKER=/tmp/marker     # written (point, pid) when the point is reached
 
 With ``SQE_FAULT_ACTION=kill`` the process group kills itself with SIGKILL
@@ -37,7 +39,8 @@ FAULT_ENV = "SQE_FAULT"
 MARKER_ENV = "SQE_FAULT_MARKER"
 ACTION_ENV = "SQE_FAULT_ACTION"
 
-POINTS = ("kafka-state-sent", "before-commit", "postgres-before-commit", "joined-before-commit")
+POINTS = ("kafka-state-sent", "before-commit", "postgres-before-commit", "joined-before-commit",
+          "before-stage")
 
 
 def armed(point: str) -> int | None:

@@ -99,6 +99,9 @@ class Batch:
     #: the batch the writer saw committed before: a store short of it lost commits since, and
     #: the HWM commit refuses (:class:`~sqe.errors.StoreBehind`)
     seen: int | None = None
+    #: the run that writes the batch, whose stages no other run shares
+    #: (:func:`sqe.ledger.stages.new_writer`; None: the checkpoint names it)
+    writer: str | None = None
     _stage_keys: int = 0
 
     def stage_key(self) -> str:
@@ -106,7 +109,8 @@ class Batch:
         if self.store is None:
             raise StateError(f"batch {self.batch_id} of {self.consumer} has no HWM store")
         self._stage_keys += 1
-        return self.store.stage_key(self.batch_id, self.checkpoint, self._stage_keys - 1)
+        return self.store.stage_key(self.batch_id, self.writer or self.checkpoint,
+                                    self._stage_keys - 1)
 
 
 #: What a state's executor task is: Arrow batches of its rows in, one-row count batches out

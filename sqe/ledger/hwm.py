@@ -12,9 +12,10 @@ One consumer (a topology's stream) owns these keys, with one hash tag (one Clust
   see :mod:`sqe.ledger.commits`
 * ``sqe:{<consumer>}:stage:<batch>:<writer>:<n>`` rows of a Redis state staged
   for batch ``<batch>`` (see :mod:`state.redis.sink`), until the commit applies them;
-  ``<writer>`` is a hash of the checkpoint that stages them, so two runs of one
-  consumer on separate checkpoints never share a stage, and a retry on the same
-  checkpoint rewrites its own
+  ``<writer>`` is a hash of the run that stages them, so two runs of one consumer never
+  share a stage, even on one checkpoint, and a batch run again in the same run rewrites
+  its own; ``sqe:{<consumer>}:stages`` registers them by batch, and a commit deletes the
+  ones of its batch or before that are not its own (:mod:`sqe.ledger.stages`)
 * ``sqe:{<consumer>}:ack`` the batch id last written after a commit, for ``WAIT``
 * ``sqe:{<consumer>}:apply`` hash: the ``batch`` whose staged rows are being applied, and
   ``s:<stage key>`` -> its datatype and expiry, for each stage still to apply
@@ -49,7 +50,6 @@ Offsets are compared as decimal strings inside Lua (Lua numbers are doubles: int
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -65,6 +65,7 @@ from sqe.ledger.hwm_lua import APPLY, COMMIT, LAST, LOAD, MARKS
 from sqe.ledger.leftovers import forget_reads, left_by_tasks
 from sqe.ledger.replicas import wait_for_replicas
 from sqe.ledger.retry import Failed, asked
+from sqe.ledger.stages import Stage, Stages
 
 __all__ = ["APPLY_ROWS", "HwmSnapshot", "HwmStore", "Stage", "StaleBatchError", "consumer_tag"]
 
@@ -89,15 +90,6 @@ class HwmSnapshot:
         return self.commit.batch_id if self.commit is not None else None
 
 
-@dataclass(frozen=True)
-class Stage:
-    """Rows of a Redis state staged in ``key`` for the commit to apply (see state.redis)."""
-
-    key: str
-    datatype: str  # HASH or STRING
-    expire_seconds: int = 0
-
-
 def _text(raw: Sequence[bytes | str]) -> list[str]:
     return [v.decode() if isinstance(v, bytes) else v for v in raw]
 
@@ -119,12 +111,6 @@ def consumer_tag(consumer: str) -> str:
     return consumer.replace("{", "(").replace("}", ")")
 
 
-def _writer(checkpoint: str | None) -> str:
-    """The writer part of a stage key: a short hash of the checkpoint (``-``: none known)."""
-    return "-" if checkpoint is None else hashlib.blake2b(checkpoint.encode(),
-                                                         digest_size=4).hexdigest()
-
-
 class HwmStore:
     """High-water marks and the committed batch id of one consumer, in Redis."""
 
@@ -142,10 +128,11 @@ class HwmStore:
         self.keys = [f"sqe:{{{tag}}}:hwm", f"sqe:{{{tag}}}:ts", f"sqe:{{{tag}}}:batch",
                      f"sqe:{{{tag}}}:commit", f"sqe:{{{tag}}}:age"]
         self.prefix = f"sqe:{{{tag}}}:"  # of every key of the consumer's
-        self._stage_prefix = f"{self.prefix}stage:"
         self._ack = f"sqe:{{{tag}}}:ack"  # written after a commit, for WAIT (see replicated)
         #: the stages a commit left to apply, and the last batch whose rows are all applied
         self.apply_keys = [f"sqe:{{{tag}}}:apply", f"sqe:{{{tag}}}:applied"]
+        #: the stages of Redis state rows, and their register (:mod:`sqe.ledger.stages`)
+        self.stages = Stages(client, self.prefix, self.apply_keys[0])
         self.replicas, self.replica_timeout = replicas, replica_timeout
         #: seconds a commit whose connection drops is sent again (sqe.engine.batch.commit)
         self.commit_retry_s = commit_retry_s
@@ -250,7 +237,8 @@ class HwmStore:
             args += [stage.datatype, int(stage.expire_seconds)]
         for (pid, part), offset in updates.items():
             args += [f"{int(pid)}:{int(part)}", str(int(offset))]
-        keys = [*self.keys, *self.apply_keys, *(stage.key for stage in stages)]
+        keys = [*self.keys, *self.apply_keys, self.stages.register,
+                *(stage.key for stage in stages)]
         try:
             try:
                 done = bool(self._commit(keys=keys, args=args))
@@ -334,17 +322,16 @@ class HwmStore:
         """A client error as one sentence naming this store's Redis (never its password)."""
         return self.endpoint.describe_error(exc) if self.endpoint else str(exc)
 
-    def stage_key(self, batch_id: int, checkpoint: str | None, index: int) -> str:
+    def stage_key(self, batch_id: int, writer: str | None, index: int) -> str:
         """The key that stages the rows of this consumer's ``index``-th state in a batch
-        made on ``checkpoint``."""
-        return f"{self._stage_prefix}{int(batch_id)}:{_writer(checkpoint)}:{int(index)}"
+        that ``writer`` (one run's, :func:`sqe.ledger.stages.new_writer`) writes."""
+        return self.stages.key(batch_id, writer, index)
 
-    def drop_stages(self, batch_id: int, checkpoint: str | None, count: int) -> int:
-        """Delete what ``checkpoint``'s run staged for batch ``batch_id`` in its first
-        ``count`` stages (a writer refused as stale leaves nothing staged); returns how many
-        stages there were."""
-        keys = [self.stage_key(batch_id, checkpoint, i) for i in range(count)]
-        return int(self.client.delete(*keys)) if keys else 0
+    def drop_stages(self, batch_id: int, writer: str | None, count: int) -> int:
+        """Delete what ``writer`` staged for batch ``batch_id`` in its first ``count`` stages
+        (a writer refused as stale leaves nothing staged); returns how many stages there
+        were."""
+        return self.stages.drop([self.stage_key(batch_id, writer, i) for i in range(count)])
 
     def same_database(self, other: str | RedisEndpoint) -> bool:
         """True when ``other`` names this store's Redis server and database.
@@ -391,7 +378,8 @@ class HwmStore:
         stages = left_by_tasks(self.client, self.prefix, "stage")
         marks = int(self.client.hlen(self.keys[0]))
         self.finish_applying()  # a committed batch's rows stay committed
-        self.client.delete(self.keys[0], self.keys[1], self.keys[4], self._ack, *stages)
+        self.client.delete(self.keys[0], self.keys[1], self.keys[4], self._ack,
+                           self.stages.register, *stages)
         forget_reads(self.client, self.prefix)
         if self.client.exists(self.keys[2]):
             self.client.hset(self.keys[3], mapping={"offsets": "", "reset": "1"})

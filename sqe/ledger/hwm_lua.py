@@ -31,18 +31,22 @@ local function gt(a, b)
 end
 """
 
-# KEYS: hwm, ts (the old layout), batch, commit, age, apply, applied, stage keys...; ARGV: ttl,
+# KEYS: hwm, ts (the old layout), batch, commit, age, apply, applied, the register of stages,
+# stage keys...; ARGV: ttl,
 # batch id, number of stages, the batch's end offsets, the checkpoint, the batch the writer saw
 # committed before ('' when none), (datatype, expire seconds) per stage, then
 # "<pid>:<partition>", offset pairs.  A store holding less than the batch seen replies
 # 'SQE_BEHIND <the stored batch as JSON>' (it lost commits and their marks since).  A refusal
-# deletes the stages (a stage the last commit left to apply stays) and replies with an error
+# deletes the stages (a stage the last commit left to apply stays), takes them out of the
+# register, and replies with an error
 # 'SQE_STALE <the stored commit as JSON>'; 'SQE_OTHER <...>' when the same batch id ends at
 # other offsets as text
 # (HwmStore.commit compares them as JSON); 'SQE_PENDING' while rows of the last commit are
 # still to be applied (the caller applies them, APPLY, and commits again).  The stages are not
 # applied here: they are recorded in the apply hash, their expiry removed, for APPLY to apply
-# in chunks, so the script's work does not grow with the batch's rows.
+# in chunks, so the script's work does not grow with the batch's rows.  A commit deletes the
+# registered stages of its batch and before that it did not record (another run's, which no
+# commit can take now; sqe.ledger.stages) and empties the register up to its batch.
 COMMIT = NOW + GT + """
 local stages = tonumber(ARGV[3])
 local stored = redis.call('GET', KEYS[3])
@@ -52,9 +56,10 @@ if ARGV[6] ~= '' and ((not stored) or tonumber(stored) < tonumber(ARGV[6])) then
 end
 if stored and batch <= tonumber(stored) then
   for s = 1, stages do
-    if redis.call('HEXISTS', KEYS[6], 's:' .. KEYS[7 + s]) == 0 then
-      redis.call('DEL', KEYS[7 + s])
+    if redis.call('HEXISTS', KEYS[6], 's:' .. KEYS[8 + s]) == 0 then
+      redis.call('DEL', KEYS[8 + s])
     end
+    redis.call('ZREM', KEYS[8], KEYS[8 + s])
   end
   local made = redis.call('HMGET', KEYS[4], 'offsets', 'checkpoint')
   local offsets = made[1] or ''
@@ -69,9 +74,9 @@ end
 if redis.call('EXISTS', KEYS[6]) == 1 then return redis.error_reply('SQE_PENDING') end
 local pending = 0
 for s = 1, stages do
-  if redis.call('EXISTS', KEYS[7 + s]) == 1 then
-    redis.call('PERSIST', KEYS[7 + s])
-    redis.call('HSET', KEYS[6], 's:' .. KEYS[7 + s], ARGV[5 + 2 * s] .. ' ' .. ARGV[6 + 2 * s])
+  if redis.call('EXISTS', KEYS[8 + s]) == 1 then
+    redis.call('PERSIST', KEYS[8 + s])
+    redis.call('HSET', KEYS[6], 's:' .. KEYS[8 + s], ARGV[5 + 2 * s] .. ' ' .. ARGV[6 + 2 * s])
     pending = pending + 1
   end
 end
@@ -94,6 +99,11 @@ if #expired > 0 then
   redis.call('HDEL', KEYS[1], unpack(expired))
   redis.call('ZREM', KEYS[5], unpack(expired))
 end
+local dead = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', ARGV[2])
+for i = 1, #dead do
+  if redis.call('HEXISTS', KEYS[6], 's:' .. dead[i]) == 0 then redis.call('DEL', dead[i]) end
+end
+if #dead > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', ARGV[2]) end
 redis.call('SET', KEYS[3], ARGV[2])
 redis.call('HSET', KEYS[4], 'offsets', ARGV[4], 'checkpoint', ARGV[5], 'reset', '0')
 return 1

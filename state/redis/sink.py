@@ -20,8 +20,9 @@ server and database as the consumer's HWM store, the rows are *staged*
 store, ``sqe:{<consumer>}:stage:<batch>:<writer>:<n>``, field ``<key bytes>:<key><hash
 field>``, and the HWM commit script applies every staged row, the new HWMs and the batch id
 in one atomic step (:meth:`sqe.ledger.hwm.HwmStore.commit`).  A crash before that step leaves
-only a stage, which expires after a day and is rewritten by the retry on the same checkpoint; a
-writer refused as stale deletes its stages (:meth:`sqe.ledger.hwm.HwmStore.drop_stages`).  A
+only a stage, of that run's own (:mod:`sqe.ledger.stages`), which the commit of its batch by
+the next run deletes (or which expires after a day); a writer refused as stale deletes its
+stages (:meth:`sqe.ledger.hwm.HwmStore.drop_stages`).  A
 state on another server is written directly before the commit; ``SET`` and ``HSET`` of the same
 data are idempotent, so a re-run batch leaves the same state there too.
 """
@@ -130,9 +131,9 @@ class RedisSink(Sink):
                 self._stage = Stage(batch.stage_key(), self.config.datatype,
                                     self.config.expire_seconds)
                 self._store = store.endpoint
-                key = self._stage.key  # what a crashed attempt staged goes: sent again
-                asked(store, lambda: store.client.delete(key),  # sent again while away
-                      f"batch {batch.batch_id} of {batch.consumer}",
+                key = self._stage.key  # what a failed attempt staged goes: sent again
+                asked(store, lambda: store.stages.open(key, batch.batch_id),  # sent again
+                      f"batch {batch.batch_id} of {batch.consumer}",         # while away
                       f"the clearing of {self.config.name}'s stage")
         except Failed as exc:
             raise StateError(f"Redis state {self.config.name}: "

@@ -356,6 +356,38 @@ def test_each_checkpoint_stages_apart_and_drops_only_its_own(store, redis_url):
     assert redis.Redis.from_url(redis_url).keys("sqe:*:stage:*") == [theirs.encode()]
 
 
+def test_runs_on_one_checkpoint_stage_apart_and_a_commit_deletes_what_none_can_commit(
+        store, redis_url):
+    """Two runs of one checkpoint write batch 3 at once (and a third stopped in batch 2): the
+    second's opening leaves the first's stage alone, the first's commit deletes the stages no
+    commit can take any more, and nothing deletes rows left to apply."""
+    from sqe.ledger.hwm import Stage
+    from sqe.ledger.stages import new_writer
+
+    client = redis.Redis.from_url(redis_url)
+    first, second, stopped = (new_writer("/ck/a") for _ in range(3))
+
+    def opened(batch: int, writer: str, row: str) -> str:
+        key = store.stage_key(batch, writer, 0)
+        store.stages.open(key, batch)
+        client.hset(key, row, "1")
+        return key
+
+    mine, left = opened(3, first, "1:Ya"), opened(2, stopped, "1:Yc")
+    theirs, ahead = opened(3, second, "1:Ya"), opened(4, second, "1:Yd")
+    assert len({mine, theirs, left, ahead}) == 4 and client.hgetall(mine) == {b"1:Ya": b"1"}
+    assert store.commit(3, {(1, 0): 3}, [Stage(mine, "HASH")], '{"0": 3}', apply=False)
+    assert client.exists(theirs, left) == 0 and client.exists(mine, ahead) == 2
+    assert store.drop_stages(3, first, 1) == 0 and client.exists(mine) == 1  # left to apply
+    store.finish_applying()
+    assert client.hgetall("Y") == {b"a": b"1"} and client.exists(mine) == 0
+    client.hset(theirs, "1:Yb", "1")  # the second run's task comes late: its commit is too
+    assert store.commit(3, {(1, 0): 3}, [Stage(theirs, "HASH")], '{"0": 3}') is False
+    assert client.exists(theirs) == 0 and client.hgetall("Y") == {b"a": b"1"}
+    assert client.zrange(store.stages.register, 0, -1) == [ahead.encode()]
+    assert store.reset() == 2 and client.exists(ahead, store.stages.register) == 0
+
+
 def test_the_marks_updated_last_with_their_age_for_sqe_status(redis_url):
     """``recent`` gives the marks updated last, newest first, with their age by the server's
     clock, and how many are live, in both layouts; it reads what it shows, plus a count."""

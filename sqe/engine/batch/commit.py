@@ -116,12 +116,12 @@ def _not_committed(batch: Batch, failed: Failed) -> StateError:
                       "is re-run and its output filtered as replays")
 
 
-def dropped(store: HwmStore, batch_id: int, checkpoint: str | None, sinks: int,
+def dropped(store: HwmStore, batch_id: int, writer: str | None, sinks: int,
             refusal: StaleBatchError) -> StaleBatchError:
-    """``refusal``, once the stages this run's Redis states (at most ``sinks``) made for the
-    batch are deleted (or saying that they could not be, and expire in a day)."""
+    """``refusal``, once the stages this run's Redis states (``writer``'s, at most ``sinks``)
+    made for the batch are deleted (or saying that they could not be, and expire in a day)."""
     try:
-        store.drop_stages(batch_id, checkpoint, sinks)
+        store.drop_stages(batch_id, writer, sinks)
     except redis.RedisError as exc:
         return StaleBatchError(f"{refusal}; the rows it staged in the HWM store could not "
                                f"be deleted ({store.describe_error(exc)}) and expire in a day")

@@ -13,9 +13,10 @@ takes its fields).  The sink is planned per batch on no driver of the user's, so
 from the one-pass batch is where its parts are decided:
 
 * the batch id is Spark's (``streaming.sql.batchId``, a task's local property) plus the hop's
-  base, and the writer that stages rows is the streaming query (its id survives restarts from
-  the same checkpoint) and the task's partition: each task stages under keys of its own, which
-  a retry of the task clears first, and the commit applies the keys its successful tasks name;
+  base, and the writer that stages rows is this run of the streaming query (its run id, new at
+  each start, so two runs on one checkpoint never share a stage) and the task's partition:
+  each task stages under keys of its own, which a retry of the task clears first, and the
+  commit applies the keys its successful tasks name;
 * a task whose batch the store holds already writes nothing (Spark ran a committed batch
   again), and the commit of a batch the store holds commits nothing;
 * a Kafka state needs each source partition's records in one task, in order: a transform that
@@ -177,6 +178,7 @@ class HopWriter(ArrowStreamWriter):
         ctx = TaskContext.get()
         assert ctx is not None
         query = ctx.getLocalProperty("sql.streaming.queryId") or "unknown"
+        run = ctx.getLocalProperty("sql.streaming.runId") or query  # this start of the query
         batch_id = self.spec.base + int(ctx.getLocalProperty("streaming.sql.batchId") or 0)
         store = self.spec.store()
         try:
@@ -191,8 +193,8 @@ class HopWriter(ArrowStreamWriter):
                                            done.batch_id if done else None,
                                            _seen(self.spec, batch_id), batch_id)
             first = next(iterator, None)
-            batch = Batch(self.spec.pipeline.consumer, batch_id, store, None,
-                          f"{query}/{ctx.partitionId()}")
+            batch = Batch(self.spec.pipeline.consumer, batch_id, store, None, query,
+                          writer=f"{run}/{ctx.partitionId()}")
             with States(batch) as states:
                 tasks: list[tuple[int, RowTask]] = []
                 sinks = self.spec.sinks()
@@ -245,7 +247,7 @@ class HopWriter(ArrowStreamWriter):
             if store is not None and not _asked(store, partial(store.admit, batch_id),
                                                 consumer, batch_id, "its admission"):
                 if batch.stages:
-                    _asked(store, partial(store.client.delete, *[s.key for s in batch.stages]),
+                    _asked(store, partial(store.stages.drop, [s.key for s in batch.stages]),
                            consumer, batch_id, "the clearing of its stages")
                 for joined in others:  # the driver died between the commits
                     if joined.admit(batchId):
@@ -281,7 +283,7 @@ class HopWriter(ArrowStreamWriter):
         store = self.spec.store() if stages else None
         if store is not None:
             try:
-                store.client.delete(*stages)
+                store.stages.drop(stages)
             finally:
                 store.client.close()
 

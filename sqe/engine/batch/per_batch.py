@@ -48,6 +48,7 @@ from sqe.engine.batch.bad_records import (
 from sqe.engine.batch.pipeline import QueryStep, StreamPipeline, check_fields
 from sqe.engine.batch.protocol import States, commit
 from sqe.errors import StaleBatchError, StateError
+from sqe.faults import fault_point
 from sqe.lang.compiler import compile_query
 from sqe.ledger.hwm import HwmStore
 from sqe.observe.batch_report import BatchReport
@@ -123,9 +124,11 @@ def write_state(step: QueryStep, frame: DataFrame, states: States, report: Batch
 def stage_counted(staged: Sequence[Staged], report: BatchReport, frame: DataFrame,
                   name_jobs: Callable[[DataFrame, str], None]) -> None:
     """Every state's staged rows, one Spark job per store (named over ``frame``), and the
-    rows each staged into ``report``."""
+    rows each staged into ``report`` (after the crash point ``before-stage``: the states are
+    open, their stages empty)."""
     if not staged:
         return
+    fault_point("before-stage", report.batch_id)
     name_jobs(frame, "stage " + ", ".join(s.name for s in staged))
     written = stage_together(staged)
     for item in staged:

@@ -44,6 +44,7 @@ from sqe.engine.spark.spark_api import describe_jobs
 from sqe.errors import StaleBatchError, StateError
 from sqe.ledger.hwm import HwmStore
 from sqe.ledger.retry import answered
+from sqe.ledger.stages import new_writer
 from sqe.observe.batch_report import BatchReport, partition_offsets
 from sqe.source.kafka import KafkaSource
 from state.sink import Batch
@@ -72,6 +73,9 @@ class BatchProcessor:
         self.on_done = on_done  # given each batch's report once it is committed (or skipped)
         self.checkpoint = checkpoint  # where Spark keeps this stream's offsets
         self.base = base  # the id the stores count this checkpoint's batch 0 as
+        #: this run's writer: its Redis stages are its own, though another run of the stream
+        #: write the same batch at once (:mod:`sqe.ledger.stages`)
+        self._writer = new_writer(checkpoint.location if checkpoint is not None else None)
         self.failure: BaseException | None = None
         self._batch_id = 0  # the batch being processed, as the stores count it
         #: the last batch this stream saw committed to its HWM store (a store that then holds
@@ -176,7 +180,8 @@ class BatchProcessor:
                     self._done(report)
                     return
             batch = Batch(self.p.consumer, batch_id, store, offsets,
-                          ck.location if ck is not None else None, seen=self._seen)
+                          ck.location if ck is not None else None, seen=self._seen,
+                          writer=self._writer)
             if self.way is not None:
                 self.way(rows, batch, report)
             elif self._one_pass is None:
@@ -193,8 +198,7 @@ class BatchProcessor:
         except StaleBatchError as exc:
             if store is not None:  # refused: what this run staged for the batch goes too
                 sinks = sum(1 for step in self.p.steps if step.sink is not None)
-                raise dropped(store, batch_id, ck.location if ck is not None else None, sinks,
-                              exc) from None
+                raise dropped(store, batch_id, self._writer, sinks, exc) from None
             raise
         finally:
             if failed:  # the next batch starts on a new connection
