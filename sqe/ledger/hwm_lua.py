@@ -1,5 +1,5 @@
 """The Lua scripts of the HWM store (:mod:`sqe.ledger.hwm`): its commit, the application of a
-commit's staged rows, and its three reads.
+commit's staged rows, the deletion of stages no commit can take, and its three reads.
 
 Each runs atomically on the Redis server over one consumer's keys, passed in
 the same order every time -- ``KEYS``: hwm, ts (the old layout's update times),
@@ -8,7 +8,7 @@ and the protocol are described in :mod:`sqe.ledger.hwm`; this module holds only 
 server-side code, so the Python around it reads in one sitting.
 """
 
-__all__ = ["APPLY", "COMMIT", "LAST", "LOAD", "MARKS"]
+__all__ = ["APPLY", "COMMIT", "DROP", "LAST", "LOAD", "MARKS"]
 
 # Server time in ms and the TTL (ARGV[1], seconds) in ms: the scripts that judge age start so.
 NOW = """
@@ -31,6 +31,26 @@ local function gt(a, b)
 end
 """
 
+# Deletes stage ``key`` unless the apply hash names it (rows a commit left to apply), and takes
+# it out of the register of stages: what both a refused commit and a commit do with the stages
+# no commit can take, and DROP with the ones it is given.
+DROP_STAGE = """
+local function drop_stage(apply, register, key)
+  local gone = 0
+  if redis.call('HEXISTS', apply, 's:' .. key) == 0 then gone = redis.call('DEL', key) end
+  redis.call('ZREM', register, key)
+  return gone
+end
+"""
+
+# KEYS: apply, the register of stages, then stage keys: each dropped (DROP_STAGE); replies how
+# many stages were deleted.
+DROP = DROP_STAGE + """
+local gone = 0
+for i = 3, #KEYS do gone = gone + drop_stage(KEYS[1], KEYS[2], KEYS[i]) end
+return gone
+"""
+
 # KEYS: hwm, ts (the old layout), batch, commit, age, apply, applied, the register of stages,
 # stage keys...; ARGV: ttl,
 # batch id, number of stages, the batch's end offsets, the checkpoint, the batch the writer saw
@@ -47,7 +67,7 @@ end
 # in chunks, so the script's work does not grow with the batch's rows.  A commit deletes the
 # registered stages of its batch and before that it did not record (another run's, which no
 # commit can take now; sqe.ledger.stages) and empties the register up to its batch.
-COMMIT = NOW + GT + """
+COMMIT = NOW + GT + DROP_STAGE + """
 local stages = tonumber(ARGV[3])
 local stored = redis.call('GET', KEYS[3])
 local batch = tonumber(ARGV[2])
@@ -55,12 +75,7 @@ if ARGV[6] ~= '' and ((not stored) or tonumber(stored) < tonumber(ARGV[6])) then
   return redis.error_reply('SQE_BEHIND ' .. cjson.encode({batch = stored or ''}))
 end
 if stored and batch <= tonumber(stored) then
-  for s = 1, stages do
-    if redis.call('HEXISTS', KEYS[6], 's:' .. KEYS[8 + s]) == 0 then
-      redis.call('DEL', KEYS[8 + s])
-    end
-    redis.call('ZREM', KEYS[8], KEYS[8 + s])
-  end
+  for s = 1, stages do drop_stage(KEYS[6], KEYS[8], KEYS[8 + s]) end
   local made = redis.call('HMGET', KEYS[4], 'offsets', 'checkpoint')
   local offsets = made[1] or ''
   local record = ' ' .. cjson.encode({batch = stored, offsets = offsets,
@@ -99,11 +114,9 @@ if #expired > 0 then
   redis.call('HDEL', KEYS[1], unpack(expired))
   redis.call('ZREM', KEYS[5], unpack(expired))
 end
-local dead = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', ARGV[2])
-for i = 1, #dead do
-  if redis.call('HEXISTS', KEYS[6], 's:' .. dead[i]) == 0 then redis.call('DEL', dead[i]) end
+for _, dead in ipairs(redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', ARGV[2])) do
+  drop_stage(KEYS[6], KEYS[8], dead)
 end
-if #dead > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', ARGV[2]) end
 redis.call('SET', KEYS[3], ARGV[2])
 redis.call('HSET', KEYS[4], 'offsets', ARGV[4], 'checkpoint', ARGV[5], 'reset', '0')
 return 1

@@ -30,21 +30,9 @@ from dataclasses import dataclass
 
 import redis
 
-__all__ = ["DROP", "Stage", "Stages", "new_writer", "writer_hash"]
+from sqe.ledger.hwm_lua import DROP
 
-# KEYS: apply (the commit's hash of stages to apply), the register of stages, then stage keys.
-# Deletes each stage the apply hash does not name, and takes each out of the register; replies
-# how many stages were deleted.
-DROP = """
-local gone = 0
-for i = 3, #KEYS do
-  if redis.call('HEXISTS', KEYS[1], 's:' .. KEYS[i]) == 0 then
-    gone = gone + redis.call('DEL', KEYS[i])
-  end
-  redis.call('ZREM', KEYS[2], KEYS[i])
-end
-return gone
-"""
+__all__ = ["Stage", "Stages", "new_writer", "writer_hash"]
 
 
 @dataclass(frozen=True)
