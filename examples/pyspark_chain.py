@@ -107,8 +107,7 @@ def start_hop(hop: sqe.Hop, frame: DataFrame, write: Callable[[DataFrame, sqe.Ho
         writer = (frame.writeStream.queryName(hop.consumer).outputMode(mode)
                   .option("checkpointLocation", hop.checkpoint)
                   .foreachBatch(hop.exactly_once(write, also=also or [])))
-    query = (writer.trigger(availableNow=True) if a.once else writer).start()
-    sqe.Hop.await_termination(query)  # a failure: SQE's error, its sentence first
+    hop.run(writer.trigger(availableNow=True) if a.once else writer)  # a failure: SQE's error
     for report in hop.reports:
         print(report.line())
     return hop

@@ -27,8 +27,8 @@ Example (the second hop of the README's chain, with a user transform)::
     def load(batch_rows, batch):                 # batch.id: as the stores count it
         batch.write("events_by_region", batch_rows.where(F.col("amount_cents") > 0))
 
-    query = (rows.writeStream.option("checkpointLocation", hop.checkpoint)
-             .foreachBatch(hop.exactly_once(load)).start())
+    hop.run(rows.writeStream.option("checkpointLocation", hop.checkpoint)
+            .foreachBatch(hop.exactly_once(load)))   # until it ends; a failure: SQE's error
 
 Problems with the hop's options are raised by the constructor as one
 :class:`~sqe.errors.TopologyError` (each located as ``hop <consumer>: command N``: command 1
@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from time import monotonic
 from typing import Any
 
 from py4j.protocol import Py4JError
@@ -62,6 +63,7 @@ from sqe.engine.batch.stream_frame import source_frame
 from sqe.engine.run.failure import describe_failure, failure_error
 from sqe.engine.run.lost_marks import find_lost_marks
 from sqe.engine.run.planning import plan_run, session_options
+from sqe.engine.run.query_starts import QueryStarts, not_back, start_query
 from sqe.engine.run.start import PreparedStream, default_rerun, prepare_stream
 from sqe.engine.spark.checkpoint import StreamCheckpoint, local_checkpoint, use_file_system_manager
 from sqe.engine.spark.spark_api import is_connect
@@ -231,6 +233,39 @@ class Hop:
                 else query.awaitTermination()
         except (PySparkException, Py4JError) as exc:
             raise failure_error(exc) from None
+
+    def run(self, writer: DataStreamWriter, timeout: float | None = None) -> StreamingQuery:
+        """Start the hop's query (``writer``: its ``writeStream``, with the checkpoint and a
+        trigger if wanted, as :meth:`write_stream` returns it) and wait until it ends, or for
+        ``timeout`` seconds; the query, which runs on after a timeout.
+
+        As ``sqe run`` does, a query whose Python process did not connect back within Spark's
+        fixed 10 s (a busy machine: the planner of the hop's stream, or over Spark Connect the
+        process of its ``foreachBatch``) is started again from its checkpoint, each time with a
+        warning, up to 3 starts in a row without a batch between; then it ends in one sentence.
+        Every batch commits with its id, so nothing is written twice.  Any other failure is
+        raised as :meth:`await_termination` raises it."""
+        end = None if timeout is None else monotonic() + timeout
+        starts = QueryStarts([])
+        try:
+            starts.start(self.consumer, lambda: start_query(writer, self.consumer))
+        except (PySparkException, Py4JError) as exc:
+            raise failure_error(exc) from None
+        while True:
+            query = starts.queries[0]
+            try:
+                left = None if end is None else max(0.0, end - monotonic())
+                query.awaitTermination(left) if left is not None else query.awaitTermination()
+                return query
+            except (PySparkException, Py4JError) as exc:
+                if not not_back(exc) or left == 0:
+                    raise failure_error(exc) from None
+                try:  # started again, or the sentence of a query that never connects back
+                    again = starts.check()
+                except (PySparkException, Py4JError) as failed:
+                    raise failure_error(failed) from None
+                if not again:
+                    raise failure_error(exc) from None
 
     def _read_first(self, what: str) -> StreamPipeline:
         if self._pipeline is None:
