@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from tests.engine.test_exactly_once import (
     _redis_view,
     crash_enrich_and_run_it_again,
 )
+from tests.engine.test_query_starts import slow_planner
 from tests.support import ROOT
 from tests.support.kafka_io import produce, read_topic
 
@@ -117,6 +120,25 @@ def test_the_chain_in_plain_pyspark_over_spark_connect(
     for hop in ("enrich", "load"):
         done = chain.run(hop, *remote)
         assert done.returncode == 0, done.stderr[-3000:]
+    _assert_each_event_once(chain, {f"e{i}" for i in range(1000)})
+
+
+@slow_chain
+def test_hop_run_starts_again_a_query_whose_planner_did_not_connect_back_in_time(
+        kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, tmp_path):
+    """The example's enrich hop (``hop.run``) whose stream planner starts 12 s late once: the
+    query fails with Spark's "Python worker failed to connect back", is started again from its
+    checkpoint with a warning, and the chain holds every event once."""
+    chain = pyspark_chain(tmp_path, kafka_bootstrap, kafka_topic, redis_url, postgres_dsn, 1000)
+    done = subprocess.run(chain.command("enrich"), capture_output=True, text=True, timeout=900,
+                          env={**os.environ, **slow_planner(tmp_path, slow_starts=1)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert ("warning: enrich.events: a Python process Spark started for the query did not "
+            "connect back within Spark's 10 s (a busy machine); starting the query again from "
+            "its checkpoint (2 of 3)") in done.stderr, done.stderr[-3000:]
+    assert len((tmp_path / "starts").read_text().split()) >= 2
+    loaded = chain.run("load")
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
     _assert_each_event_once(chain, {f"e{i}" for i in range(1000)})
 
 

@@ -20,12 +20,11 @@ from tests.support import fixed_words, sqe_cli
 RUNNER = "python_streaming_source_runner"
 
 
-def _run(tmp_path: Path, slow_starts: int) -> subprocess.CompletedProcess:
-    """``sqe run --once`` of :func:`fixed_words`, whose stream planner (the Python process
-    Spark starts for the query's source) takes 12 s to start the first ``slow_starts``
-    times (a late planner's traceback, which can come after the run's last line on a busy
-    machine, goes to a file of its own)."""
-    topology = fixed_words(tmp_path, "n")
+def slow_planner(tmp_path: Path, slow_starts: int) -> dict[str, str]:
+    """The environment of a run whose stream planner (the Python process Spark starts for the
+    query's source) takes 12 s to start the first ``slow_starts`` times, each start a line of
+    ``tmp_path/starts`` (a late planner's traceback, which can come after the run's last line
+    on a busy machine, goes to a file of its own)."""
     slow = tmp_path / "slow-python"
     slow.write_text(f"""#!/bin/sh
 case "$*" in *{RUNNER}*)
@@ -38,8 +37,14 @@ esac
 exec {local_worker_python()} "$@"
 """)
     slow.chmod(0o755)
+    return {"PYSPARK_PYTHON": str(slow), "PYSPARK_DRIVER_PYTHON": str(slow)}
+
+
+def _run(tmp_path: Path, slow_starts: int) -> subprocess.CompletedProcess:
+    """``sqe run --once`` of :func:`fixed_words` with :func:`slow_planner`."""
+    topology = fixed_words(tmp_path, "n")
     return sqe_cli("run", str(topology), "--once", "--checkpoint", str(tmp_path / "ck"),
-                   env={"PYSPARK_PYTHON": str(slow), "PYSPARK_DRIVER_PYTHON": str(slow)})
+                   env=slow_planner(tmp_path, slow_starts))
 
 
 @pytest.mark.slow
